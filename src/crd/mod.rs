@@ -1,0 +1,35 @@
+//! The two custom resources agentdeck defines (group `agentdeck.dev`, version
+//! `v1alpha1`) and their validation.
+
+mod pool;
+mod task;
+pub mod validate;
+
+pub use pool::*;
+pub use task::*;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// API group of every agentdeck resource.
+pub const GROUP: &str = "agentdeck.dev";
+/// API version of every agentdeck resource.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` as written in manifests.
+pub const API_VERSION: &str = "agentdeck.dev/v1alpha1";
+
+/// Label every object the controller owns carries.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY: &str = "agentdeck";
+/// Label naming the pool an owned object belongs to.
+pub const LABEL_POOL: &str = "agentdeck.dev/pool";
+/// Label naming the task a Job or pod runs.
+pub const LABEL_TASK: &str = "agentdeck.dev/task";
+/// Label naming the component (`agent`, `task`, `controller`).
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+
+/// Both CRDs, pool first, as `kubectl apply` should receive them.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![AgentPool::crd(), AgentTask::crd()]
+}

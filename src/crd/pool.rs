@@ -1,0 +1,407 @@
+use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// One pool of deployment agents and how its workload should look.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "agentdeck.dev",
+    version = "v1alpha1",
+    kind = "AgentPool",
+    plural = "agentpools",
+    singular = "agentpool",
+    shortname = "ap",
+    category = "agentdeck",
+    namespaced,
+    status = "AgentPoolStatus",
+    derive = "PartialEq",
+    doc = "A pool of self-hosted deployment agents that agentdeck keeps running and scales on pending AgentTasks.",
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.executionMode"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".status.desiredReplicas"),
+    printcolumn(name = "Min", type_ = "integer", json_path = ".spec.minReplicas"),
+    printcolumn(name = "Max", type_ = "integer", json_path = ".spec.maxReplicas"),
+    printcolumn(name = "Pending", type_ = "integer", json_path = ".status.pendingTasks"),
+    printcolumn(name = "Running", type_ = "integer", json_path = ".status.runningTasks"),
+    printcolumn(name = "Frozen", type_ = "boolean", json_path = ".status.frozen"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(validation = Rule::new("self.minReplicas <= self.maxReplicas").message("minReplicas must be less than or equal to maxReplicas"))]
+#[serde(rename_all = "camelCase")]
+pub struct AgentPoolSpec {
+    /// Agent container image (runs `agentdeck agent` or a compatible agent).
+    pub image: String,
+    /// `deployment`: long-running agents in one Deployment; `job`: one Job per task.
+    #[serde(default)]
+    pub execution_mode: ExecutionMode,
+    /// Fewest agents kept running (0 allows scale to zero).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 10000))]
+    pub min_replicas: i32,
+    /// Most agents (deployment mode) or tasks in flight (job mode).
+    #[serde(default = "default_max_replicas")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub max_replicas: i32,
+    /// Replicas added per scale-up; omit to jump straight to what pending work needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub scale_up_step: Option<i32>,
+    /// Tasks one agent runs at once; the autoscaler divides pending work by it.
+    #[serde(default = "default_concurrency")]
+    #[schemars(range(min = 1, max = 64))]
+    pub concurrency: i32,
+    /// Minimum time between scaling decisions, per direction.
+    #[serde(default)]
+    pub cooldown_seconds: CooldownSeconds,
+    /// Job mode: most task Jobs in flight at once (defaults to maxReplicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_in_flight: Option<i32>,
+    /// Compute resources of the agent container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Service account the agent pods run as (default: `agentdeck-agent-<pool>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Extra environment for the agent container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Secret key holding the agent's service token, mounted as a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_secret_ref: Option<SecretKeyRef>,
+    /// URL of the platform service the agent talks to (`API_ENDPOINT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_endpoint: Option<String>,
+    /// Names of agent environment variables that may reach a task's process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_forward_allowlist: Vec<String>,
+    /// Partial pod template merged over the generated one with strategic-merge semantics
+    /// (containers, env, volumes, volumeMounts, tolerations … merged by name/key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::pool::free_form_object")]
+    pub pod_template: Option<serde_json::Value>,
+    /// Windows in which the autoscaler leaves the replica count alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub freeze_schedules: Vec<FreezeSchedule>,
+    /// Debug logging on the agents, switched live without a restart.
+    #[serde(default)]
+    pub debug: bool,
+    /// Stop handing out new work and scale to zero once the agents are idle.
+    #[serde(default)]
+    pub drain: bool,
+    /// Port the agents serve `/healthz` and `/metrics` on.
+    #[serde(default = "default_health_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub health_port: i32,
+    /// What an agent does with its current task when its pod is stopped.
+    #[serde(default)]
+    pub on_stop: StopMode,
+    /// How long a stopping agent may take to finish its task (`onStop: drain`).
+    #[serde(default = "default_drain_timeout")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub drain_timeout_seconds: i64,
+    /// Time a task gets between SIGTERM and SIGKILL when an agent stops.
+    #[serde(default = "default_grace_shutdown")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub grace_shutdown_seconds: i64,
+    /// Deny agent and task pods egress to the cloud metadata service (169.254.169.254).
+    #[serde(default)]
+    pub restrict_metadata_service: bool,
+    /// Create a prometheus-operator ServiceMonitor for the pool's agents.
+    #[serde(default)]
+    pub service_monitor: bool,
+    /// HTTP(S) proxy settings passed to agents and tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxySettings>,
+    /// Extra CA certificates trusted by agents and tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+    /// Defaults for the tasks this pool runs.
+    #[serde(default)]
+    pub task_defaults: TaskDefaults,
+}
+
+fn default_max_replicas() -> i32 {
+    1
+}
+fn default_concurrency() -> i32 {
+    1
+}
+fn default_health_port() -> i32 {
+    8080
+}
+fn default_drain_timeout() -> i64 {
+    3600
+}
+fn default_grace_shutdown() -> i64 {
+    60
+}
+
+/// An object of any shape, kept as written (the API server must not prune it).
+pub(crate) fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// How a pool runs its agents.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecutionMode {
+    /// Long-running agents in one Deployment that claim tasks themselves.
+    #[default]
+    Deployment,
+    /// One Job (worker + runner containers) per task.
+    Job,
+}
+
+impl ExecutionMode {
+    /// The name as written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionMode::Deployment => "deployment",
+            ExecutionMode::Job => "job",
+        }
+    }
+}
+
+/// What an agent does with its task when asked to stop.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopMode {
+    /// Finish the current task (up to the drain timeout), claim nothing new.
+    #[default]
+    Drain,
+    /// SIGTERM the task, wait the grace period, requeue it.
+    GraceShutdown,
+    /// Kill the task at once and requeue it.
+    ForceShutdown,
+}
+
+impl StopMode {
+    /// The name as written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopMode::Drain => "drain",
+            StopMode::GraceShutdown => "grace-shutdown",
+            StopMode::ForceShutdown => "force-shutdown",
+        }
+    }
+}
+
+/// Minimum seconds between two scaling decisions in each direction.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CooldownSeconds {
+    /// After any scale, wait this long before scaling up again.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 86400))]
+    pub up: i64,
+    /// After any scale, wait this long before scaling down.
+    #[serde(default = "default_cooldown_down")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub down: i64,
+}
+
+fn default_cooldown_down() -> i64 {
+    300
+}
+
+impl Default for CooldownSeconds {
+    fn default() -> Self {
+        CooldownSeconds {
+            up: 0,
+            down: default_cooldown_down(),
+        }
+    }
+}
+
+/// A recurring window in which the autoscaler does not change the replica count.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeSchedule {
+    /// Shown in the console and in the Frozen condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Start, `HH:MM` (24 h) in the window's time zone.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub from: String,
+    /// End, `HH:MM`; earlier than `from` means the window crosses midnight.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub to: String,
+    /// Days the window starts on, 0 = Sunday … 6 = Saturday; empty means every day.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(range(min = 0, max = 6)))]
+    pub weekdays: Vec<i32>,
+    /// IANA time zone (e.g. `Europe/Berlin`); default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+}
+
+/// A key of a Secret in the pool's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Secret name.
+    pub name: String,
+    /// Key within the Secret.
+    #[serde(default = "default_token_key")]
+    pub key: String,
+}
+
+fn default_token_key() -> String {
+    "token".to_string()
+}
+
+/// Proxy settings exported as `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxySettings {
+    /// Proxy for http:// URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_proxy: Option<String>,
+    /// Proxy for https:// URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_proxy: Option<String>,
+    /// Hosts reached directly, comma separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_proxy: Option<String>,
+}
+
+/// A CA bundle from a ConfigMap key, mounted and exported as `SSL_CERT_FILE`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CaBundle {
+    /// ConfigMap holding the PEM bundle.
+    pub config_map_name: String,
+    /// Key within the ConfigMap.
+    #[serde(default = "default_ca_key")]
+    pub key: String,
+}
+
+fn default_ca_key() -> String {
+    "ca.crt".to_string()
+}
+
+/// Defaults for tasks run by the pool.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskDefaults {
+    /// Image of the runner container (the IaC toolchain) in job mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_image: Option<String>,
+    /// A task not running this long after its Job was created is `Errored`.
+    #[serde(default = "default_scheduling_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub scheduling_timeout_seconds: i64,
+    /// A Pending task no agent claims within this long gets a warning condition.
+    #[serde(default = "default_acquire_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub acquire_timeout_seconds: i64,
+    /// Finished task Jobs are deleted this long after they end.
+    #[serde(default = "default_ttl_after_finished")]
+    #[schemars(range(min = 0, max = 604800))]
+    pub ttl_seconds_after_finished: i32,
+    /// Attempts before a task whose agent keeps disappearing is `Failed`.
+    #[serde(default = "default_max_attempts")]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_attempts: i32,
+    /// Compute resources of the runner container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+fn default_scheduling_timeout() -> i64 {
+    300
+}
+fn default_acquire_timeout() -> i64 {
+    600
+}
+fn default_ttl_after_finished() -> i32 {
+    60
+}
+fn default_max_attempts() -> i32 {
+    3
+}
+
+impl Default for TaskDefaults {
+    fn default() -> Self {
+        TaskDefaults {
+            runner_image: None,
+            scheduling_timeout_seconds: default_scheduling_timeout(),
+            acquire_timeout_seconds: default_acquire_timeout(),
+            ttl_seconds_after_finished: default_ttl_after_finished(),
+            max_attempts: default_max_attempts(),
+            resources: None,
+        }
+    }
+}
+
+/// What the controller last saw of a pool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentPoolStatus {
+    /// Agent pods that exist.
+    #[serde(default)]
+    pub replicas: i32,
+    /// Agent pods that are ready.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Replicas the autoscaler wants.
+    #[serde(default)]
+    pub desired_replicas: i32,
+    /// Tasks waiting for an agent.
+    #[serde(default)]
+    pub pending_tasks: i32,
+    /// Tasks being run.
+    #[serde(default)]
+    pub running_tasks: i32,
+    /// Inside a freeze window.
+    #[serde(default)]
+    pub frozen: bool,
+    /// Which window froze the pool and until when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_reason: Option<String>,
+    /// Draining: no new work is handed out.
+    #[serde(default)]
+    pub draining: bool,
+    /// Agents by health freshness.
+    #[serde(default)]
+    pub health: HealthCounts,
+    /// When the replica count last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scale_time: Option<Time>,
+    /// Why the autoscaler chose the current desired count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_reason: Option<String>,
+    /// Ready, Invalid, Frozen, Draining, Degraded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Agents of a pool by how recently they answered `/healthz` with activity.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCounts {
+    /// Activity within twice the poll interval.
+    #[serde(default)]
+    pub fresh: i32,
+    /// Answering, but no recent activity.
+    #[serde(default)]
+    pub stale: i32,
+    /// Not answering, or silent past the offline threshold.
+    #[serde(default)]
+    pub offline: i32,
+}
+
+impl AgentPool {
+    /// Name of the pool's Deployment in deployment mode.
+    pub fn deployment_name(&self) -> String {
+        crate::plan::names::bounded_name("iac-agent-", &kube::ResourceExt::name_any(self))
+    }
+}

@@ -1,0 +1,11 @@
+#![forbid(unsafe_code)]
+//! agentdeck: controller, console, agent runtime and API sandbox for
+//! self-hosted deployment-agent pools on Kubernetes.
+
+pub mod cli;
+pub mod config;
+pub mod crd;
+pub mod error;
+pub mod install;
+pub mod plan;
+pub mod telemetry;
