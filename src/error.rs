@@ -1,4 +1,46 @@
-//! Errors a user can act on, and the exit codes they map to.
+//! The errors that reach `main`, and the exit codes they map to.
+
+use crate::config::ConfigError;
+use crate::install::InstallError;
 
 /// Exit code for a user mistake (bad flag, bad config, invalid pool); nothing was changed.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code for a fault (API unreachable, I/O error).
+pub const EXIT_FAILURE: i32 = 1;
+
+/// What can stop a command.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration file or environment is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Install manifests could not be rendered.
+    #[error(transparent)]
+    Install(#[from] InstallError),
+    /// The mode exists on the command line but is not built yet.
+    #[error("`agentdeck {mode}` is not built yet (it will be {what}); nothing was done")]
+    NotBuilt {
+        /// The mode as typed.
+        mode: &'static str,
+        /// What it will do.
+        what: &'static str,
+    },
+    /// Writing to stdout failed.
+    #[error("cannot write output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Config(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Install(e) if e.is_user_error() => EXIT_USAGE,
+            Error::NotBuilt { .. } => EXIT_USAGE,
+            _ => EXIT_FAILURE,
+        }
+    }
+}
+
+/// Result with this layer's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

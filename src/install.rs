@@ -1,1 +1,343 @@
-//! (being written)
+//! What `agentdeck crds` and `agentdeck manifests` print: the CRDs, the daemon
+//! with its RBAC, and the operator's pools, as one YAML stream for
+//! `kubectl apply -f -`.
+//!
+//! Nothing is printed unless every input is valid, so a bad pool file never
+//! yields a half-applied install.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::crd::validate::{FieldError, parse_pool};
+use crate::crd::{self, AgentPool};
+
+/// Why an install stream could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The pools path could not be read.
+    #[error("cannot read {path}: {source}")]
+    PoolsUnreadable {
+        /// File or directory.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// One or more pool documents are invalid; nothing was printed.
+    #[error("{}", invalid_message(.0))]
+    InvalidPools(Vec<DocumentError>),
+    /// A pool name appears twice in one namespace.
+    #[error("pool {name:?} is defined twice: in {first} and in {second}")]
+    DuplicatePool {
+        /// Pool name.
+        name: String,
+        /// Where it was first seen.
+        first: String,
+        /// Where it was seen again.
+        second: String,
+    },
+    /// YAML output failed (a bug, not a user mistake).
+    #[error("cannot render YAML: {0}")]
+    Render(String),
+}
+
+impl InstallError {
+    /// A mistake in what the user gave us (exit code 2), as opposed to a fault.
+    pub fn is_user_error(&self) -> bool {
+        !matches!(self, InstallError::Render(_))
+    }
+}
+
+/// Everything wrong with one document of one file.
+#[derive(Debug)]
+pub struct DocumentError {
+    /// File the document came from.
+    pub file: PathBuf,
+    /// 1-based position of the document in its file.
+    pub document: usize,
+    /// Object name when known.
+    pub name: Option<String>,
+    /// What is wrong.
+    pub errors: Vec<FieldError>,
+}
+
+fn invalid_message(docs: &[DocumentError]) -> String {
+    let mut out = String::from("invalid pool definitions (nothing was printed):");
+    for d in docs {
+        let name = d
+            .name
+            .as_deref()
+            .map(|n| format!(" (AgentPool {n:?})"))
+            .unwrap_or_default();
+        for e in &d.errors {
+            out.push_str(&format!(
+                "\n  {}, document {}{}: {}",
+                d.file.display(),
+                d.document,
+                name,
+                e
+            ));
+        }
+    }
+    out
+}
+
+/// Where and how the daemon is installed.
+#[derive(Debug, Clone)]
+pub struct InstallOptions {
+    /// Namespace of the daemon, its Lease and its config.
+    pub namespace: String,
+    /// Image of the daemon.
+    pub image: String,
+    /// Config rendered into the daemon's ConfigMap.
+    pub config: Config,
+}
+
+/// Image of this version's release build.
+pub fn default_image() -> String {
+    format!("ghcr.io/agentdeck/agentdeck:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Both CRDs as JSON values, numbers written as the API server writes them.
+pub fn crd_documents() -> Vec<Value> {
+    crd::crds()
+        .into_iter()
+        .map(|c| {
+            let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
+            integral_floats_to_ints(&mut v);
+            v
+        })
+        .collect()
+}
+
+/// schemars writes `minimum: 1.0`; the API server and every published CRD say
+/// `minimum: 1`, and a float there reads as a mistake in `kubectl get -o yaml`.
+fn integral_floats_to_ints(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64() {
+                if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                    *v = json!(f as i64);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(integral_floats_to_ints),
+        Value::Object(m) => m.values_mut().for_each(integral_floats_to_ints),
+        _ => {}
+    }
+}
+
+const CONTROLLER: &str = "agentdeck-controller";
+
+fn labels() -> Value {
+    json!({
+        "app.kubernetes.io/name": "agentdeck",
+        "app.kubernetes.io/component": "controller",
+        crd::LABEL_MANAGED_BY: crd::MANAGED_BY,
+    })
+}
+
+/// The daemon: Namespace, ServiceAccount, ClusterRole(+Binding), Role for its
+/// Lease, ConfigMap with `agentdeck.yaml`, Deployment and metrics Service.
+pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
+    let ns = opts.namespace.as_str();
+    let config_yaml =
+        serde_saphyr::to_string(&opts.config).map_err(|e| InstallError::Render(e.to_string()))?;
+    let port = opts.config.server.port;
+    let grp = crd::GROUP;
+    Ok(vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels()}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": CONTROLLER, "namespace": ns, "labels": labels()}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": CONTROLLER, "labels": labels()},
+        "rules": [
+            {"apiGroups": [grp], "resources": ["agentpools", "agenttasks"], "verbs": ["get", "list", "watch", "update", "patch"]},
+            {"apiGroups": [grp], "resources": ["agentpools/status", "agenttasks/status"], "verbs": ["get", "update", "patch"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}
+        ]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": CONTROLLER, "labels": labels()},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER},
+               "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": ns}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": format!("{CONTROLLER}-leader"), "namespace": ns, "labels": labels()},
+               "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": format!("{CONTROLLER}-leader"), "namespace": ns, "labels": labels()},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{CONTROLLER}-leader")},
+               "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": ns}]}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": format!("{CONTROLLER}-config"), "namespace": ns, "labels": labels()},
+               "data": {"agentdeck.yaml": config_yaml}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": CONTROLLER, "namespace": ns, "labels": labels()},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "agentdeck", "app.kubernetes.io/component": "controller"}},
+            "template": {
+                "metadata": {"labels": labels(), "annotations": {
+                    "prometheus.io/scrape": "true", "prometheus.io/port": port.to_string(), "prometheus.io/path": "/metrics"}},
+                "spec": {
+                    "serviceAccountName": CONTROLLER,
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [{
+                        "name": "controller",
+                        "image": opts.image,
+                        "command": ["agentdeck", "--daemon", "--config", "/etc/agentdeck/agentdeck.yaml", "--log-format", "json"],
+                        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "ports": [{"name": "http", "containerPort": port}],
+                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "config", "mountPath": "/etc/agentdeck", "readOnly": true}]
+                    }],
+                    "volumes": [{"name": "config", "configMap": {"name": format!("{CONTROLLER}-config")}}]
+                }
+            }
+        }}),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": CONTROLLER, "namespace": ns, "labels": labels()},
+               "spec": {"selector": {"app.kubernetes.io/name": "agentdeck", "app.kubernetes.io/component": "controller"},
+                        "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}),
+    ])
+}
+
+/// Reads AgentPool documents from a file or from every `*.yaml`/`*.yml` in a
+/// directory (not recursive), validating each; all problems are reported at
+/// once. Documents that are agentdeck's own config files (`agentdeck*.yaml`
+/// with no `kind`) are skipped, so `--pools config/` works on the examples.
+pub fn load_pools(path: &Path) -> Result<Vec<(PathBuf, AgentPool)>, InstallError> {
+    let unreadable = |source| InstallError::PoolsUnreadable {
+        path: path.to_path_buf(),
+        source,
+    };
+    let files: Vec<PathBuf> = if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(unreadable)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+            })
+            .collect();
+        v.sort();
+        v
+    } else {
+        std::fs::metadata(path).map_err(unreadable)?;
+        vec![path.to_path_buf()]
+    };
+    let mut pools: Vec<(PathBuf, AgentPool)> = Vec::new();
+    let mut bad = Vec::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).map_err(|source| InstallError::PoolsUnreadable {
+                path: file.clone(),
+                source,
+            })?;
+        let docs: Vec<Value> = match serde_saphyr::from_multiple(&text) {
+            Ok(d) => d,
+            Err(e) => {
+                bad.push(DocumentError {
+                    file: file.clone(),
+                    document: 1,
+                    name: None,
+                    errors: vec![FieldError {
+                        field: "(yaml)".into(),
+                        value: String::new(),
+                        expected: format!("valid YAML: {e}"),
+                    }],
+                });
+                continue;
+            }
+        };
+        let is_config_file = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("agentdeck"));
+        for (i, doc) in docs.into_iter().enumerate() {
+            if doc.is_null()
+                || (is_config_file && doc.get("kind").is_none() && doc.get("apiVersion").is_none())
+            {
+                continue;
+            }
+            let name = doc
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            match parse_pool(&doc) {
+                Ok(pool) => {
+                    let key = (pool.metadata.namespace.clone(), pool.metadata.name.clone());
+                    if let Some((first, _)) = pools.iter().find(|(_, p)| {
+                        (p.metadata.namespace.clone(), p.metadata.name.clone()) == key
+                    }) {
+                        return Err(InstallError::DuplicatePool {
+                            name: name.unwrap_or_default(),
+                            first: first.display().to_string(),
+                            second: file.display().to_string(),
+                        });
+                    }
+                    pools.push((file.clone(), pool));
+                }
+                Err(errors) => bad.push(DocumentError {
+                    file: file.clone(),
+                    document: i + 1,
+                    name,
+                    errors,
+                }),
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(pools)
+    } else {
+        Err(InstallError::InvalidPools(bad))
+    }
+}
+
+/// The whole install: CRDs, daemon, then pools.
+pub fn install_documents(
+    opts: &InstallOptions,
+    pools: &[AgentPool],
+) -> Result<Vec<Value>, InstallError> {
+    let mut docs = crd_documents();
+    docs.extend(controller_objects(opts)?);
+    for p in pools {
+        let mut v = serde_json::to_value(p).map_err(|e| InstallError::Render(e.to_string()))?;
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations"));
+        }
+        if let Some(o) = v.as_object_mut() {
+            o.remove("status");
+        }
+        docs.push(v);
+    }
+    Ok(docs)
+}
+
+/// Documents as one YAML stream (`---` separated).
+pub fn to_yaml_stream(docs: &[Value]) -> Result<String, InstallError> {
+    let mut out = String::new();
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(d).map_err(|e| InstallError::Render(e.to_string()))?);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}

@@ -19,13 +19,29 @@ use serde::{Deserialize, Serialize};
     doc = "A pool of self-hosted deployment agents that agentdeck keeps running and scales on pending AgentTasks.",
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.executionMode"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
-    printcolumn(name = "Desired", type_ = "integer", json_path = ".status.desiredReplicas"),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".status.desiredReplicas"
+    ),
     printcolumn(name = "Min", type_ = "integer", json_path = ".spec.minReplicas"),
     printcolumn(name = "Max", type_ = "integer", json_path = ".spec.maxReplicas"),
-    printcolumn(name = "Pending", type_ = "integer", json_path = ".status.pendingTasks"),
-    printcolumn(name = "Running", type_ = "integer", json_path = ".status.runningTasks"),
+    printcolumn(
+        name = "Pending",
+        type_ = "integer",
+        json_path = ".status.pendingTasks"
+    ),
+    printcolumn(
+        name = "Running",
+        type_ = "integer",
+        json_path = ".status.runningTasks"
+    ),
     printcolumn(name = "Frozen", type_ = "boolean", json_path = ".status.frozen"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self.minReplicas <= self.maxReplicas").message("minReplicas must be less than or equal to maxReplicas"))]
 #[serde(rename_all = "camelCase")]
@@ -147,7 +163,9 @@ pub(crate) fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::S
 }
 
 /// How a pool runs its agents.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExecutionMode {
     /// Long-running agents in one Deployment that claim tasks themselves.
@@ -168,7 +186,9 @@ impl ExecutionMode {
 }
 
 /// What an agent does with its task when asked to stop.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopMode {
     /// Finish the current task (up to the drain timeout), claim nothing new.
@@ -385,7 +405,9 @@ pub struct AgentPoolStatus {
 }
 
 /// Agents of a pool by how recently they answered `/healthz` with activity.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthCounts {
     /// Activity within twice the poll interval.

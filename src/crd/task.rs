@@ -24,7 +24,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Agent", type_ = "string", json_path = ".status.agent"),
     printcolumn(name = "Attempts", type_ = "integer", json_path = ".status.attempts"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentTaskSpec {

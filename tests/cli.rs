@@ -1,0 +1,327 @@
+//! The binary as a user meets it: help, exit codes, and what `crds` and
+//! `manifests` print.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use agentdeck::crd::{AgentPool, ExecutionMode};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+fn agentdeck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        // Keep the developer's own config files and env out of the test.
+        .env("XDG_CONFIG_HOME", env!("CARGO_TARGET_TMPDIR"))
+        .env("HOME", env!("CARGO_TARGET_TMPDIR"))
+        .output()
+        .expect("agentdeck runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn yaml_docs(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .expect("output is YAML")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+#[test]
+fn help_explains_every_mode_in_one_line() {
+    let o = agentdeck(&["--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    for needle in [
+        "--daemon",
+        "--demo",
+        "sandbox",
+        "agent",
+        "bundle",
+        "debug",
+        "scale",
+        "drain",
+        "debug-logs",
+        "crds",
+        "manifests",
+        "completions",
+        "--namespace",
+        "--context",
+        "--config",
+        "--theme",
+        "--log-format",
+        "--log-dir",
+    ] {
+        assert!(help.contains(needle), "help lacks {needle}:\n{help}");
+    }
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let o = agentdeck(&["--version"]);
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("agentdeck {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn modes_not_built_yet_exit_2_with_a_clear_message() {
+    for args in [&["sandbox"][..], &["--daemon"], &["agent"], &["drain", "p"]] {
+        let o = agentdeck(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&o).contains("not built yet"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn a_bad_flag_value_exits_2() {
+    let o = agentdeck(&["--log-format", "xml", "crds"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn crds_prints_both_definitions_that_round_trip() {
+    let o = agentdeck(&["crds"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = yaml_docs(&stdout(&o));
+    assert_eq!(docs.len(), 2);
+    let crds: Vec<CustomResourceDefinition> = docs
+        .iter()
+        .map(|d| serde_json::from_value(d.clone()).expect("a CRD"))
+        .collect();
+    assert_eq!(
+        crds[0].metadata.name.as_deref(),
+        Some("agentpools.agentdeck.dev")
+    );
+    assert_eq!(
+        crds[1].metadata.name.as_deref(),
+        Some("agenttasks.agentdeck.dev")
+    );
+    assert_eq!(
+        crds[0].spec.names.short_names.as_deref(),
+        Some(&["ap".to_string()][..])
+    );
+    assert_eq!(
+        crds[1].spec.names.short_names.as_deref(),
+        Some(&["atask".to_string(), "at".to_string()][..])
+    );
+    let text = stdout(&o);
+    assert!(
+        text.contains("self.minReplicas <= self.maxReplicas"),
+        "CEL rule present"
+    );
+    assert!(
+        !text.contains("minimum: 0.0"),
+        "integral bounds are printed as integers"
+    );
+}
+
+#[test]
+fn manifests_include_the_daemon_and_every_example_pool() {
+    let o = agentdeck(&["manifests", "--pools", "config/"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = yaml_docs(&stdout(&o));
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    for k in [
+        "CustomResourceDefinition",
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+    ] {
+        assert!(kinds.contains(&k), "no {k} in {kinds:?}");
+    }
+    let pools: Vec<AgentPool> = docs
+        .iter()
+        .filter(|d| d["kind"] == "AgentPool")
+        .map(|d| serde_json::from_value(d.clone()).expect("an AgentPool"))
+        .collect();
+    let mut names: Vec<String> = pools
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["batch", "platform", "sandbox-envs"]);
+    let batch = pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("batch"))
+        .expect("batch");
+    assert_eq!(batch.spec.execution_mode, ExecutionMode::Job);
+    // Typed round trip: what we print is exactly what our types serialise to.
+    for d in &docs {
+        if d["kind"] == "AgentPool" {
+            let p: AgentPool = serde_json::from_value(d.clone()).expect("pool");
+            let mut again = serde_json::to_value(&p).expect("serialises");
+            again.as_object_mut().map(|o| o.remove("status"));
+            assert_eq!(&again, d);
+        }
+    }
+}
+
+#[test]
+fn manifests_render_the_config_into_the_daemon_configmap() {
+    let o = agentdeck(&["manifests", "--install-namespace", "ops-tools"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs = yaml_docs(&stdout(&o));
+    let cm = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("config map");
+    assert_eq!(cm["metadata"]["namespace"], "ops-tools");
+    let cfg = cm["data"]["agentdeck.yaml"].as_str().expect("config text");
+    let parsed: Value = serde_saphyr::from_str(cfg).expect("config YAML");
+    assert_eq!(parsed["resyncIntervalSeconds"], 30);
+}
+
+fn assert_rejected(fixture: &str, needles: &[&str]) {
+    let path = Path::new("tests/fixtures").join(fixture);
+    let o = agentdeck(&["manifests", "--pools", path.to_str().expect("utf-8 path")]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{fixture}: {err}");
+    assert!(
+        stdout(&o).is_empty(),
+        "{fixture}: nothing may be printed on a validation failure"
+    );
+    assert!(
+        err.contains(fixture),
+        "{fixture}: error names the file: {err}"
+    );
+    for n in needles {
+        assert!(err.contains(n), "{fixture}: error lacks {n:?}: {err}");
+    }
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn min_above_max_is_rejected_naming_the_field() {
+    assert_rejected(
+        "pool-min-gt-max.yaml",
+        &["spec.minReplicas", "5", "spec.maxReplicas"],
+    );
+}
+
+#[test]
+fn an_impossible_time_is_rejected_naming_the_schedule() {
+    assert_rejected(
+        "pool-bad-time.yaml",
+        &["spec.freezeSchedules[0].from", "25:00", "HH:MM"],
+    );
+}
+
+#[test]
+fn weekday_9_is_rejected_with_the_valid_range() {
+    assert_rejected(
+        "pool-bad-weekday.yaml",
+        &["spec.freezeSchedules[0].weekdays", "9", "Sunday"],
+    );
+}
+
+#[test]
+fn negative_replicas_are_rejected() {
+    assert_rejected(
+        "pool-negative-replicas.yaml",
+        &["spec.minReplicas", "-1", "from 0"],
+    );
+}
+
+#[test]
+fn an_unknown_mode_lists_the_valid_ones() {
+    assert_rejected(
+        "pool-unknown-mode.yaml",
+        &["spec.executionMode", "daemonset", "deployment", "job"],
+    );
+}
+
+#[test]
+fn an_unknown_field_is_named_with_the_valid_ones() {
+    assert_rejected(
+        "pool-unknown-field.yaml",
+        &["spec.maxReplica", "maxReplicas"],
+    );
+}
+
+#[test]
+fn a_name_too_long_for_a_label_is_rejected() {
+    assert_rejected("pool-name-too-long.yaml", &["metadata.name", "63"]);
+}
+
+#[test]
+fn a_quantity_that_does_not_parse_is_rejected() {
+    assert_rejected(
+        "pool-bad-quantity.yaml",
+        &["spec.resources.requests.memory", "12 gigs", "256Mi"],
+    );
+}
+
+#[test]
+fn a_missing_pools_path_is_a_usage_error() {
+    let o = agentdeck(&["manifests", "--pools", "no/such/dir"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no/such/dir"));
+}
+
+#[test]
+fn a_config_with_an_unknown_key_exits_2_naming_file_and_field() {
+    let o = agentdeck(&[
+        "manifests",
+        "--config",
+        "tests/fixtures/config-bad-field.yaml",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("config-bad-field.yaml") && err.contains("intervalSecs"),
+        "{err}"
+    );
+    assert!(
+        err.contains("intervalSeconds"),
+        "valid keys are listed: {err}"
+    );
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn a_config_with_a_bad_value_exits_2_naming_the_field() {
+    let o = agentdeck(&[
+        "manifests",
+        "--config",
+        "tests/fixtures/config-bad-value.yaml",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("healthProbe.intervalSeconds"), "{err}");
+}
+
+#[test]
+fn a_missing_config_file_exits_2() {
+    let o = agentdeck(&["manifests", "--config", "tests/fixtures/nope.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nope.yaml"));
+}
+
+#[test]
+fn completions_are_printed_for_bash() {
+    let o = agentdeck(&["completions", "bash"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("_agentdeck"));
+}
