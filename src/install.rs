@@ -117,10 +117,11 @@ pub fn crd_documents() -> Vec<Value> {
 fn integral_floats_to_ints(v: &mut Value) {
     match v {
         Value::Number(n) if n.is_f64() => {
-            if let Some(f) = n.as_f64() {
-                if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                    *v = json!(f as i64);
-                }
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *v = json!(f as i64);
             }
         }
         Value::Array(a) => a.iter_mut().for_each(integral_floats_to_ints),

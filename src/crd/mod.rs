@@ -1,7 +1,11 @@
 //! The two custom resources agentdeck defines (group `agentdeck.dev`, version
 //! `v1alpha1`) and their validation.
 
+// kube-derive expands repeated `printcolumn`/`shortname` attributes, which clippy
+// mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 mod pool;
+#[allow(clippy::duplicated_attributes)]
 mod task;
 pub mod validate;
 

@@ -147,14 +147,14 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
     if let Some(r) = &s.resources {
         check_resources("spec.resources", r, &mut errs);
     }
-    if let Some(sa) = &s.service_account_name {
-        if !is_dns1123_subdomain(sa) {
-            errs.push(FieldError::new(
-                "spec.serviceAccountName",
-                format!("{sa:?}"),
-                DNS_SUBDOMAIN,
-            ));
-        }
+    if let Some(sa) = &s.service_account_name
+        && !is_dns1123_subdomain(sa)
+    {
+        errs.push(FieldError::new(
+            "spec.serviceAccountName",
+            format!("{sa:?}"),
+            DNS_SUBDOMAIN,
+        ));
     }
     check_env("spec.env", &s.env, &mut errs);
     if let Some(t) = &s.token_secret_ref {
@@ -173,14 +173,14 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
             ));
         }
     }
-    if let Some(url) = &s.api_endpoint {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            errs.push(FieldError::new(
-                "spec.apiEndpoint",
-                format!("{url:?}"),
-                "an http:// or https:// URL",
-            ));
-        }
+    if let Some(url) = &s.api_endpoint
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        errs.push(FieldError::new(
+            "spec.apiEndpoint",
+            format!("{url:?}"),
+            "an http:// or https:// URL",
+        ));
     }
     for (i, name) in s.env_forward_allowlist.iter().enumerate() {
         if !is_env_name(name) {
@@ -201,14 +201,14 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
             expected: e.expected().to_string(),
         }));
     }
-    if let Some(ca) = &s.ca_bundle {
-        if !is_dns1123_subdomain(&ca.config_map_name) {
-            errs.push(FieldError::new(
-                "spec.caBundle.configMapName",
-                format!("{:?}", ca.config_map_name),
-                DNS_SUBDOMAIN,
-            ));
-        }
+    if let Some(ca) = &s.ca_bundle
+        && !is_dns1123_subdomain(&ca.config_map_name)
+    {
+        errs.push(FieldError::new(
+            "spec.caBundle.configMapName",
+            format!("{:?}", ca.config_map_name),
+            DNS_SUBDOMAIN,
+        ));
     }
     let td = &s.task_defaults;
     range(
@@ -458,10 +458,10 @@ fn check_resources(path: &str, r: &ResourceRequirements, errs: &mut Vec<FieldErr
     for (kind, map) in [("requests", &r.requests), ("limits", &r.limits)] {
         for (res, q) in map.iter().flatten() {
             match parse_quantity(&q.0) {
-                Ok(v) => {
+                Some(v) => {
                     parsed.insert((kind, res.clone()), v);
                 }
-                Err(()) => errs.push(FieldError::new(
+                None => errs.push(FieldError::new(
                     format!("{path}.{kind}.{res}"),
                     format!("{:?}", q.0),
                     "a quantity such as 500m, 2, 1.5, 256Mi, 1Gi or 1e3",
@@ -470,16 +470,15 @@ fn check_resources(path: &str, r: &ResourceRequirements, errs: &mut Vec<FieldErr
         }
     }
     for ((kind, res), req) in &parsed {
-        if *kind == "requests" {
-            if let Some(lim) = parsed.get(&("limits", res.clone())) {
-                if req > lim {
-                    errs.push(FieldError::new(
-                        format!("{path}.requests.{res}"),
-                        format!("{req}"),
-                        format!("at most the limit ({lim})"),
-                    ));
-                }
-            }
+        if *kind == "requests"
+            && let Some(lim) = parsed.get(&("limits", res.clone()))
+            && req > lim
+        {
+            errs.push(FieldError::new(
+                format!("{path}.requests.{res}"),
+                format!("{req}"),
+                format!("at most the limit ({lim})"),
+            ));
         }
     }
 }
@@ -487,8 +486,8 @@ fn check_resources(path: &str, r: &ResourceRequirements, errs: &mut Vec<FieldErr
 /// Parses a Kubernetes resource quantity (`<signed number><suffix>`, suffix one
 /// of the binary-SI `Ki Mi Gi Ti Pi Ei`, decimal-SI `n u m k M G T P E` or an
 /// exponent `e<n>`/`E<n>`) to its value. Grammar from apimachinery's
-/// resource.Quantity.
-pub fn parse_quantity(s: &str) -> Result<f64, ()> {
+/// resource.Quantity. `None` when it does not parse.
+pub fn parse_quantity(s: &str) -> Option<f64> {
     let s = s.trim();
     let split = s
         .char_indices()
@@ -498,9 +497,9 @@ pub fn parse_quantity(s: &str) -> Result<f64, ()> {
     let (num, suffix) = s.split_at(split);
     let digits = num.trim_start_matches(['+', '-']);
     if digits.is_empty() || digits == "." || digits.matches('.').count() > 1 {
-        return Err(());
+        return None;
     }
-    let n: f64 = num.parse().map_err(|_| ())?;
+    let n: f64 = num.parse().ok()?;
     let mult = match suffix {
         "" => 1.0,
         "n" => 1e-9,
@@ -522,13 +521,13 @@ pub fn parse_quantity(s: &str) -> Result<f64, ()> {
             let e = &exp[1..];
             let ed = e.trim_start_matches(['+', '-']);
             if ed.is_empty() || !ed.chars().all(|c| c.is_ascii_digit()) {
-                return Err(());
+                return None;
             }
-            10f64.powi(e.parse::<i32>().map_err(|_| ())?)
+            10f64.powi(e.parse::<i32>().ok()?)
         }
-        _ => return Err(()),
+        _ => return None,
     };
-    Ok(n * mult)
+    Some(n * mult)
 }
 
 fn check_pod_template(t: &Value, errs: &mut Vec<FieldError>) {
@@ -599,7 +598,7 @@ mod tests {
             ("+2", 2.0),
             ("100n", 1e-7),
         ] {
-            let got = parse_quantity(q).unwrap_or_else(|()| panic!("{q} parses"));
+            let got = parse_quantity(q).unwrap_or_else(|| panic!("{q} parses"));
             assert!(
                 (got - v).abs() < 1e-9 * v.abs().max(1.0),
                 "{q}: {got} != {v}"
@@ -608,7 +607,7 @@ mod tests {
         for bad in [
             "", "m", "12 gigs", "1.2.3", "1GB", "1ki", "e3", "1e", "1e+", "Mi", ".",
         ] {
-            assert!(parse_quantity(bad).is_err(), "{bad:?} must not parse");
+            assert!(parse_quantity(bad).is_none(), "{bad:?} must not parse");
         }
     }
 
