@@ -157,6 +157,8 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
         "rules": [
             {"apiGroups": [grp], "resources": ["agentpools", "agenttasks"], "verbs": ["get", "list", "watch", "update", "patch"]},
             {"apiGroups": [grp], "resources": ["agentpools/status", "agenttasks/status"], "verbs": ["get", "update", "patch"]},
+                   // blockOwnerDeletion on owned objects needs update on the owners' finalizers.
+                   {"apiGroups": [grp], "resources": ["agentpools/finalizers", "agenttasks/finalizers"], "verbs": ["update"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},

@@ -8,4 +8,5 @@ pub mod crd;
 pub mod error;
 pub mod install;
 pub mod plan;
+pub mod sandbox;
 pub mod telemetry;

@@ -40,7 +40,8 @@ pub fn is_dns1123_label(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
         && b.len() <= MAX_NAME_LEN
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }

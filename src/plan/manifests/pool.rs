@@ -1,0 +1,441 @@
+//! Pool-level objects beside the workload: Service, ServiceMonitor,
+//! NetworkPolicy, PodDisruptionBudget and the agents' RBAC.
+
+use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicySpec,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use serde_json::json;
+
+use super::pod::{HEALTH_PORT_NAME, METRICS_PATH, scrape_annotations};
+use super::{
+    COMPONENT_AGENT, COMPONENT_TASK, Result, label_value, pool_ids, pool_object_meta,
+    selector_labels,
+};
+use crate::crd::{AgentPool, GROUP, LABEL_POOL};
+use crate::plan::names;
+
+/// Cloud metadata services the NetworkPolicy denies: the link-local address
+/// every major cloud uses, and AWS's IPv6 endpoint.
+const METADATA_V4: &str = "169.254.169.254/32";
+const METADATA_V6: &str = "fd00:ec2::254/128";
+
+/// Service account the pool's pods run as: the pool's own, else
+/// `agentdeck-agent-<pool>` (bounded) which [`agent_rbac`] creates.
+pub fn service_account_name(pool: &AgentPool) -> String {
+    pool.spec
+        .service_account_name
+        .clone()
+        .unwrap_or_else(|| rbac_name(pool))
+}
+
+/// Name of the pool's Role and RoleBinding (and default service account).
+pub fn rbac_name(pool: &AgentPool) -> String {
+    names::bounded_name("agentdeck-agent-", &pool.name_any())
+}
+
+/// Name of the pool's metadata-service NetworkPolicy.
+pub fn network_policy_name(pool: &AgentPool) -> String {
+    names::bounded_name("agentdeck-no-metadata-", &pool.name_any())
+}
+
+/// Name of the PodDisruptionBudget guarding the pool's task pods.
+pub fn task_disruption_budget_name(pool: &AgentPool) -> String {
+    names::bounded_name("iac-task-", &pool.name_any())
+}
+
+/// The Service in front of the agents' health/metrics port (named like the
+/// Deployment), for Prometheus and ServiceMonitors.
+pub fn agent_service(pool: &AgentPool) -> Result<Service> {
+    let ids = pool_ids(pool)?;
+    let mut metadata = pool_object_meta(&ids, pool.deployment_name(), COMPONENT_AGENT);
+    metadata.annotations = Some(scrape_annotations(pool.spec.health_port));
+    Ok(Service {
+        metadata,
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_string()),
+            selector: Some(selector_labels(&ids.name, COMPONENT_AGENT)),
+            ports: Some(vec![ServicePort {
+                name: Some(HEALTH_PORT_NAME.to_string()),
+                port: pool.spec.health_port,
+                target_port: Some(IntOrString::String(HEALTH_PORT_NAME.to_string())),
+                protocol: Some("TCP".to_string()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// A prometheus-operator `ServiceMonitor` for the agents' Service, when the
+/// pool asks for one. Untyped: its CRD is not ours and may not be installed.
+pub fn service_monitor(pool: &AgentPool) -> Result<Option<serde_json::Value>> {
+    if !pool.spec.service_monitor {
+        return Ok(None);
+    }
+    let ids = pool_ids(pool)?;
+    let metadata = pool_object_meta(&ids, pool.deployment_name(), COMPONENT_AGENT);
+    Ok(Some(json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata,
+        "spec": {
+            "selector": { "matchLabels": selector_labels(&ids.name, COMPONENT_AGENT) },
+            "endpoints": [{ "port": HEALTH_PORT_NAME, "path": METRICS_PATH }],
+        },
+    })))
+}
+
+/// When `restrictMetadataService`: egress from every pod of the pool (agents
+/// and tasks) to anywhere except the cloud metadata service, which would hand
+/// out the node's cloud credentials to any task.
+pub fn metadata_network_policy(pool: &AgentPool) -> Result<Option<NetworkPolicy>> {
+    if !pool.spec.restrict_metadata_service {
+        return Ok(None);
+    }
+    let ids = pool_ids(pool)?;
+    let ip_block = |cidr: &str, except: &str| NetworkPolicyPeer {
+        ip_block: Some(IPBlock {
+            cidr: cidr.to_string(),
+            except: Some(vec![except.to_string()]),
+        }),
+        ..NetworkPolicyPeer::default()
+    };
+    Ok(Some(NetworkPolicy {
+        metadata: pool_object_meta(&ids, network_policy_name(pool), COMPONENT_AGENT),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some([(LABEL_POOL.to_string(), label_value(&ids.name))].into()),
+                match_expressions: None,
+            }),
+            // Egress only: the policy must not start isolating ingress.
+            policy_types: Some(vec!["Egress".to_string()]),
+            egress: Some(vec![NetworkPolicyEgressRule {
+                to: Some(vec![
+                    ip_block("0.0.0.0/0", METADATA_V4),
+                    ip_block("::/0", METADATA_V6),
+                    // Some network plugins (Cilium) never match pod IPs with
+                    // ipBlocks; without this peer, DNS and in-cluster services
+                    // would be cut off too.
+                    NetworkPolicyPeer {
+                        namespace_selector: Some(LabelSelector::default()),
+                        ..NetworkPolicyPeer::default()
+                    },
+                ]),
+                ports: None,
+            }]),
+            ingress: None,
+        }),
+    }))
+}
+
+/// Busy task pods are not evicted voluntarily (node drains, autoscaler):
+/// `maxUnavailable: 0` over the pool's task pods.
+pub fn task_disruption_budget(pool: &AgentPool) -> Result<PodDisruptionBudget> {
+    let ids = pool_ids(pool)?;
+    Ok(PodDisruptionBudget {
+        metadata: pool_object_meta(&ids, task_disruption_budget_name(pool), COMPONENT_TASK),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(0)),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(&ids.name, COMPONENT_TASK)),
+                match_expressions: None,
+            }),
+            // A task pod that never became ready (image pull failure, stuck
+            // runner) runs no task worth protecting and must not block drains.
+            unhealthy_pod_eviction_policy: Some("AlwaysAllow".to_string()),
+            min_available: None,
+        }),
+        status: None,
+    })
+}
+
+/// The agents' identity and least-privilege Role: read tasks and pools, write
+/// task status (claims, heartbeats, results), read and annotate pods, and
+/// emit events. The service account only when the pool did not name its own.
+pub fn agent_rbac(pool: &AgentPool) -> Result<(Option<ServiceAccount>, Role, RoleBinding)> {
+    let ids = pool_ids(pool)?;
+    let name = rbac_name(pool);
+    let account = pool
+        .spec
+        .service_account_name
+        .is_none()
+        .then(|| ServiceAccount {
+            metadata: pool_object_meta(&ids, name.clone(), COMPONENT_AGENT),
+            ..ServiceAccount::default()
+        });
+    let rule = |group: &str, resources: &[&str], verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..PolicyRule::default()
+    };
+    let role = Role {
+        metadata: pool_object_meta(&ids, name.clone(), COMPONENT_AGENT),
+        rules: Some(vec![
+            rule(
+                GROUP,
+                &["agenttasks", "agentpools"],
+                &["get", "list", "watch"],
+            ),
+            rule(GROUP, &["agenttasks/status"], &["update", "patch"]),
+            // Pod deletion cost is set by the controller; agents only
+            // annotate their own pod.
+            rule("", &["pods"], &["get", "patch"]),
+            rule("", &["events"], &["create", "patch"]),
+            rule("events.k8s.io", &["events"], &["create", "patch"]),
+        ]),
+    };
+    let binding = RoleBinding {
+        metadata: pool_object_meta(&ids, name.clone(), COMPONENT_AGENT),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".to_string(),
+            kind: "Role".to_string(),
+            name,
+        },
+        subjects: Some(vec![Subject {
+            api_group: None,
+            kind: "ServiceAccount".to_string(),
+            name: service_account_name(pool),
+            namespace: Some(ids.namespace.clone()),
+        }]),
+    };
+    Ok((account, role, binding))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::LABEL_COMPONENT;
+    use crate::plan::manifests::fixtures::{NAMESPACE, POOL_UID, plain_pool, pool};
+
+    #[test]
+    fn service_fronts_the_agents_health_port_under_the_deployment_name() {
+        let service = agent_service(&pool("prod", json!({ "healthPort": 9100 }))).expect("builds");
+        assert_eq!(service.metadata.name.as_deref(), Some("iac-agent-prod"));
+        let annotations = service.metadata.annotations.clone().expect("annotations");
+        assert_eq!(annotations["prometheus.io/scrape"], "true");
+        assert_eq!(annotations["prometheus.io/port"], "9100");
+        assert_eq!(annotations["prometheus.io/path"], "/metrics");
+        let spec = service.spec.expect("spec");
+        let selector = spec.selector.expect("selector");
+        assert_eq!(selector.len(), 2);
+        assert_eq!(selector[LABEL_POOL], "prod");
+        assert_eq!(selector[LABEL_COMPONENT], "agent");
+        let port = &spec.ports.expect("ports")[0];
+        assert_eq!(port.name.as_deref(), Some("health"));
+        assert_eq!(port.port, 9100);
+        assert_eq!(port.target_port, Some(IntOrString::String("health".into())));
+    }
+
+    #[test]
+    fn service_monitor_exists_only_when_the_pool_asks_for_it() {
+        assert_eq!(service_monitor(&plain_pool()).expect("builds"), None);
+        let monitor = service_monitor(&pool("prod", json!({ "serviceMonitor": true })))
+            .expect("builds")
+            .expect("asked for");
+        assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+        assert_eq!(monitor["kind"], "ServiceMonitor");
+        assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
+        assert_eq!(monitor["metadata"]["ownerReferences"][0]["uid"], POOL_UID);
+        assert_eq!(
+            monitor["spec"]["endpoints"],
+            json!([{ "port": "health", "path": "/metrics" }])
+        );
+        let service = agent_service(&plain_pool()).expect("builds");
+        let service_labels = service.metadata.labels.expect("labels");
+        let selector = monitor["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .expect("matchLabels");
+        assert!(!selector.is_empty());
+        for (k, v) in selector {
+            assert_eq!(
+                Some(v.as_str().expect("string")),
+                service_labels.get(k).map(String::as_str),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn network_policy_exists_only_when_the_metadata_service_is_restricted() {
+        assert!(
+            metadata_network_policy(&plain_pool())
+                .expect("builds")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn network_policy_denies_only_the_metadata_service_to_every_pod_of_the_pool() {
+        let policy =
+            metadata_network_policy(&pool("prod", json!({ "restrictMetadataService": true })))
+                .expect("builds")
+                .expect("restricted");
+        let spec = policy.spec.expect("spec");
+        let selector = spec
+            .pod_selector
+            .and_then(|s| s.match_labels)
+            .expect("selector");
+        assert_eq!(
+            selector.len(),
+            1,
+            "agents and task pods alike: {selector:?}"
+        );
+        assert_eq!(selector[LABEL_POOL], "prod");
+        assert_eq!(spec.policy_types, Some(vec!["Egress".to_string()]));
+        assert!(spec.ingress.is_none());
+        let rules = spec.egress.expect("egress");
+        assert_eq!(rules.len(), 1);
+        assert!(rules[0].ports.is_none(), "every port");
+        let peers = rules[0].to.clone().expect("peers");
+        let blocks: Vec<(String, Vec<String>)> = peers
+            .iter()
+            .filter_map(|p| p.ip_block.clone())
+            .map(|b| (b.cidr, b.except.unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                (
+                    "0.0.0.0/0".to_string(),
+                    vec!["169.254.169.254/32".to_string()]
+                ),
+                ("::/0".to_string(), vec!["fd00:ec2::254/128".to_string()]),
+            ]
+        );
+        let in_cluster = peers
+            .iter()
+            .find(|p| p.ip_block.is_none())
+            .expect("in-cluster peer");
+        assert_eq!(
+            in_cluster.namespace_selector,
+            Some(LabelSelector::default())
+        );
+        assert!(in_cluster.pod_selector.is_none());
+    }
+
+    #[test]
+    fn task_disruption_budget_allows_no_voluntary_eviction_of_task_pods() {
+        let pdb = task_disruption_budget(&plain_pool()).expect("builds");
+        assert_eq!(pdb.metadata.name.as_deref(), Some("iac-task-prod"));
+        let spec = pdb.spec.expect("spec");
+        assert_eq!(spec.max_unavailable, Some(IntOrString::Int(0)));
+        assert_eq!(spec.min_available, None);
+        let selector = spec
+            .selector
+            .and_then(|s| s.match_labels)
+            .expect("selector");
+        assert_eq!(selector.len(), 2);
+        assert_eq!(selector[LABEL_POOL], "prod");
+        assert_eq!(selector[LABEL_COMPONENT], "task");
+    }
+
+    #[test]
+    fn agent_role_grants_exactly_the_least_privilege_rules() {
+        let (_, role, _) = agent_rbac(&plain_pool()).expect("builds");
+        let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
+            .rules
+            .expect("rules")
+            .into_iter()
+            .map(|r| {
+                assert!(r.resource_names.is_none() && r.non_resource_urls.is_none());
+                (
+                    r.api_groups.unwrap_or_default(),
+                    r.resources.unwrap_or_default(),
+                    r.verbs,
+                )
+            })
+            .collect();
+        let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            rules,
+            [
+                (
+                    owned(&["agentdeck.dev"]),
+                    owned(&["agenttasks", "agentpools"]),
+                    owned(&["get", "list", "watch"])
+                ),
+                (
+                    owned(&["agentdeck.dev"]),
+                    owned(&["agenttasks/status"]),
+                    owned(&["update", "patch"])
+                ),
+                (owned(&[""]), owned(&["pods"]), owned(&["get", "patch"])),
+                (
+                    owned(&[""]),
+                    owned(&["events"]),
+                    owned(&["create", "patch"])
+                ),
+                (
+                    owned(&["events.k8s.io"]),
+                    owned(&["events"]),
+                    owned(&["create", "patch"])
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn rbac_creates_and_binds_the_default_service_account() {
+        let (account, role, binding) = agent_rbac(&plain_pool()).expect("builds");
+        let account = account.expect("default account is created");
+        assert_eq!(
+            account.metadata.name.as_deref(),
+            Some("agentdeck-agent-prod")
+        );
+        assert_eq!(role.metadata.name.as_deref(), Some("agentdeck-agent-prod"));
+        assert_eq!(binding.role_ref.kind, "Role");
+        assert_eq!(binding.role_ref.name, "agentdeck-agent-prod");
+        assert_eq!(binding.role_ref.api_group, "rbac.authorization.k8s.io");
+        let subjects = binding.subjects.expect("subjects");
+        assert_eq!(subjects.len(), 1);
+        assert_eq!(subjects[0].kind, "ServiceAccount");
+        assert_eq!(subjects[0].name, "agentdeck-agent-prod");
+        assert_eq!(subjects[0].namespace.as_deref(), Some(NAMESPACE));
+    }
+
+    #[test]
+    fn a_pool_naming_its_own_service_account_gets_it_bound_but_not_created() {
+        let (account, _, binding) = agent_rbac(&pool(
+            "prod",
+            json!({ "serviceAccountName": "platform-agent" }),
+        ))
+        .expect("builds");
+        assert!(account.is_none());
+        assert_eq!(
+            binding.subjects.expect("subjects")[0].name,
+            "platform-agent"
+        );
+    }
+
+    #[test]
+    fn pool_object_names_stay_valid_for_an_80_character_pool_name() {
+        let p = pool(&"p".repeat(80), json!({ "restrictMetadataService": true }));
+        for name in [
+            rbac_name(&p),
+            network_policy_name(&p),
+            task_disruption_budget_name(&p),
+            service_account_name(&p),
+        ] {
+            assert!(names::is_dns1123_label(&name), "{name}");
+        }
+        let policy = metadata_network_policy(&p)
+            .expect("builds")
+            .expect("restricted");
+        let selector = policy
+            .spec
+            .and_then(|s| s.pod_selector)
+            .and_then(|s| s.match_labels)
+            .expect("selector");
+        assert!(selector[LABEL_POOL].len() <= 63);
+    }
+}

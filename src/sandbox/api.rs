@@ -1,0 +1,1847 @@
+//! API semantics over the store: what kube-apiserver does with each verb —
+//! names, uids, resourceVersion preconditions, generation, status
+//! subresources, the patch types, deletion with finalizers and garbage
+//! collection, namespaces, and CRDs that bring their own resources.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{Map, Value, json};
+
+use super::registry::{ResourceInfo, SubresourceInfo};
+use super::store::{EventType, Store, StoreError, rv_of};
+use crate::plan::strategic_merge;
+
+/// An API error, answered as a `Status` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// `reason` (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid` …).
+    pub reason: &'static str,
+    /// Human message, worded as kube-apiserver words it.
+    pub message: String,
+    /// `details`, when the real server sends them.
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for an object.
+    pub fn not_found(info: &ResourceInfo, name: &str) -> Self {
+        let mut e = ApiError::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", info.group_resource()),
+        );
+        e.details = Some(details(info, name));
+        e
+    }
+
+    /// 404 for a path that names nothing we serve.
+    pub fn no_route(path: &str) -> Self {
+        let _ = path;
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// 405 for a verb the resource does not support.
+    pub fn method_not_allowed(method: &str) -> Self {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
+        let mut e = ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", info.group_resource()),
+        );
+        e.details = Some(details(info, name));
+        e
+    }
+
+    /// 409 Conflict on a stale resourceVersion.
+    pub fn conflict(info: &ResourceInfo, name: &str) -> Self {
+        let mut e = ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                info.group_resource()
+            ),
+        );
+        e.details = Some(details(info, name));
+        e
+    }
+
+    /// 422 Invalid with one cause per bad field.
+    pub fn invalid(info: &ResourceInfo, name: &str, causes: Vec<(String, String)>) -> Self {
+        let list: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let message = if list.len() == 1 {
+            format!("{} \"{name}\" is invalid: {}", info.kind, list[0])
+        } else {
+            format!("{} \"{name}\" is invalid: [{}]", info.kind, list.join(", "))
+        };
+        let mut d = details(info, name);
+        d["kind"] = json!(info.kind);
+        d["causes"] = Value::Array(
+            causes
+                .into_iter()
+                .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+                .collect(),
+        );
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message,
+            details: Some(d),
+        }
+    }
+
+    /// 415 for a patch type the resource does not accept.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"
+            ),
+        )
+    }
+
+    /// 410 Expired for a watch or list from a compacted resourceVersion.
+    pub fn gone(asked: u64, oldest: u64) -> Self {
+        ApiError::new(
+            410,
+            "Expired",
+            format!("too old resource version: {asked} ({oldest})"),
+        )
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object.
+    pub fn status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+fn details(info: &ResourceInfo, name: &str) -> Value {
+    let mut d = json!({"name": name, "kind": info.plural});
+    if !info.group.is_empty() {
+        d["group"] = json!(info.group);
+    }
+    d
+}
+
+/// Result with an API error.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A CRD's extras the built-in table does not have.
+#[derive(Debug, Clone, Default)]
+pub struct CrdExtras {
+    /// `additionalPrinterColumns` of the served version.
+    pub printer_columns: Vec<Value>,
+    /// `openAPIV3Schema` of the served version.
+    pub schema: Option<Value>,
+    /// `selectableFields` JSON paths.
+    pub selectable_fields: Vec<String>,
+    /// Scale subresource paths.
+    pub scale: Option<Value>,
+}
+
+/// One served resource.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// Discovery facts.
+    pub info: ResourceInfo,
+    /// Set for custom resources.
+    pub crd: Option<CrdExtras>,
+}
+
+/// All served resources, built-in and custom.
+#[derive(Debug, Default)]
+pub struct Registry {
+    served: Vec<Served>,
+}
+
+impl Registry {
+    /// Built-ins only.
+    pub fn new(builtins: Vec<ResourceInfo>) -> Self {
+        Registry {
+            served: builtins
+                .into_iter()
+                .map(|info| Served { info, crd: None })
+                .collect(),
+        }
+    }
+
+    /// Finds a resource by URL parts.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Served> {
+        self.served
+            .iter()
+            .find(|s| s.info.group == group && s.info.version == version && s.info.plural == plural)
+    }
+
+    /// Finds a resource by group and kind (any version).
+    pub fn find_kind(&self, group: &str, kind: &str) -> Option<&Served> {
+        self.served
+            .iter()
+            .find(|s| s.info.group == group && s.info.kind == kind)
+    }
+
+    /// Every served resource.
+    pub fn all(&self) -> &[Served] {
+        &self.served
+    }
+
+    fn remove_group_resource(&mut self, group: &str, plural: &str) {
+        self.served
+            .retain(|s| !(s.info.group == group && s.info.plural == plural && s.crd.is_some()));
+    }
+}
+
+/// A parsed request for an object or collection.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// Namespace from the path ("" for cluster-scoped or all namespaces).
+    pub namespace: Option<String>,
+    /// Object name, when the path names one.
+    pub name: Option<String>,
+    /// Subresource (`status`, `scale`, `log` …).
+    pub subresource: Option<String>,
+}
+
+/// Query parameters the API understands.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// All parameters as given (last one wins).
+    pub params: HashMap<String, String>,
+}
+
+impl Query {
+    /// Parses a raw query string leniently (kube-rs sends `?&limit=500`).
+    pub fn parse(raw: Option<&str>) -> Self {
+        let mut params = HashMap::new();
+        for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            params.insert(percent_decode(k), percent_decode(v));
+        }
+        Query { params }
+    }
+
+    /// One parameter.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.params
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// A boolean parameter (`true`, `1`).
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.params.get(key).map(String::as_str), Some("true" | "1"))
+    }
+
+    /// `dryRun=All`.
+    pub fn dry_run(&self) -> bool {
+        self.get("dryRun") == Some("All")
+    }
+}
+
+/// Decodes `%XX` and `+` in a query component.
+pub fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Hooks the simulated cluster gives the API (graceful pod deletion).
+pub trait Hooks: Send + Sync {
+    /// A pod was asked to be deleted gracefully; the kubelet removes it when
+    /// its containers have stopped. Returns false when no kubelet handles it.
+    fn pod_deletion_requested(&self, _namespace: &str, _name: &str) -> bool {
+        false
+    }
+}
+
+struct NoHooks;
+impl Hooks for NoHooks {}
+
+/// The API: store + registry + semantics.
+pub struct Api {
+    /// Objects.
+    pub store: Store,
+    registry: RwLock<Registry>,
+    last_applied: Mutex<HashMap<(String, String, String, String), Value>>,
+    hooks: RwLock<Arc<dyn Hooks>>,
+}
+
+const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Kinds whose objects carry `metadata.generation` in a real cluster.
+fn has_generation(info: &ResourceInfo, is_crd: bool) -> bool {
+    is_crd
+        || matches!(
+            info.kind.as_str(),
+            "Deployment"
+                | "ReplicaSet"
+                | "StatefulSet"
+                | "DaemonSet"
+                | "Job"
+                | "CronJob"
+                | "CustomResourceDefinition"
+                | "NetworkPolicy"
+                | "PodDisruptionBudget"
+                | "Pod"
+        )
+}
+
+impl Api {
+    /// An API with the given built-in resources and the system namespaces.
+    pub fn new(builtins: Vec<ResourceInfo>) -> Self {
+        let api = Api {
+            store: Store::default(),
+            registry: RwLock::new(Registry::new(builtins)),
+            last_applied: Mutex::new(HashMap::new()),
+            hooks: RwLock::new(Arc::new(NoHooks)),
+        };
+        for ns in SYSTEM_NAMESPACES {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let _ = api.create("", "v1", "namespaces", None, obj, &Query::default());
+        }
+        api
+    }
+
+    /// Installs the simulated cluster's hooks.
+    pub fn set_hooks(&self, hooks: Arc<dyn Hooks>) {
+        *self.hooks.write().unwrap_or_else(|p| p.into_inner()) = hooks;
+    }
+
+    fn hooks(&self) -> Arc<dyn Hooks> {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A read view of the registry.
+    pub fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Looks a resource up, or 404.
+    pub fn served(&self, group: &str, version: &str, plural: &str) -> ApiResult<Served> {
+        self.registry()
+            .find(group, version, plural)
+            .cloned()
+            .ok_or_else(|| ApiError::no_route(&format!("{group}/{version}/{plural}")))
+    }
+
+    fn namespace_for(&self, s: &Served, ns: Option<&str>) -> ApiResult<String> {
+        if s.info.namespaced {
+            match ns {
+                Some(ns) if !ns.is_empty() => Ok(ns.to_string()),
+                _ => Err(ApiError::bad_request(
+                    "the server could not find the requested resource: a namespace is required",
+                )),
+            }
+        } else {
+            Ok(String::new())
+        }
+    }
+
+    /// GET one object.
+    pub fn get(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<Arc<Value>> {
+        let s = self.served(group, version, plural)?;
+        let ns = self.namespace_for(&s, ns)?;
+        self.store
+            .get(&s.info.group_resource(), &ns, name)
+            .ok_or_else(|| ApiError::not_found(&s.info, name))
+    }
+
+    /// POST: create an object.
+    pub fn create(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        ns: Option<&str>,
+        mut obj: Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let s = self.served(group, version, plural)?;
+        let ns = self.namespace_for(&s, ns)?;
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        }
+        check_type_meta(&s.info, &obj)?;
+        let meta = obj
+            .as_object_mut()
+            .and_then(|o| {
+                o.entry("metadata").or_insert_with(|| json!({}));
+                o.get_mut("metadata")
+            })
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        if s.info.namespaced {
+            match meta.get("namespace").and_then(Value::as_str) {
+                Some(body_ns) if !body_ns.is_empty() && body_ns != ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {
+                    meta.insert("namespace".into(), json!(ns));
+                }
+            }
+        } else {
+            meta.remove("namespace");
+        }
+        let name = match meta
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(n) => n.to_string(),
+            None => match meta
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                Some(prefix) => {
+                    let n = format!("{}{}", truncate(prefix, 58), random_suffix());
+                    meta.insert("name".into(), json!(n));
+                    n
+                }
+                None => {
+                    return Err(ApiError::invalid(
+                        &s.info,
+                        "",
+                        vec![(
+                            "metadata.name".into(),
+                            "Required value: name or generateName is required".into(),
+                        )],
+                    ));
+                }
+            },
+        };
+        let mut causes = validate_name(&s.info, &name);
+        causes.extend(validate_meta(meta));
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&s.info, &name, causes));
+        }
+        if s.info.namespaced
+            && s.info.kind != "Namespace"
+            && self.store.get("namespaces", "", &ns).is_none()
+        {
+            let mut e = ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"));
+            e.details = Some(json!({"name": ns, "kind": "namespaces"}));
+            return Err(e);
+        }
+        if let Some(n) = self.store.get("namespaces", "", &ns)
+            && n.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    s.info.group_resource()
+                ),
+            ));
+        }
+        meta.insert("uid".into(), json!(new_uid()));
+        meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        meta.remove("resourceVersion");
+        meta.remove("deletionTimestamp");
+        meta.remove("deletionGracePeriodSeconds");
+        meta.remove("managedFields");
+        if has_generation(&s.info, s.crd.is_some()) {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+        set_type_meta(&s.info, &mut obj);
+        if s.info.has_subresource("status")
+            && s.info.kind != "Namespace"
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
+        }
+        self.admit_create(&s, &ns, &mut obj)?;
+        if let Some(extras) = &s.crd {
+            super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
+        }
+        if query.dry_run() {
+            return Ok(obj);
+        }
+        let created = self
+            .store
+            .create(&s.info.group_resource(), &ns, &name, obj)
+            .map_err(|_| ApiError::already_exists(&s.info, &name))?;
+        self.after_write(&s, &created);
+        Ok((*created).clone())
+    }
+
+    /// Kind-specific defaults on create, as the real registry strategies do.
+    fn admit_create(&self, s: &Served, _ns: &str, obj: &mut Value) -> ApiResult<()> {
+        match (s.info.group.as_str(), s.info.kind.as_str()) {
+            ("", "Namespace") => {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                obj["status"] = json!({"phase": "Active"});
+            }
+            ("", "Pod") => {
+                let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
+                let Some(spec) = spec else {
+                    return Err(ApiError::invalid(
+                        &s.info,
+                        obj.pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                        vec![("spec.containers".into(), "Required value".into())],
+                    ));
+                };
+                spec.entry("restartPolicy").or_insert(json!("Always"));
+                spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
+                spec.entry("schedulerName")
+                    .or_insert(json!("default-scheduler"));
+                spec.entry("terminationGracePeriodSeconds")
+                    .or_insert(json!(30));
+                spec.entry("serviceAccountName").or_insert(json!("default"));
+                spec.entry("securityContext").or_insert(json!({}));
+                spec.entry("enableServiceLinks").or_insert(json!(true));
+                spec.entry("preemptionPolicy")
+                    .or_insert(json!("PreemptLowerPriority"));
+                spec.entry("priority").or_insert(json!(0));
+                if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+                    for c in cs {
+                        if let Some(c) = c.as_object_mut() {
+                            c.entry("imagePullPolicy").or_insert(json!("IfNotPresent"));
+                            c.entry("terminationMessagePath")
+                                .or_insert(json!("/dev/termination-log"));
+                            c.entry("terminationMessagePolicy").or_insert(json!("File"));
+                            c.entry("resources").or_insert(json!({}));
+                        }
+                    }
+                }
+                obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            }
+            ("", "Service") => {
+                let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
+                if let Some(spec) = spec {
+                    let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+                    spec.entry("type").or_insert(json!("ClusterIP"));
+                    spec.entry("sessionAffinity").or_insert(json!("None"));
+                    if !headless {
+                        let n = self.store.count("services") as u32 + 1;
+                        let ip = format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1);
+                        spec.entry("clusterIP").or_insert(json!(ip.clone()));
+                        spec.insert(
+                            "clusterIPs".into(),
+                            json!([spec.get("clusterIP").cloned().unwrap_or(json!(ip))]),
+                        );
+                    } else {
+                        spec.insert("clusterIPs".into(), json!(["None"]));
+                    }
+                    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                        for p in ports {
+                            if let Some(p) = p.as_object_mut() {
+                                p.entry("protocol").or_insert(json!("TCP"));
+                                let port = p.get("port").cloned().unwrap_or(Value::Null);
+                                p.entry("targetPort").or_insert(port);
+                            }
+                        }
+                    }
+                }
+                obj["status"] = json!({"loadBalancer": {}});
+            }
+            ("apps", "Deployment") => {
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.entry("replicas").or_insert(json!(1));
+                    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+                    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+                    spec.entry("strategy").or_insert(
+                        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+                    );
+                }
+            }
+            ("apps", "ReplicaSet") => {
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.entry("replicas").or_insert(json!(1));
+                }
+            }
+            ("batch", "Job") => {
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.entry("backoffLimit").or_insert(json!(6));
+                    spec.entry("completions").or_insert(json!(1));
+                    spec.entry("parallelism").or_insert(json!(1));
+                    spec.entry("completionMode").or_insert(json!("NonIndexed"));
+                    spec.entry("suspend").or_insert(json!(false));
+                    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+                    let name = obj
+                        .pointer("/metadata/name")
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                        let manual = spec
+                            .get("manualSelector")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
+                        if !manual {
+                            let labels = json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                                                "controller-uid": uid, "job-name": name});
+                            spec.insert(
+                                "selector".into(),
+                                json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+                            );
+                            let tmeta = spec
+                                .entry("template")
+                                .or_insert(json!({}))
+                                .as_object_mut()
+                                .map(|t| t.entry("metadata").or_insert(json!({})));
+                            if let Some(Value::Object(tm)) = tmeta {
+                                let l = tm.entry("labels").or_insert(json!({}));
+                                if let (Some(l), Some(add)) =
+                                    (l.as_object_mut(), labels.as_object())
+                                {
+                                    for (k, v) in add {
+                                        l.insert(k.clone(), v.clone());
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                self.check_crd(&s.info, obj)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// PUT: replace an object (or its status).
+    pub fn update(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        target: &Target,
+        mut obj: Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let s = self.served(group, version, plural)?;
+        let ns = self.namespace_for(&s, target.namespace.as_deref())?;
+        let name = target.name.clone().unwrap_or_default();
+        check_type_meta(&s.info, &obj)?;
+        let body_name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let expect_rv = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if expect_rv.is_none() && s.crd.is_some() {
+            return Err(ApiError::invalid(
+                &s.info,
+                &name,
+                vec![(
+                    "metadata.resourceVersion".into(),
+                    "Invalid value: 0: must be specified for an update".into(),
+                )],
+            ));
+        }
+        set_type_meta(&s.info, &mut obj);
+        self.replace(
+            &s,
+            &ns,
+            &name,
+            target.subresource.as_deref(),
+            expect_rv,
+            obj,
+            query,
+        )
+    }
+
+    /// The shared tail of update and patch: preconditions, status/spec split,
+    /// generation, finalizer-driven removal.
+    #[allow(clippy::too_many_arguments)]
+    fn replace(
+        &self,
+        s: &Served,
+        ns: &str,
+        name: &str,
+        sub: Option<&str>,
+        expect_rv: Option<String>,
+        mut new: Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let info = &s.info;
+        if let Some(sub) = sub
+            && sub != "status"
+        {
+            return Err(ApiError::no_route(sub));
+        }
+        let result = self.store.update(&info.group_resource(), ns, name, |old| {
+            if let Some(rv) = &expect_rv
+                && rv
+                    != &old["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+            {
+                return Err(ApiError::conflict(info, name));
+            }
+            // Fields the client may not change.
+            for key in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
+                match old["metadata"].get(key) {
+                    Some(v) => new["metadata"][key] = v.clone(),
+                    None => {
+                        if let Some(m) = new["metadata"].as_object_mut() {
+                            m.remove(key);
+                        }
+                    }
+                }
+            }
+            if info.namespaced {
+                new["metadata"]["namespace"] = json!(ns);
+            }
+            if let Some(m) = new["metadata"].as_object_mut() {
+                m.remove("managedFields");
+            }
+            let has_status = info.has_subresource("status");
+            if sub == Some("status") {
+                // Only status (and metadata labels/annotations) changes through /status.
+                let mut merged = old.clone();
+                merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                if merged["status"].is_null()
+                    && let Some(o) = merged.as_object_mut()
+                {
+                    o.remove("status");
+                }
+                new = merged;
+            } else if has_status {
+                match old.get("status") {
+                    Some(st) => new["status"] = st.clone(),
+                    None => {
+                        if let Some(o) = new.as_object_mut() {
+                            o.remove("status");
+                        }
+                    }
+                }
+            }
+            let causes = validate_meta(new["metadata"].as_object().unwrap_or(&Map::new()));
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(info, name, causes));
+            }
+            if let Some(extras) = &s.crd {
+                super::schema::prepare_custom_object(info, extras, name, &mut new, Some(old))?;
+            }
+            if info.kind == "CustomResourceDefinition" {
+                self.check_crd(info, &new)?;
+            }
+            if has_generation(info, s.crd.is_some()) && spec_changed(old, &new) {
+                let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                new["metadata"]["generation"] = json!(g);
+            }
+            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            if &new == old {
+                return Ok(None);
+            }
+            if query.dry_run() {
+                return Err(ApiError {
+                    code: 0,
+                    reason: "DryRun",
+                    message: String::new(),
+                    details: Some(new),
+                });
+            }
+            Ok(Some(new))
+        });
+        let stored = match result {
+            Ok(Ok(v)) => v,
+            Ok(Err(_)) => return Err(ApiError::not_found(info, name)),
+            Err(e) if e.reason == "DryRun" => return Ok(e.details.unwrap_or(Value::Null)),
+            Err(e) => return Err(e),
+        };
+        self.after_write(s, &stored);
+        // The last finalizer gone from an object being deleted removes it.
+        if stored.pointer("/metadata/deletionTimestamp").is_some()
+            && finalizers(&stored).is_empty()
+            && let Ok(gone) = self.store.delete(&info.group_resource(), ns, name)
+        {
+            self.after_delete(s, &gone);
+        }
+        Ok((*stored).clone())
+    }
+
+    /// PATCH with one of the four patch types.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        target: &Target,
+        content_type: &str,
+        body: &[u8],
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let s = self.served(group, version, plural)?;
+        let ns = self.namespace_for(&s, target.namespace.as_deref())?;
+        let name = target.name.clone().unwrap_or_default();
+        let ct = content_type.split(';').next().unwrap_or_default().trim();
+        let is_apply = ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor";
+        let current = self.store.get(&s.info.group_resource(), &ns, &name);
+        let Some(current) = current else {
+            if is_apply {
+                return self.apply_create(&s, &ns, &name, body, query);
+            }
+            return Err(ApiError::not_found(&s.info, &name));
+        };
+        let mut doc = (*current).clone();
+        match ct {
+            "application/merge-patch+json" => {
+                let p: Value = parse_json(body)?;
+                strategic_merge::json_merge_patch(&mut doc, &p);
+            }
+            "application/json-patch+json" => {
+                let p: json_patch::Patch = serde_json::from_slice(body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+                json_patch::patch(&mut doc, &p).map_err(|e| {
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?;
+            }
+            "application/strategic-merge-patch+json" => {
+                if s.crd.is_some() {
+                    return Err(ApiError::unsupported_media_type(ct));
+                }
+                let p: Value = parse_json(body)?;
+                strategic_merge::strategic_merge(&mut doc, &p, &s.info.api_version(), &s.info.kind)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            }
+            _ if is_apply => {
+                let manager = query.get("fieldManager").ok_or_else(|| {
+                    ApiError::bad_request(
+                        "PATCH request must contain fieldManager when using apply patch type",
+                    )
+                })?;
+                let applied = parse_apply_body(body)?;
+                doc = self.apply_onto(&s, &ns, &name, manager, &current, &applied)?;
+            }
+            other => return Err(ApiError::unsupported_media_type(other)),
+        }
+        let expect_rv = match doc
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+        {
+            // A patch that sets resourceVersion makes it a precondition.
+            Some(rv)
+                if rv
+                    != current["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default() =>
+            {
+                Some(rv.to_string())
+            }
+            _ => None,
+        };
+        doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        let r = self.replace(
+            &s,
+            &ns,
+            &name,
+            target.subresource.as_deref(),
+            expect_rv,
+            doc,
+            query,
+        )?;
+        if is_apply && !query.dry_run() {
+            self.remember_applied(
+                &s,
+                &ns,
+                &name,
+                query.get("fieldManager").unwrap_or_default(),
+                body,
+            );
+        }
+        Ok(r)
+    }
+
+    fn remember_applied(&self, s: &Served, ns: &str, name: &str, manager: &str, body: &[u8]) {
+        if let Ok(v) = parse_apply_body(body) {
+            self.last_applied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    (
+                        s.info.group_resource(),
+                        ns.to_string(),
+                        name.to_string(),
+                        manager.to_string(),
+                    ),
+                    v,
+                );
+        }
+    }
+
+    fn apply_create(
+        &self,
+        s: &Served,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let manager = query.get("fieldManager").ok_or_else(|| {
+            ApiError::bad_request(
+                "PATCH request must contain fieldManager when using apply patch type",
+            )
+        })?;
+        let mut obj = parse_apply_body(body)?;
+        obj["metadata"]["name"] = json!(name);
+        let ns_opt = if s.info.namespaced { Some(ns) } else { None };
+        let created = self.create(
+            &s.info.group,
+            &s.info.version,
+            &s.info.plural,
+            ns_opt,
+            obj,
+            query,
+        )?;
+        if !query.dry_run() {
+            self.remember_applied(s, ns, name, manager, body);
+        }
+        Ok(created)
+    }
+
+    /// Server-side apply for one field manager: fields this manager applied
+    /// before and no longer applies are removed, then the applied
+    /// configuration is merged in (lists by their merge keys for built-ins).
+    fn apply_onto(
+        &self,
+        s: &Served,
+        ns: &str,
+        name: &str,
+        manager: &str,
+        current: &Value,
+        applied: &Value,
+    ) -> ApiResult<Value> {
+        let key = (
+            s.info.group_resource(),
+            ns.to_string(),
+            name.to_string(),
+            manager.to_string(),
+        );
+        let previous = self
+            .last_applied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let mut doc = current.clone();
+        if let Some(prev) = previous {
+            remove_unapplied(&mut doc, &prev, applied);
+        }
+        let mut patch = applied.clone();
+        if let Some(m) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        if s.crd.is_none() && strategic_merge::has_schema(&s.info.api_version(), &s.info.kind) {
+            strategic_merge::strategic_merge(&mut doc, &patch, &s.info.api_version(), &s.info.kind)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        } else {
+            strategic_merge::json_merge_patch(&mut doc, &patch);
+        }
+        Ok(doc)
+    }
+
+    /// DELETE one object, honouring finalizers and the propagation policy.
+    pub fn delete(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        target: &Target,
+        options: &Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let s = self.served(group, version, plural)?;
+        let ns = self.namespace_for(&s, target.namespace.as_deref())?;
+        let name = target.name.clone().unwrap_or_default();
+        let res = s.info.group_resource();
+        let current = self
+            .store
+            .get(&res, &ns, &name)
+            .ok_or_else(|| ApiError::not_found(&s.info, &name))?;
+        if let Some(rv) = options
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            && rv
+                != current["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+        {
+            return Err(ApiError::conflict(&s.info, &name));
+        }
+        if let Some(uid) = options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            && uid != current["metadata"]["uid"].as_str().unwrap_or_default()
+        {
+            return Err(ApiError::conflict(&s.info, &name));
+        }
+        let policy = options
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .or_else(|| query.get("propagationPolicy"))
+            .map(str::to_string)
+            .or_else(
+                || match options.get("orphanDependents").and_then(Value::as_bool) {
+                    Some(true) => Some("Orphan".into()),
+                    _ => None,
+                },
+            )
+            .unwrap_or_else(|| "Background".into());
+        if !matches!(policy.as_str(), "Background" | "Foreground" | "Orphan") {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy: Unsupported value: \"{policy}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
+        }
+        if query.dry_run() {
+            return Ok((*current).clone());
+        }
+        let grace = options
+            .get("gracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .or_else(|| query.get("gracePeriodSeconds").and_then(|g| g.parse().ok()));
+        let mut extra_finalizers: Vec<&str> = Vec::new();
+        match policy.as_str() {
+            "Foreground" => extra_finalizers.push("foregroundDeletion"),
+            "Orphan" => extra_finalizers.push("orphan"),
+            _ => {}
+        }
+        let is_namespace = s.info.kind == "Namespace" && s.info.group.is_empty();
+        let graceful_pod = s.info.kind == "Pod"
+            && s.info.group.is_empty()
+            && grace != Some(0)
+            && current
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+        let needs_mark = !finalizers(&current).is_empty()
+            || !extra_finalizers.is_empty()
+            || is_namespace
+            || graceful_pod;
+        if needs_mark {
+            let marked = self.store.update(&res, &ns, &name, |old| {
+                let mut new = old.clone();
+                if new.pointer("/metadata/deletionTimestamp").is_none() {
+                    new["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+                    let g = grace.unwrap_or_else(|| {
+                        current
+                            .pointer("/spec/terminationGracePeriodSeconds")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    });
+                    new["metadata"]["deletionGracePeriodSeconds"] =
+                        json!(if graceful_pod { g } else { 0 });
+                }
+                for f in &extra_finalizers {
+                    let list = new["metadata"]
+                        .as_object_mut()
+                        .map(|m| m.entry("finalizers").or_insert(json!([])));
+                    if let Some(Value::Array(l)) = list
+                        && !l.iter().any(|x| x == f)
+                    {
+                        l.push(json!(f));
+                    }
+                }
+                if is_namespace {
+                    new["status"]["phase"] = json!("Terminating");
+                }
+                Ok::<_, ApiError>(Some(new))
+            })?;
+            let marked = marked.map_err(|_| ApiError::not_found(&s.info, &name))?;
+            self.after_write(&s, &marked);
+            if is_namespace {
+                self.empty_namespace(&name);
+                if let Ok(gone) = self.store.delete(&res, &ns, &name) {
+                    self.after_delete(&s, &gone);
+                    return Ok((*gone).clone());
+                }
+            } else if graceful_pod && finalizers(&marked).is_empty() {
+                if !self.hooks().pod_deletion_requested(&ns, &name)
+                    && let Ok(gone) = self.store.delete(&res, &ns, &name)
+                {
+                    self.after_delete(&s, &gone);
+                    return Ok((*gone).clone());
+                }
+            } else {
+                self.collect_garbage();
+            }
+            return Ok((*marked).clone());
+        }
+        let gone = self
+            .store
+            .delete(&res, &ns, &name)
+            .map_err(|_| ApiError::not_found(&s.info, &name))?;
+        self.after_delete(&s, &gone);
+        Ok((*gone).clone())
+    }
+
+    /// Removes a pod whose graceful deletion the kubelet has finished.
+    pub fn finish_pod_deletion(&self, ns: &str, name: &str) {
+        if let Ok(s) = self.served("", "v1", "pods")
+            && let Some(p) = self.store.get("pods", ns, name)
+            && finalizers(&p).is_empty()
+            && let Ok(gone) = self.store.delete("pods", ns, name)
+        {
+            self.after_delete(&s, &gone);
+        }
+    }
+
+    fn empty_namespace(&self, ns: &str) {
+        let served: Vec<Served> = self
+            .registry()
+            .all()
+            .iter()
+            .filter(|s| s.info.namespaced)
+            .cloned()
+            .collect();
+        for s in served {
+            let (items, _) = self.store.list(&s.info.group_resource(), Some(ns));
+            for item in items {
+                let name = item["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if let Ok(gone) = self.store.delete(&s.info.group_resource(), ns, &name) {
+                    self.after_delete(&s, &gone);
+                }
+            }
+        }
+    }
+
+    /// Bookkeeping after a create or update: CRD registration, GC.
+    fn after_write(&self, s: &Served, obj: &Value) {
+        if s.info.kind == "CustomResourceDefinition"
+            && obj.pointer("/metadata/deletionTimestamp").is_none()
+        {
+            self.register_crd(obj);
+        }
+        if obj.pointer("/metadata/deletionTimestamp").is_some() {
+            self.collect_garbage();
+        }
+    }
+
+    fn after_delete(&self, s: &Served, obj: &Value) {
+        if s.info.kind == "CustomResourceDefinition" {
+            self.unregister_crd(obj);
+        }
+        self.collect_garbage();
+    }
+
+    /// Garbage collection as the real collector does it, synchronously:
+    /// dependents of a vanished owner are deleted (or orphaned), and owners
+    /// waiting on `foregroundDeletion`/`orphan` finalizers are finished.
+    pub fn collect_garbage(&self) {
+        // A bounded number of passes: each pass may delete owners of the next.
+        for _ in 0..16 {
+            if !self.gc_pass() {
+                break;
+            }
+        }
+    }
+
+    fn gc_pass(&self) -> bool {
+        let served: Vec<Served> = self.registry().all().to_vec();
+        let mut uids: HashMap<String, Arc<Value>> = HashMap::new();
+        let mut all: Vec<(Served, Arc<Value>)> = Vec::new();
+        for s in &served {
+            let (items, _) = self.store.list(&s.info.group_resource(), None);
+            for it in items {
+                if let Some(uid) = it.pointer("/metadata/uid").and_then(Value::as_str) {
+                    uids.insert(uid.to_string(), it.clone());
+                }
+                all.push((s.clone(), it));
+            }
+        }
+        let mut changed = false;
+        for (s, obj) in &all {
+            let ns = obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let owners = obj
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if owners.is_empty() {
+                continue;
+            }
+            let mut live = 0;
+            let mut orphaning_owner = false;
+            let mut foreground_owner = false;
+            for o in &owners {
+                let uid = o.get("uid").and_then(Value::as_str).unwrap_or_default();
+                if let Some(owner) = uids.get(uid) {
+                    let f = finalizers(owner);
+                    let deleting = owner.pointer("/metadata/deletionTimestamp").is_some();
+                    if deleting && f.iter().any(|x| x == "orphan") {
+                        orphaning_owner = true;
+                    } else if deleting && f.iter().any(|x| x == "foregroundDeletion") {
+                        foreground_owner = true;
+                    } else {
+                        live += 1;
+                    }
+                }
+            }
+            if orphaning_owner {
+                let r = self
+                    .store
+                    .update(&s.info.group_resource(), &ns, &name, |old| {
+                        let mut new = old.clone();
+                        if let Some(refs) = new
+                            .pointer_mut("/metadata/ownerReferences")
+                            .and_then(Value::as_array_mut)
+                        {
+                            refs.retain(|r| {
+                                let uid = r.get("uid").and_then(Value::as_str).unwrap_or_default();
+                                !uids.get(uid).is_some_and(|o| {
+                                    o.pointer("/metadata/deletionTimestamp").is_some()
+                                        && finalizers(o).iter().any(|x| x == "orphan")
+                                })
+                            });
+                            if refs.is_empty()
+                                && let Some(m) = new["metadata"].as_object_mut()
+                            {
+                                m.remove("ownerReferences");
+                            }
+                        }
+                        Ok::<_, ()>(Some(new))
+                    });
+                if let Ok(Ok(v)) = r {
+                    self.after_write(s, &v);
+                }
+                changed = true;
+            } else if live == 0
+                && (foreground_owner
+                    || owners
+                        .iter()
+                        .all(|o| !uids.contains_key(o["uid"].as_str().unwrap_or_default())))
+            {
+                if obj.pointer("/metadata/deletionTimestamp").is_some() {
+                    continue;
+                }
+                let target = Target {
+                    namespace: Some(ns.clone()),
+                    name: Some(name.clone()),
+                    subresource: None,
+                };
+                let policy = if foreground_owner {
+                    "Foreground"
+                } else {
+                    "Background"
+                };
+                let _ = self.delete(
+                    &s.info.group,
+                    &s.info.version,
+                    &s.info.plural,
+                    &target,
+                    &json!({"propagationPolicy": policy}),
+                    &Query::default(),
+                );
+                changed = true;
+            }
+        }
+        // Owners whose dependents are all gone (foreground) or released (orphan).
+        for (s, obj) in &all {
+            if obj.pointer("/metadata/deletionTimestamp").is_none() {
+                continue;
+            }
+            let f = finalizers(obj);
+            let special: Vec<&str> = f
+                .iter()
+                .map(String::as_str)
+                .filter(|x| *x == "foregroundDeletion" || *x == "orphan")
+                .collect();
+            if special.is_empty() {
+                continue;
+            }
+            let uid = obj
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let has_dependents = all.iter().any(|(_, d)| {
+                d.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                    && self
+                        .store
+                        .get(
+                            &served_of(&served, d)
+                                .map(|s| s.info.group_resource())
+                                .unwrap_or_default(),
+                            d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                            d["metadata"]["name"].as_str().unwrap_or_default(),
+                        )
+                        .is_some_and(|cur| {
+                            cur.pointer("/metadata/ownerReferences")
+                                .and_then(Value::as_array)
+                                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                        })
+            });
+            if has_dependents {
+                continue;
+            }
+            let ns = obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let res = s.info.group_resource();
+            let r = self.store.update(&res, &ns, &name, |old| {
+                let mut new = old.clone();
+                if let Some(l) = new
+                    .pointer_mut("/metadata/finalizers")
+                    .and_then(Value::as_array_mut)
+                {
+                    l.retain(|x| x != "foregroundDeletion" && x != "orphan");
+                }
+                Ok::<_, ()>(Some(new))
+            });
+            if let Ok(Ok(v)) = r
+                && finalizers(&v).is_empty()
+                && let Ok(gone) = self.store.delete(&res, &ns, &name)
+            {
+                if s.info.kind == "CustomResourceDefinition" {
+                    self.unregister_crd(&gone);
+                }
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn check_crd(&self, info: &ResourceInfo, crd: &Value) -> ApiResult<()> {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let plural = crd
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut causes = Vec::new();
+        if name != format!("{plural}.{group}") {
+            causes.push((
+                "metadata.name".to_string(),
+                format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+            ));
+        }
+        if crd
+            .pointer("/spec/names/kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            causes.push(("spec.names.kind".into(), "Required value".into()));
+        }
+        let versions = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if versions.is_empty() {
+            causes.push((
+                "spec.versions".into(),
+                "Invalid value: null: must have exactly one version marked as storage version"
+                    .into(),
+            ));
+        } else if versions.iter().filter(|v| v["storage"] == true).count() != 1 {
+            causes.push((
+                "spec.versions".into(),
+                "Invalid value: must have exactly one version marked as storage version".into(),
+            ));
+        }
+        for (i, v) in versions.iter().enumerate() {
+            if v.pointer("/schema/openAPIV3Schema").is_none() {
+                causes.push((
+                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    "Required value: schemas are required".into(),
+                ));
+            }
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(info, name, causes))
+        }
+    }
+
+    fn register_crd(&self, crd: &Value) {
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let names = &crd["spec"]["names"];
+        let plural = names["plural"].as_str().unwrap_or_default().to_string();
+        let kind = names["kind"].as_str().unwrap_or_default().to_string();
+        let strs = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let namespaced = crd["spec"]["scope"] != "Cluster";
+        let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
+        reg.remove_group_resource(&group, &plural);
+        for v in crd["spec"]["versions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            if v["served"] != true {
+                continue;
+            }
+            let version = v["name"].as_str().unwrap_or_default().to_string();
+            let mut subresources = Vec::new();
+            let verbs = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            if v.pointer("/subresources/status").is_some() {
+                subresources.push(SubresourceInfo {
+                    name: "status".into(),
+                    kind: kind.clone(),
+                    group_version: None,
+                    verbs: verbs(&["get", "patch", "update"]),
+                });
+            }
+            if v.pointer("/subresources/scale").is_some() {
+                subresources.push(SubresourceInfo {
+                    name: "scale".into(),
+                    kind: "Scale".into(),
+                    group_version: Some("autoscaling/v1".into()),
+                    verbs: verbs(&["get", "patch", "update"]),
+                });
+            }
+            let info = ResourceInfo {
+                group: group.clone(),
+                version: version.clone(),
+                kind: kind.clone(),
+                plural: plural.clone(),
+                singular: names["singular"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| kind.to_lowercase()),
+                namespaced,
+                verbs: verbs(&[
+                    "delete",
+                    "deletecollection",
+                    "get",
+                    "list",
+                    "patch",
+                    "create",
+                    "update",
+                    "watch",
+                ]),
+                short_names: strs(&names["shortNames"]),
+                categories: strs(&names["categories"]),
+                subresources,
+            };
+            let extras = CrdExtras {
+                printer_columns: v["additionalPrinterColumns"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                selectable_fields: v["selectableFields"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|f| f["jsonPath"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                scale: v.pointer("/subresources/scale").cloned(),
+            };
+            reg.served.push(Served {
+                info,
+                crd: Some(extras),
+            });
+        }
+        drop(reg);
+        // Established, as a real apiserver reports within moments.
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if crd
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_none_or(|c| c.is_empty())
+        {
+            let now = now_rfc3339();
+            let _ = self.store.update("customresourcedefinitions.apiextensions.k8s.io", "", &name, |old| {
+                let mut new = old.clone();
+                new["status"] = json!({
+                    "acceptedNames": old["spec"]["names"].clone(),
+                    "conditions": [
+                        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+                        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now}
+                    ],
+                    "storedVersions": old["spec"]["versions"].as_array().map(|vs| vs.iter().filter(|v| v["storage"] == true).map(|v| v["name"].clone()).collect::<Vec<_>>()).unwrap_or_default(),
+                });
+                Ok::<_, ()>(Some(new))
+            });
+        }
+    }
+
+    fn unregister_crd(&self, crd: &Value) {
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let plural = crd
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let res = format!("{plural}.{group}");
+        let (items, _) = self.store.list(&res, None);
+        for it in items {
+            let ns = it["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = it["metadata"]["name"].as_str().unwrap_or_default();
+            let _ = self.store.delete(&res, ns, name);
+        }
+        self.registry
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove_group_resource(&group, &plural);
+    }
+}
+
+fn served_of<'a>(served: &'a [Served], obj: &Value) -> Option<&'a Served> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    served
+        .iter()
+        .find(|s| s.info.api_version() == api_version && s.info.kind == kind)
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Did anything outside metadata and status change?
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("metadata");
+            o.remove("status");
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+fn check_type_meta(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && kind != info.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the provided object ({kind}) does not match the kind of the resource ({})",
+            info.kind
+        )));
+    }
+    if let Some(v) = obj.get("apiVersion").and_then(Value::as_str)
+        && v != info.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({v}) does not match the expected API version ({})",
+            info.api_version()
+        )));
+    }
+    Ok(())
+}
+
+fn set_type_meta(info: &ResourceInfo, obj: &mut Value) {
+    obj["apiVersion"] = json!(info.api_version());
+    obj["kind"] = json!(info.kind);
+}
+
+fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
+    let ok = if matches!(info.kind.as_str(), "Namespace" | "Service") {
+        crate::plan::names::is_dns1123_label(name)
+    } else if info.kind.ends_with("Role") || info.kind.ends_with("RoleBinding") {
+        !name.is_empty()
+            && !name.contains('/')
+            && !name.contains('%')
+            && name != "."
+            && name != ".."
+    } else {
+        crate::plan::names::is_dns1123_subdomain(name)
+    };
+    if ok {
+        Vec::new()
+    } else {
+        vec![(
+            "metadata.name".into(),
+            format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ),
+        )]
+    }
+}
+
+fn validate_meta(meta: &Map<String, Value>) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    for field in ["labels", "annotations"] {
+        match meta.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, v) in m {
+                    if !v.is_string() {
+                        causes.push((
+                            format!("metadata.{field}"),
+                            format!("Invalid value: {k}: values must be strings"),
+                        ));
+                    } else if field == "labels" {
+                        let val = v.as_str().unwrap_or_default();
+                        if val.len() > 63
+                            || !val
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                            || val.starts_with(['-', '_', '.'])
+                            || val.ends_with(['-', '_', '.'])
+                        {
+                            causes.push((
+                                "metadata.labels".into(),
+                                format!("Invalid value: \"{val}\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+                            ));
+                        }
+                    }
+                }
+            }
+            Some(_) => causes.push((
+                format!("metadata.{field}"),
+                "Invalid value: must be a map of strings".into(),
+            )),
+        }
+    }
+    causes
+}
+
+fn parse_json(body: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+}
+
+fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("apply patch must be UTF-8 YAML or JSON"))?;
+    let v: Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request("apply patch must be an object"));
+    }
+    Ok(v)
+}
+
+/// Removes from `doc` the fields present in `prev` but absent from `now`
+/// (what a manager stopped applying), recursing into maps.
+fn remove_unapplied(doc: &mut Value, prev: &Value, now: &Value) {
+    let (Some(d), Some(p)) = (doc.as_object_mut(), prev.as_object()) else {
+        return;
+    };
+    for (k, pv) in p {
+        match now.get(k) {
+            None => {
+                if k != "apiVersion" && k != "kind" {
+                    d.remove(k);
+                }
+            }
+            Some(nv) if pv.is_object() && nv.is_object() => {
+                if let Some(dv) = d.get_mut(k) {
+                    remove_unapplied(dv, pv, nv);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max { s } else { &s[..max] }
+}
+
+/// Five characters from the alphabet the real apiserver uses for generateName.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// A random RFC 4122 version-4 UUID.
+pub fn new_uid() -> String {
+    let mut b = [0u8; 16];
+    for x in &mut b {
+        *x = fastrand::u8(..);
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Now, as the API writes timestamps (seconds, UTC).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Kept for callers that need a stable empty map.
+pub fn empty_labels() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+/// The event types, re-exported for the server's watch encoding.
+pub use super::store::EventType as WatchEventType;
+
+#[allow(dead_code)]
+fn _event_type_is_used(_: EventType) {}
+
+/// rv helper re-exported.
+pub fn resource_version(obj: &Value) -> u64 {
+    rv_of(obj)
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::internal(format!("{e:?}"))
+    }
+}
