@@ -25,6 +25,12 @@ pub enum Error {
         /// What it will do.
         what: &'static str,
     },
+    /// The sandbox could not start or failed.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
     /// Writing to stdout failed.
     #[error("cannot write output: {0}")]
     Output(#[source] std::io::Error),
@@ -37,6 +43,7 @@ impl Error {
             Error::Config(e) if e.is_user_error() => EXIT_USAGE,
             Error::Install(e) if e.is_user_error() => EXIT_USAGE,
             Error::NotBuilt { .. } => EXIT_USAGE,
+            Error::Sandbox(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

@@ -9,4 +9,5 @@ pub mod error;
 pub mod install;
 pub mod plan;
 pub mod sandbox;
+pub mod signal;
 pub mod telemetry;

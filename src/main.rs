@@ -67,6 +67,10 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Runtime)
+}
+
 fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

@@ -1033,6 +1033,20 @@ mod tests {
                 reason: "draining: waiting for 1 busy agent to finish",
             },
             Case {
+                name: "a drain never adds agents even when more are busy than asked for",
+                input: AutoscaleInput {
+                    draining: true,
+                    running_tasks: 3,
+                    busy_agents: 3,
+                    current_replicas: 2,
+                    ..base()
+                },
+                desired: 2,
+                direction: Hold,
+                need: 3,
+                reason: "draining: waiting for 3 busy agents to finish",
+            },
+            Case {
                 name: "a draining pool with no busy agent goes to zero below min",
                 input: AutoscaleInput {
                     draining: true,

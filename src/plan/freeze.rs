@@ -346,8 +346,9 @@ pub fn active_freeze(windows: &[FreezeWindow], now: Timestamp) -> Option<FreezeS
 
     let horizon = horizon_from(now);
     let mut chained: Vec<&FreezeWindow> = Vec::new();
-    // `until` grows strictly on each round and is bounded by the horizon, so
-    // this ends even when the windows cover every hour.
+    // `until` grows strictly on each round (an occurrence only counts when it
+    // ends later) and the horizon bounds it, so this ends even when the
+    // windows cover every hour.
     let open_ended = loop {
         if until > horizon {
             break true;
@@ -355,6 +356,7 @@ pub fn active_freeze(windows: &[FreezeWindow], now: Timestamp) -> Option<FreezeS
         let next = windows
             .iter()
             .filter_map(|w| w.covering(until).map(|end| (w, end)))
+            .filter(|&(_, end)| end > until)
             .max_by_key(|&(_, end)| end);
         match next {
             Some((next_window, end)) => {

@@ -26,6 +26,11 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// Any status.
+    pub fn new_status(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(code, reason, message)
+    }
+
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
@@ -331,6 +336,8 @@ pub struct Api {
     registry: RwLock<Registry>,
     last_applied: Mutex<HashMap<(String, String, String, String), Value>>,
     hooks: RwLock<Arc<dyn Hooks>>,
+    /// Fault injection.
+    pub faults: super::faults::Faults,
 }
 
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -361,12 +368,18 @@ impl Api {
             registry: RwLock::new(Registry::new(builtins)),
             last_applied: Mutex::new(HashMap::new()),
             hooks: RwLock::new(Arc::new(NoHooks)),
+            faults: super::faults::Faults::default(),
         };
         for ns in SYSTEM_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let _ = api.create("", "v1", "namespaces", None, obj, &Query::default());
         }
         api
+    }
+
+    /// The token open watches end on when faults drop them.
+    pub fn faults_cancel_token(&self) -> tokio_util::sync::CancellationToken {
+        self.faults.watch_token()
     }
 
     /// Installs the simulated cluster's hooks.

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod builtin;
 pub mod discovery;
+pub mod faults;
 pub mod jsonpath;
 pub mod registry;
 pub mod schema;
@@ -12,3 +13,208 @@ pub mod selector;
 pub mod server;
 pub mod store;
 pub mod table;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use api::Api;
+
+/// Why the sandbox could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The port could not be bound.
+    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    Bind {
+        /// Port asked for.
+        port: u16,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kubeconfig file could not be written.
+    #[error("cannot write kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server stopped with an error.
+    #[error("sandbox server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+impl SandboxError {
+    /// A mistake in what the user asked (a busy port, an unwritable path).
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, SandboxError::Bind { .. } | SandboxError::Kubeconfig { .. })
+    }
+}
+
+/// A running sandbox.
+pub struct Sandbox {
+    addr: SocketAddr,
+    api: Arc<Api>,
+    cancel: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Sandbox {
+    /// Starts a sandbox on 127.0.0.1:`port` (0 = a free port) with `nodes`
+    /// simulated nodes.
+    pub async fn start(port: u16, nodes: u32) -> Result<Sandbox, SandboxError> {
+        let api = Arc::new(Api::new(builtin::builtin_resources()));
+        let q = api::Query::default();
+        for i in 0..nodes {
+            // Like a kubelet: register the node, then post its status.
+            let desired = node(i);
+            if let Ok(mut created) = api.create("", "v1", "nodes", None, desired.clone(), &q) {
+                created["status"] = desired["status"].clone();
+                let target = api::Target {
+                    namespace: None,
+                    name: Some(format!("sandbox-node-{i}")),
+                    subresource: Some("status".into()),
+                };
+                let _ = api.update("", "v1", "nodes", &target, created, &q);
+            }
+        }
+        Sandbox::serve(api, port).await
+    }
+
+    async fn serve(api: Arc<Api>, port: u16) -> Result<Sandbox, SandboxError> {
+        let (listener, addr) = server::bind(port).await.map_err(|source| SandboxError::Bind { port, source })?;
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(server::serve(api.clone(), listener, cancel.clone()));
+        Ok(Sandbox { addr, api, cancel, task })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The API behind the server (store, faults), for in-process tests.
+    pub fn api(&self) -> &Arc<Api> {
+        &self.api
+    }
+
+    /// A kubeconfig pointing at this sandbox, context `agentdeck-sandbox`.
+    pub fn kubeconfig(&self, namespace: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {url}\n\
+             contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {namespace}\n\
+             current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user: {{}}\npreferences: {{}}\n",
+            url = self.url()
+        )
+    }
+
+    /// A kube client for this sandbox.
+    pub fn client(&self) -> Result<kube::Client, kube::Error> {
+        let url = self.url().parse().map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(e.into()))?;
+        kube::Client::try_from(kube::Config::new(url))
+    }
+
+    /// Stops serving and starts again on the same port with the same store,
+    /// as a restarted apiserver over the same etcd would: clients see their
+    /// connections drop and must recover.
+    pub async fn restart(self) -> Result<Sandbox, SandboxError> {
+        let api = self.api.clone();
+        let port = self.addr.port();
+        self.api.faults.drop_watches();
+        self.stop().await;
+        Sandbox::serve(api, port).await
+    }
+
+    /// Stops serving.
+    pub async fn stop(self) {
+        self.cancel.cancel();
+        self.api.faults.drop_watches();
+        let _ = self.task.await;
+    }
+
+    /// Serves until `cancel` fires.
+    pub async fn run_until(self, cancel: CancellationToken) -> Result<(), SandboxError> {
+        let Sandbox { api, cancel: own, mut task, .. } = self;
+        let result = tokio::select! {
+            _ = cancel.cancelled() => None,
+            r = &mut task => Some(r),
+        };
+        match result {
+            None => {
+                own.cancel();
+                api.faults.drop_watches();
+                let _ = task.await;
+                Ok(())
+            }
+            Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(SandboxError::Serve(e)),
+            Some(Err(e)) => Err(SandboxError::Serve(std::io::Error::other(e))),
+        }
+    }
+}
+
+/// `agentdeck sandbox`: serve, write the kubeconfig, say how to use it, run
+/// until Ctrl-C or SIGTERM.
+pub async fn run_cli(
+    port: u16,
+    nodes: u32,
+    kubeconfig_out: Option<PathBuf>,
+    namespace: &str,
+) -> Result<(), SandboxError> {
+    let sb = Sandbox::start(port, nodes).await?;
+    let path = kubeconfig_out.unwrap_or_else(|| std::env::temp_dir().join(format!("agentdeck-sandbox-{}.kubeconfig", sb.addr().port())));
+    std::fs::write(&path, sb.kubeconfig(namespace)).map_err(|source| SandboxError::Kubeconfig { path: path.clone(), source })?;
+    println!("agentdeck sandbox: Kubernetes API on {}", sb.url());
+    println!("kubeconfig written to {}", path.display());
+    println!();
+    println!("  export KUBECONFIG={}", path.display());
+    println!("  kubectl get namespaces");
+    println!("  agentdeck crds | kubectl apply -f -");
+    println!();
+    println!("Ctrl-C stops it (the store lives in memory and is gone then).");
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        crate::signal::terminated().await;
+        c.cancel();
+    });
+    sb.run_until(cancel).await
+}
+
+/// A Ready node named `sandbox-node-<i>`.
+fn node(i: u32) -> serde_json::Value {
+    let now = api::now_rfc3339();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": format!("sandbox-node-{i}"), "labels": {
+            "kubernetes.io/hostname": format!("sandbox-node-{i}"),
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": std::env::consts::ARCH,
+        }},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "agentdeck sandbox kubelet is posting ready status",
+                            "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                          {"type": "Hostname", "address": format!("sandbox-node-{i}")}],
+            "nodeInfo": {"kubeletVersion": "v1.33.0-agentdeck", "containerRuntimeVersion": "agentdeck://0",
+                         "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+                         "osImage": "agentdeck sandbox", "kernelVersion": "", "kubeProxyVersion": "",
+                         "machineID": "", "systemUUID": "", "bootID": ""}
+        }
+    })
+}

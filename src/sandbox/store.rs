@@ -53,6 +53,9 @@ pub struct Change {
     pub kind: EventType,
     /// The object after the change (before, for a delete, with the new rv).
     pub object: Arc<Value>,
+    /// The object before the change (None for a create), so a watch can tell
+    /// an object entering or leaving its selector.
+    pub previous: Option<Arc<Value>>,
 }
 
 /// A write refused by the store.
@@ -192,7 +195,7 @@ impl Store {
             .entry(resource.to_string())
             .or_default()
             .insert(key, obj.clone());
-        self.record(&mut g, resource, ns, EventType::Added, obj.clone());
+        self.record(&mut g, resource, ns, EventType::Added, obj.clone(), None);
         Ok(obj)
     }
 
@@ -222,7 +225,14 @@ impl Store {
             .entry(resource.to_string())
             .or_default()
             .insert(key, new.clone());
-        self.record(&mut g, resource, ns, EventType::Modified, new.clone());
+        self.record(
+            &mut g,
+            resource,
+            ns,
+            EventType::Modified,
+            new.clone(),
+            Some(old),
+        );
         Ok(Ok(new))
     }
 
@@ -238,17 +248,33 @@ impl Store {
         let mut gone = (*old).clone();
         set_rv(&mut gone, rv);
         let gone = Arc::new(gone);
-        self.record(&mut g, resource, ns, EventType::Deleted, gone.clone());
+        self.record(
+            &mut g,
+            resource,
+            ns,
+            EventType::Deleted,
+            gone.clone(),
+            Some(old),
+        );
         Ok(gone)
     }
 
-    fn record(&self, g: &mut Inner, resource: &str, ns: &str, kind: EventType, object: Arc<Value>) {
+    fn record(
+        &self,
+        g: &mut Inner,
+        resource: &str,
+        ns: &str,
+        kind: EventType,
+        object: Arc<Value>,
+        previous: Option<Arc<Value>>,
+    ) {
         let change = Change {
             rv: g.rv,
             resource: resource.to_string(),
             namespace: ns.to_string(),
             kind,
             object,
+            previous,
         };
         g.history.push_back(change.clone());
         while g.history.len() > g.history_limit {

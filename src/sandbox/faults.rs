@@ -1,0 +1,113 @@
+//! Faults the sandbox can inject so reliability tests exercise the real
+//! client code: dropped watches, 429/500 answers, latency and compaction.
+//! Driven in-process through [`Faults`] or over HTTP at `/sandbox/faults`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// Answer the next `count` requests whose path starts with `path_prefix`
+/// (and whose method matches, when given) with `code`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailRule {
+    /// Path prefix, e.g. `/apis/apps/v1/namespaces/default/deployments`.
+    pub path_prefix: String,
+    /// Only this method (GET, PATCH …); any when absent.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// 429 (with Retry-After: 1) or 500, or any other status.
+    pub code: u16,
+    /// How many requests to fail.
+    pub count: u32,
+}
+
+/// The fault switchboard.
+#[derive(Debug, Default)]
+pub struct Faults {
+    watches: Mutex<CancellationToken>,
+    rules: Mutex<Vec<FailRule>>,
+    latency: Mutex<Duration>,
+}
+
+impl Faults {
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A token every open watch ends on; replaced after each drop.
+    pub fn watch_token(&self) -> CancellationToken {
+        Self::lock(&self.watches).clone()
+    }
+
+    /// Ends every open watch (clients see their stream close).
+    pub fn drop_watches(&self) {
+        let mut g = Self::lock(&self.watches);
+        g.cancel();
+        *g = CancellationToken::new();
+    }
+
+    /// Adds a rule failing matching requests.
+    pub fn fail(&self, rule: FailRule) {
+        Self::lock(&self.rules).push(rule);
+    }
+
+    /// Delay added before every answer.
+    pub fn set_latency(&self, d: Duration) {
+        *Self::lock(&self.latency) = d;
+    }
+
+    /// Current added latency.
+    pub fn latency(&self) -> Duration {
+        *Self::lock(&self.latency)
+    }
+
+    /// Removes every rule and the latency.
+    pub fn clear(&self) {
+        Self::lock(&self.rules).clear();
+        self.set_latency(Duration::ZERO);
+    }
+
+    /// The status code to fail this request with, consuming one use of the rule.
+    pub fn take_failure(&self, method: &str, path: &str) -> Option<u16> {
+        let mut rules = Self::lock(&self.rules);
+        let i = rules.iter().position(|r| {
+            r.count > 0
+                && path.starts_with(&r.path_prefix)
+                && r.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+        })?;
+        rules[i].count -= 1;
+        let code = rules[i].code;
+        if rules[i].count == 0 {
+            rules.remove(i);
+        }
+        Some(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_fails_exactly_count_matching_requests() {
+        let f = Faults::default();
+        f.fail(FailRule { path_prefix: "/api/v1/pods".into(), method: Some("GET".into()), code: 429, count: 2 });
+        assert_eq!(f.take_failure("POST", "/api/v1/pods"), None);
+        assert_eq!(f.take_failure("GET", "/api/v1/services"), None);
+        assert_eq!(f.take_failure("GET", "/api/v1/pods"), Some(429));
+        assert_eq!(f.take_failure("get", "/api/v1/pods?watch=1"), Some(429));
+        assert_eq!(f.take_failure("GET", "/api/v1/pods"), None);
+    }
+
+    #[test]
+    fn dropping_watches_cancels_the_old_token_only() {
+        let f = Faults::default();
+        let t = f.watch_token();
+        f.drop_watches();
+        assert!(t.is_cancelled());
+        assert!(!f.watch_token().is_cancelled());
+    }
+}
