@@ -50,8 +50,19 @@ fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(shell, &mut Cli::command(), "agentdeck", &mut out);
             std::io::stdout().write_all(&out).map_err(Error::Output)
         }
-        Some(Command::Sandbox(_)) => {
-            not_built("sandbox", "a Kubernetes-API-compatible server on loopback")
+        Some(Command::Sandbox(args)) => {
+            let namespace = cli
+                .global
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            runtime()?.block_on(agentdeck::sandbox::run_cli(
+                args.port,
+                args.nodes,
+                args.kubeconfig_out,
+                &namespace,
+            ))?;
+            Ok(())
         }
         Some(Command::Agent(_)) => {
             not_built("agent", "the agent runtime that claims and runs tasks")
@@ -68,7 +79,10 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(Error::Runtime)
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
 }
 
 fn print(text: &str) -> Result<()> {

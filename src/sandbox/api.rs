@@ -317,12 +317,48 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Hooks the simulated cluster gives the API (graceful pod deletion).
+/// What `GET …/pods/NAME/log` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Container (required when the pod has several).
+    pub container: Option<String>,
+    /// The previous (terminated) instance of the container.
+    pub previous: bool,
+    /// Only the last N lines.
+    pub tail_lines: Option<usize>,
+    /// Only lines newer than this many seconds.
+    pub since_seconds: Option<u64>,
+    /// Stop after this many bytes.
+    pub limit_bytes: Option<usize>,
+    /// Keep streaming new output.
+    pub follow: bool,
+    /// Prefix each line with its RFC 3339 timestamp.
+    pub timestamps: bool,
+}
+
+/// Log output: what exists now, and for `follow` the rest as it comes
+/// (the channel closes when the container stops).
+pub enum LogStream {
+    /// All there is.
+    Done(Vec<u8>),
+    /// What exists now, then more.
+    Follow(Vec<u8>, tokio::sync::mpsc::Receiver<Vec<u8>>),
+}
+
+/// Hooks the simulated cluster gives the API (graceful pod deletion, logs).
 pub trait Hooks: Send + Sync {
-    /// A pod was asked to be deleted gracefully; the kubelet removes it when
-    /// its containers have stopped. Returns false when no kubelet handles it.
+    /// A pod was asked to be deleted gracefully; the kubelet removes it
+    /// (with [`Api::finish_pod_deletion`]) when its containers have stopped.
+    /// Returns false when no kubelet handles it (it is then removed at once).
     fn pod_deletion_requested(&self, _namespace: &str, _name: &str) -> bool {
         false
+    }
+
+    /// Container logs. The default answers as a kubelet-less cluster would.
+    fn pod_logs(&self, _namespace: &str, name: &str, _opts: &LogOptions) -> ApiResult<LogStream> {
+        Err(ApiError::bad_request(format!(
+            "pod {name} has no running kubelet: no logs are available"
+        )))
     }
 }
 
@@ -338,6 +374,7 @@ pub struct Api {
     hooks: RwLock<Arc<dyn Hooks>>,
     /// Fault injection.
     pub faults: super::faults::Faults,
+    server_url: RwLock<String>,
 }
 
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -369,12 +406,26 @@ impl Api {
             last_applied: Mutex::new(HashMap::new()),
             hooks: RwLock::new(Arc::new(NoHooks)),
             faults: super::faults::Faults::default(),
+            server_url: RwLock::new(String::new()),
         };
         for ns in SYSTEM_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let _ = api.create("", "v1", "namespaces", None, obj, &Query::default());
         }
         api
+    }
+
+    /// Records where the HTTP server listens (for in-cluster env of pods).
+    pub fn set_server_url(&self, url: &str) {
+        *self.server_url.write().unwrap_or_else(|p| p.into_inner()) = url.to_string();
+    }
+
+    /// `http://127.0.0.1:PORT` of the HTTP server, empty before it listens.
+    pub fn server_url(&self) -> String {
+        self.server_url
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The token open watches end on when faults drop them.
@@ -387,7 +438,8 @@ impl Api {
         *self.hooks.write().unwrap_or_else(|p| p.into_inner()) = hooks;
     }
 
-    fn hooks(&self) -> Arc<dyn Hooks> {
+    /// The installed hooks.
+    pub fn hooks(&self) -> Arc<dyn Hooks> {
         self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

@@ -76,7 +76,9 @@ impl Faults {
         let i = rules.iter().position(|r| {
             r.count > 0
                 && path.starts_with(&r.path_prefix)
-                && r.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+                && r.method
+                    .as_deref()
+                    .is_none_or(|m| m.eq_ignore_ascii_case(method))
         })?;
         rules[i].count -= 1;
         let code = rules[i].code;
@@ -94,7 +96,12 @@ mod tests {
     #[test]
     fn a_rule_fails_exactly_count_matching_requests() {
         let f = Faults::default();
-        f.fail(FailRule { path_prefix: "/api/v1/pods".into(), method: Some("GET".into()), code: 429, count: 2 });
+        f.fail(FailRule {
+            path_prefix: "/api/v1/pods".into(),
+            method: Some("GET".into()),
+            code: 429,
+            count: 2,
+        });
         assert_eq!(f.take_failure("POST", "/api/v1/pods"), None);
         assert_eq!(f.take_failure("GET", "/api/v1/services"), None);
         assert_eq!(f.take_failure("GET", "/api/v1/pods"), Some(429));

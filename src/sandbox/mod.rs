@@ -4,9 +4,11 @@
 
 pub mod api;
 pub mod builtin;
+pub mod cluster;
 pub mod discovery;
 pub mod faults;
 pub mod jsonpath;
+pub mod kubelet;
 pub mod registry;
 pub mod schema;
 pub mod selector;
@@ -52,7 +54,10 @@ pub enum SandboxError {
 impl SandboxError {
     /// A mistake in what the user asked (a busy port, an unwritable path).
     pub fn is_user_error(&self) -> bool {
-        matches!(self, SandboxError::Bind { .. } | SandboxError::Kubeconfig { .. })
+        matches!(
+            self,
+            SandboxError::Bind { .. } | SandboxError::Kubeconfig { .. }
+        )
     }
 }
 
@@ -61,6 +66,8 @@ pub struct Sandbox {
     addr: SocketAddr,
     api: Arc<Api>,
     cancel: CancellationToken,
+    /// Ends the simulated control plane and kubelets (kept across restarts).
+    cluster: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -83,14 +90,31 @@ impl Sandbox {
                 let _ = api.update("", "v1", "nodes", &target, created, &q);
             }
         }
-        Sandbox::serve(api, port).await
+        let cluster_token = CancellationToken::new();
+        let sb = Sandbox::serve(api.clone(), port, cluster_token.clone()).await?;
+        api.set_server_url(&sb.url());
+        cluster::start(api.clone(), cluster_token.clone());
+        kubelet::start(api, cluster_token);
+        Ok(sb)
     }
 
-    async fn serve(api: Arc<Api>, port: u16) -> Result<Sandbox, SandboxError> {
-        let (listener, addr) = server::bind(port).await.map_err(|source| SandboxError::Bind { port, source })?;
+    async fn serve(
+        api: Arc<Api>,
+        port: u16,
+        cluster: CancellationToken,
+    ) -> Result<Sandbox, SandboxError> {
+        let (listener, addr) = server::bind(port)
+            .await
+            .map_err(|source| SandboxError::Bind { port, source })?;
         let cancel = CancellationToken::new();
         let task = tokio::spawn(server::serve(api.clone(), listener, cancel.clone()));
-        Ok(Sandbox { addr, api, cancel, task })
+        Ok(Sandbox {
+            addr,
+            api,
+            cancel,
+            cluster,
+            task,
+        })
     }
 
     /// Where it listens.
@@ -120,7 +144,10 @@ impl Sandbox {
 
     /// A kube client for this sandbox.
     pub fn client(&self) -> Result<kube::Client, kube::Error> {
-        let url = self.url().parse().map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(e.into()))?;
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(e.into()))?;
         kube::Client::try_from(kube::Config::new(url))
     }
 
@@ -130,13 +157,16 @@ impl Sandbox {
     pub async fn restart(self) -> Result<Sandbox, SandboxError> {
         let api = self.api.clone();
         let port = self.addr.port();
+        let cluster = self.cluster.clone();
         self.api.faults.drop_watches();
-        self.stop().await;
-        Sandbox::serve(api, port).await
+        self.cancel.cancel();
+        let _ = self.task.await;
+        Sandbox::serve(api, port, cluster).await
     }
 
     /// Stops serving.
     pub async fn stop(self) {
+        self.cluster.cancel();
         self.cancel.cancel();
         self.api.faults.drop_watches();
         let _ = self.task.await;
@@ -144,13 +174,20 @@ impl Sandbox {
 
     /// Serves until `cancel` fires.
     pub async fn run_until(self, cancel: CancellationToken) -> Result<(), SandboxError> {
-        let Sandbox { api, cancel: own, mut task, .. } = self;
+        let Sandbox {
+            api,
+            cancel: own,
+            cluster,
+            mut task,
+            ..
+        } = self;
         let result = tokio::select! {
             _ = cancel.cancelled() => None,
             r = &mut task => Some(r),
         };
         match result {
             None => {
+                cluster.cancel();
                 own.cancel();
                 api.faults.drop_watches();
                 let _ = task.await;
@@ -172,8 +209,13 @@ pub async fn run_cli(
     namespace: &str,
 ) -> Result<(), SandboxError> {
     let sb = Sandbox::start(port, nodes).await?;
-    let path = kubeconfig_out.unwrap_or_else(|| std::env::temp_dir().join(format!("agentdeck-sandbox-{}.kubeconfig", sb.addr().port())));
-    std::fs::write(&path, sb.kubeconfig(namespace)).map_err(|source| SandboxError::Kubeconfig { path: path.clone(), source })?;
+    let path = kubeconfig_out.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("agentdeck-sandbox-{}.kubeconfig", sb.addr().port()))
+    });
+    std::fs::write(&path, sb.kubeconfig(namespace)).map_err(|source| SandboxError::Kubeconfig {
+        path: path.clone(),
+        source,
+    })?;
     println!("agentdeck sandbox: Kubernetes API on {}", sb.url());
     println!("kubeconfig written to {}", path.display());
     println!();

@@ -286,6 +286,12 @@ impl Store {
         let _ = self.tx.send(Arc::new(change));
     }
 
+    /// A receiver for every later change of every resource (for the
+    /// simulated controllers).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.tx.subscribe()
+    }
+
     /// Forgets all history: watches from any earlier resourceVersion get 410.
     pub fn compact(&self) {
         let mut g = self.lock();

@@ -1,0 +1,120 @@
+//! Events as client-go's `record.EventRecorder` writes them (core/v1), so
+//! `kubectl describe` and `kubectl get events` show what the controllers and
+//! the scheduler did.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::meta::{self, EVENTS};
+use crate::sandbox::api::{Api, Query};
+
+/// Last name suffix handed out, so two events in the same nanosecond differ.
+static LAST_NANOS: AtomicI64 = AtomicI64::new(0);
+
+fn unique_nanos() -> i64 {
+    let now = i64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(i64::MAX);
+    let mut last = LAST_NANOS.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST_NANOS.compare_exchange(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+/// The Event object for one occurrence.
+pub(crate) fn event(
+    involved: &Value,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+    now: i64,
+) -> Value {
+    let ns = match meta::namespace(involved) {
+        "" => "default",
+        ns => ns,
+    };
+    let name = meta::name(involved);
+    let time = meta::format_time(now);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": format!("{name}.{:x}", unique_nanos()), "namespace": ns},
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion").cloned().unwrap_or(Value::Null),
+            "kind": involved.get("kind").cloned().unwrap_or(Value::Null),
+            "name": name,
+            "namespace": meta::namespace(involved),
+            "uid": meta::uid(involved),
+            "resourceVersion": meta::str_at(involved, "/metadata/resourceVersion"),
+        },
+        "reason": reason,
+        "message": message,
+        "source": {"component": component},
+        "firstTimestamp": time,
+        "lastTimestamp": time,
+        "count": 1,
+        "type": kind,
+        "eventTime": null,
+        "reportingComponent": component,
+        "reportingInstance": "",
+    })
+}
+
+/// Writes an Event; failures (a namespace going away) are ignored, as the
+/// real recorder drops what it cannot write.
+pub(crate) fn record(
+    api: &Api,
+    involved: &Value,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+) {
+    let ev = event(involved, kind, reason, message, component, meta::now_secs());
+    let ns = meta::namespace(&ev).to_string();
+    let _ = api.create(
+        EVENTS.group,
+        EVENTS.version,
+        EVENTS.plural,
+        Some(&ns),
+        ev,
+        &Query::default(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_name_the_object_they_are_about_and_who_reported_them() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": "web-1", "namespace": "apps", "uid": "u1", "resourceVersion": "7"}});
+        let ev = event(
+            &pod,
+            "Normal",
+            "Scheduled",
+            "Successfully assigned apps/web-1 to n0",
+            "default-scheduler",
+            0,
+        );
+        assert_eq!(ev["metadata"]["namespace"], "apps");
+        assert!(meta::name(&ev).starts_with("web-1."));
+        assert_eq!(ev["involvedObject"]["kind"], "Pod");
+        assert_eq!(ev["involvedObject"]["uid"], "u1");
+        assert_eq!(ev["source"]["component"], "default-scheduler");
+        assert_eq!(ev["firstTimestamp"], "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn two_events_in_a_row_get_distinct_names() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "default"}});
+        let a = event(&pod, "Normal", "R", "m", "c", 0);
+        let b = event(&pod, "Normal", "R", "m", "c", 0);
+        assert_ne!(a["metadata"]["name"], b["metadata"]["name"]);
+    }
+}

@@ -1,0 +1,148 @@
+//! The sandbox's control plane: what kube-controller-manager (Deployment,
+//! ReplicaSet, Job and TTL-after-finished controllers) and kube-scheduler do,
+//! as in-process tasks that call the [`Api`] directly, with no HTTP between.
+//!
+//! Every controller is level-triggered: a pass reads the whole store, decides
+//! with pure functions (the modules' `plan`/`status` functions, unit-tested
+//! on their own) and writes only the difference. A pass runs when a relevant
+//! resource changes, after a missed (lagged) broadcast, and once a second as
+//! a safety net and to let time-based rules fire (minReadySeconds,
+//! activeDeadlineSeconds, progress deadlines, TTLs). A write refused with 409
+//! Conflict is not retried in place: the next pass (due at once) re-reads.
+//!
+//! The store is read directly rather than through informer caches, so the
+//! controllers need none of client-go's "expectations": what a pass created
+//! is in the store when the next pass looks.
+
+mod deployment;
+mod events;
+mod job;
+mod meta;
+mod pods;
+mod replicaset;
+mod scheduler;
+#[cfg(test)]
+mod tests;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::api::Api;
+use super::store::Change;
+
+/// How often every controller runs a full pass even when nothing changed.
+const RESYNC: Duration = Duration::from_secs(1);
+
+/// How soon a pass runs again after one of its writes hit a conflict.
+const RETRY: Duration = Duration::from_millis(50);
+
+/// Starts the Deployment, ReplicaSet and Job controllers and the scheduler;
+/// the task ends when `cancel` fires.
+pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let tasks = [
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                deployment::DeploymentController,
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                replicaset::ReplicaSetController,
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                job::JobController::default(),
+            )),
+            tokio::spawn(run(api.clone(), cancel.clone(), scheduler::Scheduler)),
+        ];
+        for task in tasks {
+            let _ = task.await;
+        }
+    })
+}
+
+/// What a pass reports back to its loop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// A write conflicted (or failed in a way worth retrying soon).
+    pub retry: bool,
+}
+
+/// One control loop.
+pub(crate) trait Controller: Send + 'static {
+    /// For logs.
+    const NAME: &'static str;
+
+    /// Store resource keys (`pods`, `deployments.apps` …) whose changes wake it.
+    fn watches(&self) -> &'static [&'static str];
+
+    /// Sees every change of a watched resource before the pass it triggers.
+    fn observe(&mut self, _change: &Change) {}
+
+    /// One level-triggered pass over every object it owns. `now` is Unix
+    /// seconds.
+    fn reconcile(&mut self, api: &Api, now: i64) -> Pass;
+}
+
+async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: C) {
+    let mut rx = api.store.subscribe();
+    let mut resync = tokio::time::interval(RESYNC);
+    resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut due = true;
+    let mut retry_at: Option<Instant> = None;
+    loop {
+        if due {
+            due = false;
+            let now = meta::now_secs();
+            // A bug in one pass must not stop the control plane for good.
+            let pass = std::panic::catch_unwind(AssertUnwindSafe(|| ctrl.reconcile(&api, now)));
+            retry_at = match pass {
+                Ok(p) if p.retry => Some(Instant::now() + RETRY),
+                Ok(_) => None,
+                Err(_) => {
+                    tracing::error!(controller = C::NAME, "sandbox controller pass panicked");
+                    None
+                }
+            };
+        }
+        let retry_sleep = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now));
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            r = rx.recv() => match r {
+                Ok(change) => due |= wake(&mut ctrl, &change),
+                Err(RecvError::Lagged(_)) => due = true,
+                Err(RecvError::Closed) => return,
+            },
+            _ = resync.tick() => due = true,
+            () = retry_sleep, if retry_at.is_some() => due = true,
+        }
+        // Coalesce a burst of changes (often our own writes) into one pass.
+        loop {
+            match rx.try_recv() {
+                Ok(change) => due |= wake(&mut ctrl, &change),
+                Err(TryRecvError::Lagged(_)) => due = true,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => return,
+            }
+        }
+    }
+}
+
+fn wake<C: Controller>(ctrl: &mut C, change: &Change) -> bool {
+    if ctrl.watches().contains(&change.resource.as_str()) {
+        ctrl.observe(change);
+        true
+    } else {
+        false
+    }
+}

@@ -1,0 +1,465 @@
+//! The kubelet of every simulated node: runs the pods bound to a node
+//! (`spec.nodeName` set), as in-process tasks calling the [`Api`] directly.
+//!
+//! - Pods get a loopback IP of their own (127.1.x.y upwards, never
+//!   127.0.0.1, which is every node's `hostIP`), a directory with their
+//!   volumes, and a status kept as a kubelet keeps it (phase, conditions,
+//!   container states, restarts with back-off), written through the status
+//!   subresource.
+//! - Containers running agentdeck are real child processes, as is the job
+//!   task runner's shell script; others are simulated (see [`runtime`] for
+//!   the rules and the `sandbox.agentdeck.dev/*` annotations).
+//! - Output is kept per container instance and served by the API's
+//!   `GET …/pods/NAME/log` through [`Hooks::pod_logs`].
+//! - Graceful deletion is carried out (SIGTERM, the grace period, SIGKILL,
+//!   final status, then removal); pods removed from the store otherwise are
+//!   killed at once, and every process is killed when the kubelet stops.
+//!
+//! Processes cannot see their mounts at their paths; they resolve them with
+//! [`host_path`] (see [`volumes`]). They get `KUBECONFIG` pointing at a
+//! kubeconfig for the sandbox in their pod directory (the in-cluster
+//! configuration would want HTTPS and a CA the sandbox does not have), and
+//! `KUBERNETES_SERVICE_HOST`/`PORT` for the sandbox's address.
+
+mod env;
+mod logs;
+mod pod;
+pub mod runtime;
+mod status;
+pub mod volumes;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{Api, ApiError, ApiResult, Hooks, LogOptions, LogStream};
+use super::store::EventType;
+use pod::PodRuntime;
+use status::{State, go_list};
+
+pub use volumes::{host_path, resolve_host_path};
+
+/// Every node's address, and so every pod's `hostIP`.
+pub const HOST_IP: &str = "127.0.0.1";
+
+/// Environment variable naming the executable that agentdeck containers run
+/// (default: this process's own executable).
+pub const EXE_ENV: &str = "AGENTDECK_SANDBOX_EXE";
+
+/// How the kubelet runs.
+#[derive(Debug, Clone)]
+pub struct KubeletConfig {
+    /// The agentdeck executable containers run.
+    pub exe: PathBuf,
+    /// Where pod directories go; None = a new temporary directory, removed
+    /// when the kubelet stops.
+    pub root: Option<PathBuf>,
+    /// Back-off before the second restart (doubling after, at most 5 min);
+    /// the first restart is immediate. 10 s, as the real kubelet.
+    pub restart_backoff: Duration,
+    /// Log bytes kept per container (current and previous instance).
+    pub log_limit: usize,
+    /// How often every pod is looked at again, besides watching changes.
+    pub resync: Duration,
+}
+
+impl KubeletConfig {
+    /// Defaults, with the executable from [`EXE_ENV`] or this process.
+    pub fn from_env() -> Self {
+        let exe = std::env::var_os(EXE_ENV)
+            .map(PathBuf::from)
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| PathBuf::from("agentdeck"));
+        KubeletConfig {
+            exe,
+            root: None,
+            restart_backoff: Duration::from_secs(10),
+            log_limit: logs::DEFAULT_LOG_LIMIT,
+            resync: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Starts the kubelet of every node and installs it as the API's [`Hooks`];
+/// it runs until `cancel`, then kills every process it started.
+pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
+    start_with(api, cancel, KubeletConfig::from_env())
+}
+
+/// [`start`] with a given configuration.
+pub fn start_with(
+    api: Arc<Api>,
+    cancel: CancellationToken,
+    config: KubeletConfig,
+) -> JoinHandle<()> {
+    let (own_root, root) = match &config.root {
+        Some(r) => (false, r.clone()),
+        None => (
+            true,
+            std::env::temp_dir().join(format!(
+                "agentdeck-sandbox-{}-{:08x}",
+                std::process::id(),
+                fastrand::u32(..)
+            )),
+        ),
+    };
+    let shared = Arc::new(Shared::default());
+    let (tx, rx) = mpsc::unbounded_channel();
+    api.set_hooks(Arc::new(KubeletHooks {
+        api: Arc::downgrade(&api),
+        shared: shared.clone(),
+        deletions: tx,
+    }));
+    let kubelet = Arc::new(Kubelet {
+        api,
+        config,
+        shared,
+        root,
+        own_root,
+        ips: Mutex::new(IpPool::default()),
+    });
+    tokio::spawn(kubelet.run(rx, cancel))
+}
+
+/// The pods the node runs, by uid (shared with the API hooks).
+#[derive(Default)]
+struct Shared {
+    pods: Mutex<HashMap<String, Arc<PodRuntime>>>,
+}
+
+impl Shared {
+    fn pods(&self) -> MutexGuard<'_, HashMap<String, Arc<PodRuntime>>> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, uid: &str) -> Option<Arc<PodRuntime>> {
+        self.pods().get(uid).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<PodRuntime>> {
+        self.pods().values().cloned().collect()
+    }
+}
+
+/// Loopback addresses for pods, never handing out one in use and not
+/// reusing freed ones before the range wraps.
+#[derive(Default)]
+struct IpPool {
+    next: u32,
+    used: HashSet<Ipv4Addr>,
+}
+
+impl IpPool {
+    /// 127.1.0.1 … 127.254.255.254, skipping .0 and .255 last octets.
+    fn allocate(&mut self) -> Option<Ipv4Addr> {
+        const SPAN: u32 = 254 * 256 * 256;
+        for _ in 0..SPAN {
+            let n = self.next % SPAN;
+            self.next = self.next.wrapping_add(1);
+            let ip = Ipv4Addr::new(
+                127,
+                (1 + n / 65_536) as u8,
+                (n / 256 % 256) as u8,
+                (n % 256) as u8,
+            );
+            let last = ip.octets()[3];
+            if last == 0 || last == 255 || self.used.contains(&ip) {
+                continue;
+            }
+            self.used.insert(ip);
+            return Some(ip);
+        }
+        None
+    }
+
+    fn release(&mut self, ip: &str) {
+        if let Ok(ip) = ip.parse() {
+            self.used.remove(&ip);
+        }
+    }
+}
+
+/// The kubelet shared by all simulated nodes.
+pub(crate) struct Kubelet {
+    api: Arc<Api>,
+    config: KubeletConfig,
+    shared: Arc<Shared>,
+    root: PathBuf,
+    own_root: bool,
+    ips: Mutex<IpPool>,
+}
+
+fn meta<'a>(pod: &'a Value, key: &str) -> &'a str {
+    pod["metadata"][key].as_str().unwrap_or_default()
+}
+
+impl Kubelet {
+    async fn run(
+        self: Arc<Self>,
+        mut deletions: mpsc::UnboundedReceiver<(String, String)>,
+        cancel: CancellationToken,
+    ) {
+        let mut changes = self.api.store.subscribe();
+        let mut workers: HashMap<String, JoinHandle<()>> = HashMap::new();
+        let mut tick = tokio::time::interval(self.config.resync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                _ = tick.tick() => self.resync(&mut workers),
+                Some((ns, name)) = deletions.recv() => {
+                    if let Some(pod) = self.api.store.get("pods", &ns, &name) {
+                        self.sync_pod(&pod, &mut workers);
+                    }
+                }
+                change = changes.recv() => match change {
+                    Ok(c) if c.resource == "pods" => {
+                        if c.kind == EventType::Deleted {
+                            if let Some(rt) = self.shared.get(meta(&c.object, "uid")) {
+                                rt.kill();
+                            }
+                        } else {
+                            self.sync_pod(&c.object, &mut workers);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.resync(&mut workers),
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+            }
+        }
+        deletions.close();
+        for rt in self.shared.all() {
+            rt.kill();
+        }
+        let all = futures::future::join_all(workers.into_values());
+        let _ = tokio::time::timeout(Duration::from_secs(10), all).await;
+        if self.own_root {
+            let root = self.root.clone();
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(root)).await;
+        }
+    }
+
+    /// Looks at every pod: starts new ones, finishes deletions, kills the
+    /// processes of pods that are gone.
+    fn resync(self: &Arc<Self>, workers: &mut HashMap<String, JoinHandle<()>>) {
+        let (pods, _) = self.api.store.list("pods", None);
+        let uids: HashSet<&str> = pods.iter().map(|p| meta(p, "uid")).collect();
+        for rt in self.shared.all() {
+            if !uids.contains(rt.uid.as_str()) {
+                rt.kill();
+            }
+        }
+        for pod in &pods {
+            self.sync_pod(pod, workers);
+        }
+        workers.retain(|_, h| !h.is_finished());
+    }
+
+    fn sync_pod(self: &Arc<Self>, pod: &Value, workers: &mut HashMap<String, JoinHandle<()>>) {
+        if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+            return;
+        }
+        let uid = meta(pod, "uid");
+        let deleting = pod.pointer("/metadata/deletionTimestamp").is_some();
+        if let Some(rt) = self.shared.get(uid) {
+            if deleting {
+                let grace = pod["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
+                    .unwrap_or(30);
+                rt.terminate(Duration::from_secs(u64::try_from(grace).unwrap_or(0)));
+            }
+            return;
+        }
+        if deleting {
+            // Nothing of it runs here (finished, or never started).
+            if !workers.contains_key(uid) {
+                self.api
+                    .finish_pod_deletion(meta(pod, "namespace"), meta(pod, "name"));
+            }
+            return;
+        }
+        if workers.contains_key(uid)
+            || matches!(
+                pod["status"]["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            )
+        {
+            return;
+        }
+        let pod_ip = if pod["spec"]["hostNetwork"].as_bool() == Some(true) {
+            HOST_IP.to_string()
+        } else {
+            let ip = self
+                .ips
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .allocate();
+            match ip {
+                Some(ip) => ip.to_string(),
+                None => {
+                    tracing::warn!(
+                        pod = meta(pod, "name"),
+                        "no loopback address left for the pod"
+                    );
+                    return;
+                }
+            }
+        };
+        let short_uid: String = uid
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(8)
+            .collect();
+        let dir = self.root.join(format!(
+            "{}_{}_{short_uid}",
+            meta(pod, "namespace"),
+            meta(pod, "name")
+        ));
+        let rt = Arc::new(PodRuntime::new(
+            pod,
+            pod_ip,
+            HOST_IP,
+            dir,
+            self.config.log_limit,
+        ));
+        self.shared.pods().insert(uid.to_string(), rt.clone());
+        let handle = tokio::spawn(self.clone().run_pod(rt, pod.clone()));
+        workers.insert(uid.to_string(), handle);
+    }
+
+    /// Forgets a pod that has ended on the node.
+    fn release(&self, rt: &PodRuntime) {
+        self.shared.pods().remove(&rt.uid);
+        if rt.pod_ip != HOST_IP {
+            self.ips
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .release(&rt.pod_ip);
+        }
+    }
+}
+
+/// What the API calls into: deletions go to the kubelet's loop, logs are
+/// read from the node's pods.
+struct KubeletHooks {
+    api: Weak<Api>,
+    shared: Arc<Shared>,
+    deletions: mpsc::UnboundedSender<(String, String)>,
+}
+
+impl Hooks for KubeletHooks {
+    fn pod_deletion_requested(&self, namespace: &str, name: &str) -> bool {
+        self.deletions
+            .send((namespace.to_string(), name.to_string()))
+            .is_ok()
+    }
+
+    fn pod_logs(&self, namespace: &str, name: &str, opts: &LogOptions) -> ApiResult<LogStream> {
+        let api = self
+            .api
+            .upgrade()
+            .ok_or_else(|| ApiError::internal("the sandbox is stopping"))?;
+        let served = api.served("", "v1", "pods")?;
+        let pod = api
+            .store
+            .get("pods", namespace, name)
+            .ok_or_else(|| ApiError::not_found(&served.info, name))?;
+        let container = choose_container(&pod, opts.container.as_deref())?;
+        if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+            // As the apiserver does for a pod with no host: an empty log.
+            return Ok(LogStream::Done(Vec::new()));
+        }
+        let Some(rt) = self.shared.get(meta(&pod, "uid")) else {
+            return Err(ApiError::bad_request(format!(
+                "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+            )));
+        };
+        let Some(slot) = rt.slot(&container) else {
+            return Err(ApiError::bad_request(format!(
+                "container \"{container}\" in pod \"{name}\" is not available"
+            )));
+        };
+        let status = slot.status().clone();
+        let id = log_instance(&status, name, opts.previous).map_err(ApiError::bad_request)?;
+        Ok(slot.logs.read(&id, opts, jiff::Timestamp::now()))
+    }
+}
+
+/// The apiserver's `validateContainer`: the named container must exist; with
+/// none named, the pod must have exactly one.
+fn choose_container(pod: &Value, asked: Option<&str>) -> ApiResult<String> {
+    let name = meta(pod, "name");
+    let spec = &pod["spec"];
+    let names_in = |key: &str| -> Vec<String> {
+        spec[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let mut all = names_in("initContainers");
+    let regular = names_in("containers");
+    all.extend(regular.iter().cloned());
+    all.extend(names_in("ephemeralContainers"));
+    match asked {
+        Some(c) if all.iter().any(|n| n == c) => Ok(c.to_string()),
+        Some(c) => Err(ApiError::bad_request(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
+        None => match regular.as_slice() {
+            [only] => Ok(only.clone()),
+            [] => Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}"
+            ))),
+            _ => {
+                let names: Vec<&str> = all.iter().map(String::as_str).collect();
+                Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {name}, choose one of: {}",
+                    go_list(&names)
+                )))
+            }
+        },
+    }
+}
+
+/// The kubelet's `validateContainerLogStatus`: which instance's log a
+/// request reads, or why there is none.
+fn log_instance(
+    status: &status::ContainerStatus,
+    pod: &str,
+    previous: bool,
+) -> Result<String, String> {
+    let c = &status.name;
+    let last = status.last.as_ref().filter(|t| !t.container_id.is_empty());
+    if previous {
+        return last.map(|t| t.container_id.clone()).ok_or_else(|| {
+            format!("previous terminated container \"{c}\" in pod \"{pod}\" not found")
+        });
+    }
+    match &status.state {
+        State::Running { container_id, .. } => Ok(container_id.clone()),
+        State::Terminated(t) if !t.container_id.is_empty() => Ok(t.container_id.clone()),
+        State::Terminated(_) => last
+            .map(|t| t.container_id.clone())
+            .ok_or_else(|| format!("container \"{c}\" in pod \"{pod}\" is terminated")),
+        State::Waiting { reason, .. } => match last {
+            Some(t) => Ok(t.container_id.clone()),
+            None => Err(format!(
+                "container \"{c}\" in pod \"{pod}\" is waiting to start: {reason}"
+            )),
+        },
+    }
+}

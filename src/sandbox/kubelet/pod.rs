@@ -1,0 +1,811 @@
+//! One pod on a simulated node: its sandbox (directory, volumes, IP), its
+//! containers run to the pod's restart policy, its status kept in the API,
+//! and its end (graceful termination, or a kill when it vanished).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Kubelet;
+use super::env::{self, PodFields};
+use super::logs::ContainerLogs;
+use super::runtime::{self, Launch, Program};
+use super::status::{ContainerStatus, PodSnapshot, State, Terminated};
+use super::volumes::{self, MOUNTS_ENV, ROOT_ENV};
+use crate::sandbox::api::now_rfc3339;
+
+/// What has been asked of a pod's containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// Keep running.
+    None,
+    /// SIGTERM now, SIGKILL at `deadline` (a deletion the kubelet completes).
+    Graceful { deadline: Instant },
+    /// SIGKILL now: the pod is gone from the API, or the node is stopping.
+    Kill,
+}
+
+/// One container of the pod: its spec, logs and current status.
+pub(super) struct ContainerSlot {
+    pub name: String,
+    pub init: bool,
+    pub spec: Value,
+    pub logs: Arc<ContainerLogs>,
+    status: Mutex<ContainerStatus>,
+}
+
+impl ContainerSlot {
+    pub fn status(&self) -> MutexGuard<'_, ContainerStatus> {
+        self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[derive(Debug, Default)]
+struct PodState {
+    sandbox_ready: bool,
+    terminal: bool,
+}
+
+/// A pod the node runs.
+pub(super) struct PodRuntime {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub pod_ip: String,
+    pub host_ip: String,
+    pub dir: PathBuf,
+    pub start_time: String,
+    pub restart_policy: String,
+    pub slots: Vec<Arc<ContainerSlot>>,
+    state: Mutex<PodState>,
+    pub stop: watch::Sender<Stop>,
+    /// Status changed: write it.
+    pub dirty: Notify,
+    /// The runtime is being dropped: its status writer ends.
+    pub gone: CancellationToken,
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl PodRuntime {
+    pub fn new(pod: &Value, pod_ip: String, host_ip: &str, dir: PathBuf, log_limit: usize) -> Self {
+        let spec = &pod["spec"];
+        let has_init = spec["initContainers"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
+        let mut slots = Vec::new();
+        for (key, init) in [("initContainers", true), ("containers", false)] {
+            for c in spec[key].as_array().into_iter().flatten() {
+                let name = c["name"].as_str().unwrap_or_default().to_string();
+                let image = c["image"].as_str().unwrap_or_default();
+                let waiting = if init || has_init {
+                    "PodInitializing"
+                } else {
+                    "ContainerCreating"
+                };
+                slots.push(Arc::new(ContainerSlot {
+                    status: Mutex::new(ContainerStatus::new(&name, image, waiting)),
+                    name,
+                    init,
+                    spec: c.clone(),
+                    logs: Arc::new(ContainerLogs::new(log_limit)),
+                }));
+            }
+        }
+        let meta = &pod["metadata"];
+        PodRuntime {
+            uid: meta["uid"].as_str().unwrap_or_default().to_string(),
+            namespace: meta["namespace"].as_str().unwrap_or_default().to_string(),
+            name: meta["name"].as_str().unwrap_or_default().to_string(),
+            pod_ip,
+            host_ip: host_ip.to_string(),
+            dir,
+            start_time: now_rfc3339(),
+            restart_policy: spec["restartPolicy"]
+                .as_str()
+                .unwrap_or("Always")
+                .to_string(),
+            slots,
+            state: Mutex::new(PodState::default()),
+            stop: watch::Sender::new(Stop::None),
+            dirty: Notify::new(),
+            gone: CancellationToken::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, PodState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn changed(&self) {
+        self.dirty.notify_one();
+    }
+
+    pub fn slot(&self, name: &str) -> Option<&Arc<ContainerSlot>> {
+        self.slots.iter().find(|s| s.name == name)
+    }
+
+    /// Everything the status is computed from.
+    pub fn snapshot(&self) -> PodSnapshot {
+        let st = self.state();
+        let (init, containers): (Vec<_>, Vec<_>) = self.slots.iter().partition(|s| s.init);
+        PodSnapshot {
+            host_ip: self.host_ip.clone(),
+            pod_ip: st.sandbox_ready.then(|| self.pod_ip.clone()),
+            start_time: self.start_time.clone(),
+            sandbox_ready: st.sandbox_ready,
+            terminal: st.terminal,
+            restart_policy: self.restart_policy.clone(),
+            init: init.iter().map(|s| s.status().clone()).collect(),
+            containers: containers.iter().map(|s| s.status().clone()).collect(),
+        }
+    }
+
+    /// Asks for a graceful stop within `grace` (a shorter grace given later
+    /// wins, as with a second `kubectl delete --grace-period`).
+    pub fn terminate(&self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        self.stop.send_if_modified(|s| match *s {
+            Stop::None => {
+                *s = Stop::Graceful { deadline };
+                true
+            }
+            Stop::Graceful { deadline: d } if deadline < d => {
+                *s = Stop::Graceful { deadline };
+                true
+            }
+            _ => false,
+        });
+    }
+
+    /// Kills every process at once.
+    pub fn kill(&self) {
+        self.stop.send_replace(Stop::Kill);
+    }
+
+    fn stopping(&self) -> bool {
+        *self.stop.borrow() != Stop::None
+    }
+}
+
+/// Waits `d`, or less if a stop is asked; true when stopping.
+async fn wait_or_stop(rx: &mut watch::Receiver<Stop>, d: Duration) -> bool {
+    let sleep = tokio::time::sleep(d);
+    tokio::pin!(sleep);
+    loop {
+        if *rx.borrow_and_update() != Stop::None {
+            return true;
+        }
+        tokio::select! {
+            () = &mut sleep => return *rx.borrow() != Stop::None,
+            r = rx.changed() => if r.is_err() { return true },
+        }
+    }
+}
+
+fn new_container_id() -> String {
+    let hex: String = (0..32)
+        .map(|_| format!("{:02x}", fastrand::u8(..)))
+        .collect();
+    format!("agentdeck://{hex}")
+}
+
+/// Go's `time.Duration` printing for whole seconds (`10s`, `2m40s`, `5m0s`).
+fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{}s", s / 60, s % 60)
+    } else {
+        format!("{}h{}m{}s", s / 3600, (s % 3600) / 60, s % 60)
+    }
+}
+
+/// Back-off before the `n`th restart (0-based): the first is immediate,
+/// then `base`, doubling, at most 5 minutes (the kubelet's crash-loop
+/// back-off).
+pub(super) fn restart_delay(base: Duration, n: u32) -> Duration {
+    if n == 0 {
+        return Duration::ZERO;
+    }
+    let max = Duration::from_secs(300);
+    base.checked_mul(1 << (n - 1).min(16))
+        .unwrap_or(max)
+        .min(max)
+}
+
+/// A container's run of the kubelet has after this long resets the back-off.
+const BACKOFF_RESET: Duration = Duration::from_secs(600);
+
+/// What a container instance starts with.
+struct Prepared {
+    program: Program,
+    env: Vec<(String, String)>,
+}
+
+impl Kubelet {
+    /// The pod's directory, volumes and kubeconfig; an error is a mount failure.
+    fn setup_sandbox(
+        &self,
+        rt: &PodRuntime,
+        pod: &Value,
+    ) -> Result<BTreeMap<String, PathBuf>, String> {
+        std::fs::create_dir_all(rt.dir.join("tmp"))
+            .map_err(|e| format!("cannot create {}: {e}", rt.dir.display()))?;
+        let url = self.api.server_url();
+        if !url.is_empty() {
+            let kubeconfig = format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {url}\n\
+                 contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {ns}\n\
+                 current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user: {{}}\npreferences: {{}}\n",
+                ns = rt.namespace
+            );
+            std::fs::write(rt.dir.join("kubeconfig"), kubeconfig)
+                .map_err(|e| format!("cannot write the pod's kubeconfig: {e}"))?;
+        }
+        let fields = PodFields {
+            pod,
+            pod_ip: &rt.pod_ip,
+            host_ip: &rt.host_ip,
+        };
+        volumes::prepare_volumes(&fields, &rt.dir, &|res: &str, name: &str| {
+            self.api.store.get(res, &rt.namespace, name)
+        })
+    }
+
+    /// The environment and program of the next instance of `slot`.
+    fn prepare(
+        &self,
+        rt: &PodRuntime,
+        slot: &ContainerSlot,
+        pod: &Value,
+        vols: &BTreeMap<String, PathBuf>,
+    ) -> Result<Prepared, String> {
+        let mounts = volumes::container_mounts(&slot.spec, vols);
+        let encoded = volumes::encode_mounts(&mounts);
+        let tmp = mounts
+            .iter()
+            .find(|(m, _)| m.trim_end_matches('/') == "/tmp")
+            .map_or_else(|| rt.dir.join("tmp"), |(_, h)| h.clone());
+        let root = rt.dir.display().to_string();
+        let mut base: Vec<(String, String)> = Vec::new();
+        if let Some(path) = std::env::var_os("PATH") {
+            base.push(("PATH".into(), path.to_string_lossy().into_owned()));
+        }
+        let hostname = pod["spec"]["hostname"].as_str().unwrap_or(&rt.name);
+        base.extend([
+            ("HOSTNAME".to_string(), hostname.to_string()),
+            ("HOME".to_string(), root.clone()),
+            ("TMPDIR".to_string(), tmp.display().to_string()),
+        ]);
+        let url = self.api.server_url();
+        if let Some(hostport) = url.strip_prefix("http://")
+            && let Some((host, port)) = hostport.trim_end_matches('/').rsplit_once(':')
+        {
+            base.extend([
+                ("KUBERNETES_SERVICE_HOST".to_string(), host.to_string()),
+                ("KUBERNETES_SERVICE_PORT".to_string(), port.to_string()),
+                (
+                    "KUBECONFIG".to_string(),
+                    rt.dir.join("kubeconfig").display().to_string(),
+                ),
+            ]);
+        }
+        base.push(("POD_IP".into(), rt.pod_ip.clone()));
+        let fields = PodFields {
+            pod,
+            pod_ip: &rt.pod_ip,
+            host_ip: &rt.host_ip,
+        };
+        let lookup = |res: &str, name: &str| self.api.store.get(res, &rt.namespace, name);
+        let mut env = env::container_env(&fields, &slot.spec, base, &lookup)?;
+        // The sandbox's own markers are not the pod's to change.
+        env.retain(|(k, _)| k != ROOT_ENV && k != MOUNTS_ENV);
+        env.push((ROOT_ENV.into(), root));
+        env.push((MOUNTS_ENV.into(), encoded.clone()));
+        let command: Vec<String> = strings(&slot.spec["command"])
+            .iter()
+            .map(|s| env::expand(s, &env))
+            .collect();
+        let args: Vec<String> = strings(&slot.spec["args"])
+            .iter()
+            .map(|s| env::expand(s, &env))
+            .collect();
+        let mut program = runtime::plan(pod, &slot.spec, &command, &args, &self.config.exe);
+        if let Program::Exec {
+            args, shell: true, ..
+        } = &mut program
+        {
+            if let Some(script) = args.get_mut(1) {
+                *script = volumes::map_script_paths(script, &mounts);
+            }
+            for (k, v) in &mut env {
+                if k != ROOT_ENV && k != MOUNTS_ENV && k != "PATH" && v.starts_with('/') {
+                    *v = volumes::resolve_host_path(Some(&rt.dir), &encoded, Path::new(v.as_str()))
+                        .display()
+                        .to_string();
+                }
+            }
+        }
+        Ok(Prepared { program, env })
+    }
+
+    /// Runs one container to the pod's restart policy; returns the last
+    /// exit code (None when it never ran).
+    async fn run_container(
+        &self,
+        rt: &Arc<PodRuntime>,
+        slot: &Arc<ContainerSlot>,
+        pod: &Value,
+        vols: &BTreeMap<String, PathBuf>,
+    ) -> Option<i32> {
+        let mut stop_rx = rt.stop.subscribe();
+        let policy = match (slot.init, rt.restart_policy.as_str()) {
+            (true, "Never") | (false, "Never") => "Never",
+            (true, _) | (false, "OnFailure") => "OnFailure",
+            _ => "Always",
+        };
+        let mut previous: Option<Terminated> = None;
+        let mut runs: u32 = 0;
+        let mut restarts_since_reset: u32 = 0;
+        loop {
+            if rt.stopping() {
+                return previous.map(|t| t.exit_code);
+            }
+            let prepared = match self.prepare(rt, slot, pod, vols) {
+                Ok(p) => p,
+                Err(message) => {
+                    {
+                        let mut s = slot.status();
+                        s.state = State::Waiting {
+                            reason: "CreateContainerConfigError".into(),
+                            message: Some(message),
+                        };
+                    }
+                    rt.changed();
+                    if wait_or_stop(&mut stop_rx, Duration::from_secs(1)).await {
+                        return previous.map(|t| t.exit_code);
+                    }
+                    continue;
+                }
+            };
+            let id = new_container_id();
+            slot.logs.start_instance(&id);
+            let started_at = now_rfc3339();
+            let started = Instant::now();
+            {
+                let mut s = slot.status();
+                s.state = State::Running {
+                    container_id: id.clone(),
+                    started_at: started_at.clone(),
+                };
+                s.last = previous.clone();
+                s.restart_count = runs;
+                s.ready = false;
+            }
+            runs += 1;
+            rt.changed();
+            let code = match &prepared.program {
+                Program::Exec { program, args, .. } => {
+                    let launch = Launch {
+                        program,
+                        args,
+                        env: &prepared.env,
+                        cwd: &rt.dir,
+                    };
+                    self.run_process(rt, slot, &launch, &id, stop_rx.clone())
+                        .await
+                }
+                Program::Simulated {
+                    exit_after,
+                    exit_code,
+                    ready,
+                } => {
+                    run_simulated(
+                        rt,
+                        slot,
+                        &id,
+                        *exit_after,
+                        *exit_code,
+                        *ready,
+                        stop_rx.clone(),
+                    )
+                    .await
+                }
+            };
+            slot.logs.close(&id);
+            let term = Terminated::exited(&id, code, &started_at, &now_rfc3339());
+            {
+                let mut s = slot.status();
+                s.state = State::Terminated(term.clone());
+                s.ready = false;
+            }
+            rt.changed();
+            previous = Some(term);
+            let restart = match policy {
+                "Always" => true,
+                "OnFailure" => code != 0,
+                _ => false,
+            };
+            if !restart || rt.stopping() {
+                return Some(code);
+            }
+            if started.elapsed() >= BACKOFF_RESET {
+                restarts_since_reset = 0;
+            }
+            let delay = restart_delay(self.config.restart_backoff, restarts_since_reset);
+            restarts_since_reset += 1;
+            if !delay.is_zero() {
+                {
+                    let mut s = slot.status();
+                    s.state = State::Waiting {
+                        reason: "CrashLoopBackOff".into(),
+                        message: Some(format!(
+                            "back-off {} restarting failed container={} pod={}_{}({})",
+                            go_duration(delay),
+                            slot.name,
+                            rt.name,
+                            rt.namespace,
+                            rt.uid
+                        )),
+                    };
+                    s.last = previous.clone();
+                }
+                rt.changed();
+                if wait_or_stop(&mut stop_rx, delay).await {
+                    return Some(code);
+                }
+            }
+        }
+    }
+
+    /// Runs one process instance until it exits, signalling its group when
+    /// a stop is asked; returns its exit code.
+    async fn run_process(
+        &self,
+        rt: &Arc<PodRuntime>,
+        slot: &Arc<ContainerSlot>,
+        launch: &Launch<'_>,
+        id: &str,
+        mut stop_rx: watch::Receiver<Stop>,
+    ) -> i32 {
+        let mut process = match runtime::spawn(launch, &slot.logs, id) {
+            Ok(p) => p,
+            Err(e) => {
+                // As a runtime that cannot exec the entrypoint: exit 128, reason Error.
+                slot.logs.append(
+                    id,
+                    jiff::Timestamp::now(),
+                    format!("exec {}: {e}\n", launch.program.display()).into_bytes(),
+                );
+                return 128;
+            }
+        };
+        let probe_stop = CancellationToken::new();
+        let _probe_guard = probe_stop.clone().drop_guard();
+        match slot.spec.get("readinessProbe").filter(|p| p.is_object()) {
+            Some(probe) => {
+                tokio::spawn(readiness(
+                    rt.clone(),
+                    slot.clone(),
+                    probe.clone(),
+                    probe_stop.clone(),
+                ));
+            }
+            None => {
+                slot.status().ready = true;
+                rt.changed();
+            }
+        }
+        let mut deadline: Option<Instant> = None;
+        let mut termed = false;
+        let status = loop {
+            match *stop_rx.borrow_and_update() {
+                Stop::None => {}
+                Stop::Graceful { deadline: d } => {
+                    if !termed {
+                        runtime::signal_group(process.pgid, Signal::SIGTERM);
+                        termed = true;
+                    }
+                    deadline = Some(d);
+                }
+                Stop::Kill => runtime::signal_group(process.pgid, Signal::SIGKILL),
+            }
+            let kill_at =
+                deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+            tokio::select! {
+                status = process.child.wait() => break status,
+                r = stop_rx.changed() => if r.is_err() {
+                    runtime::signal_group(process.pgid, Signal::SIGKILL);
+                },
+                () = tokio::time::sleep_until(kill_at), if deadline.is_some() => {
+                    runtime::signal_group(process.pgid, Signal::SIGKILL);
+                    deadline = None;
+                }
+            }
+        };
+        // The container's main process is gone: like a runtime tearing down
+        // the container, end whatever else it started.
+        runtime::signal_group(process.pgid, Signal::SIGKILL);
+        for r in process.readers.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
+        }
+        match status {
+            Ok(s) => runtime::exit_code(s),
+            Err(_) => 255,
+        }
+    }
+
+    /// The pod's whole life on the node.
+    pub(super) async fn run_pod(self: Arc<Self>, rt: Arc<PodRuntime>, pod: Value) {
+        let writer = tokio::spawn(self.clone().status_loop(rt.clone()));
+        let mut stop_rx = rt.stop.subscribe();
+        rt.changed();
+        let vols = loop {
+            match self.setup_sandbox(&rt, &pod) {
+                Ok(v) => break Some(v),
+                Err(message) => {
+                    // The kubelet reports this as a FailedMount event; the
+                    // containers stay ContainerCreating.
+                    tracing::debug!(pod = %rt.name, namespace = %rt.namespace, %message, "pod sandbox not ready");
+                    if wait_or_stop(&mut stop_rx, Duration::from_secs(1)).await {
+                        break None;
+                    }
+                }
+            }
+        };
+        if let Some(vols) = vols {
+            rt.state().sandbox_ready = true;
+            rt.changed();
+            let mut initialized = true;
+            for slot in rt.slots.iter().filter(|s| s.init) {
+                if self.run_container(&rt, slot, &pod, &vols).await != Some(0) {
+                    initialized = false;
+                    break;
+                }
+            }
+            if initialized && !rt.stopping() {
+                let main: Vec<_> = rt.slots.iter().filter(|s| !s.init).collect();
+                for slot in &main {
+                    slot.status().state = State::waiting("ContainerCreating");
+                }
+                rt.changed();
+                futures::future::join_all(
+                    main.iter()
+                        .map(|slot| self.run_container(&rt, slot, &pod, &vols)),
+                )
+                .await;
+            }
+        }
+        // Nothing runs any more: the pod is done on this node.
+        rt.state().terminal = true;
+        rt.changed();
+        let stop = loop {
+            let s = *stop_rx.borrow_and_update();
+            if s != Stop::None {
+                break s;
+            }
+            if stop_rx.changed().await.is_err() {
+                break Stop::Kill;
+            }
+        };
+        let graceful = matches!(stop, Stop::Graceful { .. });
+        if graceful {
+            for slot in &rt.slots {
+                let mut s = slot.status();
+                if matches!(s.state, State::Waiting { .. }) && s.last.is_none() {
+                    // What the kubelet reports for containers a deleted pod never ran.
+                    s.state = State::Terminated(Terminated {
+                        container_id: String::new(),
+                        exit_code: 137,
+                        reason: "ContainerStatusUnknown".into(),
+                        message: Some(
+                            "The container could not be located when the pod was terminated".into(),
+                        ),
+                        started_at: String::new(),
+                        finished_at: now_rfc3339(),
+                    });
+                }
+            }
+            self.sync_status(&rt);
+        }
+        rt.gone.cancel();
+        let _ = writer.await;
+        let dir = rt.dir.clone();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+        self.release(&rt);
+        if graceful && *rt.stop.borrow() != Stop::Kill {
+            self.api.finish_pod_deletion(&rt.namespace, &rt.name);
+        }
+    }
+
+    async fn status_loop(self: Arc<Self>, rt: Arc<PodRuntime>) {
+        loop {
+            tokio::select! {
+                () = rt.dirty.notified() => {}
+                () = tokio::time::sleep(self.config.resync) => {}
+                () = rt.gone.cancelled() => return,
+            }
+            // While it terminates only the final status is written: the API
+            // removes a pod marked for deletion on any write once it has no
+            // finalizers, which must not happen before the grace period is over.
+            if *rt.stop.borrow() != Stop::None {
+                continue;
+            }
+            self.sync_status(&rt);
+        }
+    }
+
+    /// Writes the pod's status through the status subresource when it
+    /// changed, re-reading on conflict.
+    pub(super) fn sync_status(&self, rt: &PodRuntime) {
+        let q = crate::sandbox::api::Query::default();
+        let target = crate::sandbox::api::Target {
+            namespace: Some(rt.namespace.clone()),
+            name: Some(rt.name.clone()),
+            subresource: Some("status".into()),
+        };
+        for _ in 0..5 {
+            let Some(pod) = self.api.store.get("pods", &rt.namespace, &rt.name) else {
+                return;
+            };
+            if pod["metadata"]["uid"].as_str() != Some(rt.uid.as_str()) {
+                return;
+            }
+            let old = pod.get("status").cloned().unwrap_or(Value::Null);
+            let new = super::status::pod_status(&old, &rt.snapshot(), &now_rfc3339());
+            if old == new {
+                return;
+            }
+            let mut obj = (*pod).clone();
+            obj["status"] = new;
+            match self.api.update("", "v1", "pods", &target, obj, &q) {
+                Ok(_) => return,
+                Err(e) if e.code == 409 => continue,
+                Err(e) => {
+                    tracing::debug!(pod = %rt.name, namespace = %rt.namespace, error = %e.message, "pod status not written");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A simulated container: logs, waits, exits.
+async fn run_simulated(
+    rt: &Arc<PodRuntime>,
+    slot: &Arc<ContainerSlot>,
+    id: &str,
+    exit_after: Option<Duration>,
+    exit_code: i32,
+    ready: bool,
+    mut stop_rx: watch::Receiver<Stop>,
+) -> i32 {
+    let image = slot.spec["image"].as_str().unwrap_or_default();
+    let log = |line: String| {
+        slot.logs
+            .append(id, jiff::Timestamp::now(), format!("{line}\n").into_bytes())
+    };
+    log(format!(
+        "simulated container {} (image {image}) started",
+        slot.name
+    ));
+    if ready {
+        slot.status().ready = true;
+        rt.changed();
+    }
+    let exit_at = exit_after.map(|d| Instant::now() + d);
+    loop {
+        match *stop_rx.borrow_and_update() {
+            Stop::None => {}
+            Stop::Graceful { .. } => {
+                log(format!(
+                    "simulated container {} received SIGTERM, exiting",
+                    slot.name
+                ));
+                return 0;
+            }
+            Stop::Kill => return 137,
+        }
+        let at = exit_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        tokio::select! {
+            () = tokio::time::sleep_until(at), if exit_at.is_some() => {
+                log(format!("simulated container {} exiting with code {exit_code}", slot.name));
+                return exit_code;
+            }
+            r = stop_rx.changed() => if r.is_err() { return 137 },
+        }
+    }
+}
+
+/// Probes until `stop`; the container is Ready after `successThreshold`
+/// passes and unready after `failureThreshold` failures. Until it is first
+/// Ready it is probed every second at most, so pods come up quickly.
+async fn readiness(
+    rt: Arc<PodRuntime>,
+    slot: Arc<ContainerSlot>,
+    probe: Value,
+    stop: CancellationToken,
+) {
+    let secs = |k: &str, d: u64| probe[k].as_u64().unwrap_or(d);
+    let initial = Duration::from_secs(secs("initialDelaySeconds", 0));
+    let period = Duration::from_secs(secs("periodSeconds", 10).max(1));
+    let success_needed = secs("successThreshold", 1).max(1);
+    let failure_needed = secs("failureThreshold", 3).max(1);
+    tokio::select! {
+        () = tokio::time::sleep(initial) => {}
+        () = stop.cancelled() => return,
+    }
+    let (mut ok_run, mut fail_run) = (0u64, 0u64);
+    let mut ever_ready = false;
+    loop {
+        let passed = tokio::select! {
+            p = runtime::probe(&probe, &slot.spec, &rt.pod_ip) => p,
+            () = stop.cancelled() => return,
+        };
+        if passed {
+            ok_run += 1;
+            fail_run = 0;
+        } else {
+            fail_run += 1;
+            ok_run = 0;
+        }
+        let ready = slot.status().ready;
+        let now_ready = if passed && ok_run >= success_needed {
+            true
+        } else if !passed && fail_run >= failure_needed {
+            false
+        } else {
+            ready
+        };
+        if now_ready != ready {
+            slot.status().ready = now_ready;
+            rt.changed();
+        }
+        ever_ready |= now_ready;
+        let wait = if ever_ready {
+            period
+        } else {
+            period.min(Duration::from_secs(1))
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_like_the_kubelet() {
+        let base = Duration::from_secs(10);
+        let delays: Vec<u64> = (0..8).map(|n| restart_delay(base, n).as_secs()).collect();
+        assert_eq!(delays, [0, 10, 20, 40, 80, 160, 300, 300]);
+    }
+
+    #[test]
+    fn back_off_durations_print_as_go_does() {
+        assert_eq!(go_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(go_duration(Duration::from_secs(160)), "2m40s");
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+    }
+}

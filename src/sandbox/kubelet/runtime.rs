@@ -1,0 +1,477 @@
+//! The sandbox's container runtime: what a container runs as (a real
+//! process or a simulation), starting it with its output captured line by
+//! line, signalling its process group, and readiness probes.
+//!
+//! - A container whose image is `…/agentdeck[:tag]` or whose `command[0]` is
+//!   `agentdeck` (or ends in `/agentdeck`) runs the agentdeck binary (the
+//!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
+//!   agentdeck is kept as the first argument).
+//! - A container running `sh -c <script>` runs the script with the host's
+//!   `/bin/sh`, mount paths in the script rewritten to their host
+//!   directories, when the script is agentdeck's task runner
+//!   ([`RUNNER_SCRIPT`]) or the pod opts in with [`RUN_SHELL`] `"true"`.
+//! - Anything else is simulated: it logs that it started and runs until
+//!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+use super::logs::ContainerLogs;
+use crate::plan::manifests::RUNNER_SCRIPT;
+
+/// Annotation: seconds after which simulated containers exit
+/// (`<ANNOTATION>.<container>` for one container).
+pub const EXIT_AFTER: &str = "sandbox.agentdeck.dev/exit-after";
+/// Annotation: the exit code of simulated containers (default 0; alone it
+/// means exit at once).
+pub const EXIT_CODE: &str = "sandbox.agentdeck.dev/exit-code";
+/// Annotation: `"false"` keeps a simulated container unready.
+pub const READY: &str = "sandbox.agentdeck.dev/ready";
+/// Annotation: `"true"` runs `sh -c` containers' scripts for real.
+pub const RUN_SHELL: &str = "sandbox.agentdeck.dev/run-shell";
+
+/// How a container runs in the sandbox.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Program {
+    /// A real process.
+    Exec {
+        program: PathBuf,
+        args: Vec<String>,
+        /// A shell script whose mount paths are rewritten (not agentdeck,
+        /// which resolves them itself with `host_path`).
+        shell: bool,
+    },
+    /// Nothing runs: the kubelet plays the container.
+    Simulated {
+        exit_after: Option<Duration>,
+        exit_code: i32,
+        ready: bool,
+    },
+}
+
+fn annotation<'a>(pod: &'a Value, key: &str, container: &str) -> Option<&'a str> {
+    let a = &pod["metadata"]["annotations"];
+    a[format!("{key}.{container}")]
+        .as_str()
+        .or_else(|| a[key].as_str())
+}
+
+/// Whether an image reference names the agentdeck image (any registry, tag
+/// or digest).
+pub(super) fn is_agentdeck_image(image: &str) -> bool {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
+    let repo = last.split(':').next().unwrap_or(last);
+    repo == "agentdeck"
+}
+
+fn is_agentdeck_command(c: &str) -> bool {
+    c == "agentdeck" || c.ends_with("/agentdeck")
+}
+
+fn is_shell(c: &str) -> bool {
+    matches!(
+        c.rsplit('/').next().unwrap_or(c),
+        "sh" | "bash" | "ash" | "dash"
+    )
+}
+
+/// Decides how `container` (with `command` and `args` already expanded)
+/// runs, given the agentdeck executable.
+pub(super) fn plan(
+    pod: &Value,
+    container: &Value,
+    command: &[String],
+    args: &[String],
+    exe: &Path,
+) -> Program {
+    let name = container["name"].as_str().unwrap_or_default();
+    let image = container["image"].as_str().unwrap_or_default();
+    if command.first().is_some_and(|c| is_agentdeck_command(c)) {
+        return Program::Exec {
+            program: exe.to_path_buf(),
+            args: command[1..].iter().chain(args).cloned().collect(),
+            shell: false,
+        };
+    }
+    if is_agentdeck_image(image) {
+        return Program::Exec {
+            program: exe.to_path_buf(),
+            args: command.iter().chain(args).cloned().collect(),
+            shell: false,
+        };
+    }
+    let argv: Vec<&String> = command.iter().chain(args).collect();
+    if let [sh, flag, script, rest @ ..] = argv.as_slice()
+        && is_shell(sh)
+        && flag.as_str() == "-c"
+        && (script.trim() == RUNNER_SCRIPT.trim()
+            || annotation(pod, RUN_SHELL, name) == Some("true"))
+    {
+        let mut args = vec!["-c".to_string(), (*script).clone()];
+        args.extend(rest.iter().map(|s| (*s).clone()));
+        return Program::Exec {
+            program: PathBuf::from("/bin/sh"),
+            args,
+            shell: true,
+        };
+    }
+    let exit_after = annotation(pod, EXIT_AFTER, name).and_then(|s| s.trim().parse::<f64>().ok());
+    let exit_code = annotation(pod, EXIT_CODE, name).and_then(|s| s.trim().parse::<i32>().ok());
+    Program::Simulated {
+        exit_after: match (exit_after, exit_code) {
+            (Some(s), _) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+            (None, Some(_)) => Some(Duration::ZERO),
+            _ => None,
+        },
+        exit_code: exit_code.unwrap_or(0),
+        ready: annotation(pod, READY, name) != Some("false"),
+    }
+}
+
+/// A started process: its group is its own (`process_group(0)`).
+pub(super) struct Process {
+    pub child: Child,
+    pub pgid: Pid,
+    pub readers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// What to start.
+pub(super) struct Launch<'a> {
+    pub program: &'a Path,
+    pub args: &'a [String],
+    pub env: &'a [(String, String)],
+    pub cwd: &'a Path,
+}
+
+/// Starts a process with only the given environment, in its own process
+/// group, its stdout and stderr appended to `logs` as instance `id`.
+pub(super) fn spawn(
+    launch: &Launch<'_>,
+    logs: &Arc<ContainerLogs>,
+    id: &str,
+) -> std::io::Result<Process> {
+    let mut cmd = Command::new(launch.program);
+    cmd.args(launch.args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(launch.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| std::io::Error::other("the process has no id"))?;
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(tokio::spawn(read_lines(out, logs.clone(), id.to_string())));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(tokio::spawn(read_lines(err, logs.clone(), id.to_string())));
+    }
+    Ok(Process {
+        child,
+        pgid: Pid::from_raw(pid),
+        readers,
+    })
+}
+
+async fn read_lines(stream: impl AsyncRead + Unpin, logs: Arc<ContainerLogs>, id: String) {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => logs.append(&id, jiff::Timestamp::now(), line),
+        }
+    }
+}
+
+/// Sends `signal` to every process of the group (gone already is fine).
+pub(super) fn signal_group(pgid: Pid, signal: Signal) {
+    let _ = killpg(pgid, signal);
+}
+
+/// A process's exit as a container runtime reports it: its code, or 128 +
+/// the signal that ended it.
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(255)
+}
+
+/// One run of a readiness probe: true when it passes. `httpGet` is a real
+/// HTTP/1.1 GET (200–399 passes, as the kubelet's prober decides);
+/// `tcpSocket` a connect; `exec` and `grpc` cannot run in the sandbox and
+/// pass.
+pub(super) async fn probe(probe: &Value, container: &Value, pod_ip: &str) -> bool {
+    let timeout = Duration::from_secs(probe["timeoutSeconds"].as_u64().unwrap_or(1).max(1));
+    if let Some(h) = probe.get("httpGet") {
+        let host = h["host"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(pod_ip);
+        let Some(port) = resolve_port(&h["port"], container) else {
+            return false;
+        };
+        let path = h["path"].as_str().unwrap_or("/");
+        let headers: Vec<(String, String)> = h["httpHeaders"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| {
+                Some((
+                    x["name"].as_str()?.to_string(),
+                    x["value"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let https = h["scheme"].as_str() == Some("HTTPS");
+        return tokio::time::timeout(timeout, http_get(host, port, path, &headers, https))
+            .await
+            .unwrap_or(false);
+    }
+    if let Some(t) = probe.get("tcpSocket") {
+        let host = t["host"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(pod_ip);
+        let Some(port) = resolve_port(&t["port"], container) else {
+            return false;
+        };
+        return matches!(
+            tokio::time::timeout(timeout, TcpStream::connect((host, port))).await,
+            Ok(Ok(_))
+        );
+    }
+    true
+}
+
+fn resolve_port(port: &Value, container: &Value) -> Option<u16> {
+    if let Some(n) = port.as_u64() {
+        return u16::try_from(n).ok();
+    }
+    let name = port.as_str()?;
+    if let Ok(n) = name.parse() {
+        return Some(n);
+    }
+    container["ports"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"].as_str() == Some(name))
+        .and_then(|p| p["containerPort"].as_u64())
+        .and_then(|n| u16::try_from(n).ok())
+}
+
+async fn http_get(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    https: bool,
+) -> bool {
+    let Ok(mut stream) = TcpStream::connect((host, port)).await else {
+        return false;
+    };
+    if https {
+        // No TLS client here: a listening port is the best the sandbox can tell.
+        return true;
+    }
+    let mut req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n"
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    if stream.write_all(req.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    if reader.read_line(&mut status_line).await.is_err() {
+        return false;
+    }
+    status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .is_some_and(|c| (200..400).contains(&c))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn plan_of(pod: &Value, c: &Value) -> Program {
+        let command: Vec<String> = c["command"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let args: Vec<String> = c["args"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        plan(pod, c, &command, &args, Path::new("/bin/agentdeck-exe"))
+    }
+
+    #[test]
+    fn agentdeck_images_are_recognised_from_any_registry_and_tag() {
+        for yes in [
+            "agentdeck",
+            "agentdeck:1.0",
+            "ghcr.io/x/agentdeck:1.0",
+            "localhost:5000/agentdeck",
+            "r.io/agentdeck@sha256:ab",
+        ] {
+            assert!(is_agentdeck_image(yes), "{yes}");
+        }
+        for no in [
+            "nginx",
+            "ghcr.io/agentdeck/runner:1",
+            "agentdeck-runner",
+            "localhost:5000/x",
+        ] {
+            assert!(!is_agentdeck_image(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn an_agentdeck_command_runs_the_executable_without_its_name() {
+        let pod = json!({});
+        let c = json!({"name": "worker", "image": "busybox", "command": ["/usr/bin/agentdeck", "agent"], "args": ["--task", "t"]});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Exec {
+                program: "/bin/agentdeck-exe".into(),
+                args: strings(&["agent", "--task", "t"]),
+                shell: false
+            }
+        );
+        let c = json!({"name": "agent", "image": "ghcr.io/x/agentdeck:1.0", "args": ["agent"]});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Exec {
+                program: "/bin/agentdeck-exe".into(),
+                args: strings(&["agent"]),
+                shell: false
+            }
+        );
+    }
+
+    #[test]
+    fn the_task_runner_script_runs_in_a_real_shell_and_other_scripts_only_on_request() {
+        let runner = json!({"name": "runner", "image": "hashicorp/terraform:1.9", "command": ["/bin/sh", "-c", RUNNER_SCRIPT]});
+        assert!(matches!(
+            plan_of(&json!({}), &runner),
+            Program::Exec { shell: true, .. }
+        ));
+        let script =
+            json!({"name": "s", "image": "busybox", "command": ["sh"], "args": ["-c", "echo hi"]});
+        assert!(matches!(
+            plan_of(&json!({}), &script),
+            Program::Simulated { .. }
+        ));
+        let opted_in = json!({"metadata": {"annotations": {RUN_SHELL: "true"}}});
+        assert_eq!(
+            plan_of(&opted_in, &script),
+            Program::Exec {
+                program: "/bin/sh".into(),
+                args: strings(&["-c", "echo hi"]),
+                shell: true
+            }
+        );
+    }
+
+    #[test]
+    fn simulated_containers_follow_the_exit_annotations() {
+        let c = json!({"name": "web", "image": "nginx"});
+        assert_eq!(
+            plan_of(&json!({}), &c),
+            Program::Simulated {
+                exit_after: None,
+                exit_code: 0,
+                ready: true
+            }
+        );
+        let pod = json!({"metadata": {"annotations": {EXIT_AFTER: "1.5", EXIT_CODE: "3", "sandbox.agentdeck.dev/exit-code.web": "4"}}});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Simulated {
+                exit_after: Some(Duration::from_millis(1500)),
+                exit_code: 4,
+                ready: true
+            }
+        );
+        let pod = json!({"metadata": {"annotations": {EXIT_CODE: "2", READY: "false"}}});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Simulated {
+                exit_after: Some(Duration::ZERO),
+                exit_code: 2,
+                ready: false
+            }
+        );
+    }
+
+    #[test]
+    fn named_probe_ports_resolve_through_the_container_ports() {
+        let c = json!({"ports": [{"name": "health", "containerPort": 8080}]});
+        assert_eq!(resolve_port(&json!("health"), &c), Some(8080));
+        assert_eq!(resolve_port(&json!(9000), &c), Some(9000));
+        assert_eq!(resolve_port(&json!("nope"), &c), None);
+    }
+
+    #[tokio::test]
+    async fn an_http_probe_passes_on_2xx_and_fails_on_5xx_or_nothing_listening() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            for code in [200, 503] {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let _ = tokio::io::AsyncReadExt::read(&mut s, &mut buf).await;
+                let _ = s
+                    .write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes())
+                    .await;
+            }
+        });
+        let p = json!({"httpGet": {"path": "/healthz", "port": port}});
+        assert!(probe(&p, &json!({}), "127.0.0.1").await);
+        assert!(!probe(&p, &json!({}), "127.0.0.1").await);
+        assert!(!probe(&p, &json!({}), "127.0.0.1").await);
+    }
+}

@@ -1,0 +1,938 @@
+//! The HTTP face of the sandbox: routes Kubernetes REST paths to the API,
+//! negotiates discovery and Table formats, and streams watches.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{Api, ApiError, ApiResult, LogOptions, LogStream, Query, Served, Target};
+use super::selector::{
+    FieldResource, FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
+};
+use super::store::{Change, EventType, rv_of};
+use super::{discovery, table};
+
+/// Largest request body accepted (the real apiserver allows 3 MiB objects).
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// Serves the API on `listener` until `cancel` fires.
+pub async fn serve(
+    api: Arc<Api>,
+    listener: TcpListener,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    let app = axum::Router::new().fallback(handle).with_state(api);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await
+}
+
+/// Binds 127.0.0.1:`port` (0 = any free port).
+pub async fn bind(port: u16) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = l.local_addr()?;
+    Ok((l, addr))
+}
+
+fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
+    let mut r = Response::new(Body::from(serde_json::to_vec(body).unwrap_or_default()));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn ok(body: &Value) -> Response {
+    json_response(200, body, "application/json")
+}
+
+fn error(e: &ApiError) -> Response {
+    let mut r = json_response(e.code, &e.status(), "application/json");
+    if e.code == 429
+        && let Ok(v) = HeaderValue::from_str("1")
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(&ApiError::new_status(
+                413,
+                "RequestEntityTooLarge",
+                "request body too large",
+            ));
+        }
+    };
+    let path = parts.uri.path().to_string();
+    let query = Query::parse(parts.uri.query());
+    let latency = api.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if path.starts_with("/sandbox/") {
+        return match admin(&api, &parts.method, &path, &body) {
+            Ok(r) => r,
+            Err(e) => error(&e),
+        };
+    }
+    if let Some(code) = api.faults.take_failure(parts.method.as_str(), &path) {
+        let reason = match code {
+            429 => "TooManyRequests",
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            _ => "Unknown",
+        };
+        return error(&ApiError::new_status(
+            code,
+            reason,
+            format!("injected fault ({code}) for {path}"),
+        ));
+    }
+    match route(&api, &parts.method, &path, &query, &parts.headers, body).await {
+        Ok(r) => r,
+        Err(e) => error(&e),
+    }
+}
+
+/// `/sandbox/faults`: POST `{"dropWatches": true}`, `{"fail": FailRule}`,
+/// `{"latencyMs": N}`, `{"compact": true}` or `{"clear": true}`.
+fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Response> {
+    if path != "/sandbox/faults" || method != Method::POST {
+        return Err(ApiError::no_route(path));
+    }
+    let cmd: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("fault command: {e}")))?;
+    let mut done = Vec::new();
+    if cmd["clear"] == true {
+        api.faults.clear();
+        done.push("cleared");
+    }
+    if cmd["dropWatches"] == true {
+        api.faults.drop_watches();
+        done.push("watches dropped");
+    }
+    if cmd["compact"] == true {
+        api.store.compact();
+        done.push("history compacted");
+    }
+    if let Some(ms) = cmd["latencyMs"].as_u64() {
+        api.faults.set_latency(Duration::from_millis(ms));
+        done.push("latency set");
+    }
+    if let Some(rule) = cmd.get("fail") {
+        let rule: super::faults::FailRule = serde_json::from_value(rule.clone())
+            .map_err(|e| ApiError::bad_request(format!("fail rule: {e}")))?;
+        api.faults.fail(rule);
+        done.push("failure rule added");
+    }
+    if done.is_empty() {
+        return Err(ApiError::bad_request(
+            "no fault named; use dropWatches, fail {pathPrefix, method?, code, count}, latencyMs, compact or clear",
+        ));
+    }
+    Ok(ok(&json!({"done": done})))
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn route(
+    api: &Arc<Api>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let accept = header_str(headers, header::ACCEPT);
+    let resources: Vec<_> = api
+        .registry()
+        .all()
+        .iter()
+        .map(|s| s.info.clone())
+        .collect();
+    match segs.as_slice() {
+        ["version"] => return Ok(ok(&discovery::version())),
+        ["healthz" | "readyz" | "livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+        ["api"] | ["apis"] => {
+            let fmt = discovery::negotiate(accept);
+            let body = if segs[0] == "api" {
+                let url = api.server_url();
+                let addr = url.trim_start_matches("http://").to_string();
+                discovery::core_root(&resources, fmt, &addr)
+            } else {
+                discovery::apis_root(&resources, fmt)
+            };
+            return Ok(json_response(200, &body, fmt.content_type()));
+        }
+        ["openapi", "v2"] => {
+            let (ct, bytes) = discovery::openapi_v2(accept);
+            let mut r = Response::new(Body::from(bytes));
+            if let Ok(v) = HeaderValue::from_str(ct) {
+                r.headers_mut().insert(header::CONTENT_TYPE, v);
+            }
+            return Ok(r);
+        }
+        ["openapi", "v3"] => return Ok(ok(&discovery::openapi_v3_root(&resources))),
+        ["openapi", "v3", rest @ ..] => {
+            let (group, version) = match rest {
+                ["api", v] => ("", *v),
+                ["apis", g, v] => (*g, *v),
+                _ => return Err(ApiError::no_route(path)),
+            };
+            return discovery::openapi_v3_group_version(&resources, group, version)
+                .map(|d| ok(&d))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        _ => {}
+    }
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g] => {
+            return discovery::api_group(&resources, g)
+                .map(|d| ok(&d))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    if rest.is_empty() {
+        return discovery::api_resource_list(&resources, group, version)
+            .map(|d| ok(&d))
+            .ok_or_else(|| ApiError::no_route(path));
+    }
+    // [namespaces, ns, plural, name?, sub?] or [plural, name?, sub?]
+    let (plural, target) = match rest {
+        ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => (
+            "namespaces",
+            Target {
+                namespace: None,
+                name: Some(ns.to_string()),
+                subresource: Some(sub.to_string()),
+            },
+        ),
+        ["namespaces", ns, plural, tail @ ..] => (
+            *plural,
+            Target {
+                namespace: Some(ns.to_string()),
+                name: tail.first().map(|s| s.to_string()),
+                subresource: tail.get(1).map(|s| s.to_string()),
+            },
+        ),
+        [plural, tail @ ..] => (
+            *plural,
+            Target {
+                namespace: None,
+                name: tail.first().map(|s| s.to_string()),
+                subresource: tail.get(1).map(|s| s.to_string()),
+            },
+        ),
+        [] => return Err(ApiError::no_route(path)),
+    };
+    let served = api.served(group, version, plural)?;
+    if let Some(sub) = &target.subresource
+        && !served.info.has_subresource(sub)
+    {
+        return Err(ApiError::no_route(path));
+    }
+    let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
+    let want_table = table::wants_table(accept);
+    match (method.as_str(), &target.name, target.subresource.as_deref()) {
+        ("GET", None, _) => {
+            if query.flag("watch") {
+                watch(api, &served, &target, query, want_table).await
+            } else {
+                let list = list(api, &served, &target, query)?;
+                match want_table {
+                    Some(v) => Ok(ok(&to_table(&served, &list, query, v, false)?)),
+                    None => Ok(ok(&list)),
+                }
+            }
+        }
+        ("GET", Some(name), Some("log")) => {
+            api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            logs(
+                api,
+                target.namespace.as_deref().unwrap_or_default(),
+                name,
+                query,
+            )
+        }
+        ("GET", Some(name), Some("scale")) => {
+            let obj = api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            Ok(ok(&scale_of(&served, &obj)))
+        }
+        ("GET", Some(name), _) => {
+            let obj = api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            match want_table {
+                Some(v) => {
+                    let list = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj.as_ref().clone()]});
+                    Ok(ok(&to_table(&served, &list, query, v, false)?))
+                }
+                None => Ok(ok(&obj)),
+            }
+        }
+        ("POST", None, _) => {
+            let obj = parse_body(&body, ct)?;
+            let created = api.create(
+                group,
+                version,
+                plural,
+                target.namespace.as_deref(),
+                obj,
+                query,
+            )?;
+            Ok(json_response(201, &created, "application/json"))
+        }
+        ("PUT", Some(_), Some("scale")) => {
+            let body = parse_body(&body, ct)?;
+            let replicas = body
+                .pointer("/spec/replicas")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let t = Target {
+                subresource: None,
+                ..target.clone()
+            };
+            let patch = scale_patch(&served, &replicas)?;
+            let r = api.patch(
+                group,
+                version,
+                plural,
+                &t,
+                "application/merge-patch+json",
+                &patch,
+                query,
+            )?;
+            Ok(ok(&scale_of(&served, &r)))
+        }
+        ("PATCH", Some(_), Some("scale")) => {
+            let current = api.get(
+                group,
+                version,
+                plural,
+                target.namespace.as_deref(),
+                target.name.as_deref().unwrap_or_default(),
+            )?;
+            let mut scale = scale_of(&served, &current);
+            let p: Value =
+                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            crate::plan::strategic_merge::json_merge_patch(&mut scale, &p);
+            let replicas = scale
+                .pointer("/spec/replicas")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let t = Target {
+                subresource: None,
+                ..target.clone()
+            };
+            let patch = scale_patch(&served, &replicas)?;
+            let r = api.patch(
+                group,
+                version,
+                plural,
+                &t,
+                "application/merge-patch+json",
+                &patch,
+                query,
+            )?;
+            Ok(ok(&scale_of(&served, &r)))
+        }
+        ("PUT", Some(_), _) => {
+            let obj = parse_body(&body, ct)?;
+            Ok(ok(&api.update(group, version, plural, &target, obj, query)?))
+        }
+        ("PATCH", Some(_), _) => Ok(ok(
+            &api.patch(group, version, plural, &target, ct, &body, query)?
+        )),
+        ("DELETE", Some(_), None) => {
+            let opts = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body(&body, ct)?
+            };
+            let obj = api.delete(group, version, plural, &target, &opts, query)?;
+            // Deleted at once → the object with 200; marked for deletion → 202 with it.
+            let code = if obj.pointer("/metadata/deletionTimestamp").is_some()
+                && api
+                    .get(
+                        group,
+                        version,
+                        plural,
+                        target.namespace.as_deref(),
+                        target.name.as_deref().unwrap_or_default(),
+                    )
+                    .is_ok()
+            {
+                202
+            } else {
+                200
+            };
+            Ok(json_response(code, &obj, "application/json"))
+        }
+        ("DELETE", None, _) => {
+            let opts = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body(&body, ct)?
+            };
+            let listed = list(api, &served, &target, query)?;
+            let mut deleted = Vec::new();
+            for item in listed["items"].as_array().cloned().unwrap_or_default() {
+                let t = Target {
+                    namespace: item["metadata"]["namespace"]
+                        .as_str()
+                        .map(str::to_string)
+                        .or(target.namespace.clone()),
+                    name: item["metadata"]["name"].as_str().map(str::to_string),
+                    subresource: None,
+                };
+                if let Ok(o) = api.delete(group, version, plural, &t, &opts, query) {
+                    deleted.push(o);
+                }
+            }
+            Ok(ok(
+                &json!({"kind": format!("{}List", served.info.kind), "apiVersion": served.info.api_version(),
+                          "metadata": {"resourceVersion": api.store.current_rv().to_string()}, "items": deleted}),
+            ))
+        }
+        (m, _, _) => Err(ApiError::method_not_allowed(m)),
+    }
+}
+
+/// `GET …/pods/NAME/log`, answered by the kubelet hooks.
+fn logs(api: &Api, ns: &str, name: &str, query: &Query) -> ApiResult<Response> {
+    let num = |k: &str| -> ApiResult<Option<u64>> {
+        match query.get(k) {
+            None => Ok(None),
+            Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "{k}: Invalid value: \"{v}\": must be a non-negative integer"
+                ))
+            }),
+        }
+    };
+    let opts = LogOptions {
+        container: query.get("container").map(str::to_string),
+        previous: query.flag("previous"),
+        tail_lines: num("tailLines")?.map(|n| n as usize),
+        since_seconds: num("sinceSeconds")?,
+        limit_bytes: num("limitBytes")?.map(|n| n as usize),
+        follow: query.flag("follow"),
+        timestamps: query.flag("timestamps"),
+    };
+    let text_plain = HeaderValue::from_static("text/plain");
+    match api.hooks().pod_logs(ns, name, &opts)? {
+        LogStream::Done(bytes) => {
+            let mut r = Response::new(Body::from(bytes));
+            r.headers_mut().insert(header::CONTENT_TYPE, text_plain);
+            Ok(r)
+        }
+        LogStream::Follow(initial, mut rx) => {
+            let first =
+                futures::stream::once(async move { Ok::<_, Infallible>(Bytes::from(initial)) });
+            let rest = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+                .map(|b| Ok::<_, Infallible>(Bytes::from(b)));
+            let mut r = Response::new(Body::from_stream(first.chain(rest)));
+            r.headers_mut().insert(header::CONTENT_TYPE, text_plain);
+            Ok(r)
+        }
+    }
+}
+
+fn parse_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
+    if content_type.contains("yaml") {
+        let text =
+            std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
+        return serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "Object 'Kind' is missing in '{}': {e}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        ))
+    })
+}
+
+/// The `autoscaling/v1` Scale of a Deployment, ReplicaSet or custom resource.
+fn scale_of(served: &Served, obj: &Value) -> Value {
+    let (spec_path, status_path, selector_path) = scale_paths(served);
+    let spec = obj.pointer(&spec_path).cloned().unwrap_or(json!(0));
+    let status = obj.pointer(&status_path).cloned().unwrap_or(json!(0));
+    let selector = match selector_path {
+        Some(p) => obj.pointer(&p).cloned().unwrap_or(Value::Null),
+        None => obj
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                json!(
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            })
+            .unwrap_or(Value::Null),
+    };
+    let mut s = json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"],
+            "uid": obj["metadata"]["uid"], "resourceVersion": obj["metadata"]["resourceVersion"],
+            "creationTimestamp": obj["metadata"]["creationTimestamp"],
+        },
+        "spec": {"replicas": spec},
+        "status": {"replicas": status},
+    });
+    if !selector.is_null() {
+        s["status"]["selector"] = selector;
+    }
+    s
+}
+
+/// JSON pointers for spec replicas, status replicas and label selector.
+fn scale_paths(served: &Served) -> (String, String, Option<String>) {
+    let to_ptr = |p: &str| format!("/{}", p.trim_start_matches('.').replace('.', "/"));
+    match served.crd.as_ref().and_then(|c| c.scale.clone()) {
+        Some(sc) => (
+            to_ptr(sc["specReplicasPath"].as_str().unwrap_or(".spec.replicas")),
+            to_ptr(
+                sc["statusReplicasPath"]
+                    .as_str()
+                    .unwrap_or(".status.replicas"),
+            ),
+            sc["labelSelectorPath"].as_str().map(to_ptr),
+        ),
+        None => ("/spec/replicas".into(), "/status/replicas".into(), None),
+    }
+}
+
+fn scale_patch(served: &Served, replicas: &Value) -> ApiResult<Vec<u8>> {
+    if !replicas.is_i64() && !replicas.is_u64() {
+        return Err(ApiError::bad_request("spec.replicas: must be an integer"));
+    }
+    let (spec_path, _, _) = scale_paths(served);
+    let mut patch = json!({});
+    let parts: Vec<&str> = spec_path.trim_start_matches('/').split('/').collect();
+    let mut cur = &mut patch;
+    for (i, p) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            cur[*p] = replicas.clone();
+        } else {
+            cur = &mut cur[*p];
+        }
+    }
+    serde_json::to_vec(&patch).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+struct Filter {
+    namespace: Option<String>,
+    labels: Option<LabelSelector>,
+    fields: Option<FieldSelector>,
+    group: String,
+    kind: String,
+    namespaced: bool,
+    selectable: Option<Vec<String>>,
+}
+
+impl Filter {
+    fn new(served: &Served, target: &Target, query: &Query) -> ApiResult<Self> {
+        let labels = match query.get("labelSelector") {
+            Some(s) => {
+                Some(parse_label_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?)
+            }
+            None => None,
+        };
+        let mut filter = Filter {
+            namespace: target.namespace.clone().filter(|_| served.info.namespaced),
+            labels,
+            fields: None,
+            group: served.info.group.clone(),
+            kind: served.info.kind.clone(),
+            namespaced: served.info.namespaced,
+            selectable: served.crd.as_ref().map(|c| c.selectable_fields.clone()),
+        };
+        if let Some(s) = query.get("fieldSelector") {
+            let fs = parse_field_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            fs.check(&filter.resource())
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            filter.fields = Some(fs);
+        }
+        Ok(filter)
+    }
+
+    fn resource(&self) -> FieldResource<'_> {
+        match &self.selectable {
+            Some(sel) => FieldResource::custom(&self.group, &self.kind, self.namespaced, sel),
+            None => FieldResource::built_in(&self.group, &self.kind, self.namespaced),
+        }
+    }
+
+    fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && obj["metadata"]["namespace"].as_str() != Some(ns)
+        {
+            return false;
+        }
+        if let Some(l) = &self.labels
+            && !l.matches_object(obj)
+        {
+            return false;
+        }
+        if let Some(f) = &self.fields
+            && !f.matches(obj, &self.resource())
+        {
+            return false;
+        }
+        true
+    }
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    format!("{rv}|{ns}|{name}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_continue(token: &str) -> Option<(u64, String, String)> {
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect();
+    let s = String::from_utf8(bytes?).ok()?;
+    let mut it = s.splitn(3, '|');
+    Some((
+        it.next()?.parse().ok()?,
+        it.next()?.to_string(),
+        it.next()?.to_string(),
+    ))
+}
+
+/// LIST with selectors, limit and continue.
+fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Value> {
+    let filter = Filter::new(served, target, query)?;
+    let (items, rv) = api
+        .store
+        .list(&served.info.group_resource(), filter.namespace.as_deref());
+    let after = match query.get("continue") {
+        Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
+            ApiError::bad_request(
+                "continue key is not valid: the provided continue parameter is not valid",
+            )
+        })?),
+        None => None,
+    };
+    let limit: Option<usize> = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0);
+    let mut out = Vec::new();
+    let mut next = None;
+    let mut remaining = 0usize;
+    for it in items.iter().filter(|o| filter.matches(o)) {
+        let key = (
+            it["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            it["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        if let Some((_, ns, name)) = &after
+            && key <= (ns.clone(), name.clone())
+        {
+            continue;
+        }
+        if limit.is_some_and(|l| out.len() >= l) {
+            if next.is_none() {
+                let last: &Value = out.last().unwrap_or(&Value::Null);
+                next = Some(encode_continue(
+                    rv,
+                    last["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    last["metadata"]["name"].as_str().unwrap_or_default(),
+                ));
+            }
+            remaining += 1;
+            continue;
+        }
+        out.push(it.as_ref().clone());
+    }
+    let list_rv = after.as_ref().map(|(rv, _, _)| *rv).unwrap_or(rv);
+    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    if let Some(n) = next {
+        meta["continue"] = json!(n);
+        meta["remainingItemCount"] = json!(remaining);
+    }
+    Ok(json!({
+        "kind": format!("{}List", served.info.kind),
+        "apiVersion": served.info.api_version(),
+        "metadata": meta,
+        "items": out,
+    }))
+}
+
+fn printer_columns(served: &Served) -> Option<Vec<table::PrinterColumn>> {
+    served.crd.as_ref().map(|c| {
+        c.printer_columns
+            .iter()
+            .filter_map(table::PrinterColumn::from_crd)
+            .collect()
+    })
+}
+
+/// Renders `list` (a List object) as a `meta.k8s.io` Table.
+fn to_table(
+    served: &Served,
+    list: &Value,
+    query: &Query,
+    version: table::TableVersion,
+    no_headers: bool,
+) -> ApiResult<Value> {
+    let items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default();
+    let include_object = table::IncludeObject::from_query(query.get("includeObject"))
+        .map_err(ApiError::bad_request)?;
+    let cols = printer_columns(served);
+    let meta = &list["metadata"];
+    let s = |k: &str| meta[k].as_str().map(str::to_string);
+    let options = table::TableOptions {
+        version,
+        include_object,
+        no_headers,
+        now: jiff::Timestamp::now(),
+    };
+    let list_meta = table::ListMeta {
+        resource_version: s("resourceVersion"),
+        continue_token: s("continue"),
+        remaining_item_count: meta["remainingItemCount"].as_i64(),
+    };
+    Ok(table::to_table(
+        &served.info.kind,
+        &items,
+        cols.as_deref(),
+        &options,
+        &list_meta,
+    ))
+}
+
+/// WATCH: replays what the asked resourceVersion has not seen, then streams
+/// live changes, bookmarks if asked, and ends after `timeoutSeconds`.
+async fn watch(
+    api: &Arc<Api>,
+    served: &Served,
+    target: &Target,
+    query: &Query,
+    as_table: Option<table::TableVersion>,
+) -> ApiResult<Response> {
+    let filter = Filter::new(served, target, query)?;
+    if as_table.is_some() {
+        // Reject a bad includeObject before the stream starts.
+        table::IncludeObject::from_query(query.get("includeObject"))
+            .map_err(ApiError::bad_request)?;
+    }
+    let res = served.info.group_resource();
+    let asked = query.get("resourceVersion").map(str::to_string);
+    let send_initial = query.flag("sendInitialEvents");
+    let (initial, rx): (
+        Vec<(EventType, Arc<Value>)>,
+        broadcast::Receiver<Arc<Change>>,
+    ) = match asked
+        .as_deref()
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|n| *n > 0 && !send_initial)
+    {
+        Some(since) => match api.store.watch_from(&res, since) {
+            Ok((past, rx)) => {
+                let evs = past
+                    .into_iter()
+                    .filter_map(|c| visible(&filter, &c).map(|t| (t, c.object.clone())))
+                    .collect();
+                (evs, rx)
+            }
+            Err(too_old) => {
+                // The real apiserver answers 200 and then one ERROR event.
+                let status = ApiError::gone(since, too_old.oldest).status();
+                let line = serde_json::to_vec(&json!({"type": "ERROR", "object": status}))
+                    .unwrap_or_default();
+                let mut r = Response::new(Body::from([line, b"\n".to_vec()].concat()));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                return Ok(r);
+            }
+        },
+        None => {
+            let (items, _, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
+            let evs = items
+                .into_iter()
+                .filter(|o| filter.matches(o))
+                .map(|o| (EventType::Added, o))
+                .collect();
+            (evs, rx)
+        }
+    };
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let initial_bookmark = send_initial && bookmarks;
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(1800);
+    let kind = served.info.kind.clone();
+    let api_version = served.info.api_version();
+    let served = served.clone();
+    let query = query.clone();
+    let (tx, out_rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let cancel = api.faults_cancel_token();
+    tokio::spawn(async move {
+        let mut headers_sent = false;
+        let mut encode = |t: &str, obj: &Value| -> Bytes {
+            let object = match as_table {
+                Some(version) if t != "BOOKMARK" && t != "ERROR" => {
+                    let l = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj]});
+                    let table =
+                        to_table(&served, &l, &query, version, headers_sent).unwrap_or(Value::Null);
+                    headers_sent = true;
+                    table
+                }
+                _ => obj.clone(),
+            };
+            let mut v =
+                serde_json::to_vec(&json!({"type": t, "object": object})).unwrap_or_default();
+            v.push(b'\n');
+            Bytes::from(v)
+        };
+        let mut last_rv = 0;
+        for (t, obj) in initial {
+            last_rv = last_rv.max(rv_of(&obj));
+            if tx.send(Ok(encode(t.as_str(), &obj))).await.is_err() {
+                return;
+            }
+        }
+        let bookmark = |rv: u64, initial_end: bool| {
+            let mut meta = json!({"resourceVersion": rv.to_string()});
+            if initial_end {
+                meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            }
+            json!({"kind": kind, "apiVersion": api_version, "metadata": meta})
+        };
+        if initial_bookmark
+            && tx
+                .send(Ok(encode("BOOKMARK", &bookmark(last_rv, true))))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        let mut rx = rx;
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = cancel.cancelled() => return,
+                _ = tick.tick(), if bookmarks => {
+                    if tx.send(Ok(encode("BOOKMARK", &bookmark(last_rv, false)))).await.is_err() {
+                        return;
+                    }
+                }
+                msg = rx.recv() => match msg {
+                    Ok(c) => {
+                        if c.resource != res || c.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = c.rv;
+                        if let Some(t) = visible(&filter, &c)
+                            && tx.send(Ok(encode(t.as_str(), &c.object))).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    // A watcher too slow to keep up is ended, as the real
+                    // apiserver does; the client re-lists or re-watches.
+                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    let stream = tokio_stream_from(out_rx);
+    let mut r = Response::new(Body::from_stream(stream));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::TRANSFER_ENCODING,
+        HeaderValue::from_static("chunked"),
+    );
+    Ok(r)
+}
+
+/// How a change looks to a watch with this filter: an object entering the
+/// selection is ADDED, one leaving it DELETED, as the real watch cache does.
+fn visible(filter: &Filter, c: &Change) -> Option<EventType> {
+    let now = filter.matches(&c.object);
+    let before = c.previous.as_ref().is_some_and(|p| filter.matches(p));
+    match c.kind {
+        EventType::Added => now.then_some(EventType::Added),
+        EventType::Deleted => (now || before).then_some(EventType::Deleted),
+        EventType::Modified => match (before, now) {
+            (true, true) => Some(EventType::Modified),
+            (false, true) => Some(EventType::Added),
+            (true, false) => Some(EventType::Deleted),
+            (false, false) => None,
+        },
+    }
+}
+
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+/// Labels of an object as a map (for selectors).
+pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}

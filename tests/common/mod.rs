@@ -1,0 +1,129 @@
+//! A sandbox started in-process on an ephemeral port, with a kubeconfig for
+//! the real `kubectl` and a kube client for the real kube-rs code paths.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use agentdeck::sandbox::Sandbox;
+
+pub struct TestSandbox {
+    pub rt: tokio::runtime::Runtime,
+    sandbox: Option<Sandbox>,
+    pub kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TestSandbox {
+    pub fn start() -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let sandbox = rt.block_on(Sandbox::start(0, 2)).expect("sandbox starts");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, sandbox.kubeconfig("default")).expect("kubeconfig written");
+        TestSandbox {
+            rt,
+            sandbox: Some(sandbox),
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        self.sandbox.as_ref().expect("running")
+    }
+
+    pub fn client(&self) -> kube::Client {
+        let _g = self.rt.enter();
+        self.sandbox().client().expect("client")
+    }
+
+    fn run(&self, program: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self._dir.path())
+            .env("XDG_CONFIG_HOME", self._dir.path())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program} starts: {e}"));
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("stdin written");
+        }
+        child.wait_with_output().expect("finishes")
+    }
+
+    /// Runs the machine's kubectl against the sandbox.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.run("kubectl", args, None)
+    }
+
+    /// kubectl with text on stdin.
+    pub fn kubectl_in(&self, args: &[&str], stdin: &str) -> Output {
+        self.run("kubectl", args, Some(stdin))
+    }
+
+    /// kubectl that must succeed; its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args);
+        assert!(
+            o.status.success(),
+            "kubectl {args:?} failed:\n{}\n{}",
+            out(&o),
+            err(&o)
+        );
+        out(&o)
+    }
+
+    /// kubectl with stdin that must succeed; its stdout.
+    pub fn kubectl_in_ok(&self, args: &[&str], stdin: &str) -> String {
+        let o = self.kubectl_in(args, stdin);
+        assert!(
+            o.status.success(),
+            "kubectl {args:?} failed:\n{}\n{}",
+            out(&o),
+            err(&o)
+        );
+        out(&o)
+    }
+
+    /// Runs our own binary.
+    pub fn agentdeck(&self, args: &[&str]) -> Output {
+        self.run(env!("CARGO_BIN_EXE_agentdeck"), args, None)
+    }
+}
+
+impl Drop for TestSandbox {
+    fn drop(&mut self) {
+        if let Some(sb) = self.sandbox.take() {
+            self.rt.block_on(sb.stop());
+        }
+    }
+}
+
+pub fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

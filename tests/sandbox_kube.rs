@@ -1,0 +1,212 @@
+//! The sandbox through the real kube-rs client: the same code path the
+//! controller and console use against a real cluster.
+
+mod common;
+
+use std::time::Duration;
+
+use agentdeck::crd::{AgentPool, AgentTask};
+use common::TestSandbox;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use kube::{CustomResourceExt, ResourceExt};
+use serde_json::json;
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}))
+        .expect("configmap")
+}
+
+#[test]
+fn create_get_list_update_and_conflict() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let created = api
+            .create(&PostParams::default(), &cm("a"))
+            .await
+            .expect("created");
+        assert!(created.metadata.uid.is_some());
+        let rv = created.resource_version().expect("rv");
+        let mut stale = created.clone();
+        let mut fresh = created.clone();
+        fresh
+            .data
+            .get_or_insert_default()
+            .insert("k".into(), "v2".into());
+        let updated = api
+            .replace("a", &PostParams::default(), &fresh)
+            .await
+            .expect("replaced");
+        assert_ne!(updated.resource_version().expect("rv"), rv);
+        stale
+            .data
+            .get_or_insert_default()
+            .insert("k".into(), "v3".into());
+        match api.replace("a", &PostParams::default(), &stale).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 409);
+                assert_eq!(s.reason, "Conflict");
+            }
+            other => panic!("expected 409, got {other:?}"),
+        }
+        match api.create(&PostParams::default(), &cm("a")).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists"))
+            }
+            other => panic!("expected AlreadyExists, got {other:?}"),
+        }
+        match api.get("missing").await {
+            Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (404, "NotFound")),
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+        for i in 0..7 {
+            api.create(&PostParams::default(), &cm(&format!("page-{i}")))
+                .await
+                .expect("created");
+        }
+        let mut names = Vec::new();
+        let mut lp = ListParams::default().limit(3);
+        loop {
+            let page = api.list(&lp).await.expect("page");
+            names.extend(page.items.iter().map(|c| c.name_any()));
+            match page.metadata.continue_ {
+                Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+                _ => break,
+            }
+        }
+        assert_eq!(names.len(), 8, "{names:?}");
+    });
+}
+
+#[test]
+fn crds_installed_through_kube_serve_typed_custom_resources() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [AgentPool::crd(), AgentTask::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("crd created");
+        }
+        let pools: Api<AgentPool> = Api::namespaced(client.clone(), "default");
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "p"}, "spec": {"image": "agentdeck:dev", "maxReplicas": 3}
+        }))
+        .expect("pool");
+        let created = pools
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+        assert_eq!(created.spec.health_port, 8080, "schema defaults applied");
+        assert_eq!(created.metadata.generation, Some(1));
+        // Status goes through /status and does not bump generation.
+        let st = json!({"status": {"replicas": 2, "pendingTasks": 4}});
+        let after = pools
+            .patch_status("p", &PatchParams::default(), &Patch::Merge(&st))
+            .await
+            .expect("status");
+        assert_eq!(after.status.as_ref().map(|s| s.pending_tasks), Some(4));
+        assert_eq!(after.metadata.generation, Some(1));
+        // A spec change through the main resource bumps it and keeps status.
+        let sp = json!({"spec": {"maxReplicas": 5}, "status": {"replicas": 99}});
+        let after = pools
+            .patch("p", &PatchParams::default(), &Patch::Merge(&sp))
+            .await
+            .expect("spec");
+        assert_eq!(after.metadata.generation, Some(2));
+        assert_eq!(after.status.as_ref().map(|s| s.replicas), Some(2));
+        // Strategic merge is refused for custom resources, as by a real apiserver.
+        match pools
+            .patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::Strategic(&json!({"spec": {"debug": true}})),
+            )
+            .await
+        {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 415),
+            other => panic!("expected 415, got {other:?}"),
+        }
+        // Server-side apply with a field manager.
+        let applied = json!({"apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+                             "metadata": {"name": "q"}, "spec": {"image": "agentdeck:dev"}});
+        let q = pools
+            .patch(
+                "q",
+                &PatchParams::apply("agentdeck").force(),
+                &Patch::Apply(&applied),
+            )
+            .await
+            .expect("applied");
+        assert_eq!(q.spec.image, "agentdeck:dev");
+        // Deleting the CRD removes its objects.
+        crds.delete("agentpools.agentdeck.dev", &DeleteParams::default())
+            .await
+            .expect("crd deleted");
+        assert!(pools.list(&ListParams::default()).await.is_err());
+    });
+}
+
+#[test]
+fn a_kube_watcher_sees_changes_and_recovers_from_dropped_watches_and_compaction() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    let api_handle = sb.sandbox().api().clone();
+    sb.rt.block_on(async {
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let stream = watcher(api.clone(), watcher::Config::default()).applied_objects();
+        let mut stream = Box::pin(stream);
+        api.create(&PostParams::default(), &cm("w1"))
+            .await
+            .expect("created");
+        let first = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+            .await
+            .expect("in time");
+        assert_eq!(first.expect("ok").expect("item").name_any(), "w1");
+        // Drop every watch and compact the history: the watcher must re-list.
+        api_handle.faults.drop_watches();
+        api_handle.store.compact();
+        api.create(&PostParams::default(), &cm("w2"))
+            .await
+            .expect("created");
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !seen.contains(&"w2".to_string()) && tokio::time::Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+                Ok(Some(Ok(o))) => seen.push(o.name_any()),
+                Ok(Some(Err(_))) => continue,
+                _ => break,
+            }
+        }
+        assert!(seen.contains(&"w2".to_string()), "{seen:?}");
+    });
+}
+
+#[test]
+fn injected_429s_are_answered_with_retry_after_and_then_cleared() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    let faults = sb.sandbox().api().clone();
+    sb.rt.block_on(async {
+        faults.faults.fail(agentdeck::sandbox::faults::FailRule {
+            path_prefix: "/api/v1/namespaces/default/pods".into(),
+            method: None,
+            code: 429,
+            count: 1,
+        });
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        match pods.list(&ListParams::default()).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 429),
+            other => panic!("expected 429, got {other:?}"),
+        }
+        assert!(pods.list(&ListParams::default()).await.is_ok());
+    });
+}
