@@ -151,7 +151,7 @@ fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Respo
     Ok(ok(&json!({"done": done})))
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -747,6 +747,9 @@ fn to_table(
     ))
 }
 
+/// One event to send: its type and object.
+type Event = (EventType, Arc<Value>);
+
 /// WATCH: replays what the asked resourceVersion has not seen, then streams
 /// live changes, bookmarks if asked, and ends after `timeoutSeconds`.
 async fn watch(
@@ -765,10 +768,7 @@ async fn watch(
     let res = served.info.group_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
     let send_initial = query.flag("sendInitialEvents");
-    let (initial, rx): (
-        Vec<(EventType, Arc<Value>)>,
-        broadcast::Receiver<Arc<Change>>,
-    ) = match asked
+    let (initial, rx): (Vec<Event>, broadcast::Receiver<Arc<Change>>) = match asked
         .as_deref()
         .and_then(|s| s.parse::<u64>().ok())
         .filter(|n| *n > 0 && !send_initial)
