@@ -76,7 +76,7 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn modes_not_built_yet_exit_2_with_a_clear_message() {
-    for args in [&["sandbox"][..], &["--daemon"], &["agent"], &["drain", "p"]] {
+    for args in [&["--daemon"][..], &["agent"], &["drain", "p"]] {
         let o = agentdeck(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
@@ -324,4 +324,61 @@ fn completions_are_printed_for_bash() {
     let o = agentdeck(&["completions", "bash"]);
     assert!(o.status.success());
     assert!(stdout(&o).contains("_agentdeck"));
+}
+
+#[test]
+fn sandbox_serves_kubectl_then_stops_cleanly_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kc");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .args(["sandbox", "--nodes", "1", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .env("HOME", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sandbox starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(
+        first.contains("Kubernetes API on http://127.0.0.1:"),
+        "{first}"
+    );
+    let second = lines.next().expect("a line").expect("utf-8");
+    assert!(
+        second.contains(&kubeconfig.display().to_string()),
+        "{second}"
+    );
+    let ns = Command::new("kubectl")
+        .args(["get", "namespaces", "-o", "name"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", dir.path())
+        .output()
+        .expect("kubectl runs");
+    assert!(ns.status.success(), "{}", stderr(&ns));
+    assert!(stdout(&ns).contains("namespace/default"), "{}", stdout(&ns));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "sandbox did not stop within 5 s of SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn sandbox_on_a_busy_port_exits_2_and_names_the_port() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port().to_string();
+    let o = agentdeck(&["sandbox", "--port", &port]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&port), "{}", stderr(&o));
 }

@@ -249,11 +249,26 @@ fn label_and_field_selectors_filter_lists() {
         "get",
         "pods",
         "--field-selector",
-        "status.phase=Pending",
+        "status.phase!=Failed,metadata.namespace=default",
         "-o",
         "name",
     ]);
     assert_eq!(phase.lines().count(), 2, "{phase}");
+    let none = sb.kubectl_ok(&[
+        "get",
+        "pods",
+        "--field-selector",
+        "status.phase=Failed",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(none.trim(), "", "{none}");
+    let bad_field = sb.kubectl(&["get", "pods", "--field-selector", "spec.color=red"]);
+    assert!(
+        err(&bad_field).contains("field label not supported"),
+        "{}",
+        err(&bad_field)
+    );
     let bad = sb.kubectl(&["get", "pods", "-l", "app in (web"]);
     assert!(!bad.status.success());
 }
@@ -396,7 +411,7 @@ fn watch_sees_adds_modifications_and_deletes() {
     let sb = TestSandbox::start();
     sb.kubectl_in_ok(&["create", "-f", "-"], POD);
     let mut child = std::process::Command::new("kubectl")
-        .args(["get", "pods", "-w", "-o", "name", "--output-watch-events"])
+        .args(["get", "pods", "-w", "--output-watch-events"])
         .env("KUBECONFIG", &sb.kubeconfig)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -414,23 +429,24 @@ fn watch_sees_adds_modifications_and_deletes() {
     let o = child.wait_with_output().expect("output");
     let text = out(&o);
     assert!(
-        text.contains("ADDED") && text.contains("pod/web"),
+        text.lines()
+            .any(|l| l.starts_with("ADDED") && l.contains("web")),
         "{text}\n{}",
         err(&o)
     );
     assert!(
         text.lines()
-            .any(|l| l.contains("ADDED") && l.contains("pod/late")),
+            .any(|l| l.starts_with("ADDED") && l.contains("late")),
         "{text}"
     );
     assert!(
         text.lines()
-            .any(|l| l.contains("MODIFIED") && l.contains("pod/late")),
+            .any(|l| l.starts_with("MODIFIED") && l.contains("late")),
         "{text}"
     );
     assert!(
         text.lines()
-            .any(|l| l.contains("DELETED") && l.contains("pod/late")),
+            .any(|l| l.starts_with("DELETED") && l.contains("late")),
         "{text}"
     );
 }

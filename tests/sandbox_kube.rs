@@ -191,22 +191,42 @@ fn a_kube_watcher_sees_changes_and_recovers_from_dropped_watches_and_compaction(
 }
 
 #[test]
-fn injected_429s_are_answered_with_retry_after_and_then_cleared() {
+fn injected_429s_are_retried_after_retry_after_and_500s_reach_the_caller() {
     let sb = TestSandbox::start();
     let client = sb.client();
-    let faults = sb.sandbox().api().clone();
+    let api = sb.sandbox().api().clone();
     sb.rt.block_on(async {
-        faults.faults.fail(agentdeck::sandbox::faults::FailRule {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        // kube-rs retries 429 by default and honours Retry-After (1 s here).
+        api.faults.fail(agentdeck::sandbox::faults::FailRule {
             path_prefix: "/api/v1/namespaces/default/pods".into(),
-            method: None,
+            method: Some("GET".into()),
             code: 429,
             count: 1,
         });
-        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let started = std::time::Instant::now();
+        pods.list(&ListParams::default())
+            .await
+            .expect("a single 429 is retried");
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "the retry waited for Retry-After: {:?}",
+            started.elapsed()
+        );
+        // A 500 is not retried: the caller sees the Status.
+        api.faults.fail(agentdeck::sandbox::faults::FailRule {
+            path_prefix: "/api/v1/namespaces/default/pods".into(),
+            method: None,
+            code: 500,
+            count: 1,
+        });
         match pods.list(&ListParams::default()).await {
-            Err(kube::Error::Api(s)) => assert_eq!(s.code, 429),
-            other => panic!("expected 429, got {other:?}"),
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 500),
+            other => panic!("expected 500, got {other:?}"),
         }
-        assert!(pods.list(&ListParams::default()).await.is_ok());
+        assert!(
+            pods.list(&ListParams::default()).await.is_ok(),
+            "the rule is used up"
+        );
     });
 }
