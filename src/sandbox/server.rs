@@ -268,8 +268,15 @@ async fn route(
             } else {
                 let list = list(api, &served, &target, query)?;
                 match want_table {
-                    Some(v) => Ok(ok(&to_table(&served, &list, query, v, false)?)),
-                    None => Ok(ok(&list)),
+                    Some(v) => Ok(ok(&to_table(&served, &list.to_value(), query, v, false)?)),
+                    None => {
+                        let mut r = Response::new(Body::from(list.to_bytes()));
+                        r.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                        Ok(r)
+                    }
                 }
             }
         }
@@ -402,7 +409,7 @@ async fn route(
             };
             let listed = list(api, &served, &target, query)?;
             let mut deleted = Vec::new();
-            for item in listed["items"].as_array().cloned().unwrap_or_default() {
+            for item in listed.items {
                 let t = Target {
                     namespace: item["metadata"]["namespace"]
                         .as_str()
@@ -639,8 +646,49 @@ fn decode_continue(token: &str) -> Option<(u64, String, String)> {
     ))
 }
 
+/// A LIST answer: the items are the store's own objects, shared, so a list
+/// of 10k pods copies nothing until it is written out.
+struct Listed {
+    kind: String,
+    api_version: String,
+    metadata: Value,
+    items: Vec<Arc<Value>>,
+}
+
+impl Listed {
+    /// As one JSON value (tables, deletecollection).
+    fn to_value(&self) -> Value {
+        json!({
+            "kind": self.kind,
+            "apiVersion": self.api_version,
+            "metadata": self.metadata,
+            "items": self.items.iter().map(|i| i.as_ref().clone()).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The JSON bytes, written item by item from the shared objects.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + self.items.len() * 1024);
+        out.extend_from_slice(b"{\"kind\":");
+        let _ = serde_json::to_writer(&mut out, &self.kind);
+        out.extend_from_slice(b",\"apiVersion\":");
+        let _ = serde_json::to_writer(&mut out, &self.api_version);
+        out.extend_from_slice(b",\"metadata\":");
+        let _ = serde_json::to_writer(&mut out, &self.metadata);
+        out.extend_from_slice(b",\"items\":[");
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let _ = serde_json::to_writer(&mut out, item.as_ref());
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+}
+
 /// LIST with selectors, limit and continue.
-fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Value> {
+fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
     let filter = Filter::new(served, target, query)?;
     let (items, rv) = api
         .store
@@ -657,38 +705,35 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
-    let mut out = Vec::new();
+    let key_of = |o: &Value| -> (String, String) {
+        let s = |k: &str| o["metadata"][k].as_str().unwrap_or_default().to_string();
+        (s("namespace"), s("name"))
+    };
+    let mut out: Vec<Arc<Value>> = Vec::new();
     let mut next = None;
     let mut remaining = 0usize;
-    for it in items.iter().filter(|o| filter.matches(o)) {
-        let key = (
-            it["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            it["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        );
-        if let Some((_, ns, name)) = &after
-            && key <= (ns.clone(), name.clone())
-        {
-            continue;
+    for it in items.into_iter().filter(|o| filter.matches(o)) {
+        if let Some((_, ns, name)) = &after {
+            let m = &it["metadata"];
+            let key = (
+                m["namespace"].as_str().unwrap_or_default(),
+                m["name"].as_str().unwrap_or_default(),
+            );
+            if key <= (ns.as_str(), name.as_str()) {
+                continue;
+            }
         }
         if limit.is_some_and(|l| out.len() >= l) {
-            if next.is_none() {
-                let last: &Value = out.last().unwrap_or(&Value::Null);
-                next = Some(encode_continue(
-                    rv,
-                    last["metadata"]["namespace"].as_str().unwrap_or_default(),
-                    last["metadata"]["name"].as_str().unwrap_or_default(),
-                ));
+            if next.is_none()
+                && let Some(last) = out.last()
+            {
+                let (ns, name) = key_of(last);
+                next = Some(encode_continue(rv, &ns, &name));
             }
             remaining += 1;
             continue;
         }
-        out.push(it.as_ref().clone());
+        out.push(it);
     }
     let list_rv = after.as_ref().map(|(rv, _, _)| *rv).unwrap_or(rv);
     let mut meta = json!({"resourceVersion": list_rv.to_string()});
@@ -696,12 +741,12 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         meta["continue"] = json!(n);
         meta["remainingItemCount"] = json!(remaining);
     }
-    Ok(json!({
-        "kind": format!("{}List", served.info.kind),
-        "apiVersion": served.info.api_version(),
-        "metadata": meta,
-        "items": out,
-    }))
+    Ok(Listed {
+        kind: format!("{}List", served.info.kind),
+        api_version: served.info.api_version(),
+        metadata: meta,
+        items: out,
+    })
 }
 
 fn printer_columns(served: &Served) -> Option<Vec<table::PrinterColumn>> {

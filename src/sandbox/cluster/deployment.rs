@@ -819,6 +819,10 @@ impl Controller for DeploymentController {
         &["deployments.apps", "replicasets.apps", "pods"]
     }
 
+    fn wants(&self, change: &crate::sandbox::store::Change) -> bool {
+        super::pod_of_kind(change, "ReplicaSet")
+    }
+
     fn reconcile(&mut self, api: &Api, now: i64) -> Pass {
         let (deployments, _) = api.store.list(&DEPLOYMENTS.key(), None);
         let (sets, _) = api.store.list(&REPLICA_SETS.key(), None);

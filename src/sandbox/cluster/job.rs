@@ -574,6 +574,10 @@ impl Controller for JobController {
         &["jobs.batch", "pods"]
     }
 
+    fn wants(&self, change: &Change) -> bool {
+        super::pod_of_kind(change, "Job")
+    }
+
     fn observe(&mut self, change: &Change) {
         if change.resource == "pods"
             && change.kind == EventType::Deleted

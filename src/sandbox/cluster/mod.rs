@@ -62,7 +62,11 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 cancel.clone(),
                 job::JobController::default(),
             )),
-            tokio::spawn(run(api.clone(), cancel.clone(), scheduler::Scheduler)),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                scheduler::Scheduler::default(),
+            )),
         ];
         for task in tasks {
             let _ = task.await;
@@ -87,6 +91,13 @@ pub(crate) trait Controller: Send + 'static {
 
     /// Sees every change of a watched resource before the pass it triggers.
     fn observe(&mut self, _change: &Change) {}
+
+    /// Whether this change of a watched resource calls for a pass at once
+    /// (default: every one). Others wait for the next resync, so thousands
+    /// of unrelated pods do not make each write cost a full pass.
+    fn wants(&self, _change: &Change) -> bool {
+        true
+    }
 
     /// One level-triggered pass over every object it owns. `now` is Unix
     /// seconds.
@@ -141,8 +152,18 @@ async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: 
 fn wake<C: Controller>(ctrl: &mut C, change: &Change) -> bool {
     if ctrl.watches().contains(&change.resource.as_str()) {
         ctrl.observe(change);
-        true
+        ctrl.wants(change)
     } else {
         false
     }
+}
+
+/// A pod change that concerns the controller of `kind` (the pod is, or
+/// was, controlled by one); other resources' changes always do.
+pub(crate) fn pod_of_kind(change: &Change, kind: &str) -> bool {
+    if change.resource != "pods" {
+        return true;
+    }
+    let owned = |o: &serde_json::Value| meta::controller_of(o).is_some_and(|r| r["kind"] == kind);
+    owned(&change.object) || change.previous.as_deref().is_some_and(owned)
 }

@@ -146,6 +146,10 @@ impl Controller for ReplicaSetController {
         &["replicasets.apps", "pods"]
     }
 
+    fn wants(&self, change: &crate::sandbox::store::Change) -> bool {
+        super::pod_of_kind(change, "ReplicaSet")
+    }
+
     fn reconcile(&mut self, api: &Api, now: i64) -> Pass {
         let (sets, _) = api.store.list(&REPLICA_SETS.key(), None);
         let (all_pods, _) = api.store.list(&PODS.key(), None);

@@ -25,6 +25,7 @@ use super::meta::{self, NODES, PODS, Writer};
 use super::pods;
 use super::{Controller, Pass};
 use crate::sandbox::api::Api;
+use crate::sandbox::store::{Change, EventType};
 
 const COMPONENT: &str = "default-scheduler";
 
@@ -424,7 +425,23 @@ fn with_scheduled_condition(
     Some(conds)
 }
 
-pub(crate) struct Scheduler;
+/// The default scheduler. Like the real one, a pod it could not place is
+/// parked (its unschedulable queue) and tried again only when the cluster
+/// changes in a way that could make room — a node added or changed, a pod
+/// deleted or finished — when the pod itself changes, or after
+/// [`PARK_FLUSH_SECS`]; so thousands of pending pods cost nothing per pass.
+#[derive(Debug, Default)]
+pub(crate) struct Scheduler {
+    /// Unschedulable pods by uid, with the generation that was tried.
+    parked: HashMap<String, i64>,
+    /// Something that could make room happened since the last pass.
+    cluster_changed: bool,
+    /// When parked pods were last all retried (Unix seconds).
+    last_flush: i64,
+}
+
+/// Parked pods are retried at least this often (the real scheduler: 5 min).
+const PARK_FLUSH_SECS: i64 = 60;
 
 impl Controller for Scheduler {
     const NAME: &'static str = "scheduler";
@@ -433,7 +450,34 @@ impl Controller for Scheduler {
         &["pods", "nodes"]
     }
 
+    fn wants(&self, change: &Change) -> bool {
+        // Unbound live pods to place, and anything that could make room.
+        change.resource != "pods"
+            || change.kind == EventType::Deleted
+            || pods::is_terminal(&change.object)
+            || (meta::str_at(&change.object, "/spec/nodeName").is_empty()
+                && !meta::is_deleting(&change.object))
+    }
+
+    fn observe(&mut self, change: &Change) {
+        let frees_room = match change.resource.as_str() {
+            "nodes" => true,
+            "pods" => {
+                change.kind == EventType::Deleted
+                    || (pods::is_terminal(&change.object)
+                        && !change.previous.as_deref().is_some_and(pods::is_terminal))
+            }
+            _ => false,
+        };
+        self.cluster_changed |= frees_room;
+    }
+
     fn reconcile(&mut self, api: &Api, now: i64) -> Pass {
+        if self.cluster_changed || now - self.last_flush >= PARK_FLUSH_SECS {
+            self.parked.clear();
+            self.cluster_changed = false;
+            self.last_flush = now;
+        }
         let (nodes, _) = api.store.list(&NODES.key(), None);
         let (all_pods, _) = api.store.list(&PODS.key(), None);
         let mut infos: Vec<NodeInfo> = nodes.iter().map(|n| NodeInfo::of(n)).collect();
@@ -456,8 +500,13 @@ impl Controller for Scheduler {
                 infos[i].add(p);
             }
         }
+        // Parked pods wait unless they changed since they were tried.
+        pending.retain(|p| {
+            self.parked.get(meta::uid(p))
+                != Some(&meta::int_at(p, "/metadata/generation").unwrap_or(0))
+        });
         // PrioritySort: higher priority first, then older first.
-        pending.sort_by_key(|p| {
+        pending.sort_by_cached_key(|p| {
             (
                 -meta::int_at(p, "/spec/priority").unwrap_or(0),
                 meta::created(p),
@@ -488,6 +537,10 @@ impl Controller for Scheduler {
                     if set_condition(&mut w, pod, "False", "Unschedulable", &message, now) {
                         w.event(pod, "Warning", "FailedScheduling", &message);
                     }
+                    self.parked.insert(
+                        meta::uid(pod).to_string(),
+                        meta::int_at(pod, "/metadata/generation").unwrap_or(0),
+                    );
                 }
             }
         }

@@ -698,3 +698,53 @@ async fn the_control_plane_stops_when_cancelled() {
         .expect("ends promptly")
         .expect("no panic");
 }
+
+#[tokio::test]
+async fn a_parked_pod_is_bound_once_a_deleted_pod_frees_its_node() {
+    let c = cluster(1, Kubelet::Run);
+    let big = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+               "spec": {"terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "main", "image": "x", "resources": {"requests": {"cpu": "6"}}}]}})
+    };
+    c.api
+        .create("", "v1", "pods", Some("default"), big("first"), &q())
+        .expect("created");
+    eventually("first bound", || {
+        get(&c.api, PODS, "default", "first").filter(|p| meta::condition_true(p, "PodScheduled"))
+    })
+    .await;
+    c.api
+        .create("", "v1", "pods", Some("default"), big("second"), &q())
+        .expect("created");
+    eventually("second unschedulable", || {
+        get(&c.api, PODS, "default", "second").filter(|p| {
+            meta::condition(p, "PodScheduled").is_some_and(|c| c["reason"] == "Unschedulable")
+        })
+    })
+    .await;
+    // Passes go on (resyncs, other pods) while it is parked; it stays pending.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        meta::str_at(
+            &get(&c.api, PODS, "default", "second").expect("pod"),
+            "/spec/nodeName"
+        ),
+        ""
+    );
+    c.api
+        .delete(
+            "",
+            "v1",
+            "pods",
+            &target("default", "first", None),
+            &json!({"gracePeriodSeconds": 0}),
+            &q(),
+        )
+        .expect("deleted");
+    let bound = eventually("second bound after the delete", || {
+        get(&c.api, PODS, "default", "second").filter(|p| meta::condition_true(p, "PodScheduled"))
+    })
+    .await;
+    assert_eq!(meta::str_at(&bound, "/spec/nodeName"), "node-0");
+}
