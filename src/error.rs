@@ -28,6 +28,9 @@ pub enum Error {
     /// The sandbox could not start or failed.
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Logging could not be set up.
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -44,6 +47,7 @@ impl Error {
             Error::Install(e) if e.is_user_error() => EXIT_USAGE,
             Error::NotBuilt { .. } => EXIT_USAGE,
             Error::Sandbox(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

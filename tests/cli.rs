@@ -118,7 +118,7 @@ fn crds_prints_both_definitions_that_round_trip() {
     );
     assert_eq!(
         crds[1].spec.names.short_names.as_deref(),
-        Some(&["atask".to_string(), "at".to_string()][..])
+        Some(&["atask".to_string(), "at".to_string(), "atasks".to_string()][..])
     );
     let text = stdout(&o);
     assert!(

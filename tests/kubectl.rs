@@ -150,6 +150,15 @@ fn our_crds_apply_and_their_short_names_and_columns_work() {
         "{}",
         err(&tasks)
     );
+    // Every short name the CRD declares resolves, as kubectl resolves them.
+    for name in ["atask", "atasks", "agenttasks"] {
+        let o = sb.kubectl(&["get", name]);
+        assert!(
+            o.status.success() && err(&o).contains("No resources found"),
+            "kubectl get {name}: {}",
+            err(&o)
+        );
+    }
 }
 
 #[test]

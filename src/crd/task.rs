@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
     singular = "agenttask",
     shortname = "atask",
     shortname = "at",
+    shortname = "atasks",
     category = "agentdeck",
     namespaced,
     status = "AgentTaskStatus",
