@@ -2,6 +2,7 @@
 //! client code: dropped watches, 429/500 answers, latency and compaction.
 //! Driven in-process through [`Faults`] or over HTTP at `/sandbox/faults`.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ pub struct Faults {
     watches: Mutex<CancellationToken>,
     rules: Mutex<Vec<FailRule>>,
     latency: Mutex<Duration>,
+    requests: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Faults {
@@ -70,6 +72,25 @@ impl Faults {
         self.set_latency(Duration::ZERO);
     }
 
+    /// Counts one API request under `"<VERB> <path>"`, where the verb is
+    /// the HTTP method, or `WATCH` for a GET with `watch=true|1`.
+    pub fn record_request(&self, method: &str, path: &str, watch: bool) {
+        let verb = if watch { "WATCH" } else { method };
+        *Self::lock(&self.requests)
+            .entry(format!("{verb} {path}"))
+            .or_default() += 1;
+    }
+
+    /// Requests served since the start (or the last reset), by verb and path.
+    pub fn requests(&self) -> BTreeMap<String, u64> {
+        Self::lock(&self.requests).clone()
+    }
+
+    /// Forgets the request counts.
+    pub fn reset_requests(&self) {
+        Self::lock(&self.requests).clear();
+    }
+
     /// The status code to fail this request with, consuming one use of the rule.
     pub fn take_failure(&self, method: &str, path: &str) -> Option<u16> {
         let mut rules = Self::lock(&self.rules);
@@ -107,6 +128,19 @@ mod tests {
         assert_eq!(f.take_failure("GET", "/api/v1/pods"), Some(429));
         assert_eq!(f.take_failure("get", "/api/v1/pods?watch=1"), Some(429));
         assert_eq!(f.take_failure("GET", "/api/v1/pods"), None);
+    }
+
+    #[test]
+    fn requests_are_counted_by_verb_and_path_until_reset() {
+        let f = Faults::default();
+        f.record_request("GET", "/api/v1/pods", false);
+        f.record_request("GET", "/api/v1/pods", false);
+        f.record_request("GET", "/api/v1/pods", true);
+        let counts = f.requests();
+        assert_eq!(counts.get("GET /api/v1/pods"), Some(&2));
+        assert_eq!(counts.get("WATCH /api/v1/pods"), Some(&1));
+        f.reset_requests();
+        assert!(f.requests().is_empty());
     }
 
     #[test]

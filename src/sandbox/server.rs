@@ -93,6 +93,8 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
             Err(e) => error(&e),
         };
     }
+    api.faults
+        .record_request(parts.method.as_str(), &path, query.flag("watch"));
     if let Some(code) = api.faults.take_failure(parts.method.as_str(), &path) {
         let reason = match code {
             429 => "TooManyRequests",
@@ -114,7 +116,19 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
 
 /// `/sandbox/faults`: POST `{"dropWatches": true}`, `{"fail": FailRule}`,
 /// `{"latencyMs": N}`, `{"compact": true}` or `{"clear": true}`.
+/// `/sandbox/requests`: GET the API requests served so far by verb and path
+/// (`{"GET /api/v1/pods": 3, "WATCH /api/v1/pods": 1}`); DELETE resets them.
 fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Response> {
+    if path == "/sandbox/requests" {
+        return match *method {
+            Method::GET => Ok(ok(&json!(api.faults.requests()))),
+            Method::DELETE => {
+                api.faults.reset_requests();
+                Ok(ok(&json!({"done": ["requests reset"]})))
+            }
+            _ => Err(ApiError::no_route(path)),
+        };
+    }
     if path != "/sandbox/faults" || method != Method::POST {
         return Err(ApiError::no_route(path));
     }
