@@ -25,6 +25,9 @@ pub enum Error {
         /// What it will do.
         what: &'static str,
     },
+    /// No Kubernetes client could be made.
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
     /// The sandbox could not start or failed.
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
@@ -47,6 +50,7 @@ impl Error {
             Error::Install(e) if e.is_user_error() => EXIT_USAGE,
             Error::NotBuilt { .. } => EXIT_USAGE,
             Error::Sandbox(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }

@@ -3,9 +3,11 @@
 //! self-hosted deployment-agent pools on Kubernetes.
 
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod crd;
 pub mod error;
+pub mod health;
 pub mod install;
 pub mod plan;
 pub mod sandbox;

@@ -159,3 +159,112 @@ impl AgentTask {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
     }
 }
+
+/// `Time` from a jiff timestamp (k8s-openapi's `Time` wraps one).
+pub fn k8s_time(t: jiff::Timestamp) -> Time {
+    Time(t)
+}
+
+impl AgentTaskStatus {
+    /// The status an agent writes to claim a Pending task: Running on
+    /// `agent`, one more attempt. Sent with the resourceVersion read, so a
+    /// 409 means another agent won.
+    pub fn claimed(&self, agent: &str, now: jiff::Timestamp) -> AgentTaskStatus {
+        AgentTaskStatus {
+            phase: TaskPhase::Running,
+            agent: Some(agent.to_owned()),
+            attempts: self.attempts + 1,
+            claimed_at: Some(k8s_time(now)),
+            started_at: None,
+            finished_at: None,
+            last_heartbeat: Some(k8s_time(now)),
+            exit_code: None,
+            message: Some(format!("claimed by {agent}")),
+            ..self.clone()
+        }
+    }
+
+    /// The status of a task taken back from its agent (agent gone, offline
+    /// or stopping): Pending again for another claim, or `Failed` once it
+    /// has had `max_attempts` attempts. `attempts` already counts the
+    /// attempt that ended (claims add one), so the next claim is attempt
+    /// `attempts + 1`.
+    pub fn requeued(
+        &self,
+        reason: &str,
+        max_attempts: i32,
+        now: jiff::Timestamp,
+    ) -> AgentTaskStatus {
+        if self.attempts >= max_attempts {
+            return AgentTaskStatus {
+                phase: TaskPhase::Failed,
+                finished_at: Some(k8s_time(now)),
+                message: Some(format!(
+                    "{reason}; gave up after {} of {max_attempts} attempts",
+                    self.attempts
+                )),
+                ..self.clone()
+            };
+        }
+        AgentTaskStatus {
+            phase: TaskPhase::Pending,
+            agent: None,
+            claimed_at: None,
+            started_at: None,
+            last_heartbeat: None,
+            exit_code: None,
+            message: Some(format!(
+                "{reason}; requeued (attempt {} of {max_attempts} next)",
+                self.attempts + 1
+            )),
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod transition_tests {
+    use super::*;
+
+    fn now() -> jiff::Timestamp {
+        "2026-01-01T00:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn a_claim_runs_the_task_on_the_agent_and_counts_an_attempt() {
+        let s = AgentTaskStatus::default().claimed("agent-0", now());
+        assert_eq!(s.phase, TaskPhase::Running);
+        assert_eq!(s.agent.as_deref(), Some("agent-0"));
+        assert_eq!(s.attempts, 1);
+        assert_eq!(s.claimed_at, Some(Time(now())));
+    }
+
+    #[test]
+    fn a_requeued_task_is_pending_again_until_attempts_run_out() {
+        let running = AgentTaskStatus::default().claimed("agent-0", now());
+        let back = running.requeued("agent agent-0 went offline", 3, now());
+        assert_eq!(back.phase, TaskPhase::Pending);
+        assert_eq!(back.agent, None);
+        assert_eq!(back.attempts, 1);
+        assert!(
+            back.message
+                .as_deref()
+                .unwrap_or("")
+                .contains("attempt 2 of 3")
+        );
+        let third = back
+            .claimed("agent-1", now())
+            .requeued("x", 3, now())
+            .claimed("agent-2", now());
+        assert_eq!(third.attempts, 3);
+        let failed = third.requeued("agent agent-2 went offline", 3, now());
+        assert_eq!(failed.phase, TaskPhase::Failed);
+        assert!(
+            failed
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("gave up after 3 of 3")
+        );
+    }
+}
