@@ -15,6 +15,16 @@ pub use task::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+/// Pod annotation: `"true"` makes that one agent drain (finish its task, claim
+/// nothing new), as the pool's `spec.drain` does for all of them.
+pub const ANNOTATION_DRAIN: &str = "agentdeck.dev/drain";
+/// Pod annotation: `"true"` turns on that one agent's debug logs, live, as
+/// the pool's `spec.debug` does for all of them.
+pub const ANNOTATION_DEBUG: &str = "agentdeck.dev/debug";
+/// Pod annotation the ReplicaSet controller reads to pick which pods go
+/// first on scale-down (lower goes first).
+pub const ANNOTATION_POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
 /// API group of every agentdeck resource.
 pub const GROUP: &str = "agentdeck.dev";
 /// API version of every agentdeck resource.
