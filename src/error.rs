@@ -34,6 +34,9 @@ pub enum Error {
     /// Logging could not be set up.
     #[error(transparent)]
     Telemetry(#[from] crate::telemetry::TelemetryError),
+    /// The agent runtime stopped with an error.
+    #[error(transparent)]
+    Agent(#[from] crate::agent::AgentError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -52,6 +55,7 @@ impl Error {
             Error::Sandbox(e) if e.is_user_error() => EXIT_USAGE,
             Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Agent(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

@@ -2,6 +2,7 @@
 //! agentdeck: controller, console, agent runtime and API sandbox for
 //! self-hosted deployment-agent pools on Kubernetes.
 
+pub mod agent;
 pub mod cli;
 pub mod cluster;
 pub mod config;

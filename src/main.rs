@@ -2,7 +2,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use agentdeck::cli::{Cli, Command};
-use agentdeck::config::{Config, ConfigSources};
+use agentdeck::config::{AgentConfig, Config, ConfigSources};
 use agentdeck::error::{Error, Result};
 use agentdeck::install;
 use clap::{CommandFactory, Parser};
@@ -64,8 +64,22 @@ fn run(cli: Cli) -> Result<()> {
             ))?;
             Ok(())
         }
-        Some(Command::Agent(_)) => {
-            not_built("agent", "the agent runtime that claims and runs tasks")
+        Some(Command::Agent(args)) => {
+            let (config, _) =
+                AgentConfig::load(&ConfigSources::from_process(cli.global.config.clone()))?;
+            let format = cli.global.log_format.unwrap_or(config.log.format);
+            let telemetry = agentdeck::telemetry::init(
+                format,
+                &config.log.level,
+                cli.global.log_dir.as_deref(),
+            )?;
+            runtime()?.block_on(agentdeck::agent::run(
+                args,
+                &cli.global,
+                config,
+                Some(telemetry),
+            ))?;
+            Ok(())
         }
         Some(Command::Bundle(_)) => not_built("bundle", "the redacted support bundle"),
         Some(Command::Debug(_)) => not_built("debug", "debug pods with a TTL"),

@@ -1,0 +1,287 @@
+//! Job mode: the worker container of a task's Job (`agentdeck agent --task
+//! NAME`). It claims the task, hands it to the runner container through
+//! the files of [`TASK_DIR`] (see [`RUNNER_SCRIPT`] for the protocol), waits
+//! for the runner's exit code while heartbeating, and reports the end.
+//!
+//! [`RUNNER_SCRIPT`]: crate::plan::manifests::RUNNER_SCRIPT
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kube::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::plan::{self, Ending};
+use super::pool::{spawn_switch_watchers, spawn_task_reflector};
+use super::state;
+use super::status::StatusWriter;
+use super::{Agent, AgentError};
+use crate::crd::{AgentTask, AgentTaskStatus, TaskPhase};
+use crate::plan::manifests::TASK_DIR;
+use crate::sandbox::kubelet::host_path;
+
+/// How often the runner's `exit-code` file and the task are looked at.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+/// Claim attempts (each after a conflict) before giving up.
+const CLAIM_TRIES: usize = 5;
+
+/// What the worker does with the task as it finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStart {
+    /// Claim it and hand it over.
+    Claim,
+    /// It is already this pod's (the worker restarted): wait for the runner.
+    Resume,
+    /// Do not run it; tell the runner to exit (`why` for the log).
+    Abort(String),
+}
+
+/// Decides from the task's status (pure).
+pub fn job_start(status: Option<&AgentTaskStatus>, me: &str) -> JobStart {
+    let Some(s) = status else {
+        return JobStart::Claim;
+    };
+    match s.phase {
+        TaskPhase::Pending | TaskPhase::Scheduled => JobStart::Claim,
+        TaskPhase::Running if s.agent.as_deref() == Some(me) => JobStart::Resume,
+        TaskPhase::Running => JobStart::Abort(format!(
+            "already claimed by {}",
+            s.agent.as_deref().unwrap_or("another agent")
+        )),
+        phase => JobStart::Abort(format!("already {}", phase.as_str())),
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), AgentError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| AgentError::SharedDir {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// Runs the worker for task `name`.
+pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError> {
+    let cancel = CancellationToken::new();
+    let _stop_server = cancel.clone().drop_guard();
+    let addr = state::bind_addr(agent.id.pod_ip.as_deref(), agent.config.health_port);
+    state::serve_health(addr, agent.state.clone(), cancel.clone()).await?;
+    let wake = Arc::new(Notify::new());
+    spawn_switch_watchers(&agent, wake.clone());
+
+    let dir: PathBuf = host_path(Path::new(TASK_DIR));
+    std::fs::create_dir_all(&dir).map_err(|source| AgentError::SharedDir {
+        path: dir.clone(),
+        source,
+    })?;
+    let api: Api<AgentTask> = Api::namespaced(agent.client.clone(), &agent.namespace);
+    let writer = StatusWriter::new(api.clone(), agent.id.agent.clone(), agent.state.clone());
+    let abort = |why: &str| -> Result<(), AgentError> {
+        tracing::info!(task = name, "not running the task: {why}");
+        write_file(&dir.join("abort"), &format!("{why}\n"))
+    };
+
+    // Claim (or find it already ours).
+    let mut task = None;
+    for _ in 0..CLAIM_TRIES {
+        let found = api.get_opt(name).await.map_err(|source| AgentError::Api {
+            what: format!("cannot read task {name}"),
+            source,
+        })?;
+        agent.state.api_ok();
+        let Some(found) = found else {
+            return abort("the task no longer exists");
+        };
+        match job_start(found.status.as_ref(), &agent.id.agent) {
+            JobStart::Abort(why) => return abort(&why),
+            JobStart::Resume => {
+                task = Some((found, true));
+                break;
+            }
+            JobStart::Claim => match writer.claim(&found).await {
+                Ok(Some(mine)) => {
+                    task = Some((mine, false));
+                    break;
+                }
+                Ok(None) => continue,
+                Err(source) => {
+                    return Err(AgentError::Api {
+                        what: format!("cannot claim task {name}"),
+                        source,
+                    });
+                }
+            },
+        }
+    }
+    let Some((task, resumed)) = task else {
+        return abort("lost every claim race");
+    };
+    let attempts = task.status.as_ref().map_or(0, |s| s.attempts);
+    tracing::info!(task = name, attempt = attempts, resumed, "claimed");
+    let started = Instant::now();
+    let report = |ending: Ending| {
+        let writer = writer.clone();
+        let state = agent.state.clone();
+        async move {
+            let duration = started.elapsed();
+            let now = Timestamp::now();
+            tracing::info!(task = name, ?ending, "task ended");
+            match writer
+                .finish(name, attempts, |s| {
+                    plan::finished_status(s, &ending, duration, now)
+                })
+                .await
+            {
+                Ok(_) => {
+                    state.touch();
+                    Ok(())
+                }
+                Err(source) => Err(AgentError::Api {
+                    what: format!("cannot report the end of task {name}"),
+                    source,
+                }),
+            }
+        }
+    };
+
+    if !resumed || !dir.join("ready").exists() {
+        let prepared = plan::task_argv(&task)
+            .map_err(plan::EnvProblem)
+            .and_then(|argv| {
+                let env = plan::task_env(
+                    &agent.env,
+                    &agent.config.env_forward_allowlist,
+                    agent.token().as_deref(),
+                    &task,
+                    "",
+                )?;
+                Ok((plan::run_script(&argv), plan::env_file(&env)?))
+            });
+        let (script, env) = match prepared {
+            Ok(x) => x,
+            Err(e) => {
+                abort(&e.0)?;
+                return report(Ending::Invalid(e.0)).await;
+            }
+        };
+        write_file(&dir.join("env"), &env)?;
+        write_file(&dir.join("run.sh"), &script)?;
+        write_file(&dir.join("ready"), "")?;
+        if let Err(e) = writer.heartbeat(name, Some(Timestamp::now())).await {
+            tracing::warn!(task = name, error = %e, "cannot record the start");
+        }
+    }
+
+    // Wait for the runner, following cancel and the timeout.
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let store = spawn_task_reflector(api, cfg, agent.state.clone(), wake);
+    let key = ObjectRef::<AgentTask>::new(name).within(&agent.namespace);
+    let deadline = task.spec.timeout_seconds.filter(|s| *s > 0).map(|s| {
+        (
+            s,
+            tokio::time::Instant::now() + Duration::from_secs(s.unsigned_abs()),
+        )
+    });
+    let mut heartbeat = tokio::time::interval(agent.config.heartbeat());
+    heartbeat.tick().await;
+    let mut check = tokio::time::interval(CHECK_EVERY);
+    let terminated = crate::signal::terminated();
+    tokio::pin!(terminated);
+    let exit_file = dir.join("exit-code");
+    let ending = loop {
+        tokio::select! {
+            _ = check.tick() => {
+                if let Some(code) = read_exit_code(&exit_file) {
+                    break Ending::Exited(code);
+                }
+                if store.get(&key).is_some_and(|t| t.spec.cancel) {
+                    // The runner is another container: it stops when the
+                    // Job is deleted or its deadline passes.
+                    break Ending::Cancelled;
+                }
+            }
+            _ = heartbeat.tick() => {
+                match writer.heartbeat(name, None).await {
+                    Ok(_) => agent.state.touch(),
+                    Err(e) => tracing::warn!(task = name, error = %e, "heartbeat failed"),
+                }
+            }
+            _ = sleep_until(deadline.map(|(_, d)| d)) => {
+                break Ending::TimedOut(deadline.map_or(0, |(s, _)| s));
+            }
+            _ = &mut terminated => {
+                agent.state.set_stopping();
+                // The runner got the same signal and forwards it to the task;
+                // its exit code decides, unless it is the stop itself.
+                let grace = agent.config.grace_shutdown();
+                let waited = tokio::time::timeout(grace, async {
+                    loop {
+                        if let Some(code) = read_exit_code(&exit_file) {
+                            return code;
+                        }
+                        tokio::time::sleep(CHECK_EVERY).await;
+                    }
+                }).await;
+                break match waited {
+                    Ok(0) => Ending::Exited(0),
+                    _ => Ending::Requeue("task pod stopped".into()),
+                };
+            }
+        }
+    };
+    report(ending).await
+}
+
+fn read_exit_code(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2026-01-01T00:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn a_worker_claims_only_unclaimed_tasks_and_resumes_its_own() {
+        let pending = AgentTaskStatus::default();
+        let scheduled = AgentTaskStatus {
+            phase: TaskPhase::Scheduled,
+            ..AgentTaskStatus::default()
+        };
+        let mine = pending.claimed("pod-a", now());
+        let theirs = pending.claimed("pod-b", now());
+        let mut done = mine.clone();
+        done.phase = TaskPhase::Succeeded;
+        let cases = [
+            (None, JobStart::Claim),
+            (Some(&pending), JobStart::Claim),
+            (Some(&scheduled), JobStart::Claim),
+            (Some(&mine), JobStart::Resume),
+            (
+                Some(&theirs),
+                JobStart::Abort("already claimed by pod-b".into()),
+            ),
+            (Some(&done), JobStart::Abort("already Succeeded".into())),
+        ];
+        for (status, want) in cases {
+            assert_eq!(job_start(status, "pod-a"), want, "{status:?}");
+        }
+    }
+}

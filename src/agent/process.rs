@@ -1,0 +1,332 @@
+//! One claimed task run as a child process (deployment mode): its own
+//! process group in a fresh working directory, output streamed to the
+//! agent's stdout as `[task] line` and to a log file, heartbeats, and the
+//! stops it can meet (cancel, timeout, agent stopping, ownership lost).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kube::runtime::reflector::{ObjectRef, Store};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
+
+use super::plan::{self, Ending};
+use super::state::AgentState;
+use super::status::{StatusWriter, ownership_lost};
+use crate::crd::AgentTask;
+
+/// How often the running task's object is looked at (cancel, ownership):
+/// an in-memory store read, so cheap.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+/// How long output readers may keep going once the process has ended
+/// (a grandchild may still hold the pipe).
+const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+
+/// An order from the agent to a running task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopOrder {
+    /// Keep running.
+    Run,
+    /// SIGTERM, SIGKILL after the grace, then requeue.
+    Terminate(Duration),
+    /// SIGKILL now, then requeue.
+    Kill,
+}
+
+/// What every task run needs from its agent.
+pub struct RunEnv {
+    /// Status writes.
+    pub writer: StatusWriter,
+    /// The watched tasks (cancel and ownership are read from here).
+    pub store: Store<AgentTask>,
+    /// Agent state, for activity.
+    pub state: Arc<AgentState>,
+    /// The agent's environment (allowlisted names are taken from it).
+    pub agent_env: BTreeMap<String, String>,
+    /// `envForwardAllowlist`.
+    pub allowlist: Vec<String>,
+    /// The agent's token, so that it is never forwarded.
+    pub token: Option<String>,
+    /// Where working directories and logs go (already host-resolved).
+    pub work_dir: PathBuf,
+    /// Between heartbeats.
+    pub heartbeat: Duration,
+    /// SIGTERM-to-SIGKILL time for cancel and timeout.
+    pub grace: Duration,
+}
+
+/// Runs the claimed `task` to its end and reports it. Never fails: every
+/// problem ends up in the task's status (or the agent's log when the API
+/// cannot be reached).
+pub async fn run_task(env: Arc<RunEnv>, task: AgentTask, stop: watch::Receiver<StopOrder>) {
+    let name = task.metadata.name.clone().unwrap_or_default();
+    let attempts = task.status.as_ref().map_or(0, |s| s.attempts);
+    let started = Instant::now();
+    let ending = supervise(&env, &task, &name, attempts, stop).await;
+    let Some(ending) = ending else {
+        tracing::warn!(task = %name, "task was taken from this agent; stopped it without reporting");
+        return;
+    };
+    let duration = started.elapsed();
+    tracing::info!(task = %name, ?ending, "task ended");
+    let now = Timestamp::now();
+    match env
+        .writer
+        .finish(&name, attempts, |s| {
+            plan::finished_status(s, &ending, duration, now)
+        })
+        .await
+    {
+        Ok(true) => env.state.touch(),
+        Ok(false) => {}
+        Err(e) => tracing::error!(task = %name, error = %e, "cannot report the task's end"),
+    }
+}
+
+/// The run itself; `None` when the task stopped being ours.
+async fn supervise(
+    env: &RunEnv,
+    task: &AgentTask,
+    name: &str,
+    attempts: i32,
+    mut stop: watch::Receiver<StopOrder>,
+) -> Option<Ending> {
+    let argv = match plan::task_argv(task) {
+        Ok(a) => a,
+        Err(why) => return Some(Ending::Invalid(why)),
+    };
+    let dir = env.work_dir.join(format!("{name}-{attempts}"));
+    let log_path = env.work_dir.join(format!("{name}-{attempts}.log"));
+    if let Err(e) = fresh_dir(&dir) {
+        return Some(Ending::Invalid(format!(
+            "cannot prepare the working directory: {e}"
+        )));
+    }
+    let vars = match plan::task_env(
+        &env.agent_env,
+        &env.allowlist,
+        env.token.as_deref(),
+        task,
+        &dir.to_string_lossy(),
+    ) {
+        Ok(v) => v,
+        Err(e) => return Some(Ending::Invalid(e.0)),
+    };
+    let spawned = spawn(&argv, &vars, &dir, &log_path, name);
+    let (mut child, pgid, output) = match spawned {
+        Ok(x) => x,
+        Err(e) => {
+            return Some(Ending::Invalid(format!(
+                "cannot start {:?}: {e}",
+                argv.first().map(String::as_str).unwrap_or_default()
+            )));
+        }
+    };
+    tracing::info!(task = %name, attempt = attempts, "task started");
+    let started_at = Timestamp::now();
+    if let Err(e) = env.writer.heartbeat(name, Some(started_at)).await {
+        tracing::warn!(task = %name, error = %e, "cannot record the start");
+    }
+    let timeout = task
+        .spec
+        .timeout_seconds
+        .filter(|s| *s > 0)
+        .map(|s| (s, Duration::from_secs(s.unsigned_abs())));
+    let deadline = timeout.map(|(_, d)| tokio::time::Instant::now() + d);
+    let mut heartbeat = tokio::time::interval(env.heartbeat);
+    heartbeat.tick().await;
+    let mut check = tokio::time::interval(CHECK_EVERY);
+    let key = ObjectRef::<AgentTask>::new(name)
+        .within(task.metadata.namespace.as_deref().unwrap_or_default());
+
+    let (ending, status) = loop {
+        tokio::select! {
+            status = child.wait() => {
+                let code = status.map(plan::exit_code).unwrap_or(1);
+                break (Some(Ending::Exited(code)), None);
+            }
+            _ = heartbeat.tick() => {
+                match env.writer.heartbeat(name, None).await {
+                    Ok(_) => env.state.touch(),
+                    Err(e) => tracing::warn!(task = %name, error = %e, "heartbeat failed"),
+                }
+            }
+            _ = check.tick() => {
+                let seen = env.store.get(&key);
+                if let Some(t) = &seen {
+                    if ownership_lost(t.status.as_ref(), env.writer.me(), attempts) {
+                        let s = stop_group(&mut child, pgid, None).await;
+                        break (None, Some(s));
+                    }
+                    if t.spec.cancel {
+                        tracing::info!(task = %name, "cancel requested");
+                        let s = stop_group(&mut child, pgid, Some(env.grace)).await;
+                        break (Some(Ending::Cancelled), Some(s));
+                    }
+                }
+            }
+            _ = sleep_until(deadline) => {
+                let secs = timeout.map_or(0, |(s, _)| s);
+                tracing::info!(task = %name, seconds = secs, "task timed out");
+                let s = stop_group(&mut child, pgid, Some(env.grace)).await;
+                break (Some(Ending::TimedOut(secs)), Some(s));
+            }
+            changed = stop.changed() => {
+                let order = if changed.is_ok() { *stop.borrow_and_update() } else { StopOrder::Kill };
+                match order {
+                    StopOrder::Run => {}
+                    StopOrder::Terminate(grace) => {
+                        let s = stop_group(&mut child, pgid, Some(grace)).await;
+                        break (Some(Ending::Requeue("agent stopping (grace-shutdown)".into())), Some(s));
+                    }
+                    StopOrder::Kill => {
+                        let s = stop_group(&mut child, pgid, None).await;
+                        break (Some(Ending::Requeue("agent stopping (force-shutdown)".into())), Some(s));
+                    }
+                }
+            }
+        }
+    };
+    let _ = status;
+    // Whatever the leader did, nothing of the task outlives it.
+    let _ = killpg(pgid, Signal::SIGKILL);
+    let _ = tokio::time::timeout(OUTPUT_DRAIN, output).await;
+    if let Err(e) = std::fs::remove_dir_all(&dir) {
+        tracing::debug!(task = %name, error = %e, "working directory not removed");
+    }
+    ending
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SIGTERM the group and wait `grace` (None: SIGKILL at once), then SIGKILL.
+async fn stop_group(child: &mut Child, pgid: Pid, grace: Option<Duration>) -> Option<ExitStatus> {
+    if let Some(grace) = grace {
+        let _ = killpg(pgid, Signal::SIGTERM);
+        if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+            return status.ok();
+        }
+    }
+    let _ = killpg(pgid, Signal::SIGKILL);
+    child.wait().await.ok()
+}
+
+fn fresh_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir_all(dir)
+}
+
+type Spawned = (Child, Pid, tokio::task::JoinHandle<()>);
+
+/// Starts the process in its own group with exactly `vars`; its output goes
+/// to the agent's stdout (prefixed) and to `log_path`.
+fn spawn(
+    argv: &[String],
+    vars: &[(String, String)],
+    dir: &Path,
+    log_path: &Path,
+    name: &str,
+) -> std::io::Result<Spawned> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("empty command"))?;
+    // The program is looked up on the task's PATH, as a container would.
+    let program = resolve_program(program, vars);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)?;
+    let mut child = Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| std::io::Error::other("the process has no id"))?;
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(256);
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(tokio::spawn(read_lines(out, tx.clone())));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(tokio::spawn(read_lines(err, tx.clone())));
+    }
+    drop(tx);
+    let prefix = format!("[{name}] ");
+    let writer = tokio::task::spawn_blocking(move || write_output(rx, log, &prefix));
+    let output = tokio::spawn(async move {
+        for r in readers {
+            let _ = r.await;
+        }
+        let _ = writer.await;
+    });
+    Ok((child, Pid::from_raw(pid), output))
+}
+
+fn resolve_program(program: &str, vars: &[(String, String)]) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let path = vars
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    std::env::split_paths(path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(program))
+}
+
+async fn read_lines(stream: impl AsyncRead + Unpin, tx: mpsc::Sender<Vec<u8>>) {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if tx.send(line).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn write_output(mut rx: mpsc::Receiver<Vec<u8>>, mut log: std::fs::File, prefix: &str) {
+    while let Some(mut line) = rx.blocking_recv() {
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        let _ = log.write_all(&line);
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(prefix.as_bytes());
+        let _ = out.write_all(&line);
+        let _ = out.flush();
+    }
+}
