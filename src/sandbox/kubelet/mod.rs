@@ -126,7 +126,13 @@ pub fn start_with(
         shared,
         root,
         own_root,
-        ips: Mutex::new(IpPool::default()),
+        // A random start: sandboxes running side by side on one machine
+        // (parallel tests, several users) would otherwise hand out the same
+        // pod IPs, and their agents' health ports would collide.
+        ips: Mutex::new(IpPool {
+            next: fastrand::u32(..254 * 256 * 256),
+            ..IpPool::default()
+        }),
     });
     tokio::spawn(kubelet.run(rx, cancel))
 }
