@@ -690,3 +690,88 @@ fn a_job_worker_hands_the_task_to_its_runner_and_reports_it_unless_already_claim
         assert_eq!(lines(&out), ["ran via-job"], "the taken task ran");
     });
 }
+
+#[test]
+fn cancel_timeout_and_a_task_without_command_end_with_their_reasons() {
+    let sb = start_sandbox();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let c = Cluster::new(client).await;
+        c.pool("ends", json!({"concurrency": 3}), 1).await;
+        c.agents("ends", 1).await;
+        let out = c.marker("ends");
+        let f = out.display();
+        c.task(
+            "to-cancel",
+            "ends",
+            &format!("trap 'echo cancel-term >> \"{f}\"; exit 143' TERM; sleep 30 & wait $!"),
+        )
+        .await;
+        let slow: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "too-slow", "namespace": NS},
+            "spec": {"pool": "ends", "command": ["sleep", "30"], "timeoutSeconds": 1}
+        }))
+        .expect("task");
+        c.tasks
+            .create(&PostParams::default(), &slow)
+            .await
+            .expect("created");
+        let op: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "op-only", "namespace": NS},
+            "spec": {"pool": "ends", "operation": "plan"}
+        }))
+        .expect("task");
+        c.tasks
+            .create(&PostParams::default(), &op)
+            .await
+            .expect("created");
+
+        c.wait_task("to-cancel", "started", |t| {
+            t.status.as_ref().is_some_and(|s| s.started_at.is_some())
+        })
+        .await;
+        c.tasks
+            .patch(
+                "to-cancel",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"cancel": true}})),
+            )
+            .await
+            .expect("cancel");
+        let asked = Instant::now();
+        let t = c
+            .wait_task("to-cancel", "Cancelled", phase_is(TaskPhase::Cancelled))
+            .await;
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "cancel took {:?}",
+            asked.elapsed()
+        );
+        assert_eq!(lines(&out), ["cancel-term"], "SIGTERM reached the task");
+        assert!(
+            t.status
+                .and_then(|s| s.message)
+                .is_some_and(|m| m.starts_with("cancelled after"))
+        );
+
+        let t = c
+            .wait_task("too-slow", "Failed", phase_is(TaskPhase::Failed))
+            .await;
+        let s = t.status.expect("status");
+        assert_eq!(s.message.as_deref(), Some("timed out after 1s"));
+        let ran = s
+            .finished_at
+            .expect("finished")
+            .0
+            .duration_since(s.claimed_at.expect("claimed").0);
+        assert!(ran < jiff::SignedDuration::from_secs(10), "ran {ran:?}");
+
+        let t = c
+            .wait_task("op-only", "Errored", phase_is(TaskPhase::Errored))
+            .await;
+        let msg = t.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(msg.contains("\"plan\"") && msg.contains("command"), "{msg}");
+    });
+}
