@@ -775,3 +775,66 @@ fn cancel_timeout_and_a_task_without_command_end_with_their_reasons() {
         assert!(msg.contains("\"plan\"") && msg.contains("command"), "{msg}");
     });
 }
+
+#[test]
+fn a_single_run_agent_exits_cleanly_after_one_task() {
+    let sb = start_sandbox();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let c = Cluster::new(client).await;
+        c.pool(
+            "once",
+            json!({"env": [
+                {"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
+                {"name": "AGENTDECK_AGENT_SINGLE_RUN", "value": "true"}
+            ]}),
+            1,
+        )
+        .await;
+        let (pod, _) = c.agents("once", 1).await.remove(0);
+        let out = c.marker("once");
+        for name in ["one", "two"] {
+            c.task(name, "once", &format!("echo {name} >> '{}'", out.display()))
+                .await;
+        }
+        // The container exits 0 after its task and is restarted (restart
+        // policy Always), so the same pod runs the second task.
+        for name in ["one", "two"] {
+            let t = c
+                .wait_task(name, "Succeeded", phase_is(TaskPhase::Succeeded))
+                .await;
+            assert_eq!(
+                t.status.and_then(|s| s.agent).as_deref(),
+                Some(pod.as_str())
+            );
+        }
+        let p = c.pods.get(&pod).await.expect("pod");
+        let cs = p
+            .status
+            .and_then(|s| s.container_statuses)
+            .and_then(|v| v.into_iter().next())
+            .expect("container status");
+        assert!(cs.restart_count >= 1, "{cs:?}");
+        let last = cs
+            .last_state
+            .and_then(|s| s.terminated)
+            .expect("a terminated instance");
+        assert_eq!(last.exit_code, 0, "{last:?}");
+        let mut ran = lines(&out);
+        ran.sort();
+        assert_eq!(ran, ["one", "two"]);
+    });
+}
+
+#[test]
+fn an_agent_outside_a_pool_pod_says_what_to_set_and_exits_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("agent")
+        .env_clear()
+        .env("HOSTNAME", "somewhere")
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("POOL_NAME is not set"), "{err}");
+}

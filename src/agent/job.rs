@@ -132,10 +132,11 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
         async move {
             let duration = started.elapsed();
             let now = Timestamp::now();
+            let max_attempts = state.max_attempts();
             tracing::info!(task = name, ?ending, "task ended");
             match writer
                 .finish(name, attempts, |s| {
-                    plan::finished_status(s, &ending, duration, now)
+                    plan::finished_status(s, &ending, duration, max_attempts, now)
                 })
                 .await
             {

@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::EnvVar;
 use crate::crd::{AgentTask, AgentTaskStatus, StopMode, TaskPhase, k8s_time};
 use crate::health::HealthStatus;
 
-/// Attempts a task gets before a stopping agent's requeue fails it instead
-/// (the same bound the controller's recovery uses for offline agents).
+/// Attempts a task gets before a stopping agent's requeue fails it instead,
+/// until the pool's `taskDefaults.maxAttempts` (the bound the controller's
+/// recovery uses too) has been read.
 pub const MAX_ATTEMPTS: i32 = 3;
 
 /// Variables a task never receives from the agent, even when allowlisted:
@@ -55,6 +56,29 @@ pub fn claim_candidates(
         key(a).cmp(&key(b))
     });
     candidates
+}
+
+/// How many of the oldest candidates an agent spreads its first try over.
+pub const SPREAD_WINDOW: usize = 16;
+
+/// `candidates` (oldest first) with the oldest `window` rotated by an
+/// offset derived from the agent's name, so racing agents first try
+/// different tasks instead of all colliding on the oldest one. Order stays
+/// first-come-first-served within the window and beyond it.
+pub fn spread<T: Clone>(candidates: &[T], agent: &str, window: usize) -> Vec<T> {
+    let window = window.min(candidates.len());
+    if window < 2 {
+        return candidates.to_vec();
+    }
+    // FNV-1a: stable across processes and versions, unlike the std hasher.
+    let hash = agent.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let offset = usize::try_from(hash % window as u64).unwrap_or(0);
+    let mut out: Vec<T> = candidates[..window].to_vec();
+    out.rotate_left(offset);
+    out.extend_from_slice(&candidates[window..]);
+    out
 }
 
 /// What a stopping agent does with the tasks it runs.
@@ -222,11 +246,13 @@ pub enum Ending {
     Invalid(String),
 }
 
-/// The status to write when a run ends (`duration` is how long it ran).
+/// The status to write when a run ends (`duration` is how long it ran); a
+/// requeue fails the task once it has had `max_attempts`.
 pub fn finished_status(
     current: &AgentTaskStatus,
     ending: &Ending,
     duration: Duration,
+    max_attempts: i32,
     now: jiff::Timestamp,
 ) -> AgentTaskStatus {
     let took = format_duration(duration);
@@ -260,7 +286,7 @@ pub fn finished_status(
             format!("timed out after {seconds}s"),
         ),
         Ending::Invalid(why) => done(TaskPhase::Errored, None, why.clone()),
-        Ending::Requeue(reason) => current.requeued(reason, MAX_ATTEMPTS, now),
+        Ending::Requeue(reason) => current.requeued(reason, max_attempts, now),
     }
 }
 
@@ -367,6 +393,24 @@ mod tests {
             names(&claim_candidates(&tasks, "p", &running, &lost)),
             ["lost", "a", "b", "late"]
         );
+    }
+
+    #[test]
+    fn racing_agents_start_at_different_places_among_the_oldest() {
+        let c: Vec<u32> = (0..20).collect();
+        let a = spread(&c, "iac-agent-p-aaaaa", 4);
+        assert_eq!(a.len(), 20);
+        assert_eq!(a[4..], c[4..], "beyond the window the order is kept");
+        let mut head = a[..4].to_vec();
+        head.sort();
+        assert_eq!(head, c[..4], "the window holds the four oldest");
+        let starts: HashSet<u32> = (0..10)
+            .map(|i| spread(&c, &format!("iac-agent-p-{i}"), 16)[0])
+            .collect();
+        assert!(starts.len() >= 4, "ten agents start at {starts:?}");
+        assert_eq!(spread(&c, "x", 16), spread(&c, "x", 16), "stable");
+        assert_eq!(spread(&c[..1], "x", 16), [0]);
+        assert!(spread::<u32>(&[], "x", 16).is_empty());
     }
 
     #[test]
@@ -552,7 +596,7 @@ mod tests {
             ),
         ];
         for (ending, phase, code, message) in cases {
-            let s = finished_status(&running, &ending, d, now());
+            let s = finished_status(&running, &ending, d, MAX_ATTEMPTS, now());
             assert_eq!(s.phase, phase, "{ending:?}");
             assert_eq!(s.exit_code, code, "{ending:?}");
             assert_eq!(s.message.as_deref(), Some(message), "{ending:?}");
@@ -567,13 +611,11 @@ mod tests {
         for _ in 0..MAX_ATTEMPTS {
             s = s.claimed("a", now());
         }
-        let end = finished_status(
-            &s,
-            &Ending::Requeue("stopping".into()),
-            Duration::ZERO,
-            now(),
-        );
+        let requeue = Ending::Requeue("stopping".into());
+        let end = finished_status(&s, &requeue, Duration::ZERO, MAX_ATTEMPTS, now());
         assert_eq!(end.phase, TaskPhase::Failed);
+        let end = finished_status(&s, &requeue, Duration::ZERO, MAX_ATTEMPTS + 1, now());
+        assert_eq!(end.phase, TaskPhase::Pending, "a pool may allow more");
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub(super) fn spawn_switch_watchers(agent: &Arc<Agent>, wake: Arc<Notify>) {
             match ev {
                 Ok(Event::Apply(p) | Event::InitApply(p)) => {
                     s.api_ok();
+                    s.set_max_attempts(p.spec.task_defaults.max_attempts);
                     b.update(|sw| {
                         sw.pool_debug = p.spec.debug;
                         sw.pool_drain = p.spec.drain;
@@ -239,7 +240,11 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
         let budget_left = !agent.single_run || claimed == 0;
         if agent.state.may_claim() && budget_left && running.len() < concurrency {
             let names: HashSet<String> = running.keys().cloned().collect();
-            let candidates = plan::claim_candidates(&store.state(), &agent.id.pool, &names, &lost);
+            let candidates = plan::spread(
+                &plan::claim_candidates(&store.state(), &agent.id.pool, &names, &lost),
+                &agent.id.agent,
+                plan::SPREAD_WINDOW,
+            );
             for task in candidates {
                 if running.len() >= concurrency || (agent.single_run && claimed > 0) {
                     break;

@@ -78,10 +78,11 @@ pub async fn run_task(env: Arc<RunEnv>, task: AgentTask, stop: watch::Receiver<S
     let duration = started.elapsed();
     tracing::info!(task = %name, ?ending, "task ended");
     let now = Timestamp::now();
+    let max_attempts = env.state.max_attempts();
     match env
         .writer
         .finish(&name, attempts, |s| {
-            plan::finished_status(s, &ending, duration, now)
+            plan::finished_status(s, &ending, duration, max_attempts, now)
         })
         .await
     {

@@ -2,7 +2,7 @@
 //! `/healthz`: last activity, whether the API answers, whether it drains.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
@@ -28,6 +28,8 @@ pub struct AgentState {
     stopping: AtomicBool,
     /// Watches have listed once, so claims see the whole pool.
     synced: AtomicBool,
+    /// The pool's `taskDefaults.maxAttempts`.
+    max_attempts: AtomicI32,
 }
 
 impl Default for AgentState {
@@ -38,6 +40,7 @@ impl Default for AgentState {
             drain_requested: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             synced: AtomicBool::new(false),
+            max_attempts: AtomicI32::new(super::plan::MAX_ATTEMPTS),
         }
     }
 }
@@ -75,6 +78,16 @@ impl AgentState {
     /// Whether the watches have listed once.
     pub fn set_synced(&self) {
         self.synced.store(true, Ordering::Relaxed);
+    }
+
+    /// The pool's attempt limit, as last seen.
+    pub fn set_max_attempts(&self, n: i32) {
+        self.max_attempts.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// Attempts a task gets before a requeue fails it.
+    pub fn max_attempts(&self) -> i32 {
+        self.max_attempts.load(Ordering::Relaxed)
     }
 
     /// Whether new tasks may be claimed.
