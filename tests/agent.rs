@@ -838,3 +838,41 @@ fn an_agent_outside_a_pool_pod_says_what_to_set_and_exits_2() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("POOL_NAME is not set"), "{err}");
 }
+
+#[test]
+fn an_agent_that_cannot_reach_the_api_reports_unhealthy_until_it_can() {
+    let sb = start_sandbox();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let c = Cluster::new(client).await;
+        c.pool("flaky", json!({}), 1).await;
+        let (_, ip) = c.agents("flaky", 1).await.remove(0);
+        let healthy = wait_health(&ip, HealthStatus::Healthy).await;
+        let faults = &sb.sandbox().api().faults;
+        faults.fail(agentdeck::sandbox::faults::FailRule {
+            path_prefix: "/apis/agentdeck.dev".into(),
+            method: None,
+            // Not 503: kube's client retries those itself before failing.
+            code: 500,
+            count: 100_000,
+        });
+        faults.drop_watches();
+        wait_health(&ip, HealthStatus::Unhealthy).await;
+        let code = reqwest::get(format!("http://{ip}:8080/healthz"))
+            .await
+            .expect("answers")
+            .status();
+        assert_eq!(code.as_u16(), 503, "unhealthy answers 503");
+        faults.clear();
+        wait_health(&ip, HealthStatus::Healthy).await;
+        // And it works again: a new task is claimed and run.
+        c.task("after-outage", "flaky", "true").await;
+        c.wait_task("after-outage", "Succeeded", phase_is(TaskPhase::Succeeded))
+            .await;
+        let now = healthz(&ip).await.expect("answers");
+        assert!(
+            now.last_activity > healthy.last_activity,
+            "the run is activity"
+        );
+    });
+}

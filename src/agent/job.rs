@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::plan::{self, Ending};
-use super::pool::{spawn_switch_watchers, spawn_task_reflector};
+use super::pool::{spawn_reachability_probe, spawn_switch_watchers, spawn_task_reflector};
 use super::state;
 use super::status::StatusWriter;
 use super::{Agent, AgentError};
@@ -182,6 +182,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
 
     // Wait for the runner, following cancel and the timeout.
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    spawn_reachability_probe(api.clone(), agent.state.clone());
     let store = spawn_task_reflector(api, cfg, agent.state.clone(), wake);
     let key = ObjectRef::<AgentTask>::new(name).within(&agent.namespace);
     let deadline = task.spec.timeout_seconds.filter(|s| *s > 0).map(|s| {

@@ -87,7 +87,7 @@ pub(super) fn spawn_switch_watchers(agent: &Arc<Agent>, wake: Arc<Notify>) {
         while let Some(ev) = events.next().await {
             match ev {
                 Ok(Event::Apply(p) | Event::InitApply(p)) => {
-                    s.api_ok();
+                    s.touch();
                     s.set_max_attempts(p.spec.task_defaults.max_attempts);
                     b.update(|sw| {
                         sw.pool_debug = p.spec.debug;
@@ -96,17 +96,16 @@ pub(super) fn spawn_switch_watchers(agent: &Arc<Agent>, wake: Arc<Notify>) {
                     w.notify_one();
                 }
                 Ok(Event::Delete(_)) => {
-                    s.api_ok();
+                    s.touch();
                     b.update(|sw| {
                         sw.pool_debug = false;
                         sw.pool_drain = false;
                     });
                 }
-                Ok(_) => s.api_ok(),
-                Err(e) => {
-                    s.api_failed();
-                    tracing::warn!(error = %e, "pool watch failed; retrying");
-                }
+                Ok(_) => s.touch(),
+                // Health follows the task watch and the status writes, the
+                // agent's real work; this watch only carries switches.
+                Err(e) => tracing::warn!(error = %e, "pool watch failed; retrying"),
             }
         }
     });
@@ -118,7 +117,7 @@ pub(super) fn spawn_switch_watchers(agent: &Arc<Agent>, wake: Arc<Notify>) {
         while let Some(ev) = events.next().await {
             match ev {
                 Ok(Event::Apply(p) | Event::InitApply(p)) => {
-                    s.api_ok();
+                    s.touch();
                     let annotations = p.metadata.annotations.unwrap_or_default();
                     let on = |k: &str| plan::annotation_on(annotations.get(k).map(String::as_str));
                     board.update(|sw| {
@@ -127,11 +126,25 @@ pub(super) fn spawn_switch_watchers(agent: &Arc<Agent>, wake: Arc<Notify>) {
                     });
                     wake.notify_one();
                 }
-                Ok(_) => s.api_ok(),
-                Err(e) => {
-                    s.api_failed();
-                    tracing::debug!(error = %e, "pod watch failed; retrying");
-                }
+                Ok(_) => s.touch(),
+                Err(e) => tracing::debug!(error = %e, "pod watch failed; retrying"),
+            }
+        }
+    });
+}
+
+/// While the API is marked unreachable, asks it for one task every
+/// `every`: a watch that recovered after an error emits nothing until
+/// something changes, so without this an idle agent would stay unhealthy.
+pub(super) fn spawn_reachability_probe(api: Api<AgentTask>, state: Arc<AgentState>) {
+    const EVERY: Duration = Duration::from_secs(2);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(EVERY);
+        loop {
+            tick.tick().await;
+            if !state.reachable() && api.list(&ListParams::default().limit(1)).await.is_ok() {
+                tracing::info!("the API answers again");
+                state.set_reachable();
             }
         }
     });
@@ -207,6 +220,7 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
         cfg = cfg.fields(&sel);
     }
     let store = spawn_task_reflector(tasks.clone(), cfg, agent.state.clone(), wake.clone());
+    spawn_reachability_probe(tasks.clone(), agent.state.clone());
     let writer = StatusWriter::new(tasks, agent.id.agent.clone(), agent.state.clone());
     let work_dir = host_path(&agent.config.work_dir);
     std::fs::create_dir_all(&work_dir).map_err(|source| AgentError::SharedDir {
@@ -243,7 +257,9 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
             let candidates = plan::spread(
                 &plan::claim_candidates(&store.state(), &agent.id.pool, &names, &lost),
                 &agent.id.agent,
-                plan::SPREAD_WINDOW,
+                // Wider with more free slots: an agent claiming many tasks in
+                // one pass then takes a run of them apart from the others'.
+                plan::SPREAD_WINDOW * (concurrency - running.len()),
             );
             for task in candidates {
                 if running.len() >= concurrency || (agent.single_run && claimed > 0) {

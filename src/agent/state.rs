@@ -36,7 +36,8 @@ impl Default for AgentState {
     fn default() -> Self {
         AgentState {
             last_activity: Mutex::new(Timestamp::now()),
-            api_reachable: AtomicBool::new(true),
+            // Unknown until the first list or write answers.
+            api_reachable: AtomicBool::new(false),
             drain_requested: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             synced: AtomicBool::new(false),
@@ -58,6 +59,16 @@ impl AgentState {
     pub fn api_ok(&self) {
         self.api_reachable.store(true, Ordering::Relaxed);
         self.touch();
+    }
+
+    /// A probe reached the API (not work, so activity stays).
+    pub fn set_reachable(&self) {
+        self.api_reachable.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the last API call or watch answered.
+    pub fn reachable(&self) -> bool {
+        self.api_reachable.load(Ordering::Relaxed)
     }
 
     /// An API call or watch failed.
@@ -187,6 +198,12 @@ mod tests {
     #[test]
     fn the_report_follows_drain_stop_and_api_state() {
         let s = AgentState::default();
+        assert_eq!(
+            s.report().status,
+            HealthStatus::Unhealthy,
+            "until the API answers"
+        );
+        s.api_ok();
         assert_eq!(s.report().status, HealthStatus::Healthy);
         assert!(!s.may_claim(), "not before the first list");
         s.set_synced();
