@@ -5,11 +5,13 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod controller;
 pub mod crd;
 pub mod error;
 pub mod health;
 pub mod install;
 pub mod plan;
 pub mod sandbox;
+pub mod server;
 pub mod signal;
 pub mod telemetry;
