@@ -50,6 +50,11 @@ impl LeaderState {
         self.changed.notified().await;
     }
 
+    /// Forgets leadership without touching the Lease (the process is gone).
+    pub(crate) fn clear(&self) {
+        self.set(false);
+    }
+
     fn set(&self, leading: bool) {
         if self.leading.swap(leading, Ordering::SeqCst) != leading {
             self.changed.notify_waiters();

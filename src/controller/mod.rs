@@ -127,7 +127,20 @@ impl ControllerError {
 }
 
 /// Reports each watch outcome (`None` = fine) to the API health tracker.
-type WatchHealth = Arc<dyn Fn(Option<&watcher::Error>) + Send + Sync>;
+type WatchHealth = Arc<dyn Fn(WatchSignal<'_>) + Send + Sync>;
+
+/// What one watch stream reports.
+enum WatchSignal<'a> {
+    /// An event arrived.
+    Event,
+    /// The initial list is in the store.
+    Listed,
+    /// The watch failed (it retries with backoff).
+    Failed(&'a watcher::Error),
+}
+
+/// Watches the controller runs; `synced` once all have listed.
+const WATCHES: usize = 5;
 
 /// Result of this layer.
 pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
@@ -160,7 +173,7 @@ pub(crate) struct Shared {
     /// wall clock), to bridge the Deployment store's lag.
     pub scaled: Mutex<HashMap<String, (i32, Instant, Timestamp)>>,
     pub last_reconcile: Mutex<Option<Timestamp>>,
-    pub synced: AtomicBool,
+    pub synced: Arc<AtomicBool>,
     pub api_unreachable_since: Mutex<Option<Instant>>,
     pub started: Timestamp,
     pub identity: String,
@@ -257,6 +270,15 @@ impl ControllerHandle {
         self.shared.metrics.render(self.shared.leader.is_leader())
     }
 
+    /// Stops every task at once without releasing the Lease, as a killed
+    /// process would (failover tests and benches).
+    pub fn abort(&self) {
+        if let Ok(mut tasks) = self.tasks.try_lock() {
+            tasks.abort_all();
+        }
+        self.shared.leader.clear();
+    }
+
     /// Waits until every task of the controller ended (after cancel).
     pub async fn join(&self) {
         let mut tasks = self.tasks.lock().await;
@@ -301,16 +323,21 @@ where
         .reflect_shared(writer);
     tasks.spawn(async move {
         tokio::pin!(stream);
+        let mut listed = false;
         loop {
             let next = tokio::select! {
                 _ = cancel.cancelled() => return,
                 n = stream.next() => n,
             };
             match next {
-                Some(Ok(_)) => shared_api(None),
+                Some(Ok(watcher::Event::InitDone)) if !listed => {
+                    listed = true;
+                    shared_api(WatchSignal::Listed);
+                }
+                Some(Ok(_)) => shared_api(WatchSignal::Event),
                 Some(Err(e)) => {
                     tracing::warn!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch failed; retrying with backoff");
-                    shared_api(Some(&e));
+                    shared_api(WatchSignal::Failed(&e));
                 }
                 None => return,
             }
@@ -357,18 +384,28 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
     // Stores need the shared state to report API health, and the shared
     // state holds the stores: break the cycle with a late-bound cell.
     let cell: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>> = Arc::default();
+    let synced = Arc::new(AtomicBool::new(false));
     let report: WatchHealth = {
         let cell = cell.clone();
-        Arc::new(move |err| {
+        let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let synced = synced.clone();
+        Arc::new(move |signal| {
+            // Counted outside the shared state, which may not exist yet.
+            if let WatchSignal::Listed = signal
+                && listed.fetch_add(1, Ordering::SeqCst) + 1 == WATCHES
+            {
+                synced.store(true, Ordering::SeqCst);
+                tracing::info!("watches synced");
+            }
             let Some(shared) = cell.get().and_then(std::sync::Weak::upgrade) else {
                 return;
             };
-            match err {
-                None => shared.api_ok(),
-                Some(
+            match signal {
+                WatchSignal::Event | WatchSignal::Listed => shared.api_ok(),
+                WatchSignal::Failed(
                     watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e),
                 ) => shared.api_failed(e),
-                Some(_) => shared.metrics.api_error(None),
+                WatchSignal::Failed(_) => shared.metrics.api_error(None),
             }
         })
     };
@@ -434,34 +471,12 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         applied: Mutex::default(),
         scaled: Mutex::default(),
         last_reconcile: Mutex::default(),
-        synced: AtomicBool::new(false),
+        synced,
         api_unreachable_since: Mutex::default(),
         started: Timestamp::now(),
         identity: identity.clone(),
     });
     let _ = cell.set(Arc::downgrade(&shared));
-
-    {
-        let shared = shared.clone();
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
-            let v = &shared.view;
-            let ready = async {
-                let _ = v.pools.wait_until_ready().await;
-                let _ = v.tasks.wait_until_ready().await;
-                let _ = v.pods.wait_until_ready().await;
-                let _ = v.deployments.wait_until_ready().await;
-                let _ = v.jobs.wait_until_ready().await;
-            };
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = ready => {
-                    shared.synced.store(true, Ordering::SeqCst);
-                    tracing::info!("watches synced");
-                }
-            }
-        });
-    }
 
     if config.leader_election.enabled {
         let api: Api<Lease> = Api::namespaced(client.clone(), &config.controller_namespace);
