@@ -60,6 +60,9 @@ fn start_daemon(kubeconfig: &std::path::Path) -> Daemon {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
         .arg("--daemon")
+        // The daemon's config loader rejects unknown AGENTDECK_* variables.
+        .env_remove("AGENTDECK_SANDBOX_EXE")
+        .env_remove("AGENTDECK_BENCH_IDLE_SECS")
         .env("KUBECONFIG", kubeconfig)
         .env("AGENTDECK_CONTROLLER_NAMESPACE", NS)
         .env("AGENTDECK_SERVER__PORT", port.to_string())

@@ -900,3 +900,154 @@ async fn the_server_answers_healthz_readyz_and_metrics() {
     let _ = h.sandbox();
     cancel.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_healthz_and_exits_zero_on_sigterm_releasing_the_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let h = Harness::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, h.sandbox().kubeconfig(NS)).expect("kubeconfig");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("--daemon")
+        .env_remove("AGENTDECK_SANDBOX_EXE")
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env("AGENTDECK_CONTROLLER_NAMESPACE", NS)
+        .env("AGENTDECK_SERVER__PORT", port.to_string())
+        .env("AGENTDECK_LOG__FORMAT", "json")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("daemon starts");
+    h.create_pool("headless", json!({"minReplicas": 1})).await;
+    eventually("the daemon reconciles", || async {
+        h.replicas("headless").await
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let report: agentdeck::health::HealthReport = eventually("/healthz 200", || async {
+        let r = http
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            .ok()?;
+        if r.status() != 200 {
+            return None;
+        }
+        r.json().await.ok()
+    })
+    .await;
+    assert_eq!(report.status, agentdeck::health::HealthStatus::Healthy);
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), NS);
+    let holder = eventually("the daemon holds the Lease", || async {
+        leases
+            .get_opt("agentdeck-controller")
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+    })
+    .await;
+    assert!(!holder.is_empty());
+
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().expect("pid")).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let sent = Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits within 5 s")
+        .expect("wait");
+    assert!(status.success(), "exit status {status:?}");
+    assert!(sent.elapsed() < Duration::from_secs(5));
+    let lease = leases.get("agentdeck-controller").await.expect("lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "released on the way out"
+    );
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = e.read_to_string(&mut err).await;
+    }
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.starts_with('{'), "json log lines on stderr: {first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_cannot_start_errors_the_task_after_the_scheduling_timeout() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    let template = json!({"spec": {
+        "nodeSelector": {"agentdeck.dev/no-such-node": "true"},
+        "containers": [
+            {"name": "worker", "image": "example.com/worker-sim:1", "command": ["sim-worker"]},
+            {"name": "runner", "command": ["sim-runner"]}
+        ]
+    }});
+    h.create_pool(
+        "stuck",
+        json!({"executionMode": "job", "minReplicas": 0, "podTemplate": template,
+               "taskDefaults": {"runnerImage": "hashicorp/terraform:1.9",
+                                "schedulingTimeoutSeconds": 2}}),
+    )
+    .await;
+    h.create_tasks("stuck", "x", 1).await;
+    let task = eventually("the task Errored", || async {
+        let t = h.task("x-0").await;
+        (t.phase() == TaskPhase::Errored).then_some(t)
+    })
+    .await;
+    let status = task.status.expect("status");
+    let msg = status.message.unwrap_or_default();
+    assert!(msg.contains("not running 2s after Job"), "{msg}");
+    let job = status.job.expect("job recorded");
+    eventually("the Job deleted", || async {
+        h.jobs()
+            .get_opt(&job)
+            .await
+            .expect("get")
+            .is_none_or(|j| j.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    assert!(!h.events("x-0", "SchedulingTimeout").await.is_empty());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_is_stopped() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool("calm", json!({"minReplicas": 0, "maxReplicas": 2}))
+        .await;
+    let task: AgentTask = serde_json::from_value(json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+        "metadata": {"name": "c-0"},
+        "spec": {"pool": "calm", "command": ["terraform", "apply"], "cancel": true}
+    }))
+    .expect("task");
+    h.tasks()
+        .create(&PostParams::default(), &task)
+        .await
+        .expect("created");
+    let task = eventually("the task Cancelled", || async {
+        let t = h.task("c-0").await;
+        (t.phase() == TaskPhase::Cancelled).then_some(t)
+    })
+    .await;
+    assert!(task.status.and_then(|s| s.finished_at).is_some());
+    // A cancelled task is no work: the pool stays at 0.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.replicas("calm").await, Some(0));
+    cancel.cancel();
+}
