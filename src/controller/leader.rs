@@ -84,6 +84,7 @@ impl From<&LeaderElectionConfig> for ElectionTimings {
 /// (bounded to 2 s so shutdown stays quick).
 pub async fn run(
     api: Api<Lease>,
+    api_namespace: String,
     name: String,
     identity: String,
     timings: ElectionTimings,
@@ -92,6 +93,7 @@ pub async fn run(
 ) {
     let mut observed: Option<(String, Instant)> = None;
     let mut last_renew: Option<Instant> = None;
+    let mut warned = false;
     loop {
         let leading = try_acquire_or_renew(&api, &name, &identity, &timings, &mut observed).await;
         match leading {
@@ -113,6 +115,13 @@ pub async fn run(
                 if state.is_leader() && expired {
                     tracing::warn!(lease = %name, error = %e, "cannot renew the lease; stepping down");
                     state.set(false);
+                } else if !warned {
+                    // Once, loudly: a missing controllerNamespace would
+                    // otherwise leave the controller idle without a word.
+                    warned = true;
+                    tracing::warn!(lease = %name, namespace = %api_namespace, error = %e,
+                        "cannot take the leader Lease; nothing is reconciled until it can \
+                         (is controllerNamespace an existing namespace?)");
                 } else {
                     tracing::debug!(lease = %name, error = %e, "lease attempt failed");
                 }

@@ -482,6 +482,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         let api: Api<Lease> = Api::namespaced(client.clone(), &config.controller_namespace);
         tasks.spawn(leader::run(
             api,
+            config.controller_namespace.clone(),
             config.leader_election.lease_name.clone(),
             identity,
             (&config.leader_election).into(),
