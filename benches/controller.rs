@@ -199,6 +199,8 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(run(idle_secs));
+    // No simulated pod runs a process, so nothing is left behind.
+    rt.shutdown_timeout(Duration::from_millis(100));
 }
 
 async fn run(idle_secs: u64) {
@@ -432,5 +434,7 @@ async fn run(idle_secs: u64) {
         println!("  {:>6.1}/min  {key}", *n as f64 * per_min);
     }
     drop(daemon);
-    sandbox.stop().await;
+    // Tearing down a thousand simulated pods takes longer than the whole
+    // measurement and measures nothing: stop serving and leave.
+    sandbox.api().faults.drop_watches();
 }
