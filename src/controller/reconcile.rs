@@ -1194,3 +1194,67 @@ async fn delete_job(api: &Api<Job>, job: &str, task: &AgentTask) -> Result<()> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(status: serde_json::Value) -> Job {
+        serde_json::from_value(json!({"metadata": {"name": "j"}, "status": status})).expect("job")
+    }
+
+    #[test]
+    fn a_job_is_finished_by_its_conditions_or_succeeded_count() {
+        let cases = [
+            (json!({}), None),
+            (json!({"active": 1}), None),
+            (json!({"succeeded": 1}), Some(true)),
+            (
+                json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+                Some(true),
+            ),
+            (
+                json!({"failed": 2, "conditions": [{"type": "Failed", "status": "True"}]}),
+                Some(false),
+            ),
+            (
+                json!({"failed": 1, "conditions": [{"type": "Failed", "status": "False"}]}),
+                None,
+            ),
+        ];
+        for (status, want) in cases {
+            assert_eq!(job_outcome(&job(status.clone())), want, "{status}");
+        }
+    }
+
+    #[test]
+    fn status_comparison_ignores_condition_transition_times_only() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let t1: Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");
+        let a = AgentPoolStatus {
+            desired_replicas: 2,
+            conditions: vec![condition(&[], "Ready", true, "R", "m", Some(1), t0)],
+            ..AgentPoolStatus::default()
+        };
+        let mut b = a.clone();
+        b.conditions = vec![condition(&[], "Ready", true, "R", "m", Some(1), t1)];
+        assert!(status_equal(&a, &b));
+        b.desired_replicas = 3;
+        assert!(!status_equal(&a, &b));
+    }
+
+    #[test]
+    fn a_pod_that_has_not_started_is_explained_by_its_waiting_containers() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "runner", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+            ]}
+        }))
+        .expect("pod");
+        assert_eq!(waiting_reason(Some(&pod)), "pod p: runner ImagePullBackOff");
+        assert_eq!(waiting_reason(None), "no pod yet");
+    }
+}
