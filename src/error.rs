@@ -28,6 +28,9 @@ pub enum Error {
     /// No Kubernetes client could be made.
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),
+    /// The daemon's health and metrics server could not run.
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
     /// The sandbox could not start or failed.
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
@@ -56,6 +59,7 @@ impl Error {
             Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
             Error::Agent(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

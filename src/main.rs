@@ -86,10 +86,59 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Scale(_)) => not_built("scale", "scaling a pool through the controller"),
         Some(Command::Drain(_)) => not_built("drain", "draining a pool through the controller"),
         Some(Command::DebugLogs(_)) => not_built("debug-logs", "live debug-log toggling"),
-        None if cli.daemon => not_built("--daemon", "the headless controller"),
+        None if cli.daemon => daemon(&cli),
         None if cli.demo => not_built("--demo", "the sandbox demo with live agents"),
         None => not_built("(console)", "the terminal console"),
     }
+}
+
+/// `agentdeck --daemon`: the controller headless, with its health and
+/// metrics server, until SIGTERM/SIGINT; then it stops taking work,
+/// releases the lease and exits within 5 s.
+fn daemon(cli: &Cli) -> Result<()> {
+    let (config, _) = Config::load(&ConfigSources::from_process(cli.global.config.clone()))?;
+    let format = cli.global.log_format.unwrap_or(config.log.format);
+    let dir = cli
+        .global
+        .log_dir
+        .clone()
+        .or_else(|| config.log.dir.clone());
+    let _logs = agentdeck::telemetry::init(format, &config.log.level, dir.as_deref())?;
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let conn = agentdeck::cluster::connect(
+            cli.global.context.as_deref(),
+            cli.global.namespace.as_deref(),
+        )
+        .await?;
+        let listener = agentdeck::server::bind(agentdeck::server::address(&config.server)).await?;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let controller =
+            std::sync::Arc::new(agentdeck::controller::start(conn, &config, cancel.clone()));
+        tracing::info!(addr = ?listener.local_addr().ok(), "serving /healthz, /readyz, /metrics");
+        let server = tokio::spawn(agentdeck::server::serve(
+            listener,
+            controller.clone(),
+            cancel.clone(),
+        ));
+        agentdeck::signal::terminated().await;
+        tracing::info!("stopping");
+        cancel.cancel();
+        let stopped = async {
+            controller.join().await;
+            let _ = server.await;
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(4), stopped)
+            .await
+            .is_err()
+        {
+            tracing::warn!("not everything stopped within 4 s; exiting anyway");
+        }
+        Ok::<(), Error>(())
+    });
+    // Do not wait for stray blocking work: the exit deadline is 5 s.
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

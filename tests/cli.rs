@@ -76,7 +76,7 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn modes_not_built_yet_exit_2_with_a_clear_message() {
-    for args in [&["--daemon"][..], &["agent"], &["drain", "p"]] {
+    for args in [&["agent"][..], &["drain", "p"]] {
         let o = agentdeck(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
@@ -86,6 +86,14 @@ fn modes_not_built_yet_exit_2_with_a_clear_message() {
         );
         assert!(!stderr(&o).contains("panicked"));
     }
+}
+
+#[test]
+fn the_daemon_with_an_unknown_context_exits_2_naming_it() {
+    let o = agentdeck(&["--daemon", "--context", "no-such-context"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no-such-context"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
 }
 
 #[test]

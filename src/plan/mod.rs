@@ -4,4 +4,5 @@ pub mod autoscale;
 pub mod freeze;
 pub mod manifests;
 pub mod names;
+pub mod pool;
 pub mod strategic_merge;

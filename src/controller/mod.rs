@@ -1,0 +1,561 @@
+//! The controller: keeps every AgentPool's workload the way the pool asks.
+//!
+//! One kube-rs runtime `Controller` over AgentPools, triggered by its owned
+//! Deployments and by the tasks, pods and Jobs of each pool, all read from
+//! shared watch-fed stores (the *cluster view*, which the console embeds).
+//! A reconcile reads the stores, asks the pure planners in [`crate::plan`],
+//! writes only differences (server-side apply with field manager
+//! `agentdeck`, status updates carrying the resourceVersion read) and
+//! records an Event for each decision a human would want to see.
+//!
+//! Around it run the health prober, the leader elector (only the leader
+//! writes; followers keep warm stores for a quick takeover) and, in the
+//! daemon, the `/healthz` / `/metrics` server ([`crate::server`]).
+
+// kube::Error is large and every variant carries one; boxing them would
+// only move the allocation to the error path's callers.
+#![allow(clippy::result_large_err)]
+
+pub mod leader;
+pub mod metrics;
+pub mod prober;
+mod reconcile;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::Connection;
+use crate::config::Config;
+use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
+use crate::health::{HealthReport, HealthStatus};
+pub use leader::LeaderState;
+pub use metrics::Metrics;
+pub use prober::{AgentSample, HealthSamples};
+
+/// Field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "agentdeck";
+/// Name the controller reports Events as.
+pub const REPORTER: &str = "agentdeck-controller";
+/// `/healthz` turns 503 when the API has been unreachable this long.
+pub const API_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
+/// Quiet time before a reconcile, so a burst of task events (100 tasks
+/// created at once) becomes one reconcile and one scaling decision.
+pub const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// An owned object could not be applied.
+    #[error("cannot apply {kind} {name} of AgentPool {pool}: {source}")]
+    ApplyFailed {
+        pool: String,
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The manifests of a pool could not be built.
+    #[error("cannot build the objects of AgentPool {pool}: {source}")]
+    ManifestFailed {
+        pool: String,
+        #[source]
+        source: crate::plan::manifests::ManifestError,
+    },
+    /// The pool's status could not be written.
+    #[error("cannot update the status of AgentPool {pool}: {source}")]
+    PoolStatusFailed {
+        pool: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A task's status could not be written.
+    #[error("cannot update the status of AgentTask {task}: {source}")]
+    TaskStatusFailed {
+        task: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A pod's deletion cost could not be written.
+    #[error("cannot mark pod {pod} with its deletion cost: {source}")]
+    DeletionCostFailed {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A task's Job could not be created or deleted.
+    #[error("cannot {action} Job {job} of AgentTask {task}: {source}")]
+    JobFailed {
+        action: &'static str,
+        task: String,
+        job: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The object came without a namespace (the pool CRD is namespaced).
+    #[error("AgentPool {0} has no namespace")]
+    NoNamespace(String),
+}
+
+impl ControllerError {
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            ControllerError::ApplyFailed { source, .. }
+            | ControllerError::PoolStatusFailed { source, .. }
+            | ControllerError::TaskStatusFailed { source, .. }
+            | ControllerError::DeletionCostFailed { source, .. }
+            | ControllerError::JobFailed { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Reports each watch outcome (`None` = fine) to the API health tracker.
+type WatchHealth = Arc<dyn Fn(WatchSignal<'_>) + Send + Sync>;
+
+/// What one watch stream reports.
+enum WatchSignal<'a> {
+    /// An event arrived.
+    Event,
+    /// The initial list is in the store.
+    Listed,
+    /// The watch failed (it retries with backoff).
+    Failed(&'a watcher::Error),
+}
+
+/// Watches the controller runs; `synced` once all have listed.
+const WATCHES: usize = 5;
+
+/// Result of this layer.
+pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
+
+/// What the controller sees: watch-fed stores and the latest health sample
+/// per agent. Cheap to clone; reading a store never calls the API.
+#[derive(Clone)]
+pub struct ClusterView {
+    pub pools: Store<AgentPool>,
+    pub tasks: Store<AgentTask>,
+    pub pods: Store<Pod>,
+    pub deployments: Store<Deployment>,
+    pub jobs: Store<Job>,
+    pub health: HealthSamples,
+}
+
+/// State shared by the reconciler, the prober, the elector and the server.
+pub(crate) struct Shared {
+    pub client: Client,
+    pub config: Config,
+    pub namespaces: BTreeSet<String>,
+    pub view: ClusterView,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    pub leader: LeaderState,
+    /// Hash of the last object applied per `kind/namespace/name`, so an
+    /// unchanged object is not sent again.
+    pub applied: Mutex<HashMap<String, (u64, Instant)>>,
+    /// Last replica count written per `namespace/pool`, when (monotonic and
+    /// wall clock), to bridge the Deployment store's lag.
+    pub scaled: Mutex<HashMap<String, (i32, Instant, Timestamp)>>,
+    pub last_reconcile: Mutex<Option<Timestamp>>,
+    pub synced: Arc<AtomicBool>,
+    pub api_unreachable_since: Mutex<Option<Instant>>,
+    pub started: Timestamp,
+    pub identity: String,
+}
+
+impl Shared {
+    pub fn api_ok(&self) {
+        *self
+            .api_unreachable_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    pub fn api_failed(&self, e: &kube::Error) {
+        match e {
+            kube::Error::Api(s) => {
+                self.metrics.api_error(Some(s.code));
+                // The API answered, so it is reachable.
+                self.api_ok();
+            }
+            _ => {
+                self.metrics.api_error(None);
+                self.api_unreachable_since
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert_with(Instant::now);
+            }
+        }
+    }
+}
+
+/// A running controller. Dropping it does not stop it: cancel the token
+/// given to [`start`], then [`ControllerHandle::join`].
+pub struct ControllerHandle {
+    shared: Arc<Shared>,
+    tasks: tokio::sync::Mutex<JoinSet<()>>,
+}
+
+impl ControllerHandle {
+    /// The stores and health samples (a cheap clone).
+    pub fn view(&self) -> ClusterView {
+        self.shared.view.clone()
+    }
+
+    /// Leadership, shared with the elector.
+    pub fn leader(&self) -> LeaderState {
+        self.shared.leader.clone()
+    }
+
+    /// The identity this controller holds the Lease as.
+    pub fn identity(&self) -> &str {
+        &self.shared.identity
+    }
+
+    /// Every store has finished its initial list.
+    pub fn is_synced(&self) -> bool {
+        self.shared.synced.load(Ordering::SeqCst)
+    }
+
+    /// Reconciles run so far, and how many failed.
+    pub fn reconcile_counts(&self) -> (u64, u64) {
+        self.shared.metrics.reconcile_counts()
+    }
+
+    /// The daemon's own `/healthz` report: unhealthy until the watches are
+    /// synced, and when the API has been unreachable past
+    /// [`API_UNREACHABLE_AFTER`]; `lastActivity` is the last successful
+    /// reconcile (start time before the first).
+    pub fn health(&self) -> HealthReport {
+        let s = &self.shared;
+        let unreachable = s
+            .api_unreachable_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|t| t.elapsed() >= API_UNREACHABLE_AFTER);
+        let status = if !self.is_synced() || unreachable {
+            HealthStatus::Unhealthy
+        } else {
+            HealthStatus::Healthy
+        };
+        HealthReport {
+            status,
+            current_time: Timestamp::now(),
+            last_activity: s
+                .last_reconcile
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or(s.started),
+        }
+    }
+
+    /// `/metrics` in the Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        self.shared.metrics.render(self.shared.leader.is_leader())
+    }
+
+    /// Stops every task at once without releasing the Lease, as a killed
+    /// process would (failover tests and benches).
+    pub fn abort(&self) {
+        if let Ok(mut tasks) = self.tasks.try_lock() {
+            tasks.abort_all();
+        }
+        self.shared.leader.clear();
+    }
+
+    /// Waits until every task of the controller ended (after cancel).
+    pub async fn join(&self) {
+        let mut tasks = self.tasks.lock().await;
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+fn namespaced_or_all<K>(client: &Client, namespaces: &BTreeSet<String>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespaces.iter().next() {
+        Some(ns) if namespaces.len() == 1 => Api::namespaced(client.clone(), ns),
+        _ => Api::all(client.clone()),
+    }
+}
+
+/// A shared reflector over `api`: its store, a stream of changed objects for
+/// the Controller, and the task driving it (which also feeds API health).
+fn shared_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shared_api: WatchHealth,
+    cancel: CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> (Store<K>, impl Stream<Item = Arc<K>> + Send + 'static)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store_shared::<K>(1024);
+    let subscriber = writer
+        .subscribe()
+        .expect("a shared store always hands out subscribers");
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|o| {
+            // managedFields are never read here and are most of an object's size.
+            o.meta_mut().managed_fields = None;
+        })
+        .reflect_shared(writer);
+    tasks.spawn(async move {
+        tokio::pin!(stream);
+        let mut listed = false;
+        loop {
+            let next = tokio::select! {
+                _ = cancel.cancelled() => return,
+                n = stream.next() => n,
+            };
+            match next {
+                Some(Ok(watcher::Event::InitDone)) if !listed => {
+                    listed = true;
+                    shared_api(WatchSignal::Listed);
+                }
+                Some(Ok(_)) => shared_api(WatchSignal::Event),
+                Some(Err(e)) => {
+                    tracing::warn!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch failed; retrying with backoff");
+                    shared_api(WatchSignal::Failed(&e));
+                }
+                None => return,
+            }
+        }
+    });
+    (reader, subscriber)
+}
+
+fn pool_ref_from_label<K: Resource>(obj: &K) -> Option<ObjectRef<AgentPool>> {
+    let meta = obj.meta();
+    let pool = meta.labels.as_ref()?.get(LABEL_POOL)?;
+    Some(ObjectRef::new(pool).within(meta.namespace.as_deref()?))
+}
+
+/// A host-unique identity for the Lease: hostname (the pod name in a
+/// cluster) and a random suffix, so two controllers in one process differ.
+fn identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "agentdeck".to_owned());
+    format!("{host}-{:08x}", fastrand::u32(..))
+}
+
+/// Starts the controller on `conn` with `config` until `cancel`: watches
+/// the namespaces of `config.namespaces` (or the connection's namespace),
+/// competes for the leader Lease when enabled, probes agents and reconciles
+/// every pool. Must be called inside a tokio runtime.
+pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> ControllerHandle {
+    let client = conn.client.clone();
+    let namespaces: BTreeSet<String> = if config.namespaces.is_empty() {
+        BTreeSet::from([conn.namespace.clone()])
+    } else {
+        config.namespaces.iter().cloned().collect()
+    };
+    let mut tasks = JoinSet::new();
+    let identity = identity();
+    let leader = if config.leader_election.enabled {
+        LeaderState::default()
+    } else {
+        LeaderState::always()
+    };
+
+    // Stores need the shared state to report API health, and the shared
+    // state holds the stores: break the cycle with a late-bound cell.
+    let cell: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>> = Arc::default();
+    let synced = Arc::new(AtomicBool::new(false));
+    let report: WatchHealth = {
+        let cell = cell.clone();
+        let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let synced = synced.clone();
+        Arc::new(move |signal| {
+            // Counted outside the shared state, which may not exist yet.
+            if let WatchSignal::Listed = signal
+                && listed.fetch_add(1, Ordering::SeqCst) + 1 == WATCHES
+            {
+                synced.store(true, Ordering::SeqCst);
+                tracing::info!("watches synced");
+            }
+            let Some(shared) = cell.get().and_then(std::sync::Weak::upgrade) else {
+                return;
+            };
+            match signal {
+                WatchSignal::Event | WatchSignal::Listed => shared.api_ok(),
+                WatchSignal::Failed(
+                    watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e),
+                ) => shared.api_failed(e),
+                WatchSignal::Failed(_) => shared.metrics.api_error(None),
+            }
+        })
+    };
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let (pools, pool_stream) = shared_watch(
+        namespaced_or_all::<AgentPool>(&client, &namespaces),
+        watcher::Config::default(),
+        report.clone(),
+        cancel.clone(),
+        &mut tasks,
+    );
+    let (task_store, task_stream) = shared_watch(
+        namespaced_or_all::<AgentTask>(&client, &namespaces),
+        watcher::Config::default(),
+        report.clone(),
+        cancel.clone(),
+        &mut tasks,
+    );
+    let (pods, pod_stream) = shared_watch(
+        namespaced_or_all::<Pod>(&client, &namespaces),
+        managed.clone(),
+        report.clone(),
+        cancel.clone(),
+        &mut tasks,
+    );
+    let (deployments, deployment_stream) = shared_watch(
+        namespaced_or_all::<Deployment>(&client, &namespaces),
+        managed.clone(),
+        report.clone(),
+        cancel.clone(),
+        &mut tasks,
+    );
+    let (jobs, job_stream) = shared_watch(
+        namespaced_or_all::<Job>(&client, &namespaces),
+        managed,
+        report,
+        cancel.clone(),
+        &mut tasks,
+    );
+    let view = ClusterView {
+        pools: pools.clone(),
+        tasks: task_store,
+        pods,
+        deployments,
+        jobs,
+        health: HealthSamples::default(),
+    };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: REPORTER.to_owned(),
+            instance: Some(identity.clone()),
+        },
+    );
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        config: config.clone(),
+        namespaces,
+        view: view.clone(),
+        recorder,
+        metrics: Metrics::default(),
+        leader: leader.clone(),
+        applied: Mutex::default(),
+        scaled: Mutex::default(),
+        last_reconcile: Mutex::default(),
+        synced,
+        api_unreachable_since: Mutex::default(),
+        started: Timestamp::now(),
+        identity: identity.clone(),
+    });
+    let _ = cell.set(Arc::downgrade(&shared));
+
+    if config.leader_election.enabled {
+        let api: Api<Lease> = Api::namespaced(client.clone(), &config.controller_namespace);
+        tasks.spawn(leader::run(
+            api,
+            config.controller_namespace.clone(),
+            config.leader_election.lease_name.clone(),
+            identity,
+            (&config.leader_election).into(),
+            leader.clone(),
+            cancel.clone(),
+        ));
+    }
+
+    tasks.spawn(prober::run(
+        view.pods.clone(),
+        view.health.clone(),
+        config.health_probe.clone(),
+        cancel.clone(),
+    ));
+
+    // A new leader reconciles everything at once rather than at the next resync.
+    let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);
+    {
+        let leader = leader.clone();
+        let cancel = cancel.clone();
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = leader.changed() => {
+                        if leader.is_leader() {
+                            let _ = all_tx.try_send(());
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    let controller = Controller::for_shared_stream(pool_stream, pools)
+        .with_config(controller::Config::default().debounce(DEBOUNCE))
+        .owns_shared_stream(deployment_stream)
+        .watches_shared_stream(task_stream, |task: Arc<AgentTask>| {
+            task.namespace()
+                .map(|ns| ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns))
+        })
+        .watches_shared_stream(pod_stream, |pod: Arc<Pod>| pool_ref_from_label(&*pod))
+        .watches_shared_stream(job_stream, |job: Arc<Job>| pool_ref_from_label(&*job))
+        .reconcile_all_on(tokio_stream_from(all_rx))
+        .graceful_shutdown_on({
+            let cancel = cancel.clone();
+            async move { cancel.cancelled().await }
+        });
+    {
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            controller
+                .run(reconcile::reconcile, reconcile::error_policy, shared)
+                .for_each(|result| async move {
+                    if let Err(e) = result {
+                        tracing::debug!(error = %e, "reconcile outcome");
+                    }
+                })
+                .await;
+        });
+    }
+
+    ControllerHandle {
+        shared,
+        tasks: tokio::sync::Mutex::new(tasks),
+    }
+}
+
+fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<()>) -> impl Stream<Item = ()> + Send {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Requeue interval when nothing else asks for sooner.
+pub(crate) fn resync(shared: &Shared) -> Action {
+    Action::requeue(shared.config.resync_interval().max(Duration::from_secs(1)))
+}

@@ -1,0 +1,259 @@
+//! The health prober: `GET http://<podIP>:<port>/healthz` on every agent
+//! pod, a bounded number at a time, keeping the last sample per agent. The
+//! samples are part of the cluster view: pool status, metrics, task
+//! recovery and the console all classify from them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::HealthProbeConfig;
+use crate::crd::LABEL_POOL;
+use crate::health::{Freshness, FreshnessThresholds, HealthReport, ProbeFacts, classify};
+use crate::plan::manifests::HEALTH_PORT_NAME;
+
+/// What the prober last learnt about one agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSample {
+    pub namespace: String,
+    pub pod: String,
+    /// Value of the pod's pool label.
+    pub pool: Option<String>,
+    /// When the prober first saw the pod (a new pod is not offline at once).
+    pub first_seen: Timestamp,
+    /// When the last probe ended.
+    pub last_probe: Option<Timestamp>,
+    /// The last report answered, and when (local clock) it arrived.
+    pub last_report: Option<(HealthReport, Timestamp)>,
+    /// HTTP status of the last answer.
+    pub http_status: Option<u16>,
+    /// How long the last probe took.
+    pub latency: Option<Duration>,
+    /// Why the last probe got no report.
+    pub error: Option<String>,
+}
+
+impl AgentSample {
+    /// Fresh, stale or offline at `now`.
+    pub fn freshness(&self, now: Timestamp, thresholds: &FreshnessThresholds) -> Freshness {
+        classify(
+            &ProbeFacts {
+                last_report: self.last_report,
+                first_seen: self.first_seen,
+            },
+            now,
+            thresholds,
+        )
+    }
+
+    /// Agent clock minus local clock at the last answer.
+    pub fn clock_skew(&self) -> Option<jiff::SignedDuration> {
+        self.last_report
+            .map(|(r, at)| crate::health::clock_skew(&r, at))
+    }
+}
+
+/// The last sample of every agent, by (namespace, pod); cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct HealthSamples(Arc<RwLock<HashMap<(String, String), AgentSample>>>);
+
+impl HealthSamples {
+    /// A copy of every sample.
+    pub fn snapshot(&self) -> Vec<AgentSample> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The sample of one pod.
+    pub fn get(&self, namespace: &str, pod: &str) -> Option<AgentSample> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(namespace.to_owned(), pod.to_owned()))
+            .cloned()
+    }
+
+    fn update(&self, sample: AgentSample) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((sample.namespace.clone(), sample.pod.clone()), sample);
+    }
+
+    /// Keeps samples of `live` pods only, adding a first sighting for new ones.
+    fn retain_and_register(&self, live: &[(String, String, Option<String>)], now: Timestamp) {
+        let mut map = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let keys: std::collections::HashSet<(String, String)> = live
+            .iter()
+            .map(|(ns, p, _)| (ns.clone(), p.clone()))
+            .collect();
+        map.retain(|k, _| keys.contains(k));
+        for (ns, pod, pool) in live {
+            map.entry((ns.clone(), pod.clone()))
+                .or_insert_with(|| AgentSample {
+                    namespace: ns.clone(),
+                    pod: pod.clone(),
+                    pool: pool.clone(),
+                    first_seen: now,
+                    last_probe: None,
+                    last_report: None,
+                    http_status: None,
+                    latency: None,
+                    error: None,
+                });
+        }
+    }
+}
+
+/// The thresholds the configuration asks for.
+pub fn thresholds(config: &HealthProbeConfig) -> FreshnessThresholds {
+    FreshnessThresholds {
+        stale_after: config.stale_after(),
+        offline_after: config.offline_after(),
+    }
+}
+
+fn health_port(pod: &Pod) -> u16 {
+    pod.spec
+        .as_ref()
+        .into_iter()
+        .flat_map(|s| s.containers.iter())
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some(HEALTH_PORT_NAME))
+        .and_then(|p| u16::try_from(p.container_port).ok())
+        .unwrap_or(8080)
+}
+
+/// Probes every running agent pod in `pods` each interval until `cancel`.
+pub async fn run(
+    pods: Store<Pod>,
+    samples: HealthSamples,
+    config: HealthProbeConfig,
+    cancel: CancellationToken,
+) {
+    let client = match reqwest::Client::builder()
+        .timeout(config.timeout())
+        .connect_timeout(config.timeout())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the health probe client; agents will not be probed");
+            return;
+        }
+    };
+    let concurrency = usize::try_from(config.concurrency.max(1)).unwrap_or(1);
+    let mut tick = tokio::time::interval(config.interval().max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = Timestamp::now();
+        let mut live = Vec::new();
+        let mut targets = Vec::new();
+        for pod in pods.state() {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(name) = pod.metadata.name.clone() else {
+                continue;
+            };
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let pool = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_POOL).cloned());
+            let status = pod.status.as_ref();
+            let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+            let ip = status.and_then(|s| s.pod_ip.clone());
+            if matches!(
+                status.and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            ) {
+                continue;
+            }
+            live.push((ns.clone(), name.clone(), pool));
+            if let (true, Some(ip)) = (running, ip) {
+                targets.push((
+                    ns,
+                    name,
+                    format!("http://{ip}:{}/healthz", health_port(&pod)),
+                ));
+            }
+        }
+        samples.retain_and_register(&live, now);
+        let probes = futures::stream::iter(targets.into_iter().map(|(ns, pod, url)| {
+            let client = client.clone();
+            async move { (ns, pod, probe(&client, &url).await) }
+        }))
+        .buffer_unordered(concurrency);
+        tokio::pin!(probes);
+        loop {
+            let next = tokio::select! {
+                _ = cancel.cancelled() => return,
+                n = probes.next() => n,
+            };
+            let Some((ns, pod, outcome)) = next else {
+                break;
+            };
+            if let Some(mut sample) = samples.get(&ns, &pod) {
+                sample.last_probe = Some(Timestamp::now());
+                sample.latency = Some(outcome.latency);
+                sample.http_status = outcome.http_status;
+                match outcome.report {
+                    Ok(report) => {
+                        sample.last_report = Some((report, outcome.received));
+                        sample.error = None;
+                    }
+                    Err(e) => sample.error = Some(e),
+                }
+                samples.update(sample);
+            }
+        }
+    }
+}
+
+struct Outcome {
+    report: Result<HealthReport, String>,
+    received: Timestamp,
+    latency: Duration,
+    http_status: Option<u16>,
+}
+
+async fn probe(client: &reqwest::Client, url: &str) -> Outcome {
+    let started = Instant::now();
+    let result = client.get(url).send().await;
+    let (report, http_status) = match result {
+        Err(e) => (Err(format!("no answer: {e}")), None),
+        Ok(resp) => {
+            let code = resp.status().as_u16();
+            // An unhealthy agent answers 503 with the same body: still a report.
+            match resp.json::<HealthReport>().await {
+                Ok(r) => (Ok(r), Some(code)),
+                Err(e) => (
+                    Err(format!("HTTP {code}, not a health report: {e}")),
+                    Some(code),
+                ),
+            }
+        }
+    };
+    Outcome {
+        report,
+        received: Timestamp::now(),
+        latency: started.elapsed(),
+        http_status,
+    }
+}

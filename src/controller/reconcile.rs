@@ -1,0 +1,1260 @@
+//! One pool reconcile: read the stores, ask the planners, write the
+//! difference, record Events. Kept thin; the deciding is in `crate::plan`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    PropagationPolicy,
+};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::{ControllerError, Result, Shared, resync};
+use crate::crd::validate::{summary, validate_pool};
+use crate::crd::{
+    AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, ExecutionMode, HealthCounts,
+    LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase, k8s_time,
+};
+use crate::health::Freshness;
+use crate::plan::autoscale::{AutoscaleInput, ScaleDirection, decide};
+use crate::plan::freeze;
+use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
+use crate::plan::pool::{
+    AgentPod, Recovery, condition, count_agents, count_tasks, deletion_costs, recovery,
+    same_conditions,
+};
+
+/// An applied object is sent again after this long even when unchanged, so
+/// drift (someone deleted the Service) is repaired without a watch on it.
+const REAPPLY_AFTER: Duration = Duration::from_secs(600);
+/// How long a replica count we wrote wins over the Deployment store's.
+const STORE_LAG: Duration = Duration::from_secs(5);
+
+pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Result<Action> {
+    let started = Instant::now();
+    let result = reconcile_pool(&pool, &shared).await;
+    shared
+        .metrics
+        .reconciled(started.elapsed().as_secs_f64(), result.is_err());
+    match &result {
+        Ok(_) => {
+            *shared
+                .last_reconcile
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(Timestamp::now());
+        }
+        Err(e) => {
+            if let Some(k) = e.kube_error() {
+                shared.api_failed(k);
+            }
+        }
+    }
+    result
+}
+
+pub(super) fn error_policy(
+    pool: Arc<AgentPool>,
+    error: &ControllerError,
+    shared: Arc<Shared>,
+) -> Action {
+    tracing::warn!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    let conflict = matches!(error.kube_error(), Some(kube::Error::Api(s)) if s.code == 409);
+    if conflict {
+        Action::requeue(Duration::from_millis(200))
+    } else {
+        Action::requeue(
+            Duration::from_secs(5).min(shared.config.resync_interval().max(Duration::from_secs(1))),
+        )
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
+    if !shared.leader.is_leader() {
+        return Ok(Action::await_change());
+    }
+    if !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(Action::requeue(Duration::from_millis(300)));
+    }
+    let name = pool.name_any();
+    let ns = pool
+        .namespace()
+        .ok_or_else(|| ControllerError::NoNamespace(name.clone()))?;
+    if !shared.namespaces.contains(&ns) {
+        return Ok(Action::await_change());
+    }
+    if pool.metadata.deletion_timestamp.is_some() {
+        // Owned objects go with the pool through garbage collection.
+        shared.metrics.remove_pool(&ns, &name);
+        return Ok(Action::await_change());
+    }
+    let now = Timestamp::now();
+    let errors = validate_pool(pool);
+    if !errors.is_empty() {
+        return invalid(pool, shared, &summary(&errors), now).await;
+    }
+    let mut tasks: Vec<AgentTask> = shared
+        .view
+        .tasks
+        .state()
+        .into_iter()
+        .filter(|t| t.namespace().as_deref() == Some(ns.as_str()) && t.spec.pool == name)
+        .map(|t| (*t).clone())
+        .collect();
+    observe_task_metrics(shared, &tasks);
+    let pool_label = label_value(&name);
+    let pool_pods: Vec<Arc<Pod>> = shared
+        .view
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(ns.as_str())
+                && p.labels().get(LABEL_POOL) == Some(&pool_label)
+        })
+        .collect();
+    let mut ctx = PoolCtx {
+        pool,
+        shared,
+        ns: ns.clone(),
+        name: name.clone(),
+        now,
+        retry_soon: false,
+        notes: Vec::new(),
+    };
+    match pool.spec.execution_mode {
+        ExecutionMode::Deployment => deployment_mode(&mut ctx, &mut tasks, &pool_pods).await,
+        ExecutionMode::Job => job_mode(&mut ctx, &mut tasks, &pool_pods).await,
+    }
+}
+
+struct PoolCtx<'a> {
+    pool: &'a AgentPool,
+    shared: &'a Shared,
+    ns: String,
+    name: String,
+    now: Timestamp,
+    /// A write lost a race (409): look again shortly.
+    retry_soon: bool,
+    /// Problems worth a Degraded condition.
+    notes: Vec<String>,
+}
+
+impl PoolCtx<'_> {
+    async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        publish(
+            self.shared,
+            self.pool.object_ref(&()),
+            type_,
+            reason,
+            action,
+            note,
+        )
+        .await;
+    }
+
+    fn tasks_api(&self) -> Api<AgentTask> {
+        Api::namespaced(self.shared.client.clone(), &self.ns)
+    }
+
+    /// Writes `status` on `task` with the resourceVersion read; a 409 means
+    /// an agent wrote first, and the next reconcile sees what it wrote.
+    async fn set_task_status(
+        &mut self,
+        task: &mut AgentTask,
+        status: AgentTaskStatus,
+    ) -> Result<bool> {
+        let mut next = task.clone();
+        next.status = Some(status);
+        match self
+            .tasks_api()
+            .replace_status(&task.name_any(), &PostParams::default(), &next)
+            .await
+        {
+            Ok(updated) => {
+                self.shared.api_ok();
+                *task = updated;
+                Ok(true)
+            }
+            Err(e) if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 404) => {
+                self.retry_soon = true;
+                Ok(false)
+            }
+            Err(source) => Err(ControllerError::TaskStatusFailed {
+                task: task.name_any(),
+                source,
+            }),
+        }
+    }
+
+    async fn task_event(&self, task: &AgentTask, type_: EventType, reason: &str, note: String) {
+        publish(
+            self.shared,
+            task.object_ref(&()),
+            type_,
+            reason,
+            "Recover",
+            note,
+        )
+        .await;
+    }
+}
+
+async fn publish(
+    shared: &Shared,
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = shared.recorder.publish(&ev, &reference).await {
+        tracing::debug!(error = %e, reason, "cannot record event");
+    }
+}
+
+fn observe_task_metrics(shared: &Shared, tasks: &[AgentTask]) {
+    for task in tasks {
+        let (Some(uid), Some(created), Some(status)) = (
+            task.metadata.uid.as_deref(),
+            task.metadata.creation_timestamp.as_ref(),
+            task.status.as_ref(),
+        ) else {
+            continue;
+        };
+        let start = status.claimed_at.as_ref().or(status.started_at.as_ref());
+        if let Some(start) = start
+            && start.0 > shared.started
+        {
+            shared
+                .metrics
+                .task_started(uid, start.0.duration_since(created.0).as_secs_f64());
+        }
+        if let (Some(start), Some(end)) = (start, status.finished_at.as_ref())
+            && status.phase.is_finished()
+            && end.0 > shared.started
+        {
+            shared
+                .metrics
+                .task_finished(uid, end.0.duration_since(start.0).as_secs_f64());
+        }
+    }
+}
+
+/// Invalid pools get a condition and an Event (once per message) and are
+/// otherwise left alone: nothing is applied from a spec we cannot trust.
+async fn invalid(
+    pool: &AgentPool,
+    shared: &Shared,
+    message: &str,
+    now: Timestamp,
+) -> Result<Action> {
+    let old = pool.status.clone().unwrap_or_default();
+    let generation = pool.metadata.generation;
+    let previously = old
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Invalid")
+        .map(|c| (c.status.clone(), c.message.clone()));
+    let mut status = old.clone();
+    status.conditions = vec![
+        condition(
+            &old.conditions,
+            "Ready",
+            false,
+            "Invalid",
+            "the spec is invalid",
+            generation,
+            now,
+        ),
+        condition(
+            &old.conditions,
+            "Invalid",
+            true,
+            "SpecInvalid",
+            message,
+            generation,
+            now,
+        ),
+    ];
+    status.observed_generation = generation;
+    if previously != Some(("True".into(), message.to_owned())) {
+        tracing::warn!(pool = %pool.name_any(), %message, "pool is invalid");
+        publish(
+            shared,
+            pool.object_ref(&()),
+            EventType::Warning,
+            "InvalidSpec",
+            "Validate",
+            message.to_owned(),
+        )
+        .await;
+    }
+    write_pool_status(pool, shared, &old, status).await?;
+    Ok(Action::await_change())
+}
+
+fn status_equal(a: &AgentPoolStatus, b: &AgentPoolStatus) -> bool {
+    let strip = |s: &AgentPoolStatus| AgentPoolStatus {
+        conditions: Vec::new(),
+        ..s.clone()
+    };
+    strip(a) == strip(b) && same_conditions(&a.conditions, &b.conditions)
+}
+
+async fn write_pool_status(
+    pool: &AgentPool,
+    shared: &Shared,
+    old: &AgentPoolStatus,
+    status: AgentPoolStatus,
+) -> Result<()> {
+    if pool.status.is_some() && status_equal(old, &status) {
+        return Ok(());
+    }
+    let api: Api<AgentPool> = Api::namespaced(
+        shared.client.clone(),
+        pool.namespace().as_deref().unwrap_or_default(),
+    );
+    match api
+        .patch_status(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 404) => Ok(()),
+        Err(source) => Err(ControllerError::PoolStatusFailed {
+            pool: pool.name_any(),
+            source,
+        }),
+    }
+}
+
+fn default_tz(shared: &Shared) -> TimeZone {
+    TimeZone::get(&shared.config.default_timezone).unwrap_or(TimeZone::UTC)
+}
+
+fn health_counts(
+    shared: &Shared,
+    ns: &str,
+    pods: &[Arc<Pod>],
+    now: Timestamp,
+) -> (HealthCounts, BTreeSet<String>) {
+    let thresholds = super::prober::thresholds(&shared.config.health_probe);
+    let mut counts = HealthCounts::default();
+    let mut offline = BTreeSet::new();
+    for pod in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let name = pod.name_any();
+        let Some(sample) = shared.view.health.get(ns, &name) else {
+            continue;
+        };
+        match sample.freshness(now, &thresholds) {
+            Freshness::Fresh => counts.fresh += 1,
+            Freshness::Stale => counts.stale += 1,
+            Freshness::Offline => {
+                counts.offline += 1;
+                offline.insert(name);
+            }
+        }
+    }
+    (counts, offline)
+}
+
+/// Applies every object of the pool whose content changed since the last
+/// apply (server-side apply, one field manager, forced).
+async fn apply_objects(
+    ctx: &mut PoolCtx<'_>,
+    objects: Vec<serde_json::Value>,
+    deployment_exists: bool,
+) -> Result<()> {
+    for object in objects {
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
+        let obj_name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let key = format!("{kind}/{}/{obj_name}", ctx.ns);
+        let hash = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            object.to_string().hash(&mut h);
+            h.finish()
+        };
+        let fresh_in_cache = ctx
+            .shared
+            .applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .is_some_and(|(h, at)| *h == hash && at.elapsed() < REAPPLY_AFTER);
+        let must_exist = kind == "Deployment" && !deployment_exists;
+        if fresh_in_cache && !must_exist {
+            continue;
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g.to_owned(), v.to_owned()),
+            None => (String::new(), api_version.clone()),
+        };
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.shared.client.clone(), &ctx.ns, &ar);
+        match api
+            .patch(
+                &obj_name,
+                &PatchParams::apply(super::FIELD_MANAGER).force(),
+                &Patch::Apply(&object),
+            )
+            .await
+        {
+            Ok(_) => {
+                ctx.shared.api_ok();
+                ctx.shared
+                    .applied
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key, (hash, Instant::now()));
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 && kind == "ServiceMonitor" => {
+                ctx.notes.push(
+                    "spec.serviceMonitor is set but the ServiceMonitor CRD (prometheus-operator) is not installed".into(),
+                );
+            }
+            Err(source) => {
+                return Err(ControllerError::ApplyFailed {
+                    pool: ctx.name.clone(),
+                    kind,
+                    name: obj_name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pool_objects(ctx: &PoolCtx<'_>, replicas: i32) -> Result<Vec<serde_json::Value>> {
+    manifests::pool_objects(ctx.pool, replicas).map_err(|source| ControllerError::ManifestFailed {
+        pool: ctx.name.clone(),
+        source,
+    })
+}
+
+fn clamp_u32(v: i32) -> u32 {
+    u32::try_from(v.max(0)).unwrap_or(0)
+}
+
+fn to_i32(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+async fn deployment_mode(
+    ctx: &mut PoolCtx<'_>,
+    tasks: &mut [AgentTask],
+    pool_pods: &[Arc<Pod>],
+) -> Result<Action> {
+    let shared = ctx.shared;
+    let pool = ctx.pool;
+    let now = ctx.now;
+    let agent_pods: Vec<Arc<Pod>> = pool_pods
+        .iter()
+        .filter(|p| p.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(COMPONENT_AGENT))
+        .cloned()
+        .collect();
+    let (health, offline) = health_counts(shared, &ctx.ns, &agent_pods, now);
+
+    // Recovery first, so the autoscaler counts requeued tasks as pending.
+    // A terminating agent still finishes its task (onStop: drain), so only
+    // pods gone from the store or ended count as gone.
+    let present: BTreeSet<String> = agent_pods
+        .iter()
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .map(|p| p.name_any())
+        .collect();
+    let max_attempts = i32::try_from(shared.config.task_recovery.max_attempts)
+        .unwrap_or(i32::MAX)
+        .min(pool.spec.task_defaults.max_attempts.max(1));
+    for action in recovery(tasks.iter(), &present, &offline) {
+        recover(ctx, tasks, action, max_attempts).await?;
+    }
+
+    let counts = count_tasks(tasks.iter());
+    let pods: Vec<AgentPod> = agent_pods.iter().map(|p| AgentPod::of(p)).collect();
+    let agents = count_agents(&pods, &counts.busy_agents);
+
+    let deployment_name = pool.deployment_name();
+    let deployment = shared.view.deployments.state().into_iter().find(|d| {
+        d.namespace().as_deref() == Some(ctx.ns.as_str()) && d.name_any() == deployment_name
+    });
+    let stored = deployment
+        .as_ref()
+        .and_then(|d| d.spec.as_ref()?.replicas)
+        .unwrap_or(pool.spec.min_replicas);
+    // The Deployment store may not show our last scale yet: trust what we
+    // wrote for a short while so one burst is one decision.
+    let key = format!("{}/{}", ctx.ns, ctx.name);
+    let remembered = shared
+        .scaled
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .copied()
+        .filter(|(_, at, _)| at.elapsed() < STORE_LAG);
+    let current = match remembered {
+        Some((replicas, _, _)) if deployment.is_some() => replicas,
+        _ => stored,
+    };
+    let ready = deployment
+        .as_ref()
+        .and_then(|d| d.status.as_ref()?.ready_replicas)
+        .unwrap_or(0);
+
+    let windows =
+        freeze::parse_all(&pool.spec.freeze_schedules, &default_tz(shared)).unwrap_or_default();
+    let frozen = freeze::active_freeze(&windows, now);
+    let old = pool.status.clone().unwrap_or_default();
+    let last_scale = old
+        .last_scale_time
+        .as_ref()
+        .map(|t| t.0)
+        .max(remembered.map(|(_, _, t)| t));
+    let input = AutoscaleInput {
+        pending_tasks: counts.pending,
+        running_tasks: counts.running,
+        busy_agents: agents.busy,
+        idle_agents: agents.idle,
+        starting_agents: agents.starting,
+        current_replicas: clamp_u32(current),
+        concurrency: clamp_u32(pool.spec.concurrency),
+        min_replicas: clamp_u32(pool.spec.min_replicas),
+        max_replicas: clamp_u32(pool.spec.max_replicas),
+        scale_up_step: pool.spec.scale_up_step.map(clamp_u32),
+        cooldown_up: Duration::from_secs(
+            u64::try_from(pool.spec.cooldown_seconds.up.max(0)).unwrap_or(0),
+        ),
+        cooldown_down: Duration::from_secs(
+            u64::try_from(pool.spec.cooldown_seconds.down.max(0)).unwrap_or(0),
+        ),
+        frozen: frozen.as_ref().map(|f| f.reason.clone()),
+        draining: pool.spec.drain,
+        last_scale_time: last_scale,
+        now,
+    };
+    let decision = decide(&input);
+    let desired = to_i32(decision.desired);
+
+    if desired < current {
+        // Busy agents must outlive idle ones when the ReplicaSet picks.
+        for (pod, cost) in deletion_costs(&pods, &counts.busy_agents) {
+            let api: Api<Pod> = Api::namespaced(shared.client.clone(), &ctx.ns);
+            let patch = json!({"metadata": {"annotations": {crate::crd::ANNOTATION_POD_DELETION_COST: cost}}});
+            match api
+                .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(source) => return Err(ControllerError::DeletionCostFailed { pod, source }),
+            }
+        }
+    }
+
+    let objects = pool_objects(ctx, desired)?;
+    apply_objects(ctx, objects, deployment.is_some()).await?;
+
+    let mut last_scale_time = old.last_scale_time.clone();
+    if deployment.is_some() && desired != current {
+        let (dir, reason) = if desired > current {
+            ("up", "ScaledUp")
+        } else {
+            ("down", "ScaledDown")
+        };
+        last_scale_time = Some(k8s_time(now));
+        shared
+            .scaled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), (desired, Instant::now(), now));
+        shared.metrics.scaled(&ctx.ns, &ctx.name, dir);
+        tracing::info!(pool = %ctx.name, namespace = %ctx.ns, from = current, to = desired, reason = %decision.reason, "scaled");
+        ctx.event(EventType::Normal, reason, "Scale", decision.reason.clone())
+            .await;
+    }
+
+    let generation = pool.metadata.generation;
+    let frozen_reason = frozen.as_ref().map(|f| f.reason.clone());
+    if frozen.is_some() && !old.frozen {
+        ctx.event(
+            EventType::Normal,
+            "Frozen",
+            "Freeze",
+            frozen_reason.clone().unwrap_or_default(),
+        )
+        .await;
+    }
+    let degraded_msg = {
+        let mut notes = ctx.notes.clone();
+        if health.offline > 0 {
+            notes.push(format!("{} agent(s) offline", health.offline));
+        }
+        notes.join("; ")
+    };
+    let ready_ok = ready >= desired;
+    let status = AgentPoolStatus {
+        replicas: to_i32(agents.live),
+        ready_replicas: ready,
+        desired_replicas: desired,
+        pending_tasks: to_i32(counts.pending),
+        running_tasks: to_i32(counts.running),
+        frozen: frozen.is_some(),
+        frozen_reason: frozen_reason.clone(),
+        draining: pool.spec.drain,
+        health,
+        last_scale_time,
+        scale_reason: Some(decision.reason.clone()),
+        conditions: vec![
+            condition(
+                &old.conditions,
+                "Ready",
+                ready_ok,
+                if ready_ok {
+                    "AgentsReady"
+                } else {
+                    "AgentsStarting"
+                },
+                &format!("{ready} of {desired} agents ready"),
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Invalid",
+                false,
+                "Valid",
+                "",
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Frozen",
+                frozen.is_some(),
+                if frozen.is_some() {
+                    "InFreezeWindow"
+                } else {
+                    "NotFrozen"
+                },
+                frozen_reason.as_deref().unwrap_or(""),
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Draining",
+                pool.spec.drain,
+                if pool.spec.drain {
+                    "DrainRequested"
+                } else {
+                    "NotDraining"
+                },
+                if pool.spec.drain {
+                    "no new work is handed out; scaling to zero once idle"
+                } else {
+                    ""
+                },
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Degraded",
+                !degraded_msg.is_empty(),
+                if degraded_msg.is_empty() {
+                    "Healthy"
+                } else {
+                    "Degraded"
+                },
+                &degraded_msg,
+                generation,
+                now,
+            ),
+        ],
+        observed_generation: generation,
+    };
+    shared.metrics.set_pool(
+        &ctx.ns,
+        &ctx.name,
+        super::metrics::PoolGauges {
+            desired: i64::from(desired),
+            current: i64::from(agents.live),
+            ready: i64::from(ready),
+            pending: i64::from(counts.pending),
+            running: i64::from(counts.running),
+            busy: i64::from(agents.busy),
+            idle: i64::from(agents.idle),
+            fresh: i64::from(health.fresh),
+            stale: i64::from(health.stale),
+            offline: i64::from(health.offline),
+        },
+    );
+    write_pool_status(pool, shared, &old, status).await?;
+
+    let mut next = shared.config.resync_interval().max(Duration::from_secs(1));
+    if let Some(left) = decision.cooldown_left {
+        next = next.min(left + Duration::from_millis(50));
+    }
+    if decision.direction != ScaleDirection::Hold || ctx.retry_soon {
+        // Look again soon: the scale may need a second step (scaleUpStep).
+        next = next.min(Duration::from_secs(1));
+    }
+    if ctx.retry_soon {
+        next = next.min(Duration::from_millis(300));
+    }
+    if let Some(f) = &frozen
+        && let Ok(left) = Duration::try_from(f.until.duration_since(now))
+    {
+        next = next.min(left + Duration::from_millis(50));
+    }
+    Ok(Action::requeue(next))
+}
+
+async fn recover(
+    ctx: &mut PoolCtx<'_>,
+    tasks: &mut [AgentTask],
+    action: Recovery,
+    max_attempts: i32,
+) -> Result<()> {
+    let (task_name, reason, cancel) = match action {
+        Recovery::Requeue { task, reason } => (task, reason, false),
+        Recovery::Cancelled { task, reason } => (task, reason, true),
+    };
+    let Some(task) = tasks.iter_mut().find(|t| t.name_any() == task_name) else {
+        return Ok(());
+    };
+    let status = task.status.clone().unwrap_or_default();
+    let next = if cancel {
+        AgentTaskStatus {
+            phase: TaskPhase::Cancelled,
+            finished_at: Some(k8s_time(ctx.now)),
+            message: Some(reason.clone()),
+            ..status
+        }
+    } else {
+        status.requeued(&reason, max_attempts, ctx.now)
+    };
+    let phase = next.phase;
+    if ctx.set_task_status(task, next).await? {
+        let (reason_code, type_) = match phase {
+            TaskPhase::Pending => ("Requeued", EventType::Warning),
+            TaskPhase::Cancelled => ("Cancelled", EventType::Normal),
+            _ => ("GaveUp", EventType::Warning),
+        };
+        tracing::info!(task = %task_name, pool = %ctx.name, phase = phase.as_str(), %reason, "task recovered");
+        let note = task
+            .status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .unwrap_or(reason);
+        ctx.task_event(task, type_, reason_code, note.clone()).await;
+        ctx.event(
+            type_,
+            reason_code,
+            "Recover",
+            format!("task {task_name}: {note}"),
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// Job outcome: `Some(true)` succeeded, `Some(false)` failed, `None` not finished.
+fn job_outcome(job: &Job) -> Option<bool> {
+    let status = job.status.as_ref()?;
+    let conds = status.conditions.as_deref().unwrap_or_default();
+    let has = |t: &str| conds.iter().any(|c| c.type_ == t && c.status == "True");
+    if has("Complete") || status.succeeded.unwrap_or(0) > 0 {
+        Some(true)
+    } else if has("Failed") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Why a task's pod has not started, from its container states.
+fn waiting_reason(pod: Option<&Pod>) -> String {
+    let Some(pod) = pod else {
+        return "no pod yet".into();
+    };
+    let waiting = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let w = c.state.as_ref()?.waiting.as_ref()?;
+            Some(format!(
+                "{} {}",
+                c.name,
+                w.reason.clone().unwrap_or_default()
+            ))
+        })
+        .collect::<Vec<_>>();
+    if waiting.is_empty() {
+        format!(
+            "pod {} is {}",
+            pod.name_any(),
+            pod.status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "Pending".into())
+        )
+    } else {
+        format!("pod {}: {}", pod.name_any(), waiting.join(", "))
+    }
+}
+
+async fn job_mode(
+    ctx: &mut PoolCtx<'_>,
+    tasks: &mut [AgentTask],
+    pool_pods: &[Arc<Pod>],
+) -> Result<Action> {
+    let shared = ctx.shared;
+    let pool = ctx.pool;
+    let now = ctx.now;
+    let jobs: HashMap<String, Arc<Job>> = shared
+        .view
+        .jobs
+        .state()
+        .into_iter()
+        .filter(|j| j.namespace().as_deref() == Some(ctx.ns.as_str()))
+        .map(|j| (j.name_any(), j))
+        .collect();
+    let task_pods: Vec<&Arc<Pod>> = pool_pods
+        .iter()
+        .filter(|p| p.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(COMPONENT_TASK))
+        .collect();
+    let pod_of = |task: &AgentTask| -> Option<&Pod> {
+        let label = label_value(&task.name_any());
+        task_pods
+            .iter()
+            .filter(|p| p.labels().get(LABEL_TASK) == Some(&label))
+            .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
+            .map(|p| p.as_ref())
+    };
+    let jobs_api: Api<Job> = Api::namespaced(shared.client.clone(), &ctx.ns);
+    let max_in_flight = pool
+        .spec
+        .max_in_flight
+        .unwrap_or(pool.spec.max_replicas)
+        .max(0);
+    let mut in_flight = tasks
+        .iter()
+        .filter(|t| {
+            !t.phase().is_finished()
+                && (matches!(t.phase(), TaskPhase::Scheduled | TaskPhase::Running)
+                    || manifests::job_name(t).is_ok_and(|j| jobs.contains_key(&j)))
+        })
+        .count();
+    let max_attempts = i32::try_from(shared.config.task_recovery.max_attempts)
+        .unwrap_or(i32::MAX)
+        .min(pool.spec.task_defaults.max_attempts.max(1));
+    let sched_timeout = pool.spec.task_defaults.scheduling_timeout_seconds.max(1);
+    let mut soonest: Option<Duration> = None;
+    // Oldest first, so the queue is fair.
+    tasks.sort_by_key(|t| t.metadata.creation_timestamp.clone().map(|t| t.0));
+    for task in tasks.iter_mut() {
+        let phase = task.phase();
+        if phase.is_finished() {
+            continue;
+        }
+        let Ok(job_name) = manifests::job_name(task) else {
+            continue;
+        };
+        let job = jobs.get(&job_name).cloned();
+        let status = task.status.clone().unwrap_or_default();
+        if task.spec.cancel {
+            if job.is_some() {
+                delete_job(&jobs_api, &job_name, task).await?;
+            }
+            let next = AgentTaskStatus {
+                phase: TaskPhase::Cancelled,
+                finished_at: Some(k8s_time(now)),
+                message: Some("cancelled".into()),
+                ..status
+            };
+            ctx.set_task_status(task, next).await?;
+            continue;
+        }
+        match phase {
+            TaskPhase::Pending => {
+                if job.is_none() {
+                    if in_flight >= usize::try_from(max_in_flight).unwrap_or(0) {
+                        continue;
+                    }
+                    let manifest = match manifests::task_job(pool, task) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            let next = AgentTaskStatus {
+                                phase: TaskPhase::Errored,
+                                finished_at: Some(k8s_time(now)),
+                                message: Some(e.to_string()),
+                                ..status
+                            };
+                            if ctx.set_task_status(task, next).await? {
+                                ctx.task_event(task, EventType::Warning, "Errored", e.to_string())
+                                    .await;
+                            }
+                            continue;
+                        }
+                    };
+                    match jobs_api.create(&PostParams::default(), &manifest).await {
+                        Ok(_) => {}
+                        // A restarted controller finds the Job it made before.
+                        Err(kube::Error::Api(s)) if s.code == 409 => {}
+                        Err(source) => {
+                            return Err(ControllerError::JobFailed {
+                                action: "create",
+                                task: task.name_any(),
+                                job: job_name,
+                                source,
+                            });
+                        }
+                    }
+                    in_flight += 1;
+                }
+                let next = AgentTaskStatus {
+                    phase: TaskPhase::Scheduled,
+                    job: Some(job_name.clone()),
+                    claimed_at: Some(k8s_time(now)),
+                    attempts: status.attempts + 1,
+                    message: Some(format!("Job {job_name} created")),
+                    ..status
+                };
+                ctx.set_task_status(task, next).await?;
+                soonest =
+                    Some(soonest.map_or(Duration::from_secs(1), |s| s.min(Duration::from_secs(1))));
+            }
+            TaskPhase::Scheduled | TaskPhase::Running => {
+                let Some(job) = job else {
+                    // Give the job store a moment after we created it.
+                    let since = status
+                        .claimed_at
+                        .as_ref()
+                        .map(|t| now.duration_since(t.0).as_secs())
+                        .unwrap_or(i64::MAX);
+                    if since > 10 {
+                        let next =
+                            status.requeued(&format!("Job {job_name} is gone"), max_attempts, now);
+                        if ctx.set_task_status(task, next).await? {
+                            ctx.task_event(
+                                task,
+                                EventType::Warning,
+                                "Requeued",
+                                format!("Job {job_name} is gone"),
+                            )
+                            .await;
+                        }
+                    }
+                    continue;
+                };
+                if let Some(ok) = job_outcome(&job) {
+                    let next = AgentTaskStatus {
+                        phase: if ok {
+                            TaskPhase::Succeeded
+                        } else {
+                            TaskPhase::Failed
+                        },
+                        finished_at: Some(k8s_time(now)),
+                        started_at: status.started_at.clone().or(Some(k8s_time(now))),
+                        message: Some(if ok {
+                            format!("Job {job_name} succeeded")
+                        } else {
+                            format!("Job {job_name} failed")
+                        }),
+                        ..status
+                    };
+                    ctx.set_task_status(task, next).await?;
+                    continue;
+                }
+                let pod = pod_of(task);
+                let pod_running = pod
+                    .and_then(|p| p.status.as_ref()?.phase.as_deref())
+                    .is_some_and(|p| p == "Running");
+                if phase == TaskPhase::Scheduled && pod_running {
+                    let next = AgentTaskStatus {
+                        phase: TaskPhase::Running,
+                        agent: pod.map(|p| p.name_any()),
+                        started_at: Some(k8s_time(now)),
+                        last_heartbeat: Some(k8s_time(now)),
+                        message: Some(format!("running in Job {job_name}")),
+                        ..status
+                    };
+                    ctx.set_task_status(task, next).await?;
+                } else if phase == TaskPhase::Scheduled {
+                    let since = status
+                        .claimed_at
+                        .as_ref()
+                        .map(|t| now.duration_since(t.0).as_secs())
+                        .unwrap_or(0);
+                    if since >= sched_timeout {
+                        let why = format!(
+                            "not running {sched_timeout}s after Job {job_name} was created ({})",
+                            waiting_reason(pod)
+                        );
+                        delete_job(&jobs_api, &job_name, task).await?;
+                        let next = AgentTaskStatus {
+                            phase: TaskPhase::Errored,
+                            finished_at: Some(k8s_time(now)),
+                            message: Some(why.clone()),
+                            ..status
+                        };
+                        if ctx.set_task_status(task, next).await? {
+                            ctx.task_event(
+                                task,
+                                EventType::Warning,
+                                "SchedulingTimeout",
+                                why.clone(),
+                            )
+                            .await;
+                            ctx.event(
+                                EventType::Warning,
+                                "SchedulingTimeout",
+                                "Schedule",
+                                format!("task {}: {why}", task.name_any()),
+                            )
+                            .await;
+                        }
+                    } else {
+                        let left =
+                            Duration::from_secs(u64::try_from(sched_timeout - since).unwrap_or(1));
+                        soonest = Some(soonest.map_or(left, |s| s.min(left)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let objects = pool_objects(ctx, 0)?;
+    apply_objects(ctx, objects, true).await?;
+
+    let counts = count_tasks(tasks.iter());
+    let active = tasks
+        .iter()
+        .filter(|t| matches!(t.phase(), TaskPhase::Scheduled | TaskPhase::Running))
+        .count();
+    let (health, _) = health_counts(shared, &ctx.ns, pool_pods, now);
+    let old = pool.status.clone().unwrap_or_default();
+    let generation = pool.metadata.generation;
+    let desired = to_i32(u32::try_from(active).unwrap_or(u32::MAX))
+        .saturating_add(to_i32(counts.pending))
+        .min(max_in_flight);
+    let status = AgentPoolStatus {
+        replicas: to_i32(u32::try_from(active).unwrap_or(u32::MAX)),
+        ready_replicas: to_i32(counts.running),
+        desired_replicas: desired,
+        pending_tasks: to_i32(counts.pending),
+        running_tasks: to_i32(counts.running),
+        frozen: false,
+        frozen_reason: None,
+        draining: pool.spec.drain,
+        health,
+        last_scale_time: old.last_scale_time.clone(),
+        scale_reason: Some(format!(
+            "job mode: {active} of at most {max_in_flight} task Jobs in flight"
+        )),
+        conditions: vec![
+            condition(
+                &old.conditions,
+                "Ready",
+                true,
+                "JobMode",
+                "tasks run as Jobs",
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Invalid",
+                false,
+                "Valid",
+                "",
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Frozen",
+                false,
+                "NotFrozen",
+                "",
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Draining",
+                pool.spec.drain,
+                if pool.spec.drain {
+                    "DrainRequested"
+                } else {
+                    "NotDraining"
+                },
+                "",
+                generation,
+                now,
+            ),
+            condition(
+                &old.conditions,
+                "Degraded",
+                !ctx.notes.is_empty(),
+                if ctx.notes.is_empty() {
+                    "Healthy"
+                } else {
+                    "Degraded"
+                },
+                &ctx.notes.join("; "),
+                generation,
+                now,
+            ),
+        ],
+        observed_generation: generation,
+    };
+    shared.metrics.set_pool(
+        &ctx.ns,
+        &ctx.name,
+        super::metrics::PoolGauges {
+            desired: i64::from(desired),
+            current: i64::try_from(active).unwrap_or(i64::MAX),
+            ready: i64::from(counts.running),
+            pending: i64::from(counts.pending),
+            running: i64::from(counts.running),
+            busy: i64::from(counts.running),
+            idle: 0,
+            fresh: i64::from(health.fresh),
+            stale: i64::from(health.stale),
+            offline: i64::from(health.offline),
+        },
+    );
+    write_pool_status(pool, shared, &old, status).await?;
+    let _ = Time(now);
+    let mut next = resync(shared);
+    if ctx.retry_soon {
+        next = Action::requeue(Duration::from_millis(300));
+    } else if let Some(s) = soonest {
+        next = Action::requeue(s.min(shared.config.resync_interval().max(Duration::from_secs(1))));
+    }
+    Ok(next)
+}
+
+async fn delete_job(api: &Api<Job>, job: &str, task: &AgentTask) -> Result<()> {
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    match api.delete(job, &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(ControllerError::JobFailed {
+            action: "delete",
+            task: task.name_any(),
+            job: job.to_owned(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(status: serde_json::Value) -> Job {
+        serde_json::from_value(json!({"metadata": {"name": "j"}, "status": status})).expect("job")
+    }
+
+    #[test]
+    fn a_job_is_finished_by_its_conditions_or_succeeded_count() {
+        let cases = [
+            (json!({}), None),
+            (json!({"active": 1}), None),
+            (json!({"succeeded": 1}), Some(true)),
+            (
+                json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+                Some(true),
+            ),
+            (
+                json!({"failed": 2, "conditions": [{"type": "Failed", "status": "True"}]}),
+                Some(false),
+            ),
+            (
+                json!({"failed": 1, "conditions": [{"type": "Failed", "status": "False"}]}),
+                None,
+            ),
+        ];
+        for (status, want) in cases {
+            assert_eq!(job_outcome(&job(status.clone())), want, "{status}");
+        }
+    }
+
+    #[test]
+    fn status_comparison_ignores_condition_transition_times_only() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let t1: Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");
+        let a = AgentPoolStatus {
+            desired_replicas: 2,
+            conditions: vec![condition(&[], "Ready", true, "R", "m", Some(1), t0)],
+            ..AgentPoolStatus::default()
+        };
+        let mut b = a.clone();
+        b.conditions = vec![condition(&[], "Ready", true, "R", "m", Some(1), t1)];
+        assert!(status_equal(&a, &b));
+        b.desired_replicas = 3;
+        assert!(!status_equal(&a, &b));
+    }
+
+    #[test]
+    fn a_pod_that_has_not_started_is_explained_by_its_waiting_containers() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "runner", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+            ]}
+        }))
+        .expect("pod");
+        assert_eq!(waiting_reason(Some(&pod)), "pod p: runner ImagePullBackOff");
+        assert_eq!(waiting_reason(None), "no pod yet");
+    }
+}

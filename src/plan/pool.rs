@@ -1,0 +1,432 @@
+//! Pure decisions of the pool reconciler, over what the watch-fed stores
+//! hold: who is busy, which pods go first on scale-down, which tasks lost
+//! their agent, and the pool's conditions. No I/O; time is an input.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::crd::{ANNOTATION_POD_DELETION_COST, AgentTask, TaskPhase};
+
+/// Deletion cost of an agent running a task: the ReplicaSet removes it last.
+pub const COST_BUSY: i32 = 1000;
+/// Deletion cost of an idle agent: the ReplicaSet removes it first.
+pub const COST_IDLE: i32 = -1000;
+
+/// The tasks of one pool, counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskCounts {
+    /// Waiting for an agent (cancelled ones excluded).
+    pub pending: u32,
+    /// Job mode: a Job exists, the task has not started.
+    pub scheduled: u32,
+    /// Being run.
+    pub running: u32,
+    /// Pod names that are the agent of a Running task.
+    pub busy_agents: BTreeSet<String>,
+}
+
+/// Counts `tasks` by phase and collects the agents running them.
+pub fn count_tasks<'a>(tasks: impl IntoIterator<Item = &'a AgentTask>) -> TaskCounts {
+    let mut counts = TaskCounts::default();
+    for task in tasks {
+        match task.phase() {
+            TaskPhase::Pending if !task.spec.cancel => counts.pending += 1,
+            TaskPhase::Scheduled => counts.scheduled += 1,
+            TaskPhase::Running => {
+                counts.running += 1;
+                if let Some(agent) = task.status.as_ref().and_then(|s| s.agent.as_deref()) {
+                    counts.busy_agents.insert(agent.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    counts
+}
+
+/// An agent pod as the reconciler needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentPod {
+    pub name: String,
+    /// Being deleted: no longer counts as a live agent.
+    pub terminating: bool,
+    /// Ready condition true.
+    pub ready: bool,
+    /// `controller.kubernetes.io/pod-deletion-cost` as written, if any.
+    pub deletion_cost: Option<String>,
+}
+
+impl AgentPod {
+    /// The facts of `pod`.
+    pub fn of(pod: &Pod) -> AgentPod {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let terminal = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        AgentPod {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            terminating: pod.metadata.deletion_timestamp.is_some() || terminal,
+            ready,
+            deletion_cost: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_POD_DELETION_COST).cloned()),
+        }
+    }
+}
+
+/// Agents of a pool by what they are doing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentCounts {
+    /// Live pods running a task.
+    pub busy: u32,
+    /// Ready live pods running nothing.
+    pub idle: u32,
+    /// Live pods not ready yet (and not busy).
+    pub starting: u32,
+    /// Live pods.
+    pub live: u32,
+    /// Live ready pods.
+    pub ready: u32,
+}
+
+/// Counts live agents as busy, idle or starting.
+pub fn count_agents(pods: &[AgentPod], busy: &BTreeSet<String>) -> AgentCounts {
+    let mut c = AgentCounts::default();
+    for pod in pods.iter().filter(|p| !p.terminating) {
+        c.live += 1;
+        if pod.ready {
+            c.ready += 1;
+        }
+        if busy.contains(&pod.name) {
+            c.busy += 1;
+        } else if pod.ready {
+            c.idle += 1;
+        } else {
+            c.starting += 1;
+        }
+    }
+    c
+}
+
+/// The deletion-cost annotations to write before lowering replicas: busy
+/// pods [`COST_BUSY`], every other live pod [`COST_IDLE`], so the ReplicaSet
+/// removes idle (and starting) agents first. Only pods whose annotation
+/// differs are returned, as `(pod, cost)`.
+pub fn deletion_costs(pods: &[AgentPod], busy: &BTreeSet<String>) -> Vec<(String, String)> {
+    pods.iter()
+        .filter(|p| !p.terminating)
+        .filter_map(|p| {
+            let want = if busy.contains(&p.name) {
+                COST_BUSY
+            } else {
+                COST_IDLE
+            }
+            .to_string();
+            (p.deletion_cost.as_deref() != Some(want.as_str())).then(|| (p.name.clone(), want))
+        })
+        .collect()
+}
+
+/// What to do with one task whose agent cannot finish it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// Give it back (requeue, or fail once attempts run out) with this reason.
+    Requeue { task: String, reason: String },
+    /// Cancelled and no live agent will stop it: mark it Cancelled.
+    Cancelled { task: String, reason: String },
+}
+
+/// Deployment mode: Running tasks whose agent pod is gone (or terminating
+/// after the task outlived it) or offline are requeued; Pending tasks asked
+/// to cancel, and Running ones whose agent is gone, become Cancelled.
+/// `offline` are pod names the prober classifies offline.
+pub fn recovery<'a>(
+    tasks: impl IntoIterator<Item = &'a AgentTask>,
+    live_pods: &BTreeSet<String>,
+    offline: &BTreeSet<String>,
+) -> Vec<Recovery> {
+    let mut out = Vec::new();
+    for task in tasks {
+        let name = task.metadata.name.clone().unwrap_or_default();
+        let phase = task.phase();
+        if phase.is_finished() {
+            continue;
+        }
+        let agent = task.status.as_ref().and_then(|s| s.agent.clone());
+        if task.spec.cancel {
+            let stoppable = phase == TaskPhase::Running
+                && agent
+                    .as_ref()
+                    .is_some_and(|a| live_pods.contains(a) && !offline.contains(a));
+            if !stoppable && phase != TaskPhase::Scheduled {
+                out.push(Recovery::Cancelled {
+                    task: name,
+                    reason: match phase {
+                        TaskPhase::Running => "cancelled; its agent is gone".into(),
+                        _ => "cancelled before it started".into(),
+                    },
+                });
+            }
+            continue;
+        }
+        if phase != TaskPhase::Running {
+            continue;
+        }
+        match agent {
+            None => out.push(Recovery::Requeue {
+                task: name,
+                reason: "running with no agent".into(),
+            }),
+            Some(agent) if !live_pods.contains(&agent) => out.push(Recovery::Requeue {
+                task: name,
+                reason: format!("agent pod {agent} is gone"),
+            }),
+            Some(agent) if offline.contains(&agent) => out.push(Recovery::Requeue {
+                task: name,
+                reason: format!("agent {agent} is offline"),
+            }),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+/// A condition `type_` with `status`, keeping the transition time of the
+/// previous one when the status did not change (so a steady pool's status
+/// patch is a no-op).
+pub fn condition(
+    previous: &[Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// Whether the pool's conditions (by type) say the same in both lists,
+/// ignoring transition times.
+pub fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
+    let key = |c: &[Condition]| -> BTreeMap<String, (String, String, String, Option<i64>)> {
+        c.iter()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    (
+                        c.status.clone(),
+                        c.reason.clone(),
+                        c.message.clone(),
+                        c.observed_generation,
+                    ),
+                )
+            })
+            .collect()
+    };
+    key(a) == key(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{AgentTaskSpec, AgentTaskStatus};
+
+    fn task(name: &str, phase: TaskPhase, agent: Option<&str>, cancel: bool) -> AgentTask {
+        let mut t = AgentTask::new(
+            name,
+            AgentTaskSpec {
+                pool: "p".into(),
+                operation: None,
+                command: vec![],
+                args: vec![],
+                image: None,
+                env: vec![],
+                timeout_seconds: None,
+                cancel,
+            },
+        );
+        t.status = Some(AgentTaskStatus {
+            phase,
+            agent: agent.map(str::to_owned),
+            ..AgentTaskStatus::default()
+        });
+        t
+    }
+
+    fn pod(name: &str, ready: bool, terminating: bool, cost: Option<&str>) -> AgentPod {
+        AgentPod {
+            name: name.into(),
+            ready,
+            terminating,
+            deletion_cost: cost.map(str::to_owned),
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn tasks_are_counted_by_phase_and_running_ones_make_their_agent_busy() {
+        let tasks = [
+            task("a", TaskPhase::Pending, None, false),
+            task("b", TaskPhase::Pending, None, true),
+            task("c", TaskPhase::Running, Some("p-1"), false),
+            task("d", TaskPhase::Running, Some("p-1"), false),
+            task("e", TaskPhase::Scheduled, None, false),
+            task("f", TaskPhase::Succeeded, Some("p-2"), false),
+        ];
+        let c = count_tasks(&tasks);
+        assert_eq!((c.pending, c.scheduled, c.running), (1, 1, 2));
+        assert_eq!(c.busy_agents, set(&["p-1"]));
+    }
+
+    #[test]
+    fn agents_are_busy_idle_or_starting_and_terminating_pods_do_not_count() {
+        let pods = [
+            pod("a", true, false, None),
+            pod("b", true, false, None),
+            pod("c", false, false, None),
+            pod("d", true, true, None),
+        ];
+        let c = count_agents(&pods, &set(&["a", "d"]));
+        assert_eq!(
+            c,
+            AgentCounts {
+                busy: 1,
+                idle: 1,
+                starting: 1,
+                live: 3,
+                ready: 2
+            }
+        );
+    }
+
+    #[test]
+    fn idle_pods_get_a_lower_deletion_cost_than_busy_ones_and_only_changes_are_written() {
+        type Case<'a> = (&'a [AgentPod], &'a [&'a str], &'a [(&'a str, &'a str)]);
+        let cases: &[Case] = &[
+            (
+                &[pod("a", true, false, None), pod("b", true, false, None)],
+                &["a"],
+                &[("a", "1000"), ("b", "-1000")],
+            ),
+            (
+                &[
+                    pod("a", true, false, Some("1000")),
+                    pod("b", true, false, Some("-1000")),
+                ],
+                &["a"],
+                &[],
+            ),
+            (
+                &[pod("a", true, false, Some("1000"))],
+                &[],
+                &[("a", "-1000")],
+            ),
+            (&[pod("a", true, true, None)], &["a"], &[]),
+        ];
+        for (pods, busy, want) in cases {
+            let got = deletion_costs(pods, &set(busy));
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            assert_eq!(got, want, "pods {pods:?} busy {busy:?}");
+        }
+        const { assert!(COST_IDLE < COST_BUSY) };
+    }
+
+    #[test]
+    fn running_tasks_without_a_live_agent_are_requeued_and_cancels_are_carried_out() {
+        let tasks = [
+            task("ok", TaskPhase::Running, Some("live"), false),
+            task("gone", TaskPhase::Running, Some("dead"), false),
+            task("off", TaskPhase::Running, Some("silent"), false),
+            task("none", TaskPhase::Running, None, false),
+            task("wait", TaskPhase::Pending, None, false),
+            task("done", TaskPhase::Succeeded, Some("dead"), false),
+            task("cancel-pending", TaskPhase::Pending, None, true),
+            task("cancel-live", TaskPhase::Running, Some("live"), true),
+            task("cancel-dead", TaskPhase::Running, Some("dead"), true),
+        ];
+        let got = recovery(&tasks, &set(&["live", "silent"]), &set(&["silent"]));
+        let names: Vec<(&str, bool)> = got
+            .iter()
+            .map(|r| match r {
+                Recovery::Requeue { task, .. } => (task.as_str(), true),
+                Recovery::Cancelled { task, .. } => (task.as_str(), false),
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("gone", true),
+                ("off", true),
+                ("none", true),
+                ("cancel-pending", false),
+                ("cancel-dead", false)
+            ]
+        );
+        match &got[0] {
+            Recovery::Requeue { reason, .. } => assert_eq!(reason, "agent pod dead is gone"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let t1: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().expect("ts");
+        let first = condition(&[], "Frozen", true, "InWindow", "m", Some(1), t0);
+        let again = condition(
+            std::slice::from_ref(&first),
+            "Frozen",
+            true,
+            "InWindow",
+            "m2",
+            Some(1),
+            t1,
+        );
+        assert_eq!(again.last_transition_time, Time(t0));
+        let flipped = condition(
+            std::slice::from_ref(&first),
+            "Frozen",
+            false,
+            "Open",
+            "",
+            Some(1),
+            t1,
+        );
+        assert_eq!(flipped.last_transition_time, Time(t1));
+        assert!(same_conditions(
+            std::slice::from_ref(&first),
+            std::slice::from_ref(&first)
+        ));
+        assert!(!same_conditions(&[first], &[again]));
+    }
+}

@@ -1,0 +1,102 @@
+//! The daemon's HTTP server: `/healthz` (the agents' JSON shape), `/readyz`
+//! and `/metrics` (Prometheus text format).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServerConfig;
+use crate::controller::ControllerHandle;
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("health server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Where to listen: `server.bind` when set, else every address inside a
+/// cluster (the pod has its own IP) and loopback outside one, where agents
+/// in the sandbox bind 127.x addresses of their own (DESIGN.md, Ports).
+pub fn address(config: &ServerConfig) -> SocketAddr {
+    let ip = config.bind_ip().unwrap_or_else(|| {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        }
+    });
+    SocketAddr::new(ip, config.port)
+}
+
+/// Binds `addr`.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })
+}
+
+/// The routes, over a running controller.
+pub fn router(controller: Arc<ControllerHandle>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(controller)
+}
+
+/// Serves on `listener` until `cancel`.
+pub async fn serve(
+    listener: TcpListener,
+    controller: Arc<ControllerHandle>,
+    cancel: CancellationToken,
+) -> Result<(), ServerError> {
+    axum::serve(listener, router(controller))
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await
+        .map_err(ServerError::Serve)
+}
+
+async fn healthz(State(c): State<Arc<ControllerHandle>>) -> Response {
+    let report = c.health();
+    let code = StatusCode::from_u16(report.http_status()).unwrap_or(StatusCode::OK);
+    match serde_json::to_string(&report) {
+        Ok(body) => (code, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readyz(State(c): State<Arc<ControllerHandle>>) -> Response {
+    if c.is_synced() {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "watches not synced\n").into_response()
+    }
+}
+
+async fn metrics(State(c): State<Arc<ControllerHandle>>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        c.metrics_text(),
+    )
+        .into_response()
+}

@@ -1,0 +1,1053 @@
+//! The controller end to end: the real controller (library API, as the
+//! daemon and the console run it) against an in-process sandbox through the
+//! real kube client.
+//!
+//! No real agents run here (the agent runtime is built elsewhere): each
+//! pool's `podTemplate` replaces the agent container's command with one the
+//! sandbox simulates (running until deleted), and tests play the agents by
+//! writing task status the way an agent would (claim = Running on a pod,
+//! finish = Succeeded). Everything the controller does is observed through
+//! the API.
+
+use std::future::Future;
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use agentdeck::cluster::Connection;
+use agentdeck::config::Config;
+use agentdeck::controller::{self, ControllerHandle};
+use agentdeck::crd::{AgentPool, AgentTask, TaskPhase};
+use agentdeck::sandbox::Sandbox;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "default";
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The agent container, simulated by the sandbox instead of running the
+/// not-yet-built `agentdeck agent` (whose process would exit at once).
+fn sim_agent() -> Value {
+    json!({"spec": {"containers": [{"name": "agent", "command": ["sim-agent"]}]}})
+}
+
+static EXE: Once = Once::new();
+
+struct Harness {
+    sandbox: Option<Sandbox>,
+    client: Client,
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        EXE.call_once(|| {
+            // SAFETY: set once, before any sandbox of this binary starts a
+            // kubelet that reads it; no other thread writes the environment.
+            unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
+        });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        if std::env::var_os("RUST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_test_writer()
+                .try_init();
+        }
+        let sandbox = Sandbox::start(0, 2).await.expect("sandbox starts");
+        let client = sandbox.client().expect("client");
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [AgentPool::crd(), AgentTask::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("crd created");
+        }
+        Harness {
+            sandbox: Some(sandbox),
+            client,
+        }
+    }
+
+    fn sandbox(&self) -> &Sandbox {
+        self.sandbox.as_ref().expect("running")
+    }
+
+    fn controller(&self, config: &Config) -> (Arc<ControllerHandle>, CancellationToken) {
+        let cancel = CancellationToken::new();
+        let conn = Connection {
+            client: self.client.clone(),
+            namespace: NS.into(),
+        };
+        let handle = Arc::new(controller::start(conn, config, cancel.clone()));
+        (handle, cancel)
+    }
+
+    fn pools(&self) -> Api<AgentPool> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn tasks(&self) -> Api<AgentTask> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn deployments(&self) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn jobs(&self) -> Api<Job> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    async fn create_pool(&self, name: &str, spec: Value) -> AgentPool {
+        let mut full = json!({
+            "image": "agentdeck:dev",
+            "minReplicas": 1,
+            "maxReplicas": 10,
+            "podTemplate": sim_agent(),
+        });
+        for (k, v) in spec.as_object().expect("spec object") {
+            full[k] = v.clone();
+        }
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": name}, "spec": full
+        }))
+        .expect("pool");
+        self.pools()
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created")
+    }
+
+    async fn create_tasks(&self, pool: &str, prefix: &str, n: usize) {
+        let api = self.tasks();
+        let creates = (0..n).map(|i| {
+            let api = api.clone();
+            let task: AgentTask = serde_json::from_value(json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": format!("{prefix}-{i}")},
+                "spec": {"pool": pool, "command": ["terraform", "plan"]}
+            }))
+            .expect("task");
+            async move {
+                api.create(&PostParams::default(), &task)
+                    .await
+                    .expect("task created")
+            }
+        });
+        futures::future::join_all(creates).await;
+    }
+
+    async fn set_task_status(&self, task: &str, status: Value) {
+        self.tasks()
+            .patch_status(
+                task,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("task status written");
+    }
+
+    async fn replicas(&self, pool: &str) -> Option<i32> {
+        self.deployments()
+            .get_opt(&format!("iac-agent-{pool}"))
+            .await
+            .expect("get deployment")
+            .and_then(|d| d.spec?.replicas)
+    }
+
+    /// Names of the pool's agent pods that are not terminating.
+    async fn live_agents(&self, pool: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .pods()
+            .list(&ListParams::default().labels(&format!("agentdeck.dev/pool={pool}")))
+            .await
+            .expect("pods")
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Records every replica count the pool's Deployment goes through.
+    fn record_replicas(&self, pool: &str) -> Arc<std::sync::Mutex<Vec<i32>>> {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let cfg = watcher::Config::default().fields(&format!("metadata.name=iac-agent-{pool}"));
+        let stream = watcher(self.deployments(), cfg)
+            .default_backoff()
+            .applied_objects();
+        let out = seen.clone();
+        tokio::spawn(async move {
+            tokio::pin!(stream);
+            while let Some(Ok(d)) = stream.next().await {
+                let r = d.spec.and_then(|s| s.replicas).unwrap_or(-1);
+                let mut seen = out.lock().expect("lock");
+                if seen.last() != Some(&r) {
+                    seen.push(r);
+                }
+            }
+        });
+        seen
+    }
+
+    async fn events(&self, object: &str, reason: &str) -> Vec<Event> {
+        Api::<Event>::namespaced(self.client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object)
+            })
+            .collect()
+    }
+
+    async fn pool(&self, name: &str) -> AgentPool {
+        self.pools().get(name).await.expect("pool")
+    }
+
+    async fn task(&self, name: &str) -> AgentTask {
+        self.tasks().get(name).await.expect("task")
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(sb) = self.sandbox.take() {
+            // The runtime ends with the test; stopping the sandbox cancels
+            // its simulated cluster (no real processes run in these tests).
+            sb.api().faults.drop_watches();
+        }
+    }
+}
+
+/// Fast settings: short resync, no cooldown guesswork, no election.
+fn config() -> Config {
+    let mut c = Config {
+        resync_interval_seconds: 2,
+        controller_namespace: NS.into(),
+        ..Config::default()
+    };
+    c.leader_election.enabled = false;
+    c.health_probe.interval_seconds = 1;
+    c.health_probe.offline_after_seconds = 600;
+    c
+}
+
+/// Polls `check` every 100 ms until it gives `Some`, or fails naming `what`.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "timed out after {DEADLINE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn condition<'a>(
+    pool: &'a AgentPool,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    pool.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn running_on(agent: &str, attempts: i32) -> Value {
+    json!({"phase": "Running", "agent": agent, "attempts": attempts,
+           "claimedAt": jiff::Timestamp::now().to_string()})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pool_gets_its_owned_objects_and_a_current_status() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    let pool = h
+        .create_pool("alpha", json!({"minReplicas": 2, "maxReplicas": 5}))
+        .await;
+    let uid = pool.uid().expect("uid");
+
+    let deployment = eventually("the Deployment", || async {
+        h.deployments()
+            .get_opt("iac-agent-alpha")
+            .await
+            .expect("get")
+    })
+    .await;
+    let spec = deployment.spec.as_ref().expect("spec");
+    assert_eq!(spec.replicas, Some(2), "created at minReplicas");
+    let owner = &deployment
+        .metadata
+        .owner_references
+        .as_ref()
+        .expect("owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("AgentPool", uid.as_str())
+    );
+    assert_eq!(owner.controller, Some(true));
+    let agent = &spec.template.spec.as_ref().expect("pod spec").containers[0];
+    assert_eq!(agent.image.as_deref(), Some("agentdeck:dev"));
+    assert_eq!(
+        agent.command.as_deref(),
+        Some(&["sim-agent".to_string()][..]),
+        "the pool's podTemplate overlay is applied"
+    );
+
+    let sa: Api<ServiceAccount> = Api::namespaced(h.client.clone(), NS);
+    let account = sa
+        .get("agentdeck-agent-alpha")
+        .await
+        .expect("service account");
+    assert_eq!(
+        account.metadata.owner_references.expect("owned")[0].uid,
+        uid
+    );
+    let svc: Api<Service> = Api::namespaced(h.client.clone(), NS);
+    let services = svc
+        .list(&ListParams::default().labels("agentdeck.dev/pool=alpha"))
+        .await
+        .expect("services");
+    assert_eq!(services.items.len(), 1, "one agent Service");
+
+    let pool = eventually("status with observedGeneration and Ready", || async {
+        let p = h.pool("alpha").await;
+        let s = p.status.as_ref()?;
+        (s.observed_generation == Some(1)
+            && s.desired_replicas == 2
+            && s.replicas == 2
+            && condition(&p, "Ready").is_some())
+        .then_some(p)
+    })
+    .await;
+    assert_eq!(
+        condition(&pool, "Invalid").map(|c| c.status.as_str()),
+        Some("False")
+    );
+    assert_eq!(
+        condition(&pool, "Frozen").map(|c| c.status.as_str()),
+        Some("False")
+    );
+    assert_eq!(
+        condition(&pool, "Draining").map(|c| c.status.as_str()),
+        Some("False")
+    );
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_tasks_scale_the_pool_to_max_in_one_step() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    // A long up-cooldown: a premature partial scale-up would stick.
+    h.create_pool(
+        "burst",
+        json!({"minReplicas": 1, "maxReplicas": 10, "cooldownSeconds": {"up": 300, "down": 300}}),
+    )
+    .await;
+    eventually("the Deployment at min", || async {
+        (h.replicas("burst").await == Some(1)).then_some(())
+    })
+    .await;
+    let seen = h.record_replicas("burst");
+    h.create_tasks("burst", "t", 100).await;
+    eventually("replicas at max", || async {
+        (h.replicas("burst").await == Some(10)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        vec![1, 10],
+        "straight from min to max, no step between"
+    );
+    let ups = h.events("burst", "ScaledUp").await;
+    assert_eq!(ups.len(), 1, "{ups:?}");
+    let note = ups[0].note.clone().unwrap_or_default();
+    assert!(note.starts_with("scale up 1→10"), "{note}");
+    let pool = eventually("status counting the pending tasks", || async {
+        let p = h.pool("burst").await;
+        (p.status.as_ref()?.pending_tasks == 100).then_some(p)
+    })
+    .await;
+    let status = pool.status.expect("status");
+    assert_eq!(status.desired_replicas, 10);
+    assert!(status.last_scale_time.is_some());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_up_step_adds_one_agent_per_decision() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "stepper",
+        json!({"minReplicas": 1, "maxReplicas": 4, "scaleUpStep": 1,
+               "cooldownSeconds": {"up": 0, "down": 300}}),
+    )
+    .await;
+    eventually("the Deployment at min", || async {
+        (h.replicas("stepper").await == Some(1)).then_some(())
+    })
+    .await;
+    let seen = h.record_replicas("stepper");
+    h.create_tasks("stepper", "s", 20).await;
+    eventually("replicas at max", || async {
+        (h.replicas("stepper").await == Some(4)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        vec![1, 2, 3, 4],
+        "one agent per step"
+    );
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_work_scales_back_to_min_without_removing_busy_agents() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "shrink",
+        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 1}}),
+    )
+    .await;
+    h.create_tasks("shrink", "w", 4).await;
+    let pods = eventually("four agent pods", || async {
+        let live = h.live_agents("shrink").await;
+        (live.len() == 4).then_some(live)
+    })
+    .await;
+    // Two agents claim a task each; the other two tasks finish.
+    h.set_task_status("w-0", running_on(&pods[1], 1)).await;
+    h.set_task_status("w-1", running_on(&pods[3], 1)).await;
+    for t in ["w-2", "w-3"] {
+        h.set_task_status(t, json!({"phase": "Succeeded", "attempts": 1}))
+            .await;
+    }
+    let busy = vec![pods[1].clone(), pods[3].clone()];
+    eventually("the two busy agents alone left", || async {
+        let live = h.live_agents("shrink").await;
+        (h.replicas("shrink").await == Some(2) && live == busy).then_some(())
+    })
+    .await;
+    for name in &busy {
+        let pod = h.pods().get(name).await.expect("busy pod");
+        assert_eq!(
+            pod.annotations()
+                .get("controller.kubernetes.io/pod-deletion-cost")
+                .map(String::as_str),
+            Some("1000"),
+            "busy pods are marked to go last"
+        );
+    }
+    // One finishes: down to one agent, the one still busy.
+    h.set_task_status("w-0", json!({"phase": "Succeeded", "attempts": 1}))
+        .await;
+    eventually("only the agent still busy is left", || async {
+        let live = h.live_agents("shrink").await;
+        (h.replicas("shrink").await == Some(1) && live == vec![pods[3].clone()]).then_some(())
+    })
+    .await;
+    h.set_task_status("w-1", json!({"phase": "Succeeded", "attempts": 1}))
+        .await;
+    // Back at min (1): stays there.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.replicas("shrink").await, Some(1), "never below min");
+    assert!(!h.events("shrink", "ScaledDown").await.is_empty());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freeze_window_holds_the_replicas_and_the_condition_says_why() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "frozen",
+        json!({"minReplicas": 1, "maxReplicas": 5,
+               "freezeSchedules": [{"name": "always", "from": "00:00", "to": "00:00",
+                                    "weekdays": [0, 1, 2, 3, 4, 5, 6]}]}),
+    )
+    .await;
+    h.create_tasks("frozen", "f", 10).await;
+    let pool = eventually("the Frozen condition with its reason", || async {
+        let p = h.pool("frozen").await;
+        (p.status.as_ref()?.pending_tasks == 10
+            && condition(&p, "Frozen").is_some_and(|c| c.status == "True"))
+        .then_some(p)
+    })
+    .await;
+    let frozen = condition(&pool, "Frozen").expect("frozen");
+    assert!(frozen.message.contains("always"), "{}", frozen.message);
+    let status = pool.status.as_ref().expect("status");
+    assert!(status.frozen);
+    assert!(
+        status
+            .scale_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("would scale to 5")),
+        "{:?}",
+        status.scale_reason
+    );
+    // Several resyncs later: still at 1.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.replicas("frozen").await, Some(1));
+    assert!(h.events("frozen", "ScaledUp").await.is_empty());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_pool_keeps_busy_agents_then_scales_to_zero() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "drainer",
+        json!({"minReplicas": 3, "maxReplicas": 5, "cooldownSeconds": {"up": 0, "down": 0}}),
+    )
+    .await;
+    let pods = eventually("three agents", || async {
+        let live = h.live_agents("drainer").await;
+        (live.len() == 3).then_some(live)
+    })
+    .await;
+    h.create_tasks("drainer", "d", 1).await;
+    h.set_task_status("d-0", running_on(&pods[0], 1)).await;
+    h.pools()
+        .patch(
+            "drainer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drain": true}})),
+        )
+        .await
+        .expect("drain");
+    eventually("only the busy agent left", || async {
+        let live = h.live_agents("drainer").await;
+        (h.replicas("drainer").await == Some(1) && live == vec![pods[0].clone()]).then_some(())
+    })
+    .await;
+    let pool = h.pool("drainer").await;
+    assert_eq!(
+        condition(&pool, "Draining").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    h.set_task_status("d-0", json!({"phase": "Succeeded", "attempts": 1}))
+        .await;
+    eventually("zero replicas once idle", || async {
+        (h.replicas("drainer").await == Some(0)).then_some(())
+    })
+    .await;
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_mode_runs_one_job_per_task_and_a_restart_makes_no_duplicate() {
+    let h = Harness::start().await;
+    // Worker and runner simulated (an `agentdeck` image or command would
+    // run the real binary), exiting 0 after a second.
+    let template = json!({
+        "metadata": {"annotations": {"sandbox.agentdeck.dev/exit-after": "1"}},
+        "spec": {"containers": [
+            {"name": "worker", "image": "example.com/worker-sim:1", "command": ["sim-worker"]},
+            {"name": "runner", "command": ["sim-runner"]}
+        ]}
+    });
+    h.create_pool(
+        "jobs",
+        json!({"executionMode": "job", "minReplicas": 0, "maxReplicas": 10, "maxInFlight": 2,
+               "podTemplate": template,
+               "taskDefaults": {"runnerImage": "hashicorp/terraform:1.9"}}),
+    )
+    .await;
+    h.create_tasks("jobs", "j", 6).await;
+    let (first, cancel) = h.controller(&config());
+    eventually("the first Jobs", || async {
+        let n = h
+            .jobs()
+            .list(&ListParams::default())
+            .await
+            .expect("jobs")
+            .items
+            .len();
+        (n >= 2).then_some(())
+    })
+    .await;
+    // Never more than maxInFlight at once.
+    let tasks = h
+        .tasks()
+        .list(&ListParams::default())
+        .await
+        .expect("tasks")
+        .items;
+    let in_flight = tasks
+        .iter()
+        .filter(|t| matches!(t.phase(), TaskPhase::Scheduled | TaskPhase::Running))
+        .count();
+    assert!(in_flight <= 2, "{in_flight} in flight");
+    cancel.cancel();
+    first.join().await;
+    let (_second, cancel) = h.controller(&config());
+    let tasks = eventually("every task succeeded", || async {
+        let tasks = h
+            .tasks()
+            .list(&ListParams::default())
+            .await
+            .expect("tasks")
+            .items;
+        tasks
+            .iter()
+            .all(|t| t.phase() == TaskPhase::Succeeded)
+            .then_some(tasks)
+    })
+    .await;
+    let jobs = h
+        .jobs()
+        .list(&ListParams::default())
+        .await
+        .expect("jobs")
+        .items;
+    assert_eq!(jobs.len(), 6, "one Job per task");
+    for task in &tasks {
+        let status = task.status.as_ref().expect("status");
+        assert_eq!(status.attempts, 1, "{} scheduled once", task.name_any());
+        let job = status.job.as_deref().expect("job recorded");
+        let owned = jobs
+            .iter()
+            .filter(|j| {
+                j.owner_references()
+                    .iter()
+                    .any(|o| o.uid == task.uid().unwrap_or_default())
+            })
+            .count();
+        assert_eq!(
+            owned,
+            1,
+            "task {} has exactly one Job ({job})",
+            task.name_any()
+        );
+    }
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_agent_pod_is_killed_is_requeued_or_failed_past_its_attempts() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool("rec", json!({"minReplicas": 2, "maxReplicas": 2}))
+        .await;
+    let pods = eventually("two agents", || async {
+        let live = h.live_agents("rec").await;
+        (live.len() == 2).then_some(live)
+    })
+    .await;
+    h.create_tasks("rec", "r", 2).await;
+    h.set_task_status("r-0", running_on(&pods[0], 1)).await;
+    h.set_task_status("r-1", running_on(&pods[1], 3)).await;
+    for pod in &pods {
+        h.pods()
+            .delete(pod, &DeleteParams::default().grace_period(0))
+            .await
+            .expect("pod killed");
+    }
+    let task = eventually("the task requeued", || async {
+        let t = h.task("r-0").await;
+        (t.phase() == TaskPhase::Pending).then_some(t)
+    })
+    .await;
+    let status = task.status.expect("status");
+    assert_eq!(status.attempts, 1);
+    assert_eq!(status.agent, None);
+    let msg = status.message.unwrap_or_default();
+    assert!(
+        msg.contains(&format!("agent pod {} is gone", pods[0])),
+        "{msg}"
+    );
+    let spent = eventually("the task out of attempts failed", || async {
+        let t = h.task("r-1").await;
+        (t.phase() == TaskPhase::Failed).then_some(t)
+    })
+    .await;
+    let msg = spent.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(msg.contains("gave up after 3 of 3"), "{msg}");
+    assert!(!h.events("r-0", "Requeued").await.is_empty());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_agent_stops_answering_is_requeued() {
+    let h = Harness::start().await;
+    let mut cfg = config();
+    cfg.health_probe.offline_after_seconds = 3;
+    let (c, cancel) = h.controller(&cfg);
+    h.create_pool("quiet", json!({"minReplicas": 1, "maxReplicas": 1}))
+        .await;
+    let pods = eventually("an agent", || async {
+        let live = h.live_agents("quiet").await;
+        (live.len() == 1).then_some(live)
+    })
+    .await;
+    h.create_tasks("quiet", "q", 1).await;
+    h.set_task_status("q-0", running_on(&pods[0], 1)).await;
+    // The simulated agent serves no /healthz: offline after 3 s.
+    let task = eventually("the task requeued", || async {
+        let t = h.task("q-0").await;
+        (t.phase() == TaskPhase::Pending).then_some(t)
+    })
+    .await;
+    let msg = task.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(msg.contains("is offline"), "{msg}");
+    let sample = c
+        .view()
+        .health
+        .get(NS, &pods[0])
+        .expect("the prober keeps a sample");
+    assert!(sample.error.is_some(), "{sample:?}");
+    let pool = h.pool("quiet").await;
+    assert!(pool.status.expect("status").health.offline >= 1);
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_pool_gets_a_condition_and_an_event_and_other_pools_go_on() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "broken",
+        json!({"freezeSchedules": [{"from": "09:00", "to": "17:00", "timezone": "Mars/Olympus_Mons"}]}),
+    )
+    .await;
+    h.create_pool("fine", json!({"minReplicas": 1})).await;
+    let pool = eventually("the Invalid condition", || async {
+        let p = h.pool("broken").await;
+        condition(&p, "Invalid")
+            .is_some_and(|c| c.status == "True")
+            .then_some(p)
+    })
+    .await;
+    let invalid = condition(&pool, "Invalid").expect("invalid");
+    assert!(
+        invalid.message.contains("spec.freezeSchedules[0].timezone"),
+        "{}",
+        invalid.message
+    );
+    eventually("the InvalidSpec event", || async {
+        (!h.events("broken", "InvalidSpec").await.is_empty()).then_some(())
+    })
+    .await;
+    eventually("the valid pool's Deployment", || async {
+        h.replicas("fine").await
+    })
+    .await;
+    assert_eq!(
+        h.replicas("broken").await,
+        None,
+        "nothing applied for an invalid pool"
+    );
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_elect_one_leader_and_fail_over() {
+    let h = Harness::start().await;
+    let mut cfg = config();
+    cfg.leader_election.enabled = true;
+    cfg.leader_election.lease_duration_seconds = 4;
+    cfg.leader_election.renew_deadline_seconds = 3;
+    cfg.leader_election.retry_period_seconds = 1;
+    let (a, cancel_a) = h.controller(&cfg);
+    let (b, cancel_b) = h.controller(&cfg);
+    let leaders = || u8::from(a.leader().is_leader()) + u8::from(b.leader().is_leader());
+    eventually("one leader", || async { (leaders() == 1).then_some(()) }).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(leaders(), 1, "still exactly one leader");
+    let (leader, follower, cancel_leader, cancel_follower) = if a.leader().is_leader() {
+        (a, b, cancel_a, cancel_b)
+    } else {
+        (b, a, cancel_b, cancel_a)
+    };
+    h.create_pool("led", json!({"minReplicas": 1})).await;
+    eventually("the leader reconciles", || async {
+        h.replicas("led").await
+    })
+    .await;
+
+    // Killed, not stopped: no release, the follower waits out the Lease.
+    leader.abort();
+    let killed = Instant::now();
+    eventually("the follower takes over", || async {
+        follower.leader().is_leader().then_some(())
+    })
+    .await;
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(10), "took over after {took:?}");
+    h.create_pool("after", json!({"minReplicas": 1})).await;
+    eventually("the new leader reconciles", || async {
+        h.replicas("after").await
+    })
+    .await;
+
+    // A graceful stop releases the Lease: a successor takes it within a retry or two.
+    let (third, cancel_third) = h.controller(&cfg);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!third.leader().is_leader());
+    cancel_follower.cancel();
+    let stopped = Instant::now();
+    follower.join().await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(3),
+        "stepped down in {:?}",
+        stopped.elapsed()
+    );
+    eventually("the third takes over", || async {
+        third.leader().is_leader().then_some(())
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(4),
+        "successor after {:?}, no Lease expiry wait",
+        stopped.elapsed()
+    );
+    cancel_third.cancel();
+    cancel_leader.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_answers_healthz_readyz_and_metrics() {
+    let h = Harness::start().await;
+    let (c, cancel) = h.controller(&config());
+    let listener = agentdeck::server::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(agentdeck::server::serve(
+        listener,
+        c.clone(),
+        cancel.clone(),
+    ));
+    h.create_pool("served", json!({"minReplicas": 1})).await;
+    eventually("the Deployment", || async { h.replicas("served").await }).await;
+    let http = reqwest::Client::new();
+    let health = eventually("/healthz 200", || async {
+        let r = http
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .ok()?;
+        (r.status() == 200).then_some(r)
+    })
+    .await;
+    let report: agentdeck::health::HealthReport = health.json().await.expect("health report");
+    assert_eq!(report.status, agentdeck::health::HealthStatus::Healthy);
+    let ready = http
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status(), 200);
+    let text = eventually("pool metrics", || async {
+        let t = http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        t.contains("agentdeck_pool_desired_replicas{namespace=\"default\",pool=\"served\"} 1")
+            .then_some(t)
+    })
+    .await;
+    for family in [
+        "agentdeck_reconciles_total",
+        "agentdeck_reconcile_duration_seconds_bucket",
+        "agentdeck_task_queue_to_start_seconds_count",
+        "agentdeck_leader 1",
+        "agentdeck_pool_agents_health{",
+    ] {
+        assert!(text.contains(family), "{family} missing:\n{text}");
+    }
+    // The API going away turns /healthz unhealthy only past a threshold;
+    // here it stays up.
+    assert_eq!(c.health().status, agentdeck::health::HealthStatus::Healthy);
+    let _ = h.sandbox();
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_healthz_and_exits_zero_on_sigterm_releasing_the_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let h = Harness::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, h.sandbox().kubeconfig(NS)).expect("kubeconfig");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("--daemon")
+        .env_remove("AGENTDECK_SANDBOX_EXE")
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path())
+        .env("AGENTDECK_CONTROLLER_NAMESPACE", NS)
+        .env("AGENTDECK_SERVER__PORT", port.to_string())
+        .env("AGENTDECK_LOG__FORMAT", "json")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("daemon starts");
+    h.create_pool("headless", json!({"minReplicas": 1})).await;
+    eventually("the daemon reconciles", || async {
+        h.replicas("headless").await
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let report: agentdeck::health::HealthReport = eventually("/healthz 200", || async {
+        let r = http
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            .ok()?;
+        if r.status() != 200 {
+            return None;
+        }
+        r.json().await.ok()
+    })
+    .await;
+    assert_eq!(report.status, agentdeck::health::HealthStatus::Healthy);
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), NS);
+    let holder = eventually("the daemon holds the Lease", || async {
+        leases
+            .get_opt("agentdeck-controller")
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+    })
+    .await;
+    assert!(!holder.is_empty());
+
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().expect("pid")).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let sent = Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits within 5 s")
+        .expect("wait");
+    assert!(status.success(), "exit status {status:?}");
+    assert!(sent.elapsed() < Duration::from_secs(5));
+    let lease = leases.get("agentdeck-controller").await.expect("lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "released on the way out"
+    );
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = e.read_to_string(&mut err).await;
+    }
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.starts_with('{'), "json log lines on stderr: {first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_cannot_start_errors_the_task_after_the_scheduling_timeout() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    let template = json!({"spec": {
+        "nodeSelector": {"agentdeck.dev/no-such-node": "true"},
+        "containers": [
+            {"name": "worker", "image": "example.com/worker-sim:1", "command": ["sim-worker"]},
+            {"name": "runner", "command": ["sim-runner"]}
+        ]
+    }});
+    h.create_pool(
+        "stuck",
+        json!({"executionMode": "job", "minReplicas": 0, "podTemplate": template,
+               "taskDefaults": {"runnerImage": "hashicorp/terraform:1.9",
+                                "schedulingTimeoutSeconds": 2}}),
+    )
+    .await;
+    h.create_tasks("stuck", "x", 1).await;
+    let task = eventually("the task Errored", || async {
+        let t = h.task("x-0").await;
+        (t.phase() == TaskPhase::Errored).then_some(t)
+    })
+    .await;
+    let status = task.status.expect("status");
+    let msg = status.message.unwrap_or_default();
+    assert!(msg.contains("not running 2s after Job"), "{msg}");
+    let job = status.job.expect("job recorded");
+    eventually("the Job deleted", || async {
+        h.jobs()
+            .get_opt(&job)
+            .await
+            .expect("get")
+            .is_none_or(|j| j.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    assert!(!h.events("x-0", "SchedulingTimeout").await.is_empty());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_is_stopped() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool("calm", json!({"minReplicas": 0, "maxReplicas": 2}))
+        .await;
+    let task: AgentTask = serde_json::from_value(json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+        "metadata": {"name": "c-0"},
+        "spec": {"pool": "calm", "command": ["terraform", "apply"], "cancel": true}
+    }))
+    .expect("task");
+    h.tasks()
+        .create(&PostParams::default(), &task)
+        .await
+        .expect("created");
+    let task = eventually("the task Cancelled", || async {
+        let t = h.task("c-0").await;
+        (t.phase() == TaskPhase::Cancelled).then_some(t)
+    })
+    .await;
+    assert!(task.status.and_then(|s| s.finished_at).is_some());
+    // A cancelled task is no work: the pool stays at 0.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.replicas("calm").await, Some(0));
+    cancel.cancel();
+}
