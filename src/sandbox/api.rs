@@ -654,6 +654,11 @@ impl Api {
                 }
                 obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
             }
+            ("", "Secret") => {
+                if let Some(o) = obj.as_object_mut() {
+                    o.entry("type").or_insert(json!("Opaque"));
+                }
+            }
             ("", "Service") => {
                 let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
                 if let Some(spec) = spec {

@@ -486,6 +486,10 @@ fn logs(api: &Api, ns: &str, name: &str, query: &Query) -> ApiResult<Response> {
 }
 
 fn parse_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
+    if content_type.contains("protobuf") {
+        return super::protobuf::decode(body)
+            .map_err(|e| ApiError::new_status(415, "UnsupportedMediaType", e.to_string()));
+    }
     if content_type.contains("yaml") {
         let text =
             std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;

@@ -15,7 +15,7 @@
 //! is in the store when the next pass looks.
 
 mod deployment;
-mod events;
+pub(crate) mod events;
 mod job;
 mod meta;
 mod pods;

@@ -241,6 +241,11 @@ struct Prepared {
 
 impl Kubelet {
     /// The pod's directory, volumes and kubeconfig; an error is a mount failure.
+    /// Records an Event about `pod` from the kubelet.
+    fn event(&self, pod: &Value, kind: &str, reason: &str, message: &str) {
+        crate::sandbox::cluster::events::record(&self.api, pod, kind, reason, message, "kubelet");
+    }
+
     fn setup_sandbox(
         &self,
         rt: &PodRuntime,
@@ -385,6 +390,36 @@ impl Kubelet {
                     continue;
                 }
             };
+            let image = pod["spec"][if slot.init {
+                "initContainers"
+            } else {
+                "containers"
+            }]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == slot.name.as_str()))
+            .and_then(|c| c["image"].as_str())
+            .unwrap_or_default()
+            .to_string();
+            // What the kubelet reports for each (re)start, as `kubectl
+            // describe pod` and `kubectl events` show it.
+            self.event(
+                pod,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+            );
+            self.event(
+                pod,
+                "Normal",
+                "Created",
+                &format!("Created container: {}", slot.name),
+            );
+            self.event(
+                pod,
+                "Normal",
+                "Started",
+                &format!("Started container: {}", slot.name),
+            );
             let id = new_container_id();
             slot.logs.start_instance(&id);
             let started_at = now_rfc3339();
@@ -452,6 +487,15 @@ impl Kubelet {
             let delay = restart_delay(self.config.restart_backoff, restarts_since_reset);
             restarts_since_reset += 1;
             if !delay.is_zero() {
+                self.event(
+                    pod,
+                    "Warning",
+                    "BackOff",
+                    &format!(
+                        "Back-off restarting failed container {} in pod {}_{}({})",
+                        slot.name, rt.name, rt.namespace, rt.uid
+                    ),
+                );
                 {
                     let mut s = slot.status();
                     s.state = State::Waiting {

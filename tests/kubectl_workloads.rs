@@ -1,0 +1,563 @@
+//! Conformance, part two: the real `kubectl` driving workloads that the
+//! sandbox's simulated controllers and kubelet run — scale, rollout, logs,
+//! wait, events, describe and the `create` generators. Each test asserts
+//! what kubectl printed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestSandbox, err, out};
+
+const DEPLOY: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  labels: {app: api}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+        - name: api
+          image: ghcr.io/acme/api:1.0
+"#;
+
+/// Polls `f` until it returns `Some`, or panics with `what` after a generous
+/// deadline (the machine is shared and slow).
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn scale_and_rollout_status_follow_the_deployment_controller() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], DEPLOY);
+    let status = sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    assert!(
+        status.contains("deployment \"api\" successfully rolled out"),
+        "{status}"
+    );
+    let table = sb.kubectl_ok(&["get", "deployment", "api"]);
+    let header = table.lines().next().unwrap_or_default();
+    for col in ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"] {
+        assert!(header.contains(col), "{table}");
+    }
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().take(4).collect::<Vec<_>>() == ["api", "2/2", "2", "2"]),
+        "{table}"
+    );
+    let wide = sb.kubectl_ok(&["get", "deployment", "api", "-o", "wide"]);
+    let header = wide.lines().next().unwrap_or_default();
+    for col in ["CONTAINERS", "IMAGES", "SELECTOR"] {
+        assert!(header.contains(col), "{wide}");
+    }
+    assert!(
+        wide.contains("ghcr.io/acme/api:1.0") && wide.contains("app=api"),
+        "{wide}"
+    );
+
+    let scaled = sb.kubectl_ok(&["scale", "deployment", "api", "--replicas=3"]);
+    assert_eq!(scaled.trim(), "deployment.apps/api scaled");
+    sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    let pods = sb.kubectl_ok(&["get", "pods", "-l", "app=api", "-o", "name"]);
+    assert_eq!(pods.lines().count(), 3, "{pods}");
+    // A precondition that does not hold refuses the scale.
+    let refused = sb.kubectl(&[
+        "scale",
+        "deployment",
+        "api",
+        "--current-replicas=7",
+        "--replicas=1",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        err(&refused).contains("Expected replicas to be 7, was 3"),
+        "{}",
+        err(&refused)
+    );
+
+    // A new image is a new ReplicaSet, rolled out and recorded as revision 2.
+    let set = sb.kubectl_ok(&["set", "image", "deployment/api", "api=ghcr.io/acme/api:2.0"]);
+    assert!(set.contains("deployment.apps/api image updated"), "{set}");
+    let status = sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    assert!(
+        status.contains("deployment \"api\" successfully rolled out"),
+        "{status}"
+    );
+    let rs = sb.kubectl_ok(&["get", "replicasets", "-l", "app=api"]);
+    assert_eq!(rs.lines().count(), 3, "two ReplicaSets:\n{rs}");
+    assert!(
+        rs.lines().filter(|l| l.starts_with("api-")).any(|l| l
+            .split_whitespace()
+            .skip(1)
+            .take(3)
+            .collect::<Vec<_>>()
+            == ["0", "0", "0"]),
+        "old ReplicaSet scaled to zero:\n{rs}"
+    );
+    let history = sb.kubectl_ok(&["rollout", "history", "deployment/api"]);
+    assert!(
+        history.contains("REVISION") && history.lines().any(|l| l.starts_with('2')),
+        "{history}"
+    );
+    let undo = sb.kubectl_ok(&["rollout", "undo", "deployment/api"]);
+    assert!(undo.contains("deployment.apps/api rolled back"), "{undo}");
+    sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    assert_eq!(
+        sb.kubectl_ok(&[
+            "get",
+            "deploy",
+            "api",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}"
+        ]),
+        "ghcr.io/acme/api:1.0"
+    );
+}
+
+#[test]
+fn logs_with_container_tail_previous_and_follow() {
+    let sb = TestSandbox::start();
+    // `app` prints three lines and fails, so the kubelet restarts it;
+    // `side` prints once and stays up.
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: chatty
+  annotations: {sandbox.agentdeck.dev/run-shell: "true"}
+spec:
+  containers:
+    - name: app
+      image: busybox
+      command: [sh, -c, 'echo one; echo two; echo "three $$"; sleep 1; exit 3']
+    - name: side
+      image: busybox
+      command: [sh, -c, 'echo side says hi; sleep 300']
+"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], pod);
+    let restarts = eventually("a restart of app", || {
+        let n = sb.kubectl_ok(&[
+            "get",
+            "pod",
+            "chatty",
+            "-o",
+            "jsonpath={.status.containerStatuses[?(@.name==\"app\")].restartCount}",
+        ]);
+        (n.trim().parse::<u32>().unwrap_or(0) >= 1).then_some(n)
+    });
+    assert!(!restarts.is_empty());
+    // Without -c, a pod with two containers is ambiguous: kubectl picks the
+    // default container and says so on stderr.
+    let side = sb.kubectl_ok(&["logs", "chatty", "-c", "side"]);
+    assert_eq!(side, "side says hi\n");
+    let current = eventually("the restarted app's output", || {
+        let o = sb.kubectl(&["logs", "chatty", "-c", "app"]);
+        (o.status.success() && out(&o).lines().count() == 3).then(|| out(&o))
+    });
+    let prev = sb.kubectl_ok(&["logs", "chatty", "-c", "app", "--previous"]);
+    assert!(prev.starts_with("one\ntwo\nthree "), "{prev}");
+    assert_eq!(prev.lines().count(), 3, "{prev}");
+    let tail = sb.kubectl_ok(&["logs", "chatty", "-c", "app", "--previous", "--tail=1"]);
+    assert!(
+        tail.starts_with("three ") && tail.lines().count() == 1,
+        "{tail}"
+    );
+    assert!(current.starts_with("one\n"), "{current}");
+    let limited = sb.kubectl_ok(&["logs", "chatty", "-c", "side", "--limit-bytes=4"]);
+    assert_eq!(limited, "side");
+    let stamped = sb.kubectl_ok(&["logs", "chatty", "-c", "side", "--timestamps"]);
+    let (ts, line) = stamped.trim_end().split_once(' ').expect("timestamp");
+    assert!(
+        ts.contains('T') && ts.ends_with('Z') && line == "side says hi",
+        "{stamped}"
+    );
+    let unknown = sb.kubectl(&["logs", "chatty", "-c", "nope"]);
+    assert!(
+        err(&unknown).contains("container nope is not valid for pod chatty"),
+        "{}",
+        err(&unknown)
+    );
+
+    // -f streams lines as they are written and ends when the container does.
+    let follow_pod = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ticker
+  annotations: {sandbox.agentdeck.dev/run-shell: "true"}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: tick
+      image: busybox
+      command: [sh, -c, 'for i in 1 2 3; do echo tick $i; sleep 1; done']
+"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], follow_pod);
+    sb.kubectl_ok(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "pod/ticker",
+        "--timeout=60s",
+    ]);
+    let started = Instant::now();
+    let followed = sb.kubectl_ok(&["logs", "-f", "ticker"]);
+    assert_eq!(followed, "tick 1\ntick 2\ntick 3\n");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "-f returned before the container finished: {followed}"
+    );
+}
+
+#[test]
+fn wait_for_conditions_jsonpath_and_deletion() {
+    let sb = TestSandbox::start();
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers: [{name: nginx, image: nginx:1.27}]
+"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], pod);
+    let ready = sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
+    assert_eq!(ready.trim(), "pod/web condition met");
+    let running = sb.kubectl_ok(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "pod",
+        "-l",
+        "app=web",
+        "--timeout=60s",
+    ]);
+    assert_eq!(running.trim(), "pod/web condition met");
+    let never = sb.kubectl(&[
+        "wait",
+        "--for=condition=Ready=false",
+        "pod/web",
+        "--timeout=2s",
+    ]);
+    assert!(!never.status.success());
+    assert!(
+        err(&never).contains("timed out waiting for the condition on pods/web"),
+        "{}",
+        err(&never)
+    );
+
+    let job = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: once}
+spec:
+  template:
+    metadata:
+      annotations: {sandbox.agentdeck.dev/exit-after: "1"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: busybox}]
+"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], job);
+    let done = sb.kubectl_ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/once",
+        "--timeout=60s",
+    ]);
+    assert_eq!(done.trim(), "job.batch/once condition met");
+    let jobs = sb.kubectl_ok(&["get", "jobs"]);
+    assert!(
+        jobs.lines().any(|l| l.starts_with("once")
+            && (l.contains("1/1") && (l.contains("Complete") || !l.contains("Running")))),
+        "{jobs}"
+    );
+
+    sb.kubectl_ok(&["delete", "pod", "web", "--wait=false"]);
+    let gone = sb.kubectl(&["wait", "--for=delete", "pod/web", "--timeout=60s"]);
+    // kubectl 1.27+ prints "condition met", or nothing when already gone.
+    assert!(gone.status.success(), "{}", err(&gone));
+    let missing = sb.kubectl(&["get", "pod", "web"]);
+    assert!(err(&missing).contains("not found"), "{}", err(&missing));
+}
+
+#[test]
+fn events_and_describe_show_what_the_controllers_and_kubelet_did() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], DEPLOY);
+    sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    let pod = sb
+        .kubectl_ok(&["get", "pods", "-l", "app=api", "-o", "name"])
+        .lines()
+        .next()
+        .expect("a pod")
+        .to_string();
+    let pod_name = pod.trim_start_matches("pod/").to_string();
+
+    let events = eventually("kubelet events", || {
+        let e = sb.kubectl_ok(&["events"]);
+        e.contains("Started").then_some(e)
+    });
+    let header = events.lines().next().unwrap_or_default();
+    for col in ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"] {
+        assert!(header.contains(col), "{events}");
+    }
+    for reason in [
+        "ScalingReplicaSet",
+        "SuccessfulCreate",
+        "Scheduled",
+        "Pulled",
+        "Created",
+        "Started",
+    ] {
+        assert!(
+            events.lines().any(|l| l.contains(reason)),
+            "{reason} missing:\n{events}"
+        );
+    }
+    assert!(
+        events.contains(&format!("Pod/{pod_name}")) && events.contains("Deployment/api"),
+        "{events}"
+    );
+    let for_pod = sb.kubectl_ok(&["events", "--for", &pod]);
+    assert!(
+        for_pod.lines().skip(1).all(|l| l.contains(&pod_name)) && for_pod.contains("Scheduled"),
+        "{for_pod}"
+    );
+    let get_events = sb.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Scheduled,involvedObject.kind=Pod",
+    ]);
+    assert!(
+        get_events.contains("Successfully assigned default/") && get_events.contains(&pod_name),
+        "{get_events}"
+    );
+    let warnings = sb.kubectl_ok(&["events", "--types=Warning"]);
+    assert!(!warnings.contains("Scheduled"), "{warnings}");
+
+    let described = sb.kubectl_ok(&["describe", "pod", &pod_name]);
+    for want in [
+        format!("Name:             {pod_name}"),
+        "Namespace:        default".to_string(),
+        "Node:             sandbox-node-".to_string(),
+        "Status:           Running".to_string(),
+        "IP:               127.".to_string(),
+        "Controlled By:  ReplicaSet/api-".to_string(),
+        "Image:          ghcr.io/acme/api:1.0".to_string(),
+        "State:          Running".to_string(),
+        "Ready:          True".to_string(),
+        "Conditions:".to_string(),
+        "Events:".to_string(),
+        "Successfully assigned default/".to_string(),
+    ] {
+        assert!(described.contains(&want), "{want:?} missing:\n{described}");
+    }
+    let described = sb.kubectl_ok(&["describe", "deployment", "api"]);
+    for want in [
+        "Name:                   api",
+        "Replicas:               2 desired | 2 updated | 2 total | 2 available | 0 unavailable",
+        "StrategyType:           RollingUpdate",
+        "NewReplicaSet:",
+        "Scaled up replica set api-",
+    ] {
+        assert!(described.contains(want), "{want:?} missing:\n{described}");
+    }
+    let node = sb.kubectl_ok(&["describe", "node", "sandbox-node-0"]);
+    assert!(
+        node.contains("Name:               sandbox-node-0") && node.contains("Ready"),
+        "{node}"
+    );
+}
+
+#[test]
+fn create_generators_make_the_objects_a_cluster_would() {
+    let sb = TestSandbox::start();
+    let ns = sb.kubectl_ok(&["create", "namespace", "tools"]);
+    assert_eq!(ns.trim(), "namespace/tools created");
+    let cm = sb.kubectl_ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "tools",
+        "--from-literal=mode=fast",
+        "--from-literal=level=3",
+    ]);
+    assert_eq!(cm.trim(), "configmap/settings created");
+    assert_eq!(
+        sb.kubectl_ok(&[
+            "get",
+            "cm",
+            "settings",
+            "-n",
+            "tools",
+            "-o",
+            "jsonpath={.data.mode}"
+        ]),
+        "fast"
+    );
+    let secret = sb.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "token",
+        "-n",
+        "tools",
+        "--from-literal=value=s3cr3t",
+    ]);
+    assert_eq!(secret.trim(), "secret/token created");
+    let secrets = sb.kubectl_ok(&["get", "secrets", "-n", "tools"]);
+    assert!(
+        secrets
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()[..3] == ["token", "Opaque", "1"]),
+        "{secrets}"
+    );
+    assert_eq!(
+        sb.kubectl_ok(&[
+            "get",
+            "secret",
+            "token",
+            "-n",
+            "tools",
+            "-o",
+            "jsonpath={.data.value}"
+        ]),
+        "czNjcjN0"
+    );
+    let sa = sb.kubectl_ok(&["create", "serviceaccount", "runner", "-n", "tools"]);
+    assert_eq!(sa.trim(), "serviceaccount/runner created");
+    let deploy = sb.kubectl_ok(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "tools",
+        "--image=nginx:1.27",
+        "--replicas=2",
+        "--port=80",
+    ]);
+    assert_eq!(deploy.trim(), "deployment.apps/web created");
+    let svc = sb.kubectl_ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "-n",
+        "tools",
+        "--port=8080",
+        "--target-port=80",
+    ]);
+    assert_eq!(svc.trim(), "service/web exposed");
+    let services = sb.kubectl_ok(&["get", "svc", "web", "-n", "tools", "-o", "wide"]);
+    let header = services.lines().next().unwrap_or_default();
+    for col in [
+        "NAME",
+        "TYPE",
+        "CLUSTER-IP",
+        "EXTERNAL-IP",
+        "PORT(S)",
+        "SELECTOR",
+    ] {
+        assert!(header.contains(col), "{services}");
+    }
+    assert!(
+        services.contains("ClusterIP")
+            && services.contains("8080/TCP")
+            && services.contains("app=web"),
+        "{services}"
+    );
+    let run = sb.kubectl_ok(&[
+        "run",
+        "probe",
+        "-n",
+        "tools",
+        "--image=busybox",
+        "--restart=Never",
+        "--labels=role=probe",
+    ]);
+    assert_eq!(run.trim(), "pod/probe created");
+    let job = sb.kubectl_ok(&["create", "job", "once", "-n", "tools", "--image=busybox"]);
+    assert_eq!(job.trim(), "job.batch/once created");
+    let role = sb.kubectl_ok(&[
+        "create",
+        "role",
+        "reader",
+        "-n",
+        "tools",
+        "--verb=get,list,watch",
+        "--resource=pods",
+    ]);
+    assert_eq!(role.trim(), "role.rbac.authorization.k8s.io/reader created");
+    let binding = sb.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "reader",
+        "-n",
+        "tools",
+        "--role=reader",
+        "--serviceaccount=tools:runner",
+    ]);
+    assert_eq!(
+        binding.trim(),
+        "rolebinding.rbac.authorization.k8s.io/reader created"
+    );
+    let pdb = sb.kubectl_ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "-n",
+        "tools",
+        "--selector=app=web",
+        "--min-available=1",
+    ]);
+    assert_eq!(pdb.trim(), "poddisruptionbudget.policy/web created");
+
+    // Server-side dry run validates and answers without storing anything.
+    let dry = sb.kubectl_ok(&[
+        "create",
+        "configmap",
+        "ghost",
+        "-n",
+        "tools",
+        "--from-literal=a=b",
+        "--dry-run=server",
+    ]);
+    assert_eq!(dry.trim(), "configmap/ghost created (server dry run)");
+    let ghost = sb.kubectl(&["get", "cm", "ghost", "-n", "tools"]);
+    assert!(err(&ghost).contains("not found"), "{}", err(&ghost));
+
+    let all = sb.kubectl_ok(&["get", "all", "-n", "tools"]);
+    for want in [
+        "pod/probe",
+        "service/web",
+        "deployment.apps/web",
+        "job.batch/once",
+    ] {
+        assert!(all.contains(want), "{want} missing from get all:\n{all}");
+    }
+    let in_ns = sb.kubectl_ok(&[
+        "get",
+        "namespaces",
+        "tools",
+        "-o",
+        "jsonpath={.status.phase}",
+    ]);
+    assert_eq!(in_ns, "Active");
+    let deleted = sb.kubectl_ok(&["delete", "namespace", "tools", "--timeout=60s"]);
+    assert_eq!(deleted.trim(), "namespace \"tools\" deleted");
+    let cms = sb.kubectl(&["get", "cm", "settings", "-n", "tools"]);
+    assert!(err(&cms).contains("not found"), "{}", err(&cms));
+}
