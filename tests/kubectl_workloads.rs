@@ -561,3 +561,80 @@ fn create_generators_make_the_objects_a_cluster_would() {
     let cms = sb.kubectl(&["get", "cm", "settings", "-n", "tools"]);
     assert!(err(&cms).contains("not found"), "{}", err(&cms));
 }
+
+#[test]
+fn drain_evicts_only_what_the_disruption_budget_allows() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], DEPLOY);
+    sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    let pdb = sb.kubectl_ok(&[
+        "create",
+        "pdb",
+        "api",
+        "--selector=app=api",
+        "--min-available=2",
+    ]);
+    assert_eq!(pdb.trim(), "poddisruptionbudget.policy/api created");
+    let budgets = eventually("the budget's status", || {
+        let t = sb.kubectl_ok(&["get", "pdb", "api"]);
+        t.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()[..4] == ["api", "2", "N/A", "0"])
+            .then_some(t)
+    });
+    assert!(budgets.contains("ALLOWED DISRUPTIONS"), "{budgets}");
+    let node = sb.kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=api",
+        "-o",
+        "jsonpath={.items[0].spec.nodeName}",
+    ]);
+    assert!(node.starts_with("sandbox-node-"), "{node}");
+    let blocked = sb.kubectl(&["drain", &node, "--timeout=3s"]);
+    assert!(!blocked.status.success(), "{}", out(&blocked));
+    assert!(
+        err(&blocked).contains("Cannot evict pod as it would violate the pod's disruption budget"),
+        "{}",
+        err(&blocked)
+    );
+    let nodes = sb.kubectl_ok(&["get", "node", &node]);
+    assert!(nodes.contains("Ready,SchedulingDisabled"), "{nodes}");
+
+    sb.kubectl_ok(&[
+        "patch",
+        "pdb",
+        "api",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"minAvailable":1}}"#,
+    ]);
+    eventually("a disruption to be allowed", || {
+        let n = sb.kubectl_ok(&[
+            "get",
+            "pdb",
+            "api",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ]);
+        (n == "1").then_some(())
+    });
+    let drained = sb.kubectl_ok(&["drain", &node, "--timeout=60s"]);
+    assert!(
+        drained.contains("evicted") && drained.contains(&format!("node/{node} drained")),
+        "{drained}"
+    );
+    // The Deployment replaces the evicted pod on another, schedulable node.
+    sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    let nodes_now = sb.kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=api",
+        "-o",
+        "jsonpath={.items[*].spec.nodeName}",
+    ]);
+    assert!(!nodes_now.contains(&node), "{nodes_now}");
+    let un = sb.kubectl_ok(&["uncordon", &node]);
+    assert_eq!(un.trim(), format!("node/{node} uncordoned"));
+}

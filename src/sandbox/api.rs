@@ -23,6 +23,8 @@ pub struct ApiError {
     pub message: String,
     /// `details`, when the real server sends them.
     pub details: Option<Value>,
+    /// `metadata` of the Status (a fresh `continue` token on an expired one).
+    pub list_meta: Option<Value>,
 }
 
 impl ApiError {
@@ -37,6 +39,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            list_meta: None,
         }
     }
 
@@ -121,6 +124,7 @@ impl ApiError {
             reason: "Invalid",
             message,
             details: Some(d),
+            list_meta: None,
         }
     }
 
@@ -154,7 +158,7 @@ impl ApiError {
         let mut s = json!({
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": self.list_meta.clone().unwrap_or_else(|| json!({})),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -900,6 +904,7 @@ impl Api {
                     reason: "DryRun",
                     message: String::new(),
                     details: Some(new),
+                    list_meta: None,
                 });
             }
             Ok(Some(new))
@@ -979,6 +984,13 @@ impl Api {
                     )
                 })?;
                 let applied = parse_apply_body(body)?;
+                let key = (
+                    s.info.group_resource(),
+                    ns.clone(),
+                    name.clone(),
+                    manager.to_string(),
+                );
+                self.check_apply_conflicts(&key, &applied, query.flag("force"))?;
                 doc = self.apply_onto(&s, &ns, &name, manager, &current, &applied)?;
             }
             other => return Err(ApiError::unsupported_media_type(other)),
@@ -1106,6 +1118,74 @@ impl Api {
             strategic_merge::json_merge_patch(&mut doc, &patch);
         }
         Ok(doc)
+    }
+
+    /// Fields another apply manager set to a different value are a 409
+    /// conflict naming them and their manager; with `force` they change
+    /// hands (the other manager no longer owns them).
+    fn check_apply_conflicts(
+        &self,
+        key: &(String, String, String, String),
+        applied: &Value,
+        force: bool,
+    ) -> ApiResult<()> {
+        let mine = apply_leaves(applied);
+        let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conflicts: Vec<(String, String)> = Vec::new();
+        for ((res, ns, name, manager), theirs) in all.iter_mut() {
+            if (res, ns, name) != (&key.0, &key.1, &key.2) || manager == &key.3 {
+                continue;
+            }
+            let owned: BTreeMap<String, Value> = apply_leaves(theirs)
+                .into_iter()
+                .map(|(p, v)| (field_path(&p), v))
+                .collect();
+            for (path, value) in &mine {
+                let shown = field_path(path);
+                if owned.get(&shown).is_some_and(|v| v != value) {
+                    if force {
+                        remove_leaf(theirs, path);
+                    } else {
+                        conflicts.push((manager.clone(), shown));
+                    }
+                }
+            }
+        }
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        let n = conflicts.len();
+        let message = if n == 1 {
+            format!(
+                "Apply failed with 1 conflict: conflict with \"{}\": {}",
+                conflicts[0].0, conflicts[0].1
+            )
+        } else {
+            let mut m = format!("Apply failed with {n} conflicts: ");
+            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (mgr, f) in &conflicts {
+                by_manager.entry(mgr).or_default().push(f);
+            }
+            let parts: Vec<String> = by_manager
+                .iter()
+                .map(|(mgr, fields)| {
+                    if fields.len() == 1 {
+                        format!("conflict with \"{mgr}\": {}", fields[0])
+                    } else {
+                        format!("conflicts with \"{mgr}\":\n- {}", fields.join("\n- "))
+                    }
+                })
+                .collect();
+            m.push_str(&parts.join("\n"));
+            m
+        };
+        let mut e = ApiError::new(409, "Conflict", message);
+        e.details = Some(json!({"causes": conflicts.iter().map(|(mgr, f)| json!({
+            "reason": "FieldManagerConflict",
+            "message": format!("conflict with \"{mgr}\""),
+            "field": f,
+        })).collect::<Vec<_>>()}));
+        Err(e)
     }
 
     /// DELETE one object, honouring finalizers and the propagation policy.
@@ -1835,6 +1915,98 @@ fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
 
 /// Removes from `doc` the fields present in `prev` but absent from `now`
 /// (what a manager stopped applying), recursing into maps.
+/// One step of a field path: a map key, or a list item by its name.
+#[derive(Debug, Clone, PartialEq)]
+enum PathStep {
+    Key(String),
+    Named(String),
+}
+
+/// The leaf fields an applied configuration sets, with their values; lists
+/// of named items are walked by name (containers, env, ports …), other
+/// lists are atomic. Identity fields are nobody's to conflict over.
+fn apply_leaves(doc: &Value) -> Vec<(Vec<PathStep>, Value)> {
+    fn walk(v: &Value, path: &mut Vec<PathStep>, out: &mut Vec<(Vec<PathStep>, Value)>) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, child) in m {
+                    path.push(PathStep::Key(k.clone()));
+                    walk(child, path, out);
+                    path.pop();
+                }
+            }
+            Value::Array(items)
+                if !items.is_empty() && items.iter().all(|i| i["name"].is_string()) =>
+            {
+                for item in items {
+                    path.push(PathStep::Named(
+                        item["name"].as_str().unwrap_or_default().to_string(),
+                    ));
+                    walk(item, path, out);
+                    path.pop();
+                }
+            }
+            _ => out.push((path.clone(), v.clone())),
+        }
+    }
+    let mut out = Vec::new();
+    walk(doc, &mut Vec::new(), &mut out);
+    out.retain(|(p, _)| {
+        let top = |k: &str| p.first() == Some(&PathStep::Key(k.into()));
+        let meta = |k: &str| top("metadata") && p.get(1) == Some(&PathStep::Key(k.into()));
+        !(top("apiVersion")
+            || top("kind")
+            || meta("name")
+            || meta("namespace")
+            || meta("resourceVersion")
+            || p.last() == Some(&PathStep::Key("name".into()))
+                && p.len() >= 2
+                && matches!(p[p.len() - 2], PathStep::Named(_)))
+    });
+    out
+}
+
+/// A field path as the apiserver prints it: `.spec.containers[name="api"].image`.
+fn field_path(path: &[PathStep]) -> String {
+    path.iter()
+        .map(|s| match s {
+            PathStep::Key(k) => format!(".{k}"),
+            PathStep::Named(n) => format!("[name=\"{n}\"]"),
+        })
+        .collect()
+}
+
+fn remove_leaf(doc: &mut Value, path: &[PathStep]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = doc;
+    for step in parents {
+        let next = match step {
+            PathStep::Key(k) => cur.get_mut(k.as_str()),
+            PathStep::Named(n) => cur
+                .as_array_mut()
+                .and_then(|a| a.iter_mut().find(|i| i["name"] == n.as_str())),
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    match last {
+        PathStep::Key(k) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(k);
+            }
+        }
+        PathStep::Named(n) => {
+            if let Some(a) = cur.as_array_mut() {
+                a.retain(|i| i["name"] != n.as_str());
+            }
+        }
+    }
+}
+
 fn remove_unapplied(doc: &mut Value, prev: &Value, now: &Value) {
     let (Some(d), Some(p)) = (doc.as_object_mut(), prev.as_object()) else {
         return;

@@ -317,6 +317,32 @@ async fn route(
                 None => Ok(ok(&obj)),
             }
         }
+        ("POST", Some(name), Some("eviction")) => {
+            let eviction = parse_body(&body, ct)?;
+            let pod = api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            super::cluster::disruption::check_eviction(api, &pod)?;
+            let opts = eviction
+                .get("deleteOptions")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let dry = opts["dryRun"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|v| v == "All"));
+            let mut q = query.clone();
+            if dry {
+                q = Query::parse(Some("dryRun=All"));
+            }
+            let t = Target {
+                subresource: None,
+                ..target.clone()
+            };
+            api.delete(group, version, plural, &t, &opts, &q)?;
+            Ok(json_response(
+                201,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                "application/json",
+            ))
+        }
         ("POST", None, _) => {
             let obj = parse_body(&body, ct)?;
             let created = api.create(
@@ -708,10 +734,7 @@ impl Listed {
 /// LIST with selectors, limit and continue.
 fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
     let filter = Filter::new(served, target, query)?;
-    let (items, rv) = api
-        .store
-        .list(&served.info.group_resource(), filter.namespace.as_deref());
-    let after = match query.get("continue") {
+    let after = match query.get("continue").filter(|t| !t.is_empty()) {
         Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
             ApiError::bad_request(
                 "continue key is not valid: the provided continue parameter is not valid",
@@ -723,6 +746,7 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
+    let (items, rv) = read_for_list(api, served, &filter, query, after.as_ref(), limit)?;
     let key_of = |o: &Value| -> (String, String) {
         let s = |k: &str| o["metadata"][k].as_str().unwrap_or_default().to_string();
         (s("namespace"), s("name"))
@@ -753,8 +777,7 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         }
         out.push(it);
     }
-    let list_rv = after.as_ref().map(|(rv, _, _)| *rv).unwrap_or(rv);
-    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(n) = next {
         meta["continue"] = json!(n);
         meta["remainingItemCount"] = json!(remaining);
@@ -765,6 +788,127 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         metadata: meta,
         items: out,
     })
+}
+
+/// A 422 about the list options, as `ValidateListOptions` words it.
+fn invalid_list_options(field: &str, message: String) -> ApiError {
+    let mut e = ApiError::new_status(
+        422,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+    );
+    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
+        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}));
+    e
+}
+
+/// The objects a LIST reads and the resourceVersion they are at, following
+/// the resourceVersion / resourceVersionMatch / continue semantics of the
+/// API concepts: unset is the latest state, `0` any, an exact version (or a
+/// continue token) that version's snapshot — 410 Expired once compacted.
+fn read_for_list(
+    api: &Api,
+    served: &Served,
+    filter: &Filter,
+    query: &Query,
+    after: Option<&(u64, String, String)>,
+    limit: Option<usize>,
+) -> ApiResult<(Vec<Arc<Value>>, u64)> {
+    let res = served.info.group_resource();
+    let ns = filter.namespace.as_deref();
+    let asked = query.get("resourceVersion").filter(|s| !s.is_empty());
+    let matching = query.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    match matching {
+        None | Some("Exact" | "NotOlderThan") => {}
+        Some(other) => {
+            return Err(invalid_list_options(
+                "resourceVersionMatch",
+                format!(
+                    "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+                ),
+            ));
+        }
+    }
+    if matching.is_some() && asked.is_none() {
+        return Err(invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+                .into(),
+        ));
+    }
+    if matching.is_some() && after.is_some() {
+        return Err(invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden when continue is provided".into(),
+        ));
+    }
+    if matching == Some("Exact") && asked == Some("0") {
+        return Err(invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+                .into(),
+        ));
+    }
+    if let Some((at, ns_key, name_key)) = after {
+        if asked.is_some_and(|a| a != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        return match api.store.list_at(&res, ns, *at) {
+            Ok(items) => Ok((items, *at)),
+            Err(_) => {
+                let mut e = ApiError::new_status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter, or use the continue token \
+                     in this response to retrieve the remainder of the results. Continuing with the \
+                     provided token results in an inconsistent list - objects that were created, \
+                     modified, or deleted between the time the first chunk was returned and now may \
+                     show up in the list.",
+                );
+                e.list_meta = Some(json!({"continue": encode_continue(
+                    api.store.current_rv(), ns_key, name_key)}));
+                Err(e)
+            }
+        };
+    }
+    let asked_rv = match asked {
+        None | Some("0") => None,
+        Some(a) => Some(a.parse::<u64>().map_err(|_| {
+            invalid_list_options(
+                "resourceVersion",
+                format!("Invalid value: \"{a}\": must be a non-negative integer"),
+            )
+        })?),
+    };
+    let Some(at) = asked_rv else {
+        return Ok(api.store.list(&res, ns));
+    };
+    let current = api.store.current_rv();
+    if at > current {
+        // The real apiserver waits up to 3 s for its cache to catch up, then
+        // answers this; nothing here will catch up.
+        let mut e = ApiError::new_status(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {at}, current: {current}"),
+        );
+        e.details = Some(json!({"causes": [{"reason": "ResourceVersionTooLarge",
+            "message": "Too large resource version"}], "retryAfterSeconds": 1}));
+        return Err(e);
+    }
+    // An exact version, or a paginated list at a given version (the legacy
+    // meaning of resourceVersion with limit), reads that snapshot.
+    if matching == Some("Exact") || (matching.is_none() && limit.is_some()) {
+        return api
+            .store
+            .list_at(&res, ns, at)
+            .map(|items| (items, at))
+            .map_err(|too_old| ApiError::gone(at, too_old.oldest));
+    }
+    Ok(api.store.list(&res, ns))
 }
 
 fn printer_columns(served: &Served) -> Option<Vec<table::PrinterColumn>> {

@@ -15,6 +15,7 @@
 //! is in the store when the next pass looks.
 
 mod deployment;
+pub(crate) mod disruption;
 pub(crate) mod events;
 mod job;
 mod meta;
@@ -66,6 +67,11 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 api.clone(),
                 cancel.clone(),
                 scheduler::Scheduler::default(),
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                disruption::DisruptionController,
             )),
         ];
         for task in tasks {
