@@ -638,3 +638,48 @@ fn drain_evicts_only_what_the_disruption_budget_allows() {
     let un = sb.kubectl_ok(&["uncordon", &node]);
     assert_eq!(un.trim(), format!("node/{node} uncordoned"));
 }
+
+#[test]
+fn debug_adds_an_ephemeral_container_through_its_subresource() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&["run", "web", "--image=nginx:1.27"]);
+    sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
+    let o = sb.kubectl(&[
+        "debug",
+        "web",
+        "--image=busybox",
+        "--target=web",
+        "--container=probe",
+        "--profile=general",
+    ]);
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let said = format!("{}{}", out(&o), err(&o));
+    assert!(
+        said.contains("Targeting container \"web\"") && !said.contains("panic"),
+        "{said}"
+    );
+    let eph = sb.kubectl_ok(&[
+        "get",
+        "pod",
+        "web",
+        "-o",
+        "jsonpath={.spec.ephemeralContainers[0].name} {.spec.ephemeralContainers[0].image} {.spec.ephemeralContainers[0].targetContainerName}",
+    ]);
+    assert_eq!(eph, "probe busybox web");
+    // Ephemeral containers can be added, never changed or removed.
+    let changed = sb.kubectl(&[
+        "patch",
+        "pod",
+        "web",
+        "--subresource=ephemeralcontainers",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/ephemeralContainers/0/image","value":"alpine"}]"#,
+    ]);
+    assert!(!changed.status.success());
+    assert!(
+        err(&changed).contains("may not be removed or changed"),
+        "{}",
+        err(&changed)
+    );
+}

@@ -62,11 +62,16 @@ impl ApiError {
     /// 404 for a path that names nothing we serve.
     pub fn no_route(path: &str) -> Self {
         let _ = path;
-        ApiError::new(
+        let mut e = ApiError::new(
             404,
             "NotFound",
             "the server could not find the requested resource",
-        )
+        );
+        // The real apiserver sends empty details here, and clients rely on
+        // it (`kubectl debug` reads `details.name` to tell a missing route
+        // from a missing pod).
+        e.details = Some(json!({}));
+        e
     }
 
     /// 405 for a verb the resource does not support.
@@ -821,8 +826,10 @@ impl Api {
         query: &Query,
     ) -> ApiResult<Value> {
         let info = &s.info;
+        let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
         if let Some(sub) = sub
             && sub != "status"
+            && !ephemeral
         {
             return Err(ApiError::no_route(sub));
         }
@@ -860,7 +867,48 @@ impl Api {
                 m.remove("managedFields");
             }
             let has_status = info.has_subresource("status");
-            if sub == Some("status") {
+            if ephemeral {
+                // Only ephemeral containers change through this subresource,
+                // and only by being added.
+                let before = old["spec"]["ephemeralContainers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let after = new["spec"]["ephemeralContainers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let mut causes = Vec::new();
+                for (i, c) in after.iter().enumerate() {
+                    let field = format!("spec.ephemeralContainers[{i}]");
+                    if c["name"].as_str().unwrap_or_default().is_empty() {
+                        causes.push((format!("{field}.name"), "Required value".into()));
+                    }
+                    if c["image"].as_str().unwrap_or_default().is_empty() {
+                        causes.push((format!("{field}.image"), "Required value".into()));
+                    }
+                }
+                for old_c in &before {
+                    match after.iter().find(|c| c["name"] == old_c["name"]) {
+                        Some(c) if c == old_c => {}
+                        _ => causes.push((
+                            "spec.ephemeralContainers".into(),
+                            format!(
+                                "Forbidden: existing ephemeral containers \"{}\" may not be removed or changed",
+                                old_c["name"].as_str().unwrap_or_default()
+                            ),
+                        )),
+                    }
+                }
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(info, name, causes));
+                }
+                let mut merged = old.clone();
+                if !after.is_empty() {
+                    merged["spec"]["ephemeralContainers"] = Value::Array(after);
+                }
+                new = merged;
+            } else if sub == Some("status") {
                 // Only status (and metadata labels/annotations) changes through /status.
                 let mut merged = old.clone();
                 merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);

@@ -325,13 +325,7 @@ async fn route(
                 .get("deleteOptions")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
-            let dry = opts["dryRun"]
-                .as_array()
-                .is_some_and(|d| d.iter().any(|v| v == "All"));
-            let mut q = query.clone();
-            if dry {
-                q = Query::parse(Some("dryRun=All"));
-            }
+            let q = with_body_dry_run(query, &opts);
             let t = Target {
                 subresource: None,
                 ..target.clone()
@@ -413,15 +407,27 @@ async fn route(
             let obj = parse_body(&body, ct)?;
             Ok(ok(&api.update(group, version, plural, &target, obj, query)?))
         }
-        ("PATCH", Some(_), _) => Ok(ok(
-            &api.patch(group, version, plural, &target, ct, &body, query)?
-        )),
+        ("PATCH", Some(name), sub) => {
+            // An apply that creates answers 201 Created, as the real one does.
+            let creates = ct.starts_with("application/apply-patch")
+                && sub.is_none()
+                && api
+                    .get(group, version, plural, target.namespace.as_deref(), name)
+                    .is_err();
+            let r = api.patch(group, version, plural, &target, ct, &body, query)?;
+            Ok(json_response(
+                if creates { 201 } else { 200 },
+                &r,
+                "application/json",
+            ))
+        }
         ("DELETE", Some(_), None) => {
             let opts = if body.is_empty() {
                 json!({})
             } else {
                 parse_body(&body, ct)?
             };
+            let query = &with_body_dry_run(query, &opts);
             let obj = api.delete(group, version, plural, &target, &opts, query)?;
             // Deleted at once → the object with 200; marked for deletion → 202 with it.
             let code = if obj.pointer("/metadata/deletionTimestamp").is_some()
@@ -447,6 +453,7 @@ async fn route(
             } else {
                 parse_body(&body, ct)?
             };
+            let query = &with_body_dry_run(query, &opts);
             let listed = list(api, &served, &target, query)?;
             let mut deleted = Vec::new();
             for item in listed.items {
@@ -469,6 +476,19 @@ async fn route(
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// The query, with `dryRun=All` when DeleteOptions in the body ask for it
+/// (`kubectl delete --dry-run=server` sends it there, not in the URL).
+fn with_body_dry_run(query: &Query, opts: &Value) -> Query {
+    let mut q = query.clone();
+    if opts["dryRun"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|v| v == "All"))
+    {
+        q.params.insert("dryRun".into(), "All".into());
+    }
+    q
 }
 
 /// `GET …/pods/NAME/log`, answered by the kubelet hooks.
@@ -975,7 +995,7 @@ async fn watch(
     let res = served.info.group_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
     let send_initial = query.flag("sendInitialEvents");
-    let (initial, rx): (Vec<Event>, broadcast::Receiver<Arc<Change>>) = match asked
+    let (initial, start_rv, rx): (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>) = match asked
         .as_deref()
         .and_then(|s| s.parse::<u64>().ok())
         .filter(|n| *n > 0 && !send_initial)
@@ -986,7 +1006,7 @@ async fn watch(
                     .into_iter()
                     .filter_map(|c| visible(&filter, &c).map(|t| (t, c.object.clone())))
                     .collect();
-                (evs, rx)
+                (evs, since, rx)
             }
             Err(too_old) => {
                 // The real apiserver answers 200 and then one ERROR event.
@@ -1002,13 +1022,13 @@ async fn watch(
             }
         },
         None => {
-            let (items, _, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
+            let (items, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
             let evs = items
                 .into_iter()
                 .filter(|o| filter.matches(o))
                 .map(|o| (EventType::Added, o))
                 .collect();
-            (evs, rx)
+            (evs, at, rx)
         }
     };
     let bookmarks = query.flag("allowWatchBookmarks");
@@ -1041,7 +1061,9 @@ async fn watch(
             v.push(b'\n');
             Bytes::from(v)
         };
-        let mut last_rv = 0;
+        // Bookmarks carry the latest resourceVersion this watch has seen of
+        // the whole store, as the real watch cache's progress notifications do.
+        let mut last_rv = start_rv;
         for (t, obj) in initial {
             last_rv = last_rv.max(rv_of(&obj));
             if tx.send(Ok(encode(t.as_str(), &obj))).await.is_err() {
@@ -1079,10 +1101,13 @@ async fn watch(
                 }
                 msg = rx.recv() => match msg {
                     Ok(c) => {
-                        if c.resource != res || c.rv <= last_rv {
+                        if c.rv <= last_rv {
                             continue;
                         }
                         last_rv = c.rv;
+                        if c.resource != res {
+                            continue;
+                        }
                         if let Some(t) = visible(&filter, &c)
                             && tx.send(Ok(encode(t.as_str(), &c.object))).await.is_err()
                         {
