@@ -683,3 +683,38 @@ fn debug_adds_an_ephemeral_container_through_its_subresource() {
         err(&changed)
     );
 }
+
+#[test]
+fn explain_reads_built_in_and_custom_resource_schemas_from_openapi_v3() {
+    let sb = TestSandbox::start();
+    let image = sb.kubectl_ok(&["explain", "pods.spec.containers.image"]);
+    assert!(
+        image.contains("KIND:       Pod")
+            && image.contains("FIELD: image <string>")
+            && image.contains("Container image name"),
+        "{image}"
+    );
+    let replicas = sb.kubectl_ok(&["explain", "deployment.spec.replicas"]);
+    assert!(
+        replicas.contains("GROUP:      apps") && replicas.contains("FIELD: replicas <integer>"),
+        "{replicas}"
+    );
+    sb.kubectl_in_ok(&["apply", "-f", "-"], &out(&sb.agentdeck(&["crds"])));
+    let pool = sb.kubectl_ok(&["explain", "agentpool.spec.minReplicas"]);
+    assert!(
+        pool.contains("GROUP:      agentdeck.dev") && pool.contains("FIELD: minReplicas <integer>"),
+        "{pool}"
+    );
+    let task = sb.kubectl_ok(&["explain", "at", "--recursive"]);
+    assert!(
+        task.contains("KIND:       AgentTask") && task.contains("labels\t<map[string]string>"),
+        "{task}"
+    );
+    let nope = sb.kubectl(&["explain", "pods.spec.nonsense"]);
+    assert!(!nope.status.success());
+    assert!(
+        err(&nope).contains("field \"nonsense\" does not exist"),
+        "{}",
+        err(&nope)
+    );
+}

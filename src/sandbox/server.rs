@@ -218,9 +218,10 @@ async fn route(
                 ["apis", g, v] => (*g, *v),
                 _ => return Err(ApiError::no_route(path)),
             };
-            return discovery::openapi_v3_group_version(&resources, group, version)
-                .map(|d| ok(&d))
-                .ok_or_else(|| ApiError::no_route(path));
+            let mut doc = discovery::openapi_v3_group_version(&resources, group, version)
+                .ok_or_else(|| ApiError::no_route(path))?;
+            super::openapi_schemas::publish(&mut doc, api.registry().all(), group, version);
+            return Ok(ok(&doc));
         }
         _ => {}
     }
