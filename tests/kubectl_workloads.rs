@@ -718,3 +718,129 @@ fn explain_reads_built_in_and_custom_resource_schemas_from_openapi_v3() {
         err(&nope)
     );
 }
+
+const TASK: &str = r#"
+apiVersion: agentdeck.dev/v1alpha1
+kind: AgentTask
+metadata:
+  name: plan-1
+  labels: {team: infra}
+spec:
+  pool: platform
+  command: [terraform, plan]
+"#;
+
+#[test]
+fn our_custom_resources_print_their_columns_take_status_and_are_waited_on() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], &out(&sb.agentdeck(&["crds"])));
+    let created = sb.kubectl_in_ok(&["create", "-f", "-"], TASK);
+    assert_eq!(created.trim(), "agenttask.agentdeck.dev/plan-1 created");
+    sb.kubectl_in_ok(
+        &["create", "-f", "-"],
+        &TASK
+            .replace("plan-1", "apply-1")
+            .replace("pool: platform", "pool: batch"),
+    );
+    let table = sb.kubectl_ok(&["get", "at"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "POOL", "PHASE", "AGENT", "ATTEMPTS", "AGE"],
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("plan-1") && l.contains("platform")),
+        "{table}"
+    );
+    // Selectable fields and labels select custom resources too.
+    let by_pool = sb.kubectl_ok(&[
+        "get",
+        "atasks",
+        "--field-selector",
+        "spec.pool=batch",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(by_pool.trim(), "agenttask.agentdeck.dev/apply-1");
+    let by_label = sb.kubectl_ok(&["get", "agenttasks", "-l", "team=infra", "-o", "name"]);
+    assert_eq!(by_label.lines().count(), 2, "{by_label}");
+    // The category lists them with everything else of ours.
+    let category = sb.kubectl_ok(&["get", "agentdeck", "-o", "name"]);
+    assert!(
+        category.contains("agenttask.agentdeck.dev/plan-1"),
+        "{category}"
+    );
+
+    // Status goes through its subresource only; a plain patch cannot set it.
+    sb.kubectl_ok(&[
+        "patch",
+        "at",
+        "plan-1",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Failed"}}"#,
+    ]);
+    assert_eq!(
+        sb.kubectl_ok(&["get", "at", "plan-1", "-o", "jsonpath={.status.phase}"]),
+        "",
+        "status is dropped from writes to the main resource"
+    );
+    let patched = sb.kubectl_ok(&[
+        "patch",
+        "at",
+        "plan-1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running","agent":"agent-0","attempts":1}}"#,
+    ]);
+    assert!(
+        patched.contains("agenttask.agentdeck.dev/plan-1 patched"),
+        "{patched}"
+    );
+    let waited = sb.kubectl_ok(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "at/plan-1",
+        "--timeout=30s",
+    ]);
+    assert_eq!(
+        waited.trim(),
+        "agenttask.agentdeck.dev/plan-1 condition met"
+    );
+    let row = sb.kubectl_ok(&["get", "at", "plan-1", "--no-headers"]);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[..5],
+        ["plan-1", "platform", "Running", "agent-0", "1"],
+        "{row}"
+    );
+    let bad = sb.kubectl(&[
+        "patch",
+        "at",
+        "plan-1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Sleeping"}}"#,
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        err(&bad).contains("Unsupported value: \"Sleeping\""),
+        "{}",
+        err(&bad)
+    );
+    let deleted = sb.kubectl_ok(&["delete", "atask", "apply-1"]);
+    assert_eq!(
+        deleted.trim(),
+        "agenttask.agentdeck.dev \"apply-1\" deleted"
+    );
+}
