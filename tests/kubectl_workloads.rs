@@ -844,3 +844,79 @@ fn our_custom_resources_print_their_columns_take_status_and_are_waited_on() {
         "agenttask.agentdeck.dev \"apply-1\" deleted"
     );
 }
+
+#[test]
+fn auth_checks_tokens_and_default_service_accounts_work_as_on_a_cluster() {
+    let sb = TestSandbox::start();
+    assert_eq!(
+        sb.kubectl_ok(&["auth", "can-i", "create", "pods"]).trim(),
+        "yes"
+    );
+    assert_eq!(
+        sb.kubectl_ok(&["auth", "can-i", "delete", "deployments", "--all-namespaces"])
+            .trim(),
+        "yes"
+    );
+    let who = sb.kubectl_ok(&["auth", "whoami"]);
+    assert!(
+        who.contains("Username    agentdeck-sandbox-admin") && who.contains("system:masters"),
+        "{who}"
+    );
+    sb.kubectl_ok(&["create", "namespace", "team-a"]);
+    let sa = eventually("the namespace's default service account", || {
+        let o = sb.kubectl(&[
+            "get",
+            "serviceaccount",
+            "default",
+            "-n",
+            "team-a",
+            "-o",
+            "name",
+        ]);
+        o.status.success().then(|| out(&o))
+    });
+    assert_eq!(sa.trim(), "serviceaccount/default");
+    let token = sb.kubectl_ok(&[
+        "create",
+        "token",
+        "default",
+        "-n",
+        "team-a",
+        "--duration=10m",
+    ]);
+    let claims = token.trim().split('.').nth(1).expect("a JWT");
+    let decoded = base64_url_decode(claims);
+    let claims: serde_json::Value = serde_json::from_slice(&decoded).expect("claims json");
+    assert_eq!(claims["sub"], "system:serviceaccount:team-a:default");
+    let lifetime = claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0);
+    assert_eq!(lifetime, 600, "{claims}");
+    let missing = sb.kubectl(&["create", "token", "nobody", "-n", "team-a"]);
+    assert!(
+        err(&missing).contains("serviceaccounts \"nobody\" not found"),
+        "{}",
+        err(&missing)
+    );
+}
+
+fn base64_url_decode(s: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'-' | b'+' => 62,
+            _ => 63,
+        }
+    };
+    let mut out = Vec::new();
+    for chunk in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, c)| acc | (value(*c) << (18 - 6 * i)));
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}

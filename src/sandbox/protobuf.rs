@@ -92,6 +92,9 @@ fn top_level(group: &str, kind: &str) -> Option<&'static str> {
         ("policy", "PodDisruptionBudget") => "PodDisruptionBudget",
         ("policy", "Eviction") => "Eviction",
         ("meta.k8s.io" | "", "DeleteOptions") => "DeleteOptions",
+        ("authentication.k8s.io", "TokenRequest") => "TokenRequest",
+        ("authentication.k8s.io", "SelfSubjectReview") => "SelfSubjectReview",
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => "SelfSubjectAccessReview",
         _ => return None,
     })
 }
@@ -190,6 +193,20 @@ fn schema(name: &str) -> Option<&'static str> {
              4 propagationPolicy s?; 5 dryRun *s"
         }
         "Preconditions" => "1 uid s?; 2 resourceVersion s?",
+        "TokenRequest" => "1 metadata ObjectMeta; 2 spec TokenRequestSpec",
+        "TokenRequestSpec" => {
+            "1 audiences *s; 3 boundObjectRef BoundObjectReference; 4 expirationSeconds i?"
+        }
+        "BoundObjectReference" => "1 kind s; 2 apiVersion s; 3 name s; 4 uid s",
+        "SelfSubjectReview" => "1 metadata ObjectMeta",
+        "SelfSubjectAccessReview" => "1 metadata ObjectMeta; 2 spec SelfSubjectAccessReviewSpec",
+        "SelfSubjectAccessReviewSpec" => {
+            "1 resourceAttributes ResourceAttributes; 2 nonResourceAttributes NonResourceAttributes"
+        }
+        "ResourceAttributes" => {
+            "1 namespace s; 2 verb s; 3 group s; 4 version s; 5 resource s; 6 subresource s; 7 name s"
+        }
+        "NonResourceAttributes" => "1 path s; 2 verb s",
         _ => return None,
     })
 }
@@ -351,6 +368,14 @@ fn time(b: &[u8]) -> Result<Value, ProtobufError> {
     Ok(jiff::Timestamp::from_second(seconds)
         .map(|t| json!(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()))
         .unwrap_or(Value::Null))
+}
+
+/// Unpadded URL-safe base64, as JWTs use.
+pub(crate) fn base64url(bytes: &[u8]) -> String {
+    base64(bytes)
+        .trim_end_matches('=')
+        .replace('+', "-")
+        .replace('/', "_")
 }
 
 fn base64(bytes: &[u8]) -> String {

@@ -211,7 +211,31 @@ async fn route(
             }
             return Ok(r);
         }
-        ["openapi", "v3"] => return Ok(ok(&discovery::openapi_v3_root(&resources))),
+        ["openapi", "v3"] => {
+            // The hashes cover the documents as served, object schemas
+            // included, so a changed CRD schema busts kubectl's cache.
+            let mut root = discovery::openapi_v3_root(&resources);
+            if let Some(paths) = root["paths"].as_object_mut() {
+                let registry = api.registry();
+                for (key, entry) in paths.iter_mut() {
+                    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
+                        ["api", v] => (String::new(), v.to_string()),
+                        ["apis", g, v] => (g.to_string(), v.to_string()),
+                        _ => continue,
+                    };
+                    if let Some(mut doc) =
+                        discovery::openapi_v3_group_version(&resources, &group, &version)
+                    {
+                        super::openapi_schemas::publish(&mut doc, registry.all(), &group, &version);
+                        entry["serverRelativeURL"] = json!(format!(
+                            "/openapi/v3/{key}?hash={}",
+                            discovery::openapi_v3_hash(&doc)
+                        ));
+                    }
+                }
+            }
+            return Ok(ok(&root));
+        }
         ["openapi", "v3", rest @ ..] => {
             let (group, version) = match rest {
                 ["api", v] => ("", *v),
@@ -268,6 +292,17 @@ async fn route(
         ),
         [] => return Err(ApiError::no_route(path)),
     };
+    if method == Method::POST
+        && target.name.is_none()
+        && let Some(answer) = review(
+            group,
+            plural,
+            &body,
+            header_str(headers, header::CONTENT_TYPE),
+        )
+    {
+        return Ok(json_response(201, &answer, "application/json"));
+    }
     let served = api.served(group, version, plural)?;
     if let Some(sub) = &target.subresource
         && !served.info.has_subresource(sub)
@@ -317,6 +352,19 @@ async fn route(
                 }
                 None => Ok(ok(&obj)),
             }
+        }
+        ("POST", Some(name), Some("token")) => {
+            let sa = api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            let request = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body(&body, ct)?
+            };
+            Ok(json_response(
+                201,
+                &token_request(&sa, &request),
+                "application/json",
+            ))
         }
         ("POST", Some(name), Some("eviction")) => {
             let eviction = parse_body(&body, ct)?;
@@ -477,6 +525,104 @@ async fn route(
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// The user every request is taken to come from.
+const SANDBOX_USER: &str = "agentdeck-sandbox-admin";
+
+/// Answers the review resources that are computed, never stored: the
+/// sandbox authorizes everything for one all-powerful user.
+fn review(group: &str, plural: &str, body: &[u8], content_type: Option<&str>) -> Option<Value> {
+    let (api_version, kind, status) = match (group, plural) {
+        (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews" | "subjectaccessreviews" | "localsubjectaccessreviews",
+        ) => (
+            "authorization.k8s.io/v1",
+            "",
+            json!({"allowed": true, "reason": "the agentdeck sandbox authorizes every request"}),
+        ),
+        ("authorization.k8s.io", "selfsubjectrulesreviews") => (
+            "authorization.k8s.io/v1",
+            "SelfSubjectRulesReview",
+            json!({"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                   "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                   "incomplete": false}),
+        ),
+        ("authentication.k8s.io", "selfsubjectreviews") => (
+            "authentication.k8s.io/v1",
+            "SelfSubjectReview",
+            json!({"userInfo": {"username": SANDBOX_USER,
+                                "groups": ["system:masters", "system:authenticated"]}}),
+        ),
+        ("authentication.k8s.io", "tokenreviews") => (
+            "authentication.k8s.io/v1",
+            "TokenReview",
+            json!({"authenticated": true, "user": {"username": SANDBOX_USER,
+                   "groups": ["system:masters", "system:authenticated"]}}),
+        ),
+        _ => return None,
+    };
+    let mut obj = parse_body(body, content_type.unwrap_or("application/json"))
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    obj["apiVersion"] = json!(api_version);
+    if !kind.is_empty() || obj["kind"].is_null() {
+        obj["kind"] = json!(if kind.is_empty() {
+            "SelfSubjectAccessReview"
+        } else {
+            kind
+        });
+    }
+    if obj["metadata"].is_null() {
+        obj["metadata"] = json!({});
+    }
+    obj["status"] = status;
+    Some(obj)
+}
+
+/// `serviceaccounts/NAME/token`: a TokenRequest answered with a JWT-shaped
+/// token for the account (unsigned: nothing here checks tokens).
+fn token_request(sa: &Value, request: &Value) -> Value {
+    let ns = sa["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = sa["metadata"]["name"].as_str().unwrap_or_default();
+    let now = jiff::Timestamp::now().as_second();
+    let lifetime = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .filter(|s| *s > 0)
+        .unwrap_or(3600);
+    let audiences = request["spec"]["audiences"]
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .cloned()
+        .unwrap_or_else(|| vec![json!("https://kubernetes.default.svc.cluster.local")]);
+    let claims = json!({
+        "aud": audiences,
+        "exp": now + lifetime,
+        "iat": now,
+        "nbf": now,
+        "iss": "https://kubernetes.default.svc.cluster.local",
+        "sub": format!("system:serviceaccount:{ns}:{name}"),
+        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]}},
+    });
+    let enc = |v: &Value| super::protobuf::base64url(&serde_json::to_vec(v).unwrap_or_default());
+    let token = format!(
+        "{}.{}.{}",
+        enc(&json!({"alg": "none", "kid": "agentdeck-sandbox"})),
+        enc(&claims),
+        super::protobuf::base64url(b"agentdeck-sandbox")
+    );
+    let expires = jiff::Timestamp::from_second(now + lifetime)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default();
+    json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+        "spec": {"audiences": audiences, "expirationSeconds": lifetime, "boundObjectRef": request["spec"]["boundObjectRef"]},
+        "status": {"token": token, "expirationTimestamp": expires},
+    })
 }
 
 /// The query, with `dryRun=All` when DeleteOptions in the body ask for it

@@ -22,6 +22,7 @@ mod meta;
 mod pods;
 mod replicaset;
 mod scheduler;
+mod serviceaccounts;
 #[cfg(test)]
 mod tests;
 
@@ -72,6 +73,11 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 api.clone(),
                 cancel.clone(),
                 disruption::DisruptionController,
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                serviceaccounts::ServiceAccountController,
             )),
         ];
         for task in tasks {
