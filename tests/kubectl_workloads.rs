@@ -375,6 +375,12 @@ fn events_and_describe_show_what_the_controllers_and_kubelet_did() {
     ] {
         assert!(described.contains(want), "{want:?} missing:\n{described}");
     }
+    sb.kubectl_ok(&["delete", "pod", &pod_name, "--wait=false"]);
+    let killing = eventually("the kubelet's Killing event", || {
+        let e = sb.kubectl_ok(&["events", "--for", &pod]);
+        e.contains("Killing").then_some(e)
+    });
+    assert!(killing.contains("Stopping container api"), "{killing}");
     let node = sb.kubectl_ok(&["describe", "node", "sandbox-node-0"]);
     assert!(
         node.contains("Name:               sandbox-node-0") && node.contains("Ready"),
@@ -666,6 +672,22 @@ fn debug_adds_an_ephemeral_container_through_its_subresource() {
         "jsonpath={.spec.ephemeralContainers[0].name} {.spec.ephemeralContainers[0].image} {.spec.ephemeralContainers[0].targetContainerName}",
     ]);
     assert_eq!(eph, "probe busybox web");
+    let state = eventually("the ephemeral container's status", || {
+        let s = sb.kubectl_ok(&[
+            "get",
+            "pod",
+            "web",
+            "-o",
+            "jsonpath={.status.ephemeralContainerStatuses[0].name}:{.status.ephemeralContainerStatuses[0].state.running.startedAt}",
+        ]);
+        s.starts_with("probe:2").then_some(s)
+    });
+    assert!(state.ends_with('Z'), "{state}");
+    let described = sb.kubectl_ok(&["describe", "pod", "web"]);
+    assert!(
+        described.contains("Ephemeral Containers:") && described.contains("  probe:"),
+        "{described}"
+    );
     // Ephemeral containers can be added, never changed or removed.
     let changed = sb.kubectl(&[
         "patch",
@@ -919,4 +941,76 @@ fn base64_url_decode(s: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+#[test]
+fn logs_by_workload_and_label_restart_and_diff_against_the_live_object() {
+    let sb = TestSandbox::start();
+    let deploy = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: sh, labels: {app: sh}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: sh}}
+  template:
+    metadata:
+      labels: {app: sh}
+      annotations: {sandbox.agentdeck.dev/run-shell: "true"}
+    spec:
+      containers:
+        - name: sh
+          image: busybox
+          command: [sh, -c, 'echo hello from $HOSTNAME; sleep 600']
+"#;
+    sb.kubectl_in_ok(&["apply", "-f", "-"], deploy);
+    sb.kubectl_ok(&["rollout", "status", "deployment/sh", "--timeout=60s"]);
+    let pods = sb.kubectl_ok(&["get", "pods", "-l", "app=sh", "-o", "name"]);
+    let names: Vec<&str> = pods.lines().map(|l| l.trim_start_matches("pod/")).collect();
+    assert_eq!(names.len(), 2, "{pods}");
+    let by_label = eventually("both pods' output", || {
+        let l = sb.kubectl_ok(&["logs", "-l", "app=sh", "--prefix"]);
+        (l.lines().count() == 2).then_some(l)
+    });
+    for name in &names {
+        assert!(
+            by_label.contains(&format!("[pod/{name}/sh] hello from {name}")),
+            "{by_label}"
+        );
+    }
+    let one = sb.kubectl_ok(&["logs", "deployment/sh"]);
+    assert!(
+        names.iter().any(|n| one == format!("hello from {n}\n")),
+        "{one}"
+    );
+
+    let restarted = sb.kubectl_ok(&["rollout", "restart", "deployment/sh"]);
+    assert_eq!(restarted.trim(), "deployment.apps/sh restarted");
+    sb.kubectl_ok(&["rollout", "status", "deployment/sh", "--timeout=60s"]);
+    let after = eventually("the old pods to go", || {
+        let p = sb.kubectl_ok(&["get", "pods", "-l", "app=sh", "-o", "name"]);
+        (p.lines().count() == 2).then_some(p)
+    });
+    assert!(
+        names.iter().all(|n| !after.contains(n)),
+        "restart replaced every pod: {after}"
+    );
+
+    let same = sb.kubectl_in(&["diff", "-f", "-"], deploy);
+    assert_eq!(same.status.code(), Some(0), "{}{}", out(&same), err(&same));
+    let changed = sb.kubectl_in(
+        &["diff", "-f", "-"],
+        &deploy.replace("replicas: 2", "replicas: 5"),
+    );
+    assert_eq!(changed.status.code(), Some(1), "{}", err(&changed));
+    assert!(
+        out(&changed).contains("-  replicas: 2") && out(&changed).contains("+  replicas: 5"),
+        "{}",
+        out(&changed)
+    );
+    assert_eq!(
+        sb.kubectl_ok(&["get", "deploy", "sh", "-o", "jsonpath={.spec.replicas}"]),
+        "2",
+        "diff changes nothing"
+    );
 }
