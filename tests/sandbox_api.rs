@@ -527,3 +527,49 @@ fn faults_are_driven_through_kubectl_raw_and_answer_like_an_apiserver() {
     let unknown = post(&sb, "/sandbox/faults", json!({"explode": true}));
     assert_eq!(unknown.code, 400);
 }
+
+#[test]
+fn a_restart_through_the_admin_endpoint_drops_connections_and_keeps_the_store() {
+    let sb = TestSandbox::start();
+    post(&sb, CMS, cm("kept"));
+    let url = format!("{}{CMS}?watch=1", sb.sandbox().url());
+    let ended = sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut watch = reqwest::Client::new()
+            .get(&url)
+            .send()
+            .await
+            .expect("watch");
+        // The initial ADDED event, then the restart.
+        let first = watch.chunk().await.expect("chunk").expect("an event");
+        assert!(String::from_utf8_lossy(&first).contains("kept"));
+        let r = reqwest::Client::new()
+            .post(format!("{}/sandbox/faults", sb.sandbox().url()))
+            .body(r#"{"restart": {"downMs": 300}}"#)
+            .send()
+            .await
+            .expect("admin");
+        assert_eq!(r.status().as_u16(), 200);
+        tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                match watch.chunk().await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) | Err(_) => return,
+                }
+            }
+        })
+        .await
+        .is_ok()
+    });
+    assert!(ended, "the open watch ended with the restart");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = sb.kubectl(&["get", "cm", "kept", "-o", "name"]);
+        if o.status.success() {
+            assert_eq!(out(&o).trim(), "configmap/kept");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never back: {}", err(&o));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

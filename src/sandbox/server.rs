@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +34,51 @@ pub async fn serve(
     listener: TcpListener,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = axum::Router::new().fallback(handle).with_state(api);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(cancel.cancelled_owned())
-        .await
+    let app = axum::Router::new().fallback(handle).with_state(api.clone());
+    let mut listener = listener;
+    loop {
+        let (restart, _) = api.faults.restart_token();
+        let addr = listener.local_addr()?;
+        let stop = {
+            let (cancel, restart) = (cancel.clone(), restart.clone());
+            async move {
+                tokio::select! {
+                    () = cancel.cancelled() => {}
+                    () = restart.cancelled() => {}
+                }
+            }
+        };
+        let server = axum::serve(listener, app.clone())
+            .with_graceful_shutdown(stop)
+            .into_future();
+        tokio::pin!(server);
+        tokio::select! {
+            r = &mut server => r?,
+            () = restart.cancelled() => {
+                // Watches end at once; other streams (log follows) get a
+                // moment to finish before their connections are cut.
+                api.faults.drop_watches();
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
+            }
+        }
+        if cancel.is_cancelled() {
+            return Ok(());
+        }
+        let (_, down) = api.faults.restart_token();
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            () = tokio::time::sleep(down) => {}
+        }
+        listener = loop {
+            match TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(_) if !cancel.is_cancelled() => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+    }
 }
 
 /// Binds 127.0.0.1:`port` (0 = any free port).
@@ -115,7 +157,9 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
 }
 
 /// `/sandbox/faults`: POST `{"dropWatches": true}`, `{"fail": FailRule}`,
-/// `{"latencyMs": N}`, `{"compact": true}` or `{"clear": true}`.
+/// `{"latencyMs": N}`, `{"compact": true}`, `{"restart": {"downMs": N}}`
+/// (stop listening, stay down N ms, listen again with the same store) or
+/// `{"clear": true}`.
 /// `/sandbox/requests`: GET the API requests served so far by verb and path
 /// (`{"GET /api/v1/pods": 3, "WATCH /api/v1/pods": 1}`); DELETE resets them.
 fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Response> {
@@ -151,6 +195,11 @@ fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Respo
         api.faults.set_latency(Duration::from_millis(ms));
         done.push("latency set");
     }
+    if let Some(restart) = cmd.get("restart").filter(|r| **r != false) {
+        let down = restart["downMs"].as_u64().unwrap_or(0);
+        api.faults.restart_server(Duration::from_millis(down));
+        done.push("server restarting");
+    }
     if let Some(rule) = cmd.get("fail") {
         let rule: super::faults::FailRule = serde_json::from_value(rule.clone())
             .map_err(|e| ApiError::bad_request(format!("fail rule: {e}")))?;
@@ -159,7 +208,7 @@ fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Respo
     }
     if done.is_empty() {
         return Err(ApiError::bad_request(
-            "no fault named; use dropWatches, fail {pathPrefix, method?, code, count}, latencyMs, compact or clear",
+            "no fault named; use dropWatches, fail {pathPrefix, method?, code, count}, latencyMs, compact, restart {downMs} or clear",
         ));
     }
     Ok(ok(&json!({"done": done})))
