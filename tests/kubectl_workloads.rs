@@ -1014,3 +1014,85 @@ spec:
         "diff changes nothing"
     );
 }
+
+#[test]
+fn names_are_validated_by_kind_as_apimachinery_words_it() {
+    let sb = TestSandbox::start();
+    let ns = sb.kubectl(&["create", "namespace", "team.a"]);
+    assert!(
+        err(&ns).contains("The Namespace \"team.a\" is invalid: metadata.name: Invalid value: \"team.a\": a lowercase RFC 1123 label must consist of"),
+        "{}",
+        err(&ns)
+    );
+    let svc = sb.kubectl(&["create", "service", "clusterip", "1web", "--tcp=80:80"]);
+    assert!(
+        err(&svc).contains("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character"),
+        "{}",
+        err(&svc)
+    );
+    let cm = sb.kubectl(&["create", "configmap", "Bad_Name"]);
+    assert!(
+        err(&cm).contains("a lowercase RFC 1123 subdomain must consist of"),
+        "{}",
+        err(&cm)
+    );
+    let dotted = sb.kubectl_ok(&["create", "configmap", "app.settings"]);
+    assert_eq!(dotted.trim(), "configmap/app.settings created");
+}
+
+/// The oldest and a middle kubectl the machine bundles, called directly
+/// (the dispatcher would pick 1.33 from `/version`).
+#[test]
+fn older_bundled_kubectls_work_too() {
+    let sb = TestSandbox::start();
+    for version in ["1.27", "1.30"] {
+        let bin = format!("/usr/lib/google-cloud-sdk/bin/kubectl.{version}");
+        if !std::path::Path::new(&bin).exists() {
+            println!("note: {bin} not installed; skipped");
+            continue;
+        }
+        let run = |args: &[&str]| {
+            let o = std::process::Command::new(&bin)
+                .args(args)
+                .env("KUBECONFIG", &sb.kubeconfig)
+                .output()
+                .expect("kubectl runs");
+            assert!(
+                o.status.success(),
+                "kubectl {version} {args:?}: {}",
+                err(&o)
+            );
+            out(&o)
+        };
+        let name = format!("web-{}", version.replace('.', "-"));
+        let created = run(&["create", "deployment", &name, "--image=nginx"]);
+        assert_eq!(created.trim(), format!("deployment.apps/{name} created"));
+        let status = run(&[
+            "rollout",
+            "status",
+            &format!("deployment/{name}"),
+            "--timeout=60s",
+        ]);
+        assert!(status.contains("successfully rolled out"), "{status}");
+        let table = run(&["get", "deployment", &name]);
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&name) && l.contains("1/1")),
+            "{version}: {table}"
+        );
+        let cm = run(&["create", "configmap", &name, "--from-literal=a=b"]);
+        assert_eq!(cm.trim(), format!("configmap/{name} created"));
+        let labeled = run(&["label", "deployment", &name, "tier=web"]);
+        assert_eq!(labeled.trim(), format!("deployment.apps/{name} labeled"));
+        let events = run(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=ScalingReplicaSet",
+        ]);
+        assert!(events.contains(&format!("deployment/{name}")), "{events}");
+        let resources = run(&["api-resources"]);
+        assert!(resources.contains("deployments"), "{resources}");
+    }
+}

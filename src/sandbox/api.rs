@@ -1879,27 +1879,40 @@ fn set_type_meta(info: &ResourceInfo, obj: &mut Value) {
 }
 
 fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
-    let ok = if matches!(info.kind.as_str(), "Namespace" | "Service") {
-        crate::plan::names::is_dns1123_label(name)
-    } else if info.kind.ends_with("Role") || info.kind.ends_with("RoleBinding") {
-        !name.is_empty()
-            && !name.contains('/')
-            && !name.contains('%')
-            && name != "."
-            && name != ".."
-    } else {
-        crate::plan::names::is_dns1123_subdomain(name)
+    // Namespaces are RFC 1123 labels, Services DNS-1035 labels, RBAC
+    // objects path segments, everything else RFC 1123 subdomains; the
+    // messages are apimachinery's.
+    let message = match info.kind.as_str() {
+        "Namespace" if !crate::plan::names::is_dns1123_label(name) => {
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        }
+        "Service"
+            if !crate::plan::names::is_dns1123_label(name)
+                || !name.starts_with(|c: char| c.is_ascii_lowercase()) =>
+        {
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+        }
+        "Namespace" | "Service" => return Vec::new(),
+        k if k.ends_with("Role") || k.ends_with("RoleBinding") => {
+            if !name.is_empty()
+                && !name.contains('/')
+                && !name.contains('%')
+                && name != "."
+                && name != ".."
+            {
+                return Vec::new();
+            }
+            "may not contain '/' or '%' and may not be '.' or '..'"
+        }
+        _ if crate::plan::names::is_dns1123_subdomain(name) => return Vec::new(),
+        _ => {
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        }
     };
-    if ok {
-        Vec::new()
-    } else {
-        vec![(
-            "metadata.name".into(),
-            format!(
-                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-            ),
-        )]
-    }
+    vec![(
+        "metadata.name".into(),
+        format!("Invalid value: \"{name}\": {message}"),
+    )]
 }
 
 fn validate_meta(meta: &Map<String, Value>) -> Vec<(String, String)> {
