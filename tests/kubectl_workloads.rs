@@ -1096,3 +1096,48 @@ fn older_bundled_kubectls_work_too() {
         assert!(resources.contains("deployments"), "{resources}");
     }
 }
+
+#[test]
+fn chunked_gets_forced_deletes_and_waiting_for_creation() {
+    let sb = TestSandbox::start();
+    for name in ["p1", "p2", "p3"] {
+        sb.kubectl_ok(&["create", "configmap", name, "--from-literal=n=1"]);
+    }
+    // One item per request: kubectl follows the continue tokens.
+    let chunked = sb.kubectl_ok(&["get", "configmaps", "--chunk-size=1", "-o", "name"]);
+    assert_eq!(
+        chunked.lines().collect::<Vec<_>>(),
+        ["configmap/p1", "configmap/p2", "configmap/p3"]
+    );
+    let table = sb.kubectl_ok(&["get", "configmaps", "--chunk-size=2"]);
+    assert_eq!(
+        table.lines().filter(|l| l.starts_with("NAME")).count(),
+        1,
+        "one header across chunks:\n{table}"
+    );
+    assert_eq!(table.lines().count(), 4, "{table}");
+
+    sb.kubectl_ok(&["run", "web", "--image=nginx"]);
+    let forced = sb.kubectl(&["delete", "pod", "web", "--grace-period=0", "--force"]);
+    assert!(forced.status.success(), "{}", err(&forced));
+    assert!(
+        out(&forced).contains("pod \"web\" force deleted"),
+        "{}",
+        out(&forced)
+    );
+    let gone = sb.kubectl(&["get", "pod", "web"]);
+    assert!(err(&gone).contains("not found"), "{}", err(&gone));
+
+    let waiter = std::process::Command::new("kubectl")
+        .args(["wait", "--for=create", "configmap/later", "--timeout=60s"])
+        .env("KUBECONFIG", &sb.kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl wait starts");
+    std::thread::sleep(Duration::from_millis(500));
+    sb.kubectl_ok(&["create", "configmap", "later"]);
+    let waited = waiter.wait_with_output().expect("kubectl wait ends");
+    assert!(waited.status.success(), "{}", err(&waited));
+    assert_eq!(out(&waited).trim(), "configmap/later condition met");
+}
