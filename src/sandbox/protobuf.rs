@@ -92,6 +92,10 @@ fn top_level(group: &str, kind: &str) -> Option<&'static str> {
         ("policy", "PodDisruptionBudget") => "PodDisruptionBudget",
         ("policy", "Eviction") => "Eviction",
         ("meta.k8s.io" | "", "DeleteOptions") => "DeleteOptions",
+        ("", "Event") => "CoreEvent",
+        ("events.k8s.io", "Event") => "Event",
+        ("coordination.k8s.io", "Lease") => "Lease",
+        ("autoscaling", "Scale") => "Scale",
         ("authentication.k8s.io", "TokenRequest") => "TokenRequest",
         ("authentication.k8s.io", "SelfSubjectReview") => "SelfSubjectReview",
         ("authorization.k8s.io", "SelfSubjectAccessReview") => "SelfSubjectAccessReview",
@@ -193,6 +197,30 @@ fn schema(name: &str) -> Option<&'static str> {
              4 propagationPolicy s?; 5 dryRun *s"
         }
         "Preconditions" => "1 uid s?; 2 resourceVersion s?",
+        // What every Go controller's event recorder and leader election write.
+        "CoreEvent" => {
+            "1 metadata ObjectMeta; 2 involvedObject ObjectReference; 3 reason s; 4 message s; \
+             5 source EventSource; 6 firstTimestamp time; 7 lastTimestamp time; 8 count i; \
+             9 type s; 10 eventTime microtime; 11 series EventSeries; 12 action s; \
+             13 related ObjectReference; 14 reportingComponent s; 15 reportingInstance s"
+        }
+        "Event" => {
+            "1 metadata ObjectMeta; 2 eventTime microtime; 3 series EventSeries; \
+             4 reportingController s; 5 reportingInstance s; 6 action s; 7 reason s; \
+             8 regarding ObjectReference; 9 related ObjectReference; 10 note s; 11 type s; \
+             12 deprecatedSource EventSource; 13 deprecatedFirstTimestamp time; \
+             14 deprecatedLastTimestamp time; 15 deprecatedCount i"
+        }
+        "EventSource" => "1 component s; 2 host s",
+        "EventSeries" => "1 count i; 2 lastObservedTime microtime",
+        "Lease" => "1 metadata ObjectMeta; 2 spec LeaseSpec",
+        // `replicas` is not a pointer, but zero is what scaling to zero sends.
+        "Scale" => "1 metadata ObjectMeta; 2 spec ScaleSpec",
+        "ScaleSpec" => "1 replicas i?",
+        "LeaseSpec" => {
+            "1 holderIdentity s?; 2 leaseDurationSeconds i?; 3 acquireTime microtime; \
+             4 renewTime microtime; 5 leaseTransitions i?; 6 strategy s?; 7 preferredHolder s?"
+        }
         "TokenRequest" => "1 metadata ObjectMeta; 2 spec TokenRequestSpec",
         "TokenRequestSpec" => {
             "1 audiences *s; 3 boundObjectRef BoundObjectReference; 4 expirationSeconds i?"
@@ -319,7 +347,8 @@ fn scalar_or_message(spec: &FieldSpec<'_>, wire: Wire<'_>) -> Result<Value, Prot
             m.insert(key, value);
             Value::Object(m)
         }
-        ("time", Wire::Bytes(b)) => time(b)?,
+        ("time", Wire::Bytes(b)) => time(b, false)?,
+        ("microtime", Wire::Bytes(b)) => time(b, true)?,
         ("ios", Wire::Bytes(b)) => int_or_string(b)?,
         (msg, Wire::Bytes(b)) if schema(msg).is_some() => message(b, msg)?,
         _ => {
@@ -354,20 +383,28 @@ fn int_or_string(b: &[u8]) -> Result<Value, ProtobufError> {
     Ok(if ty == 1 { json!(s) } else { json!(int) })
 }
 
-/// `metav1.Time`: `{1: seconds, 2: nanos}`; the zero time is absent in JSON.
-fn time(b: &[u8]) -> Result<Value, ProtobufError> {
-    let mut seconds = 0i64;
+/// `metav1.Time` / `MicroTime`: `{1: seconds, 2: nanos}`; the zero time is
+/// absent in JSON. MicroTime prints microseconds, as Go's RFC3339Micro.
+fn time(b: &[u8], micro: bool) -> Result<Value, ProtobufError> {
+    let (mut seconds, mut nanos) = (0i64, 0i64);
     for f in Fields::new(b) {
-        if let (1, Wire::Varint(v)) = f? {
-            seconds = v as i64;
+        match f? {
+            (1, Wire::Varint(v)) => seconds = v as i64,
+            (2, Wire::Varint(v)) => nanos = v as i64,
+            _ => {}
         }
     }
-    if seconds == 0 {
+    if seconds == 0 && nanos == 0 {
         return Ok(Value::Null);
     }
-    Ok(jiff::Timestamp::from_second(seconds)
-        .map(|t| json!(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()))
-        .unwrap_or(Value::Null))
+    let Ok(t) = jiff::Timestamp::from_second(seconds) else {
+        return Ok(Value::Null);
+    };
+    Ok(json!(if micro {
+        format!("{}.{:06}Z", t.strftime("%Y-%m-%dT%H:%M:%S"), nanos / 1000)
+    } else {
+        t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    }))
 }
 
 /// Unpadded URL-safe base64, as JWTs use.
@@ -620,6 +657,29 @@ mod tests {
         let mut broken = envelope("v1", "ConfigMap", &field(1, &meta("x")));
         broken.truncate(broken.len() - 8);
         assert!(decode(&broken).is_err());
+    }
+
+    #[test]
+    fn leases_carry_micro_times_as_leader_election_writes_them() {
+        let renew = [int_field(1, 1_700_000_000), int_field(2, 123_456_789)].concat();
+        let spec = [
+            field(1, b"agentdeck-0"),
+            int_field(2, 15),
+            field(4, &renew),
+            int_field(5, 0),
+        ]
+        .concat();
+        let lease = decode(&envelope(
+            "coordination.k8s.io/v1",
+            "Lease",
+            &[field(1, &meta("leader")), field(2, &spec)].concat(),
+        ))
+        .expect("decodes");
+        assert_eq!(
+            lease["spec"],
+            json!({"holderIdentity": "agentdeck-0", "leaseDurationSeconds": 15,
+                   "renewTime": "2023-11-14T22:13:20.123456Z", "leaseTransitions": 0})
+        );
     }
 
     #[test]
