@@ -501,7 +501,16 @@ async fn route(
             )?;
             Ok(ok(&scale_of(&served, &r)))
         }
-        ("PUT", Some(_), _) => {
+        ("PUT", Some(_), sub) => {
+            if ct.contains("protobuf") && sub == Some("status") {
+                // The protobuf schemas here cover what clients create, not
+                // every status: refuse rather than write an empty status.
+                return Err(ApiError::new_status(
+                    415,
+                    "UnsupportedMediaType",
+                    "the sandbox cannot decode a status update from protobuf; send it as application/json",
+                ));
+            }
             let obj = parse_body(&body, ct)?;
             Ok(ok(&api.update(group, version, plural, &target, obj, query)?))
         }
