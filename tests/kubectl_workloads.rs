@@ -1141,3 +1141,45 @@ fn chunked_gets_forced_deletes_and_waiting_for_creation() {
     assert!(waited.status.success(), "{}", err(&waited));
     assert_eq!(out(&waited).trim(), "configmap/later condition met");
 }
+
+#[test]
+fn top_reads_simulated_usage_from_the_metrics_api() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], DEPLOY);
+    sb.kubectl_ok(&["rollout", "status", "deployment/api", "--timeout=60s"]);
+    let pods = sb.kubectl_ok(&["top", "pods", "-l", "app=api"]);
+    let header: Vec<&str> = pods
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "CPU(cores)", "MEMORY(bytes)"], "{pods}");
+    let rows: Vec<Vec<&str>> = pods
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{pods}");
+    assert!(
+        rows.iter()
+            .all(|r| r[0].starts_with("api-") && r[1] == "1m" && r[2] == "4Mi"),
+        "{pods}"
+    );
+    let nodes = sb.kubectl_ok(&["top", "nodes"]);
+    assert!(
+        nodes.lines().next().unwrap_or_default().contains("CPU(%)")
+            && nodes
+                .lines()
+                .filter(|l| l.starts_with("sandbox-node-"))
+                .count()
+                == 2,
+        "{nodes}"
+    );
+    let missing = sb.kubectl(&["top", "pod", "nope"]);
+    assert!(
+        err(&missing).contains("podmetrics.metrics.k8s.io \"nope\" not found"),
+        "{}",
+        err(&missing)
+    );
+}

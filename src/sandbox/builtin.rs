@@ -176,6 +176,8 @@ mod tests {
             "authorization.k8s.io/v1/selfsubjectaccessreviews",
             "authorization.k8s.io/v1/selfsubjectrulesreviews",
             "authorization.k8s.io/v1/subjectaccessreviews",
+            "metrics.k8s.io/v1beta1/nodes",
+            "metrics.k8s.io/v1beta1/pods",
         ]);
         expected.sort();
         assert_eq!(served, expected);

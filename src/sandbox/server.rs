@@ -341,6 +341,9 @@ async fn route(
         ),
         [] => return Err(ApiError::no_route(path)),
     };
+    if group == "metrics.k8s.io" && method == Method::GET {
+        return metrics(api, plural, &target, query);
+    }
     if method == Method::POST
         && target.name.is_none()
         && let Some(answer) = review(
@@ -582,6 +585,107 @@ async fn route(
             ))
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
+    }
+}
+
+/// Simulated usage of one running container (the sandbox measures nothing).
+const CONTAINER_CPU_MILLIS: u64 = 1;
+const CONTAINER_MEMORY_MIB: u64 = 4;
+
+/// `metrics.k8s.io/v1beta1` as metrics-server serves it, for `kubectl top`:
+/// running pods use a little CPU and memory per container, nodes a base
+/// load plus their pods'.
+fn metrics(api: &Api, plural: &str, target: &Target, query: &Query) -> ApiResult<Response> {
+    const API_VERSION: &str = "metrics.k8s.io/v1beta1";
+    let now = super::api::now_rfc3339();
+    let labels = match query.get("labelSelector") {
+        Some(s) => Some(parse_label_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+        None => None,
+    };
+    let ns = if plural == "pods" {
+        target.namespace.as_deref()
+    } else {
+        None
+    };
+    let (pods, _) = api.store.list("pods", ns);
+    let running: Vec<&Value> = pods
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| p["status"]["phase"] == "Running")
+        .collect();
+    let containers = |p: &Value| p["spec"]["containers"].as_array().map_or(0, Vec::len) as u64;
+    let (kind, items): (&str, Vec<Value>) = match plural {
+        "pods" => (
+            "PodMetrics",
+            running
+                .iter()
+                .filter(|p| labels.as_ref().is_none_or(|l| l.matches_object(p)))
+                .map(|p| {
+                    json!({
+                        "kind": "PodMetrics", "apiVersion": API_VERSION,
+                        "metadata": {"name": p["metadata"]["name"], "namespace": p["metadata"]["namespace"],
+                                     "labels": p["metadata"]["labels"], "creationTimestamp": now},
+                        "timestamp": now, "window": "10s",
+                        "containers": p["spec"]["containers"].as_array().into_iter().flatten().map(|c| json!({
+                            "name": c["name"],
+                            "usage": {"cpu": format!("{CONTAINER_CPU_MILLIS}m"), "memory": format!("{CONTAINER_MEMORY_MIB}Mi")},
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect(),
+        ),
+        "nodes" => {
+            let (nodes, _) = api.store.list("nodes", None);
+            (
+                "NodeMetrics",
+                nodes
+                    .iter()
+                    .filter(|n| labels.as_ref().is_none_or(|l| l.matches_object(n)))
+                    .map(|n| {
+                        let name = n["metadata"]["name"].as_str().unwrap_or_default();
+                        let here: u64 = running
+                            .iter()
+                            .filter(|p| p["spec"]["nodeName"] == name)
+                            .map(|p| containers(p))
+                            .sum();
+                        json!({
+                            "kind": "NodeMetrics", "apiVersion": API_VERSION,
+                            "metadata": {"name": name, "labels": n["metadata"]["labels"], "creationTimestamp": now},
+                            "timestamp": now, "window": "10s",
+                            "usage": {"cpu": format!("{}m", 50 + here * CONTAINER_CPU_MILLIS),
+                                      "memory": format!("{}Mi", 256 + here * CONTAINER_MEMORY_MIB)},
+                        })
+                    })
+                    .collect(),
+            )
+        }
+        _ => return Err(ApiError::no_route(plural)),
+    };
+    match &target.name {
+        Some(name) => items
+            .into_iter()
+            .find(|i| i["metadata"]["name"] == name.as_str())
+            .map(|i| ok(&i))
+            .ok_or_else(|| {
+                let mut e = ApiError::new_status(
+                    404,
+                    "NotFound",
+                    format!(
+                        "{}.metrics.k8s.io \"{name}\" not found",
+                        kind.to_lowercase()
+                    ),
+                );
+                e.details = Some(
+                    json!({"name": name, "group": "metrics.k8s.io", "kind": kind.to_lowercase()}),
+                );
+                e
+            }),
+        None => Ok(ok(&json!({
+            "kind": format!("{kind}List"),
+            "apiVersion": API_VERSION,
+            "metadata": {},
+            "items": items,
+        }))),
     }
 }
 
