@@ -160,6 +160,40 @@ spec:
         (n.trim().parse::<u32>().unwrap_or(0) >= 1).then_some(n)
     });
     assert!(!restarts.is_empty());
+    // Each restart repeats the kubelet's events: they are counted on the
+    // first one, as client-go's correlator does.
+    let started = eventually("an aggregated Started event", || {
+        let e = sb.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=chatty,reason=Started",
+            "-o",
+            "jsonpath={range .items[*]}{.message}={.count}{\"\\n\"}{end}",
+        ]);
+        e.lines()
+            .any(|l| {
+                l.strip_prefix("Started container: app=")
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| n >= 2)
+            })
+            .then_some(e)
+    });
+    assert_eq!(
+        started
+            .lines()
+            .filter(|l| l.starts_with("Started container: app="))
+            .count(),
+        1,
+        "{started}"
+    );
+    let described = sb.kubectl_ok(&["describe", "pod", "chatty"]);
+    assert!(
+        described.lines().any(|l| l.contains("Started")
+            && l.contains("(x")
+            && l.contains("Started container: app")),
+        "{described}"
+    );
     // Without -c, a pod with two containers is ambiguous: kubectl picks the
     // default container and says so on stderr.
     let side = sb.kubectl_ok(&["logs", "chatty", "-c", "side"]);
