@@ -23,6 +23,8 @@ pub struct ApiError {
     pub message: String,
     /// `details`, when the real server sends them.
     pub details: Option<Value>,
+    /// `metadata` of the Status (a fresh `continue` token on an expired one).
+    pub list_meta: Option<Value>,
 }
 
 impl ApiError {
@@ -37,6 +39,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            list_meta: None,
         }
     }
 
@@ -59,11 +62,16 @@ impl ApiError {
     /// 404 for a path that names nothing we serve.
     pub fn no_route(path: &str) -> Self {
         let _ = path;
-        ApiError::new(
+        let mut e = ApiError::new(
             404,
             "NotFound",
             "the server could not find the requested resource",
-        )
+        );
+        // The real apiserver sends empty details here, and clients rely on
+        // it (`kubectl debug` reads `details.name` to tell a missing route
+        // from a missing pod).
+        e.details = Some(json!({}));
+        e
     }
 
     /// 405 for a verb the resource does not support.
@@ -121,6 +129,7 @@ impl ApiError {
             reason: "Invalid",
             message,
             details: Some(d),
+            list_meta: None,
         }
     }
 
@@ -154,7 +163,7 @@ impl ApiError {
         let mut s = json!({
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": self.list_meta.clone().unwrap_or_else(|| json!({})),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -654,6 +663,11 @@ impl Api {
                 }
                 obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
             }
+            ("", "Secret") => {
+                if let Some(o) = obj.as_object_mut() {
+                    o.entry("type").or_insert(json!("Opaque"));
+                }
+            }
             ("", "Service") => {
                 let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
                 if let Some(spec) = spec {
@@ -812,8 +826,10 @@ impl Api {
         query: &Query,
     ) -> ApiResult<Value> {
         let info = &s.info;
+        let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
         if let Some(sub) = sub
             && sub != "status"
+            && !ephemeral
         {
             return Err(ApiError::no_route(sub));
         }
@@ -851,7 +867,48 @@ impl Api {
                 m.remove("managedFields");
             }
             let has_status = info.has_subresource("status");
-            if sub == Some("status") {
+            if ephemeral {
+                // Only ephemeral containers change through this subresource,
+                // and only by being added.
+                let before = old["spec"]["ephemeralContainers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let after = new["spec"]["ephemeralContainers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let mut causes = Vec::new();
+                for (i, c) in after.iter().enumerate() {
+                    let field = format!("spec.ephemeralContainers[{i}]");
+                    if c["name"].as_str().unwrap_or_default().is_empty() {
+                        causes.push((format!("{field}.name"), "Required value".into()));
+                    }
+                    if c["image"].as_str().unwrap_or_default().is_empty() {
+                        causes.push((format!("{field}.image"), "Required value".into()));
+                    }
+                }
+                for old_c in &before {
+                    match after.iter().find(|c| c["name"] == old_c["name"]) {
+                        Some(c) if c == old_c => {}
+                        _ => causes.push((
+                            "spec.ephemeralContainers".into(),
+                            format!(
+                                "Forbidden: existing ephemeral containers \"{}\" may not be removed or changed",
+                                old_c["name"].as_str().unwrap_or_default()
+                            ),
+                        )),
+                    }
+                }
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(info, name, causes));
+                }
+                let mut merged = old.clone();
+                if !after.is_empty() {
+                    merged["spec"]["ephemeralContainers"] = Value::Array(after);
+                }
+                new = merged;
+            } else if sub == Some("status") {
                 // Only status (and metadata labels/annotations) changes through /status.
                 let mut merged = old.clone();
                 merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
@@ -895,6 +952,7 @@ impl Api {
                     reason: "DryRun",
                     message: String::new(),
                     details: Some(new),
+                    list_meta: None,
                 });
             }
             Ok(Some(new))
@@ -974,6 +1032,13 @@ impl Api {
                     )
                 })?;
                 let applied = parse_apply_body(body)?;
+                let key = (
+                    s.info.group_resource(),
+                    ns.clone(),
+                    name.clone(),
+                    manager.to_string(),
+                );
+                self.check_apply_conflicts(&key, &applied, query.flag("force"))?;
                 doc = self.apply_onto(&s, &ns, &name, manager, &current, &applied)?;
             }
             other => return Err(ApiError::unsupported_media_type(other)),
@@ -1101,6 +1166,74 @@ impl Api {
             strategic_merge::json_merge_patch(&mut doc, &patch);
         }
         Ok(doc)
+    }
+
+    /// Fields another apply manager set to a different value are a 409
+    /// conflict naming them and their manager; with `force` they change
+    /// hands (the other manager no longer owns them).
+    fn check_apply_conflicts(
+        &self,
+        key: &(String, String, String, String),
+        applied: &Value,
+        force: bool,
+    ) -> ApiResult<()> {
+        let mine = apply_leaves(applied);
+        let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conflicts: Vec<(String, String)> = Vec::new();
+        for ((res, ns, name, manager), theirs) in all.iter_mut() {
+            if (res, ns, name) != (&key.0, &key.1, &key.2) || manager == &key.3 {
+                continue;
+            }
+            let owned: BTreeMap<String, Value> = apply_leaves(theirs)
+                .into_iter()
+                .map(|(p, v)| (field_path(&p), v))
+                .collect();
+            for (path, value) in &mine {
+                let shown = field_path(path);
+                if owned.get(&shown).is_some_and(|v| v != value) {
+                    if force {
+                        remove_leaf(theirs, path);
+                    } else {
+                        conflicts.push((manager.clone(), shown));
+                    }
+                }
+            }
+        }
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        let n = conflicts.len();
+        let message = if n == 1 {
+            format!(
+                "Apply failed with 1 conflict: conflict with \"{}\": {}",
+                conflicts[0].0, conflicts[0].1
+            )
+        } else {
+            let mut m = format!("Apply failed with {n} conflicts: ");
+            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (mgr, f) in &conflicts {
+                by_manager.entry(mgr).or_default().push(f);
+            }
+            let parts: Vec<String> = by_manager
+                .iter()
+                .map(|(mgr, fields)| {
+                    if fields.len() == 1 {
+                        format!("conflict with \"{mgr}\": {}", fields[0])
+                    } else {
+                        format!("conflicts with \"{mgr}\":\n- {}", fields.join("\n- "))
+                    }
+                })
+                .collect();
+            m.push_str(&parts.join("\n"));
+            m
+        };
+        let mut e = ApiError::new(409, "Conflict", message);
+        e.details = Some(json!({"causes": conflicts.iter().map(|(mgr, f)| json!({
+            "reason": "FieldManagerConflict",
+            "message": format!("conflict with \"{mgr}\""),
+            "field": f,
+        })).collect::<Vec<_>>()}));
+        Err(e)
     }
 
     /// DELETE one object, honouring finalizers and the propagation policy.
@@ -1746,27 +1879,40 @@ fn set_type_meta(info: &ResourceInfo, obj: &mut Value) {
 }
 
 fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
-    let ok = if matches!(info.kind.as_str(), "Namespace" | "Service") {
-        crate::plan::names::is_dns1123_label(name)
-    } else if info.kind.ends_with("Role") || info.kind.ends_with("RoleBinding") {
-        !name.is_empty()
-            && !name.contains('/')
-            && !name.contains('%')
-            && name != "."
-            && name != ".."
-    } else {
-        crate::plan::names::is_dns1123_subdomain(name)
+    // Namespaces are RFC 1123 labels, Services DNS-1035 labels, RBAC
+    // objects path segments, everything else RFC 1123 subdomains; the
+    // messages are apimachinery's.
+    let message = match info.kind.as_str() {
+        "Namespace" if !crate::plan::names::is_dns1123_label(name) => {
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        }
+        "Service"
+            if !crate::plan::names::is_dns1123_label(name)
+                || !name.starts_with(|c: char| c.is_ascii_lowercase()) =>
+        {
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+        }
+        "Namespace" | "Service" => return Vec::new(),
+        k if k.ends_with("Role") || k.ends_with("RoleBinding") => {
+            if !name.is_empty()
+                && !name.contains('/')
+                && !name.contains('%')
+                && name != "."
+                && name != ".."
+            {
+                return Vec::new();
+            }
+            "may not contain '/' or '%' and may not be '.' or '..'"
+        }
+        _ if crate::plan::names::is_dns1123_subdomain(name) => return Vec::new(),
+        _ => {
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        }
     };
-    if ok {
-        Vec::new()
-    } else {
-        vec![(
-            "metadata.name".into(),
-            format!(
-                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-            ),
-        )]
-    }
+    vec![(
+        "metadata.name".into(),
+        format!("Invalid value: \"{name}\": {message}"),
+    )]
 }
 
 fn validate_meta(meta: &Map<String, Value>) -> Vec<(String, String)> {
@@ -1830,6 +1976,98 @@ fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
 
 /// Removes from `doc` the fields present in `prev` but absent from `now`
 /// (what a manager stopped applying), recursing into maps.
+/// One step of a field path: a map key, or a list item by its name.
+#[derive(Debug, Clone, PartialEq)]
+enum PathStep {
+    Key(String),
+    Named(String),
+}
+
+/// The leaf fields an applied configuration sets, with their values; lists
+/// of named items are walked by name (containers, env, ports …), other
+/// lists are atomic. Identity fields are nobody's to conflict over.
+fn apply_leaves(doc: &Value) -> Vec<(Vec<PathStep>, Value)> {
+    fn walk(v: &Value, path: &mut Vec<PathStep>, out: &mut Vec<(Vec<PathStep>, Value)>) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, child) in m {
+                    path.push(PathStep::Key(k.clone()));
+                    walk(child, path, out);
+                    path.pop();
+                }
+            }
+            Value::Array(items)
+                if !items.is_empty() && items.iter().all(|i| i["name"].is_string()) =>
+            {
+                for item in items {
+                    path.push(PathStep::Named(
+                        item["name"].as_str().unwrap_or_default().to_string(),
+                    ));
+                    walk(item, path, out);
+                    path.pop();
+                }
+            }
+            _ => out.push((path.clone(), v.clone())),
+        }
+    }
+    let mut out = Vec::new();
+    walk(doc, &mut Vec::new(), &mut out);
+    out.retain(|(p, _)| {
+        let top = |k: &str| p.first() == Some(&PathStep::Key(k.into()));
+        let meta = |k: &str| top("metadata") && p.get(1) == Some(&PathStep::Key(k.into()));
+        !(top("apiVersion")
+            || top("kind")
+            || meta("name")
+            || meta("namespace")
+            || meta("resourceVersion")
+            || p.last() == Some(&PathStep::Key("name".into()))
+                && p.len() >= 2
+                && matches!(p[p.len() - 2], PathStep::Named(_)))
+    });
+    out
+}
+
+/// A field path as the apiserver prints it: `.spec.containers[name="api"].image`.
+fn field_path(path: &[PathStep]) -> String {
+    path.iter()
+        .map(|s| match s {
+            PathStep::Key(k) => format!(".{k}"),
+            PathStep::Named(n) => format!("[name=\"{n}\"]"),
+        })
+        .collect()
+}
+
+fn remove_leaf(doc: &mut Value, path: &[PathStep]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = doc;
+    for step in parents {
+        let next = match step {
+            PathStep::Key(k) => cur.get_mut(k.as_str()),
+            PathStep::Named(n) => cur
+                .as_array_mut()
+                .and_then(|a| a.iter_mut().find(|i| i["name"] == n.as_str())),
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    match last {
+        PathStep::Key(k) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(k);
+            }
+        }
+        PathStep::Named(n) => {
+            if let Some(a) = cur.as_array_mut() {
+                a.retain(|i| i["name"] != n.as_str());
+            }
+        }
+    }
+}
+
 fn remove_unapplied(doc: &mut Value, prev: &Value, now: &Value) {
     let (Some(d), Some(p)) = (doc.as_object_mut(), prev.as_object()) else {
         return;

@@ -170,6 +170,14 @@ mod tests {
             "rbac.authorization.k8s.io/v1/clusterrolebindings",
             "events.k8s.io/v1/events",
             "apiextensions.k8s.io/v1/customresourcedefinitions",
+            "authentication.k8s.io/v1/selfsubjectreviews",
+            "authentication.k8s.io/v1/tokenreviews",
+            "authorization.k8s.io/v1/localsubjectaccessreviews",
+            "authorization.k8s.io/v1/selfsubjectaccessreviews",
+            "authorization.k8s.io/v1/selfsubjectrulesreviews",
+            "authorization.k8s.io/v1/subjectaccessreviews",
+            "metrics.k8s.io/v1beta1/nodes",
+            "metrics.k8s.io/v1beta1/pods",
         ]);
         expected.sort();
         assert_eq!(served, expected);

@@ -1377,12 +1377,15 @@ mod tests {
             [
                 "apps",
                 "events.k8s.io",
+                "authentication.k8s.io",
+                "authorization.k8s.io",
                 "batch",
                 "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
+                "metrics.k8s.io",
                 "agentdeck.dev",
             ]
         );
@@ -1585,7 +1588,7 @@ mod tests {
         ] {
             assert!(paths.contains_key(key), "{key} missing");
         }
-        assert_eq!(paths.len(), 11);
+        assert_eq!(paths.len(), 14);
         let doc = openapi_v3_group_version(&all, "apps", "v1").expect("apps/v1");
         assert_eq!(
             paths["apis/apps/v1"]["serverRelativeURL"],

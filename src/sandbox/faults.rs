@@ -32,6 +32,7 @@ pub struct Faults {
     rules: Mutex<Vec<FailRule>>,
     latency: Mutex<Duration>,
     requests: Mutex<BTreeMap<String, u64>>,
+    restart: Mutex<(CancellationToken, Duration)>,
 }
 
 impl Faults {
@@ -49,6 +50,21 @@ impl Faults {
         let mut g = Self::lock(&self.watches);
         g.cancel();
         *g = CancellationToken::new();
+    }
+
+    /// Asks the HTTP server to stop listening, stay down for `down`, then
+    /// listen again on the same port with the same store (as a restarted
+    /// apiserver over the same etcd): clients see their connections drop.
+    pub fn restart_server(&self, down: Duration) {
+        let mut g = Self::lock(&self.restart);
+        g.0.cancel();
+        *g = (CancellationToken::new(), down);
+    }
+
+    /// A token the server stops on to restart, and how long it stays down.
+    pub(crate) fn restart_token(&self) -> (CancellationToken, Duration) {
+        let g = Self::lock(&self.restart);
+        (g.0.clone(), g.1)
     }
 
     /// Adds a rule failing matching requests.

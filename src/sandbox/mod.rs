@@ -9,6 +9,8 @@ pub mod discovery;
 pub mod faults;
 pub mod jsonpath;
 pub mod kubelet;
+pub mod openapi_schemas;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;

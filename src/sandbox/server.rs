@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +34,51 @@ pub async fn serve(
     listener: TcpListener,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = axum::Router::new().fallback(handle).with_state(api);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(cancel.cancelled_owned())
-        .await
+    let app = axum::Router::new().fallback(handle).with_state(api.clone());
+    let mut listener = listener;
+    loop {
+        let (restart, _) = api.faults.restart_token();
+        let addr = listener.local_addr()?;
+        let stop = {
+            let (cancel, restart) = (cancel.clone(), restart.clone());
+            async move {
+                tokio::select! {
+                    () = cancel.cancelled() => {}
+                    () = restart.cancelled() => {}
+                }
+            }
+        };
+        let server = axum::serve(listener, app.clone())
+            .with_graceful_shutdown(stop)
+            .into_future();
+        tokio::pin!(server);
+        tokio::select! {
+            r = &mut server => r?,
+            () = restart.cancelled() => {
+                // Watches end at once; other streams (log follows) get a
+                // moment to finish before their connections are cut.
+                api.faults.drop_watches();
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
+            }
+        }
+        if cancel.is_cancelled() {
+            return Ok(());
+        }
+        let (_, down) = api.faults.restart_token();
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            () = tokio::time::sleep(down) => {}
+        }
+        listener = loop {
+            match TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(_) if !cancel.is_cancelled() => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+    }
 }
 
 /// Binds 127.0.0.1:`port` (0 = any free port).
@@ -115,7 +157,9 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
 }
 
 /// `/sandbox/faults`: POST `{"dropWatches": true}`, `{"fail": FailRule}`,
-/// `{"latencyMs": N}`, `{"compact": true}` or `{"clear": true}`.
+/// `{"latencyMs": N}`, `{"compact": true}`, `{"restart": {"downMs": N}}`
+/// (stop listening, stay down N ms, listen again with the same store) or
+/// `{"clear": true}`.
 /// `/sandbox/requests`: GET the API requests served so far by verb and path
 /// (`{"GET /api/v1/pods": 3, "WATCH /api/v1/pods": 1}`); DELETE resets them.
 fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Response> {
@@ -151,6 +195,11 @@ fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Respo
         api.faults.set_latency(Duration::from_millis(ms));
         done.push("latency set");
     }
+    if let Some(restart) = cmd.get("restart").filter(|r| **r != false) {
+        let down = restart["downMs"].as_u64().unwrap_or(0);
+        api.faults.restart_server(Duration::from_millis(down));
+        done.push("server restarting");
+    }
     if let Some(rule) = cmd.get("fail") {
         let rule: super::faults::FailRule = serde_json::from_value(rule.clone())
             .map_err(|e| ApiError::bad_request(format!("fail rule: {e}")))?;
@@ -159,7 +208,7 @@ fn admin(api: &Api, method: &Method, path: &str, body: &[u8]) -> ApiResult<Respo
     }
     if done.is_empty() {
         return Err(ApiError::bad_request(
-            "no fault named; use dropWatches, fail {pathPrefix, method?, code, count}, latencyMs, compact or clear",
+            "no fault named; use dropWatches, fail {pathPrefix, method?, code, count}, latencyMs, compact, restart {downMs} or clear",
         ));
     }
     Ok(ok(&json!({"done": done})))
@@ -211,16 +260,41 @@ async fn route(
             }
             return Ok(r);
         }
-        ["openapi", "v3"] => return Ok(ok(&discovery::openapi_v3_root(&resources))),
+        ["openapi", "v3"] => {
+            // The hashes cover the documents as served, object schemas
+            // included, so a changed CRD schema busts kubectl's cache.
+            let mut root = discovery::openapi_v3_root(&resources);
+            if let Some(paths) = root["paths"].as_object_mut() {
+                let registry = api.registry();
+                for (key, entry) in paths.iter_mut() {
+                    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
+                        ["api", v] => (String::new(), v.to_string()),
+                        ["apis", g, v] => (g.to_string(), v.to_string()),
+                        _ => continue,
+                    };
+                    if let Some(mut doc) =
+                        discovery::openapi_v3_group_version(&resources, &group, &version)
+                    {
+                        super::openapi_schemas::publish(&mut doc, registry.all(), &group, &version);
+                        entry["serverRelativeURL"] = json!(format!(
+                            "/openapi/v3/{key}?hash={}",
+                            discovery::openapi_v3_hash(&doc)
+                        ));
+                    }
+                }
+            }
+            return Ok(ok(&root));
+        }
         ["openapi", "v3", rest @ ..] => {
             let (group, version) = match rest {
                 ["api", v] => ("", *v),
                 ["apis", g, v] => (*g, *v),
                 _ => return Err(ApiError::no_route(path)),
             };
-            return discovery::openapi_v3_group_version(&resources, group, version)
-                .map(|d| ok(&d))
-                .ok_or_else(|| ApiError::no_route(path));
+            let mut doc = discovery::openapi_v3_group_version(&resources, group, version)
+                .ok_or_else(|| ApiError::no_route(path))?;
+            super::openapi_schemas::publish(&mut doc, api.registry().all(), group, version);
+            return Ok(ok(&doc));
         }
         _ => {}
     }
@@ -267,6 +341,20 @@ async fn route(
         ),
         [] => return Err(ApiError::no_route(path)),
     };
+    if group == "metrics.k8s.io" && method == Method::GET {
+        return metrics(api, plural, &target, query);
+    }
+    if method == Method::POST
+        && target.name.is_none()
+        && let Some(answer) = review(
+            group,
+            plural,
+            &body,
+            header_str(headers, header::CONTENT_TYPE),
+        )
+    {
+        return Ok(json_response(201, &answer, "application/json"));
+    }
     let served = api.served(group, version, plural)?;
     if let Some(sub) = &target.subresource
         && !served.info.has_subresource(sub)
@@ -316,6 +404,39 @@ async fn route(
                 }
                 None => Ok(ok(&obj)),
             }
+        }
+        ("POST", Some(name), Some("token")) => {
+            let sa = api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            let request = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body(&body, ct)?
+            };
+            Ok(json_response(
+                201,
+                &token_request(&sa, &request),
+                "application/json",
+            ))
+        }
+        ("POST", Some(name), Some("eviction")) => {
+            let eviction = parse_body(&body, ct)?;
+            let pod = api.get(group, version, plural, target.namespace.as_deref(), name)?;
+            super::cluster::disruption::check_eviction(api, &pod)?;
+            let opts = eviction
+                .get("deleteOptions")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let q = with_body_dry_run(query, &opts);
+            let t = Target {
+                subresource: None,
+                ..target.clone()
+            };
+            api.delete(group, version, plural, &t, &opts, &q)?;
+            Ok(json_response(
+                201,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                "application/json",
+            ))
         }
         ("POST", None, _) => {
             let obj = parse_body(&body, ct)?;
@@ -383,19 +504,40 @@ async fn route(
             )?;
             Ok(ok(&scale_of(&served, &r)))
         }
-        ("PUT", Some(_), _) => {
+        ("PUT", Some(_), sub) => {
+            if ct.contains("protobuf") && sub == Some("status") {
+                // The protobuf schemas here cover what clients create, not
+                // every status: refuse rather than write an empty status.
+                return Err(ApiError::new_status(
+                    415,
+                    "UnsupportedMediaType",
+                    "the sandbox cannot decode a status update from protobuf; send it as application/json",
+                ));
+            }
             let obj = parse_body(&body, ct)?;
             Ok(ok(&api.update(group, version, plural, &target, obj, query)?))
         }
-        ("PATCH", Some(_), _) => Ok(ok(
-            &api.patch(group, version, plural, &target, ct, &body, query)?
-        )),
+        ("PATCH", Some(name), sub) => {
+            // An apply that creates answers 201 Created, as the real one does.
+            let creates = ct.starts_with("application/apply-patch")
+                && sub.is_none()
+                && api
+                    .get(group, version, plural, target.namespace.as_deref(), name)
+                    .is_err();
+            let r = api.patch(group, version, plural, &target, ct, &body, query)?;
+            Ok(json_response(
+                if creates { 201 } else { 200 },
+                &r,
+                "application/json",
+            ))
+        }
         ("DELETE", Some(_), None) => {
             let opts = if body.is_empty() {
                 json!({})
             } else {
                 parse_body(&body, ct)?
             };
+            let query = &with_body_dry_run(query, &opts);
             let obj = api.delete(group, version, plural, &target, &opts, query)?;
             // Deleted at once → the object with 200; marked for deletion → 202 with it.
             let code = if obj.pointer("/metadata/deletionTimestamp").is_some()
@@ -421,6 +563,7 @@ async fn route(
             } else {
                 parse_body(&body, ct)?
             };
+            let query = &with_body_dry_run(query, &opts);
             let listed = list(api, &served, &target, query)?;
             let mut deleted = Vec::new();
             for item in listed.items {
@@ -443,6 +586,218 @@ async fn route(
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// Simulated usage of one running container (the sandbox measures nothing).
+const CONTAINER_CPU_MILLIS: u64 = 1;
+const CONTAINER_MEMORY_MIB: u64 = 4;
+
+/// `metrics.k8s.io/v1beta1` as metrics-server serves it, for `kubectl top`:
+/// running pods use a little CPU and memory per container, nodes a base
+/// load plus their pods'.
+fn metrics(api: &Api, plural: &str, target: &Target, query: &Query) -> ApiResult<Response> {
+    const API_VERSION: &str = "metrics.k8s.io/v1beta1";
+    let now = super::api::now_rfc3339();
+    let labels = match query.get("labelSelector") {
+        Some(s) => Some(parse_label_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+        None => None,
+    };
+    let ns = if plural == "pods" {
+        target.namespace.as_deref()
+    } else {
+        None
+    };
+    let (pods, _) = api.store.list("pods", ns);
+    let running: Vec<&Value> = pods
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| p["status"]["phase"] == "Running")
+        .collect();
+    let containers = |p: &Value| p["spec"]["containers"].as_array().map_or(0, Vec::len) as u64;
+    let (kind, items): (&str, Vec<Value>) = match plural {
+        "pods" => (
+            "PodMetrics",
+            running
+                .iter()
+                .filter(|p| labels.as_ref().is_none_or(|l| l.matches_object(p)))
+                .map(|p| {
+                    json!({
+                        "kind": "PodMetrics", "apiVersion": API_VERSION,
+                        "metadata": {"name": p["metadata"]["name"], "namespace": p["metadata"]["namespace"],
+                                     "labels": p["metadata"]["labels"], "creationTimestamp": now},
+                        "timestamp": now, "window": "10s",
+                        "containers": p["spec"]["containers"].as_array().into_iter().flatten().map(|c| json!({
+                            "name": c["name"],
+                            "usage": {"cpu": format!("{CONTAINER_CPU_MILLIS}m"), "memory": format!("{CONTAINER_MEMORY_MIB}Mi")},
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect(),
+        ),
+        "nodes" => {
+            let (nodes, _) = api.store.list("nodes", None);
+            (
+                "NodeMetrics",
+                nodes
+                    .iter()
+                    .filter(|n| labels.as_ref().is_none_or(|l| l.matches_object(n)))
+                    .map(|n| {
+                        let name = n["metadata"]["name"].as_str().unwrap_or_default();
+                        let here: u64 = running
+                            .iter()
+                            .filter(|p| p["spec"]["nodeName"] == name)
+                            .map(|p| containers(p))
+                            .sum();
+                        json!({
+                            "kind": "NodeMetrics", "apiVersion": API_VERSION,
+                            "metadata": {"name": name, "labels": n["metadata"]["labels"], "creationTimestamp": now},
+                            "timestamp": now, "window": "10s",
+                            "usage": {"cpu": format!("{}m", 50 + here * CONTAINER_CPU_MILLIS),
+                                      "memory": format!("{}Mi", 256 + here * CONTAINER_MEMORY_MIB)},
+                        })
+                    })
+                    .collect(),
+            )
+        }
+        _ => return Err(ApiError::no_route(plural)),
+    };
+    match &target.name {
+        Some(name) => items
+            .into_iter()
+            .find(|i| i["metadata"]["name"] == name.as_str())
+            .map(|i| ok(&i))
+            .ok_or_else(|| {
+                let mut e = ApiError::new_status(
+                    404,
+                    "NotFound",
+                    format!(
+                        "{}.metrics.k8s.io \"{name}\" not found",
+                        kind.to_lowercase()
+                    ),
+                );
+                e.details = Some(
+                    json!({"name": name, "group": "metrics.k8s.io", "kind": kind.to_lowercase()}),
+                );
+                e
+            }),
+        None => Ok(ok(&json!({
+            "kind": format!("{kind}List"),
+            "apiVersion": API_VERSION,
+            "metadata": {},
+            "items": items,
+        }))),
+    }
+}
+
+/// The user every request is taken to come from.
+const SANDBOX_USER: &str = "agentdeck-sandbox-admin";
+
+/// Answers the review resources that are computed, never stored: the
+/// sandbox authorizes everything for one all-powerful user.
+fn review(group: &str, plural: &str, body: &[u8], content_type: Option<&str>) -> Option<Value> {
+    let (api_version, kind, status) = match (group, plural) {
+        (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews" | "subjectaccessreviews" | "localsubjectaccessreviews",
+        ) => (
+            "authorization.k8s.io/v1",
+            "",
+            json!({"allowed": true, "reason": "the agentdeck sandbox authorizes every request"}),
+        ),
+        ("authorization.k8s.io", "selfsubjectrulesreviews") => (
+            "authorization.k8s.io/v1",
+            "SelfSubjectRulesReview",
+            json!({"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                   "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                   "incomplete": false}),
+        ),
+        ("authentication.k8s.io", "selfsubjectreviews") => (
+            "authentication.k8s.io/v1",
+            "SelfSubjectReview",
+            json!({"userInfo": {"username": SANDBOX_USER,
+                                "groups": ["system:masters", "system:authenticated"]}}),
+        ),
+        ("authentication.k8s.io", "tokenreviews") => (
+            "authentication.k8s.io/v1",
+            "TokenReview",
+            json!({"authenticated": true, "user": {"username": SANDBOX_USER,
+                   "groups": ["system:masters", "system:authenticated"]}}),
+        ),
+        _ => return None,
+    };
+    let mut obj = parse_body(body, content_type.unwrap_or("application/json"))
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    obj["apiVersion"] = json!(api_version);
+    if !kind.is_empty() || obj["kind"].is_null() {
+        obj["kind"] = json!(if kind.is_empty() {
+            "SelfSubjectAccessReview"
+        } else {
+            kind
+        });
+    }
+    if obj["metadata"].is_null() {
+        obj["metadata"] = json!({});
+    }
+    obj["status"] = status;
+    Some(obj)
+}
+
+/// `serviceaccounts/NAME/token`: a TokenRequest answered with a JWT-shaped
+/// token for the account (unsigned: nothing here checks tokens).
+fn token_request(sa: &Value, request: &Value) -> Value {
+    let ns = sa["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = sa["metadata"]["name"].as_str().unwrap_or_default();
+    let now = jiff::Timestamp::now().as_second();
+    let lifetime = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .filter(|s| *s > 0)
+        .unwrap_or(3600);
+    let audiences = request["spec"]["audiences"]
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .cloned()
+        .unwrap_or_else(|| vec![json!("https://kubernetes.default.svc.cluster.local")]);
+    let claims = json!({
+        "aud": audiences,
+        "exp": now + lifetime,
+        "iat": now,
+        "nbf": now,
+        "iss": "https://kubernetes.default.svc.cluster.local",
+        "sub": format!("system:serviceaccount:{ns}:{name}"),
+        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]}},
+    });
+    let enc = |v: &Value| super::protobuf::base64url(&serde_json::to_vec(v).unwrap_or_default());
+    let token = format!(
+        "{}.{}.{}",
+        enc(&json!({"alg": "none", "kid": "agentdeck-sandbox"})),
+        enc(&claims),
+        super::protobuf::base64url(b"agentdeck-sandbox")
+    );
+    let expires = jiff::Timestamp::from_second(now + lifetime)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default();
+    json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+        "spec": {"audiences": audiences, "expirationSeconds": lifetime, "boundObjectRef": request["spec"]["boundObjectRef"]},
+        "status": {"token": token, "expirationTimestamp": expires},
+    })
+}
+
+/// The query, with `dryRun=All` when DeleteOptions in the body ask for it
+/// (`kubectl delete --dry-run=server` sends it there, not in the URL).
+fn with_body_dry_run(query: &Query, opts: &Value) -> Query {
+    let mut q = query.clone();
+    if opts["dryRun"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|v| v == "All"))
+    {
+        q.params.insert("dryRun".into(), "All".into());
+    }
+    q
 }
 
 /// `GET …/pods/NAME/log`, answered by the kubelet hooks.
@@ -486,6 +841,10 @@ fn logs(api: &Api, ns: &str, name: &str, query: &Query) -> ApiResult<Response> {
 }
 
 fn parse_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
+    if content_type.contains("protobuf") {
+        return super::protobuf::decode(body)
+            .map_err(|e| ApiError::new_status(415, "UnsupportedMediaType", e.to_string()));
+    }
     if content_type.contains("yaml") {
         let text =
             std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
@@ -704,10 +1063,7 @@ impl Listed {
 /// LIST with selectors, limit and continue.
 fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
     let filter = Filter::new(served, target, query)?;
-    let (items, rv) = api
-        .store
-        .list(&served.info.group_resource(), filter.namespace.as_deref());
-    let after = match query.get("continue") {
+    let after = match query.get("continue").filter(|t| !t.is_empty()) {
         Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
             ApiError::bad_request(
                 "continue key is not valid: the provided continue parameter is not valid",
@@ -719,6 +1075,7 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
+    let (items, rv) = read_for_list(api, served, &filter, query, after.as_ref(), limit)?;
     let key_of = |o: &Value| -> (String, String) {
         let s = |k: &str| o["metadata"][k].as_str().unwrap_or_default().to_string();
         (s("namespace"), s("name"))
@@ -749,8 +1106,7 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         }
         out.push(it);
     }
-    let list_rv = after.as_ref().map(|(rv, _, _)| *rv).unwrap_or(rv);
-    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(n) = next {
         meta["continue"] = json!(n);
         meta["remainingItemCount"] = json!(remaining);
@@ -761,6 +1117,127 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         metadata: meta,
         items: out,
     })
+}
+
+/// A 422 about the list options, as `ValidateListOptions` words it.
+fn invalid_list_options(field: &str, message: String) -> ApiError {
+    let mut e = ApiError::new_status(
+        422,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+    );
+    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
+        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}));
+    e
+}
+
+/// The objects a LIST reads and the resourceVersion they are at, following
+/// the resourceVersion / resourceVersionMatch / continue semantics of the
+/// API concepts: unset is the latest state, `0` any, an exact version (or a
+/// continue token) that version's snapshot — 410 Expired once compacted.
+fn read_for_list(
+    api: &Api,
+    served: &Served,
+    filter: &Filter,
+    query: &Query,
+    after: Option<&(u64, String, String)>,
+    limit: Option<usize>,
+) -> ApiResult<(Vec<Arc<Value>>, u64)> {
+    let res = served.info.group_resource();
+    let ns = filter.namespace.as_deref();
+    let asked = query.get("resourceVersion").filter(|s| !s.is_empty());
+    let matching = query.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    match matching {
+        None | Some("Exact" | "NotOlderThan") => {}
+        Some(other) => {
+            return Err(invalid_list_options(
+                "resourceVersionMatch",
+                format!(
+                    "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+                ),
+            ));
+        }
+    }
+    if matching.is_some() && asked.is_none() {
+        return Err(invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+                .into(),
+        ));
+    }
+    if matching.is_some() && after.is_some() {
+        return Err(invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden when continue is provided".into(),
+        ));
+    }
+    if matching == Some("Exact") && asked == Some("0") {
+        return Err(invalid_list_options(
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+                .into(),
+        ));
+    }
+    if let Some((at, ns_key, name_key)) = after {
+        if asked.is_some_and(|a| a != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        return match api.store.list_at(&res, ns, *at) {
+            Ok(items) => Ok((items, *at)),
+            Err(_) => {
+                let mut e = ApiError::new_status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter, or use the continue token \
+                     in this response to retrieve the remainder of the results. Continuing with the \
+                     provided token results in an inconsistent list - objects that were created, \
+                     modified, or deleted between the time the first chunk was returned and now may \
+                     show up in the list.",
+                );
+                e.list_meta = Some(json!({"continue": encode_continue(
+                    api.store.current_rv(), ns_key, name_key)}));
+                Err(e)
+            }
+        };
+    }
+    let asked_rv = match asked {
+        None | Some("0") => None,
+        Some(a) => Some(a.parse::<u64>().map_err(|_| {
+            invalid_list_options(
+                "resourceVersion",
+                format!("Invalid value: \"{a}\": must be a non-negative integer"),
+            )
+        })?),
+    };
+    let Some(at) = asked_rv else {
+        return Ok(api.store.list(&res, ns));
+    };
+    let current = api.store.current_rv();
+    if at > current {
+        // The real apiserver waits up to 3 s for its cache to catch up, then
+        // answers this; nothing here will catch up.
+        let mut e = ApiError::new_status(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {at}, current: {current}"),
+        );
+        e.details = Some(json!({"causes": [{"reason": "ResourceVersionTooLarge",
+            "message": "Too large resource version"}], "retryAfterSeconds": 1}));
+        return Err(e);
+    }
+    // An exact version, or a paginated list at a given version (the legacy
+    // meaning of resourceVersion with limit), reads that snapshot.
+    if matching == Some("Exact") || (matching.is_none() && limit.is_some()) {
+        return api
+            .store
+            .list_at(&res, ns, at)
+            .map(|items| (items, at))
+            .map_err(|too_old| ApiError::gone(at, too_old.oldest));
+    }
+    Ok(api.store.list(&res, ns))
 }
 
 fn printer_columns(served: &Served) -> Option<Vec<table::PrinterColumn>> {
@@ -827,7 +1304,7 @@ async fn watch(
     let res = served.info.group_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
     let send_initial = query.flag("sendInitialEvents");
-    let (initial, rx): (Vec<Event>, broadcast::Receiver<Arc<Change>>) = match asked
+    let (initial, start_rv, rx): (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>) = match asked
         .as_deref()
         .and_then(|s| s.parse::<u64>().ok())
         .filter(|n| *n > 0 && !send_initial)
@@ -838,7 +1315,7 @@ async fn watch(
                     .into_iter()
                     .filter_map(|c| visible(&filter, &c).map(|t| (t, c.object.clone())))
                     .collect();
-                (evs, rx)
+                (evs, since, rx)
             }
             Err(too_old) => {
                 // The real apiserver answers 200 and then one ERROR event.
@@ -854,13 +1331,13 @@ async fn watch(
             }
         },
         None => {
-            let (items, _, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
+            let (items, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
             let evs = items
                 .into_iter()
                 .filter(|o| filter.matches(o))
                 .map(|o| (EventType::Added, o))
                 .collect();
-            (evs, rx)
+            (evs, at, rx)
         }
     };
     let bookmarks = query.flag("allowWatchBookmarks");
@@ -893,7 +1370,9 @@ async fn watch(
             v.push(b'\n');
             Bytes::from(v)
         };
-        let mut last_rv = 0;
+        // Bookmarks carry the latest resourceVersion this watch has seen of
+        // the whole store, as the real watch cache's progress notifications do.
+        let mut last_rv = start_rv;
         for (t, obj) in initial {
             last_rv = last_rv.max(rv_of(&obj));
             if tx.send(Ok(encode(t.as_str(), &obj))).await.is_err() {
@@ -931,10 +1410,13 @@ async fn watch(
                 }
                 msg = rx.recv() => match msg {
                     Ok(c) => {
-                        if c.resource != res || c.rv <= last_rv {
+                        if c.rv <= last_rv {
                             continue;
                         }
                         last_rv = c.rv;
+                        if c.resource != res {
+                            continue;
+                        }
                         if let Some(t) = visible(&filter, &c)
                             && tx.send(Ok(encode(t.as_str(), &c.object))).await.is_err()
                         {

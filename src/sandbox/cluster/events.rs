@@ -2,12 +2,14 @@
 //! `kubectl describe` and `kubectl get events` show what the controllers and
 //! the scheduler did.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value, json};
 
 use super::meta::{self, EVENTS};
-use crate::sandbox::api::{Api, Query};
+use crate::sandbox::api::{Api, Query, Target};
 
 /// Last name suffix handed out, so two events in the same nanosecond differ.
 static LAST_NANOS: AtomicI64 = AtomicI64::new(0);
@@ -74,16 +76,61 @@ pub(crate) fn record(
     message: &str,
     component: &str,
 ) {
-    let ev = event(involved, kind, reason, message, component, meta::now_secs());
+    let now = meta::now_secs();
+    let ev = event(involved, kind, reason, message, component, now);
     let ns = meta::namespace(&ev).to_string();
-    let _ = api.create(
+    // Like client-go's EventCorrelator: the same event about the same object
+    // again bumps `count` and `lastTimestamp` of the first one, which is what
+    // `kubectl describe` prints as "(x4 over 20s)".
+    let key = format!(
+        "{ns}|{}|{kind}|{reason}|{component}|{message}",
+        meta::uid(involved)
+    );
+    let known = seen().get(&key).cloned();
+    if let Some(name) = known
+        && let Some(first) = api.store.get(&EVENTS.key(), &ns, &name)
+    {
+        let mut again = (*first).clone();
+        again["count"] = json!(first["count"].as_i64().unwrap_or(1) + 1);
+        again["lastTimestamp"] = json!(meta::format_time(now));
+        let target = Target {
+            namespace: Some(ns.clone()),
+            name: Some(name),
+            subresource: None,
+        };
+        if api
+            .update(
+                EVENTS.group,
+                EVENTS.version,
+                EVENTS.plural,
+                &target,
+                again,
+                &Query::default(),
+            )
+            .is_ok()
+        {
+            return;
+        }
+    }
+    if let Ok(created) = api.create(
         EVENTS.group,
         EVENTS.version,
         EVENTS.plural,
         Some(&ns),
         ev,
         &Query::default(),
-    );
+    ) {
+        seen().insert(key, meta::name(&created).to_string());
+    }
+}
+
+/// Which event each (object, reason, message …) was first recorded as.
+/// Object uids are unique across sandboxes, so one table serves them all.
+fn seen() -> std::sync::MutexGuard<'static, HashMap<String, String>> {
+    static SEEN: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    SEEN.get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

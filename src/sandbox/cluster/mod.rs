@@ -15,12 +15,14 @@
 //! is in the store when the next pass looks.
 
 mod deployment;
-mod events;
+pub(crate) mod disruption;
+pub(crate) mod events;
 mod job;
 mod meta;
 mod pods;
 mod replicaset;
 mod scheduler;
+mod serviceaccounts;
 #[cfg(test)]
 mod tests;
 
@@ -66,6 +68,16 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 api.clone(),
                 cancel.clone(),
                 scheduler::Scheduler::default(),
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                disruption::DisruptionController,
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                serviceaccounts::ServiceAccountController,
             )),
         ];
         for task in tasks {

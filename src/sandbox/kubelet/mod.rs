@@ -284,7 +284,17 @@ impl Kubelet {
                     .as_i64()
                     .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
                     .unwrap_or(30);
-                rt.terminate(Duration::from_secs(u64::try_from(grace).unwrap_or(0)));
+                if rt.terminate(Duration::from_secs(u64::try_from(grace).unwrap_or(0))) {
+                    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+                        let name = c["name"].as_str().unwrap_or_default();
+                        self.event(
+                            pod,
+                            "Normal",
+                            "Killing",
+                            &format!("Stopping container {name}"),
+                        );
+                    }
+                }
             }
             return;
         }

@@ -158,11 +158,14 @@ impl PodRuntime {
 
     /// Asks for a graceful stop within `grace` (a shorter grace given later
     /// wins, as with a second `kubectl delete --grace-period`).
-    pub fn terminate(&self, grace: Duration) {
+    /// True the first time (the pod was running until now).
+    pub fn terminate(&self, grace: Duration) -> bool {
         let deadline = Instant::now() + grace;
+        let mut first = false;
         self.stop.send_if_modified(|s| match *s {
             Stop::None => {
                 *s = Stop::Graceful { deadline };
+                first = true;
                 true
             }
             Stop::Graceful { deadline: d } if deadline < d => {
@@ -171,6 +174,7 @@ impl PodRuntime {
             }
             _ => false,
         });
+        first
     }
 
     /// Kills every process at once.
@@ -241,6 +245,11 @@ struct Prepared {
 
 impl Kubelet {
     /// The pod's directory, volumes and kubeconfig; an error is a mount failure.
+    /// Records an Event about `pod` from the kubelet.
+    pub(super) fn event(&self, pod: &Value, kind: &str, reason: &str, message: &str) {
+        crate::sandbox::cluster::events::record(&self.api, pod, kind, reason, message, "kubelet");
+    }
+
     fn setup_sandbox(
         &self,
         rt: &PodRuntime,
@@ -385,6 +394,36 @@ impl Kubelet {
                     continue;
                 }
             };
+            let image = pod["spec"][if slot.init {
+                "initContainers"
+            } else {
+                "containers"
+            }]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == slot.name.as_str()))
+            .and_then(|c| c["image"].as_str())
+            .unwrap_or_default()
+            .to_string();
+            // What the kubelet reports for each (re)start, as `kubectl
+            // describe pod` and `kubectl events` show it.
+            self.event(
+                pod,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+            );
+            self.event(
+                pod,
+                "Normal",
+                "Created",
+                &format!("Created container: {}", slot.name),
+            );
+            self.event(
+                pod,
+                "Normal",
+                "Started",
+                &format!("Started container: {}", slot.name),
+            );
             let id = new_container_id();
             slot.logs.start_instance(&id);
             let started_at = now_rfc3339();
@@ -452,6 +491,15 @@ impl Kubelet {
             let delay = restart_delay(self.config.restart_backoff, restarts_since_reset);
             restarts_since_reset += 1;
             if !delay.is_zero() {
+                self.event(
+                    pod,
+                    "Warning",
+                    "BackOff",
+                    &format!(
+                        "Back-off restarting failed container {} in pod {}_{}({})",
+                        slot.name, rt.name, rt.namespace, rt.uid
+                    ),
+                );
                 {
                     let mut s = slot.status();
                     s.state = State::Waiting {
@@ -654,6 +702,51 @@ impl Kubelet {
 
     /// Writes the pod's status through the status subresource when it
     /// changed, re-reading on conflict.
+    /// Ephemeral containers (`kubectl debug`) are played, not run: each one
+    /// added to the spec shows as running from the next status write on.
+    fn ephemeral_statuses(&self, pod: &Value, old: &Value, new: &mut Value) {
+        let Some(spec) = pod["spec"]["ephemeralContainers"].as_array() else {
+            return;
+        };
+        let before = old["ephemeralContainerStatuses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let statuses: Vec<Value> = spec
+            .iter()
+            .map(|c| {
+                let name = c["name"].as_str().unwrap_or_default();
+                if let Some(s) = before.iter().find(|s| s["name"] == name) {
+                    return s.clone();
+                }
+                let image = c["image"].as_str().unwrap_or_default();
+                for (reason, message) in [
+                    (
+                        "Pulled",
+                        format!("Container image \"{image}\" already present on machine"),
+                    ),
+                    ("Created", format!("Created container: {name}")),
+                    ("Started", format!("Started container: {name}")),
+                ] {
+                    self.event(pod, "Normal", reason, &message);
+                }
+                serde_json::json!({
+                    "name": name,
+                    "image": image,
+                    "imageID": format!("docker.io/library/{image}"),
+                    "containerID": new_container_id(),
+                    "ready": false,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now_rfc3339()}},
+                    "lastState": {},
+                })
+            })
+            .collect();
+        if !statuses.is_empty() {
+            new["ephemeralContainerStatuses"] = Value::Array(statuses);
+        }
+    }
+
     pub(super) fn sync_status(&self, rt: &PodRuntime) {
         let q = crate::sandbox::api::Query::default();
         let target = crate::sandbox::api::Target {
@@ -669,7 +762,8 @@ impl Kubelet {
                 return;
             }
             let old = pod.get("status").cloned().unwrap_or(Value::Null);
-            let new = super::status::pod_status(&old, &rt.snapshot(), &now_rfc3339());
+            let mut new = super::status::pod_status(&old, &rt.snapshot(), &now_rfc3339());
+            self.ephemeral_statuses(&pod, &old, &mut new);
             if old == new {
                 return;
             }
