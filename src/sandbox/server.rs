@@ -34,6 +34,12 @@ pub async fn serve(
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
     let app = axum::Router::new().fallback(handle).with_state(api);
+    use axum::serve::ListenerExt;
+    // As a real apiserver (Go sets TCP_NODELAY on every connection): without
+    // it small writes such as watch events wait ~40 ms for a delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(cancel.cancelled_owned())
         .await
