@@ -439,9 +439,14 @@ fn each_stop_mode_finishes_or_requeues_the_running_task() {
     let client = sb.client();
     sb.rt.block_on(async {
         let c = Cluster::new(client).await;
-        let modes = ["drain", "grace-shutdown", "force-shutdown"];
+        // `drain-timeout` drains, but its task outlasts the drain timeout.
+        let modes = ["drain", "grace-shutdown", "force-shutdown", "drain-timeout"];
         for mode in modes {
-            c.pool(mode, json!({"onStop": mode}), 1).await;
+            let spec = match mode {
+                "drain-timeout" => json!({"onStop": "drain", "drainTimeoutSeconds": 1}),
+                _ => json!({"onStop": mode}),
+            };
+            c.pool(mode, spec, 1).await;
         }
         let mut victims = Vec::new();
         for mode in modes {
@@ -483,7 +488,7 @@ fn each_stop_mode_finishes_or_requeues_the_running_task() {
                     assert_eq!(s.agent.as_deref(), Some(agent.as_str()));
                     assert_eq!(runs, ["start", "end"], "{mode}");
                 }
-                "grace-shutdown" => {
+                "grace-shutdown" | "drain-timeout" => {
                     assert_eq!(s.attempts, 2, "{mode}: {s:?}");
                     assert_ne!(s.agent.as_deref(), Some(agent.as_str()));
                     assert_eq!(runs, ["start", "term", "start", "end"], "{mode}");

@@ -34,6 +34,7 @@ pub async fn serve(
     listener: TcpListener,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let app = axum::Router::new().fallback(handle).with_state(api.clone());
     let mut listener = listener;
     loop {
@@ -48,7 +49,12 @@ pub async fn serve(
                 }
             }
         };
-        let server = axum::serve(listener, app.clone())
+        // As a real apiserver (Go sets TCP_NODELAY on every connection): without
+        // it small writes such as watch events wait ~40 ms for a delayed ACK.
+        let tapped = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let server = axum::serve(tapped, app.clone())
             .with_graceful_shutdown(stop)
             .into_future();
         tokio::pin!(server);
