@@ -221,9 +221,7 @@ pub async fn run_cli(
     println!("agentdeck sandbox: Kubernetes API on {}", sb.url());
     println!("kubeconfig written to {}", path.display());
     println!();
-    println!("  export KUBECONFIG={}", path.display());
-    println!("  kubectl get namespaces");
-    println!("  agentdeck crds | kubectl apply -f -");
+    print!("{}", next_steps(&path, &own_exe()));
     println!();
     println!("Ctrl-C stops it (the store lives in memory and is gone then).");
     let cancel = CancellationToken::new();
@@ -233,6 +231,40 @@ pub async fn run_cli(
         c.cancel();
     });
     sb.run_until(cancel).await
+}
+
+/// This executable as the user should type it: plain `agentdeck` when that is
+/// what `PATH` finds, else the full path (e.g. `target/release/agentdeck`).
+fn own_exe() -> String {
+    let exe = std::env::current_exe().ok();
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            let candidate = dir.join("agentdeck");
+            exe.as_ref().is_some_and(|e| {
+                candidate.canonicalize().ok().as_ref() == e.canonicalize().ok().as_ref()
+            })
+        })
+    });
+    match exe {
+        Some(e) if !on_path => e.display().to_string(),
+        _ => "agentdeck".to_owned(),
+    }
+}
+
+/// What to type next: point kubectl at the sandbox, install the CRDs, run the
+/// controller and give it a pool and some work.
+pub fn next_steps(kubeconfig: &std::path::Path, exe: &str) -> String {
+    let kc = kubeconfig.display();
+    format!(
+        "In another terminal, from the agentdeck checkout:\n\n  \
+         export KUBECONFIG={kc}\n  \
+         {exe} crds | kubectl apply -f -\n  \
+         kubectl create namespace agentdeck-system\n  \
+         {exe} --daemon &\n  \
+         kubectl apply -f config/pool-quickstart.yaml\n  \
+         kubectl create -f config/tasks/quickstart.yaml\n  \
+         kubectl get agentpools,agenttasks -w\n"
+    )
 }
 
 /// A Ready node named `sandbox-node-<i>`.
