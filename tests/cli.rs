@@ -169,7 +169,7 @@ fn manifests_include_the_daemon_and_every_example_pool() {
         .map(|p| p.metadata.name.clone().unwrap_or_default())
         .collect();
     names.sort();
-    assert_eq!(names, ["batch", "platform", "sandbox-envs"]);
+    assert_eq!(names, ["batch", "platform", "quickstart", "sandbox-envs"]);
     let batch = pools
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some("batch"))
