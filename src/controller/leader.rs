@@ -94,8 +94,10 @@ pub async fn run(
     let mut observed: Option<(String, Instant)> = None;
     let mut last_renew: Option<Instant> = None;
     let mut warned = false;
+    let mut held: Option<Lease> = None;
     loop {
-        let leading = try_acquire_or_renew(&api, &name, &identity, &timings, &mut observed).await;
+        let leading =
+            try_acquire_or_renew(&api, &name, &identity, &timings, &mut observed, &mut held).await;
         match leading {
             Ok(true) => {
                 last_renew = Some(Instant::now());
@@ -157,7 +159,34 @@ async fn try_acquire_or_renew(
     identity: &str,
     timings: &ElectionTimings,
     observed: &mut Option<(String, Instant)>,
+    held: &mut Option<Lease>,
 ) -> Result<bool, kube::Error> {
+    // While holding, renew from the Lease as last written: one request per
+    // round instead of a read and a write. A 409 means it changed under us.
+    if let Some(mut lease) = held.take() {
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.renew_time = Some(now_micro());
+        }
+        match api.replace(name, &PostParams::default(), &lease).await {
+            Ok(updated) => {
+                *observed = Some((
+                    updated
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_default(),
+                    Instant::now(),
+                ));
+                *held = Some(updated);
+                return Ok(true);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                *held = Some(lease);
+                return Err(e);
+            }
+        }
+    }
     let current = match api.get_opt(name).await? {
         Some(lease) => lease,
         None => {
@@ -176,7 +205,10 @@ async fn try_acquire_or_renew(
                 }),
             };
             return match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(created) => {
+                    *held = Some(created);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -223,9 +255,14 @@ async fn try_acquire_or_renew(
     match api.replace(name, &PostParams::default(), &next).await {
         Ok(updated) => {
             *observed = Some((
-                updated.metadata.resource_version.unwrap_or_default(),
+                updated
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .unwrap_or_default(),
                 Instant::now(),
             ));
+            *held = Some(updated);
             Ok(true)
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
