@@ -1,9 +1,10 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so that of several
 //! controllers (daemon replicas, a console next to a daemon) only one writes.
 //!
-//! Written here rather than taken from a crate: the available ones either do
-//! not build against kube 5 / k8s-openapi 0.29 or hide the step-down we need
-//! on SIGTERM. The algorithm is client-go's: every write carries the
+//! Written here rather than taken from a crate (kube-lease-manager,
+//! kube-leader-election): about a hundred lines, no dependency whose kube /
+//! k8s-openapi versions must track ours, and the explicit release on
+//! shutdown is ours to call. The algorithm is client-go's: every write carries the
 //! resourceVersion read (a 409 means someone else moved first), a Lease is
 //! expired when its record has not changed for `leaseDurationSeconds` as
 //! seen on the *local* clock (so clock skew between holders does not
