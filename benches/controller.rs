@@ -56,7 +56,8 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-fn start_daemon(kubeconfig: &std::path::Path) -> Daemon {
+fn start_daemon(kubeconfig: &std::path::Path, log: &std::path::Path) -> Daemon {
+    let log = std::fs::File::create(log).expect("daemon log file");
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
         .arg("--daemon")
@@ -66,9 +67,9 @@ fn start_daemon(kubeconfig: &std::path::Path) -> Daemon {
         .env("KUBECONFIG", kubeconfig)
         .env("AGENTDECK_CONTROLLER_NAMESPACE", NS)
         .env("AGENTDECK_SERVER__PORT", port.to_string())
-        .env("AGENTDECK_LOG__LEVEL", "warn")
+        .env("AGENTDECK_LOG__LEVEL", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(log)
         .spawn()
         .expect("agentdeck --daemon starts");
     Daemon { child, port }
@@ -216,7 +217,8 @@ async fn run(idle_secs: u64) {
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sandbox.kubeconfig(NS)).expect("kubeconfig");
-    let daemon = start_daemon(&kubeconfig);
+    let log = dir.path().join("daemon.log");
+    let mut daemon = start_daemon(&kubeconfig, &log);
     let pools: Api<AgentPool> = Api::namespaced(client.clone(), NS);
     let tasks: Api<AgentTask> = Api::namespaced(client.clone(), NS);
     let http = reqwest::Client::new();
@@ -395,6 +397,14 @@ async fn run(idle_secs: u64) {
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
         .unwrap_or(100.0);
+    if let Ok(Some(status)) = daemon.child.try_wait() {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(10).collect();
+        println!("the daemon ended during the measurement ({status}); its last log lines:");
+        for line in tail.iter().rev() {
+            println!("  {line}");
+        }
+    }
     let cpu = (ticks1.saturating_sub(ticks0)) as f64 / tck / window.as_secs_f64() * 100.0;
     println!(
         "daemon with {POOLS} pools, {} tasks, {want} agent pods: RSS {:.1} MiB steady (max {:.1} MiB over {window:?}, peak ever {:.1} MiB), CPU {cpu:.1}% of one core",

@@ -230,8 +230,9 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         if let Some(sb) = self.sandbox.take() {
-            // The runtime ends with the test; stopping the sandbox cancels
-            // its simulated cluster (no real processes run in these tests).
+            // The test's runtime ends right after and takes the sandbox's
+            // tasks with it; no real processes run in these tests (every
+            // container is simulated), so ending the watches is enough.
             sb.api().faults.drop_watches();
         }
     }

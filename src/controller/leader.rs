@@ -1,9 +1,10 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, so that of several
 //! controllers (daemon replicas, a console next to a daemon) only one writes.
 //!
-//! Written here rather than taken from a crate: the available ones either do
-//! not build against kube 5 / k8s-openapi 0.29 or hide the step-down we need
-//! on SIGTERM. The algorithm is client-go's: every write carries the
+//! Written here rather than taken from a crate (kube-lease-manager,
+//! kube-leader-election): about a hundred lines, no dependency whose kube /
+//! k8s-openapi versions must track ours, and the explicit release on
+//! shutdown is ours to call. The algorithm is client-go's: every write carries the
 //! resourceVersion read (a 409 means someone else moved first), a Lease is
 //! expired when its record has not changed for `leaseDurationSeconds` as
 //! seen on the *local* clock (so clock skew between holders does not
@@ -94,8 +95,10 @@ pub async fn run(
     let mut observed: Option<(String, Instant)> = None;
     let mut last_renew: Option<Instant> = None;
     let mut warned = false;
+    let mut held: Option<Lease> = None;
     loop {
-        let leading = try_acquire_or_renew(&api, &name, &identity, &timings, &mut observed).await;
+        let leading =
+            try_acquire_or_renew(&api, &name, &identity, &timings, &mut observed, &mut held).await;
         match leading {
             Ok(true) => {
                 last_renew = Some(Instant::now());
@@ -157,7 +160,34 @@ async fn try_acquire_or_renew(
     identity: &str,
     timings: &ElectionTimings,
     observed: &mut Option<(String, Instant)>,
+    held: &mut Option<Lease>,
 ) -> Result<bool, kube::Error> {
+    // While holding, renew from the Lease as last written: one request per
+    // round instead of a read and a write. A 409 means it changed under us.
+    if let Some(mut lease) = held.take() {
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.renew_time = Some(now_micro());
+        }
+        match api.replace(name, &PostParams::default(), &lease).await {
+            Ok(updated) => {
+                *observed = Some((
+                    updated
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_default(),
+                    Instant::now(),
+                ));
+                *held = Some(updated);
+                return Ok(true);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                *held = Some(lease);
+                return Err(e);
+            }
+        }
+    }
     let current = match api.get_opt(name).await? {
         Some(lease) => lease,
         None => {
@@ -176,7 +206,10 @@ async fn try_acquire_or_renew(
                 }),
             };
             return match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(created) => {
+                    *held = Some(created);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -223,9 +256,14 @@ async fn try_acquire_or_renew(
     match api.replace(name, &PostParams::default(), &next).await {
         Ok(updated) => {
             *observed = Some((
-                updated.metadata.resource_version.unwrap_or_default(),
+                updated
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .unwrap_or_default(),
                 Instant::now(),
             ));
+            *held = Some(updated);
             Ok(true)
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),

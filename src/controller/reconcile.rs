@@ -10,7 +10,6 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
     PropagationPolicy,
@@ -1168,7 +1167,6 @@ async fn job_mode(
         },
     );
     write_pool_status(pool, shared, &old, status).await?;
-    let _ = Time(now);
     let mut next = resync(shared);
     if ctx.retry_soon {
         next = Action::requeue(Duration::from_millis(300));
