@@ -703,10 +703,13 @@ async fn a_task_whose_agent_pod_is_killed_is_requeued_or_failed_past_its_attempt
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_whose_agent_stops_answering_is_requeued() {
+async fn a_task_whose_agent_stops_answering_is_requeued_without_waiting_for_the_resync() {
     let h = Harness::start().await;
     let mut cfg = config();
     cfg.health_probe.offline_after_seconds = 3;
+    // Far beyond the test's deadline: only the prober's offline trigger
+    // can bring the reconcile that requeues the task.
+    cfg.resync_interval_seconds = 300;
     let (c, cancel) = h.controller(&cfg);
     h.create_pool("quiet", json!({"minReplicas": 1, "maxReplicas": 1}))
         .await;
@@ -717,12 +720,29 @@ async fn a_task_whose_agent_stops_answering_is_requeued() {
     .await;
     h.create_tasks("quiet", "q", 1).await;
     h.set_task_status("q-0", running_on(&pods[0], 1)).await;
-    // The simulated agent serves no /healthz: offline after 3 s.
+    // The simulated agent serves no /healthz: offline 3 s after the prober
+    // first saw it.
+    let limits = controller::prober::thresholds(&cfg.health_probe);
+    eventually("the agent classified offline", || async {
+        let sample = c.view().health.get(NS, &pods[0])?;
+        (sample.freshness(jiff::Timestamp::now(), &limits) == agentdeck::health::Freshness::Offline)
+            .then_some(())
+    })
+    .await;
+    let offline = Instant::now();
     let task = eventually("the task requeued", || async {
         let t = h.task("q-0").await;
         (t.phase() == TaskPhase::Pending).then_some(t)
     })
     .await;
+    // A probe interval (1 s) plus the debounce and one reconcile. Without the
+    // trigger the next reconcile comes from the kubelet's failing readiness
+    // probe updating the pod, about 6 s later.
+    let took = offline.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "requeued {took:?} after the agent went offline"
+    );
     let msg = task.status.and_then(|s| s.message).unwrap_or_default();
     assert!(msg.contains("is offline"), "{msg}");
     let sample = c

@@ -352,6 +352,11 @@ fn pool_ref_from_label<K: Resource>(obj: &K) -> Option<ObjectRef<AgentPool>> {
     Some(ObjectRef::new(pool).within(meta.namespace.as_deref()?))
 }
 
+/// The pool of an agent pod.
+fn pool_ref_of_pod(pod: &Pod) -> Option<ObjectRef<AgentPool>> {
+    pool_ref_from_label(pod)
+}
+
 /// A host-unique identity for the Lease: hostname (the pod name in a
 /// cluster) and a random suffix, so two controllers in one process differ.
 fn identity() -> String {
@@ -491,10 +496,15 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         ));
     }
 
+    // An agent turning offline reconciles its pool at once, so its task is
+    // requeued within a probe interval of the threshold, not at the resync.
+    let (offline_tx, offline_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(64);
     tasks.spawn(prober::run(
         view.pods.clone(),
         view.health.clone(),
         config.health_probe.clone(),
+        offline_tx,
+        pool_ref_of_pod,
         cancel.clone(),
     ));
 
@@ -527,6 +537,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         .watches_shared_stream(pod_stream, |pod: Arc<Pod>| pool_ref_from_label(&*pod))
         .watches_shared_stream(job_stream, |job: Arc<Job>| pool_ref_from_label(&*job))
         .reconcile_all_on(tokio_stream_from(all_rx))
+        .reconcile_on(tokio_stream_from(offline_rx))
         .graceful_shutdown_on({
             let cancel = cancel.clone();
             async move { cancel.cancelled().await }
@@ -551,7 +562,9 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
     }
 }
 
-fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<()>) -> impl Stream<Item = ()> + Send {
+fn tokio_stream_from<T: Send>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl Stream<Item = T> + Send {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
