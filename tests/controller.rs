@@ -364,6 +364,73 @@ async fn a_new_pool_gets_its_owned_objects_and_a_current_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_settings_configmap_is_owned_and_follows_the_pool() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    let pool = h
+        .create_pool("tuned", json!({"minReplicas": 1, "concurrency": 2}))
+        .await;
+    let cms: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let file = |cm: &ConfigMap| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("agentdeck-agent.yaml").cloned())
+            .unwrap_or_default()
+    };
+    let cm = eventually("the settings ConfigMap", || async {
+        cms.get_opt("iac-agent-tuned").await.expect("get")
+    })
+    .await;
+    let owner = &cm.metadata.owner_references.as_ref().expect("owned")[0];
+    assert_eq!(owner.kind, "AgentPool");
+    assert_eq!(Some(owner.uid.clone()), pool.uid());
+    assert!(file(&cm).contains("concurrency: 2"), "{}", file(&cm));
+    let hash = |d: &Deployment| {
+        d.spec
+            .as_ref()?
+            .template
+            .metadata
+            .as_ref()?
+            .annotations
+            .as_ref()?
+            .get("agentdeck.dev/agent-config-hash")
+            .cloned()
+    };
+    let before = eventually("the Deployment with the settings hash", || async {
+        hash(
+            &h.deployments()
+                .get_opt("iac-agent-tuned")
+                .await
+                .expect("get")?,
+        )
+    })
+    .await;
+
+    h.pools()
+        .patch(
+            "tuned",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"concurrency": 4}})),
+        )
+        .await
+        .expect("pool changed");
+    let cm = eventually("the ConfigMap updated", || async {
+        let cm = cms.get("iac-agent-tuned").await.expect("get");
+        file(&cm).contains("concurrency: 4").then_some(cm)
+    })
+    .await;
+    assert!(!file(&cm).contains("concurrency: 2"));
+    let after = eventually("the agents rolled with the new hash", || async {
+        let h2 = hash(&h.deployments().get("iac-agent-tuned").await.expect("get"))?;
+        (h2 != before).then_some(h2)
+    })
+    .await;
+    assert_eq!(after.len(), 8);
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_tasks_scale_the_pool_to_max_in_one_step() {
     let h = Harness::start().await;
     let (_c, cancel) = h.controller(&config());
