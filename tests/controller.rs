@@ -823,6 +823,79 @@ async fn a_task_whose_agent_stops_answering_is_requeued_without_waiting_for_the_
     cancel.cancel();
 }
 
+fn task_condition(task: &AgentTask, type_: &str) -> Option<(String, String, String)> {
+    task.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_nobody_claims_gets_a_warning_naming_the_pool_state_until_an_agent_takes_it() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "idle",
+        json!({"minReplicas": 1, "maxReplicas": 2, "drain": true,
+               "taskDefaults": {"acquireTimeoutSeconds": 2}}),
+    )
+    .await;
+    h.create_tasks("idle", "u", 1).await;
+    let (_, reason, message) = eventually("the Unclaimed condition", || async {
+        let t = h.task("u-0").await;
+        task_condition(&t, "Unclaimed").filter(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(reason, "PoolDraining");
+    assert!(
+        message.contains("within 2s") && message.contains("draining"),
+        "{message}"
+    );
+    assert_eq!(
+        h.task("u-0").await.phase(),
+        TaskPhase::Pending,
+        "still queued"
+    );
+    eventually("the Warning event on the task and the pool", || async {
+        let on_task = h.events("u-0", "Unclaimed").await;
+        let on_pool = h.events("idle", "Unclaimed").await;
+        (!on_task.is_empty() && !on_pool.is_empty()).then_some(())
+    })
+    .await;
+    let warning = &h.events("u-0", "Unclaimed").await[0];
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+
+    // The drain ends: the (simulated) agents are up but claim nothing.
+    h.pools()
+        .patch(
+            "idle",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drain": false}})),
+        )
+        .await
+        .expect("drain lifted");
+    let agent = eventually("an agent", || async {
+        h.live_agents("idle").await.into_iter().next()
+    })
+    .await;
+    eventually("the reason follows the pool", || async {
+        let t = h.task("u-0").await;
+        task_condition(&t, "Unclaimed").filter(|c| c.1 != "PoolDraining")
+    })
+    .await;
+
+    h.set_task_status("u-0", running_on(&agent, 1)).await;
+    let (status, reason, _) = eventually("the condition cleared once claimed", || async {
+        let t = h.task("u-0").await;
+        task_condition(&t, "Unclaimed").filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Claimed"));
+    cancel.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_pool_gets_a_condition_and_an_event_and_other_pools_go_on() {
     let h = Harness::start().await;

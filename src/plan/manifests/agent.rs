@@ -94,6 +94,10 @@ fn agent_config_volume(pool: &AgentPool) -> Volume {
                 path: AGENT_CONFIG_KEY.to_owned(),
                 mode: None,
             }]),
+            // The controller applies the ConfigMap before the Deployment, but
+            // a Deployment applied alone (rendered manifests, tests) must not
+            // wait on it: the injected variables carry the same settings.
+            optional: Some(true),
             ..ConfigMapVolumeSource::default()
         }),
         ..Volume::default()
@@ -230,9 +234,12 @@ mod tests {
             .flatten()
             .find(|v| v.name == mount.name)
             .expect("volume");
+        let source = volume.config_map.as_ref().expect("a ConfigMap volume");
+        assert_eq!(source.name, "iac-agent-prod");
         assert_eq!(
-            volume.config_map.as_ref().map(|c| c.name.as_str()),
-            Some("iac-agent-prod")
+            source.optional,
+            Some(true),
+            "a missing ConfigMap blocks no agent"
         );
         let hash = |d: &Deployment| {
             template(d)
