@@ -1055,10 +1055,70 @@ async fn the_server_answers_healthz_readyz_and_metrics() {
     ] {
         assert!(text.contains(family), "{family} missing:\n{text}");
     }
-    // The API going away turns /healthz unhealthy only past a threshold;
-    // here it stays up.
+    // The API going away turns /healthz unhealthy only past a threshold
+    // (see healthz_turns_503_…); here it stays up.
     assert_eq!(c.health().status, agentdeck::health::HealthStatus::Healthy);
     let _ = h.sandbox();
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_turns_503_while_the_api_is_unreachable_past_the_threshold_and_recovers() {
+    let h = Harness::start().await;
+    let mut cfg = config();
+    cfg.server.api_unreachable_seconds = 2;
+    let (c, cancel) = h.controller(&cfg);
+    let listener = agentdeck::server::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(agentdeck::server::serve(
+        listener,
+        c.clone(),
+        cancel.clone(),
+    ));
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("http client");
+    let status = || async {
+        http.get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .ok()
+            .map(|r| r.status().as_u16())
+    };
+    eventually("/healthz 200", || async {
+        (status().await == Some(200)).then_some(())
+    })
+    .await;
+
+    // The API server stops listening for a while: the watches cannot reconnect.
+    h.sandbox()
+        .api()
+        .faults
+        .restart_server(Duration::from_secs(10));
+    let down = Instant::now();
+    eventually("/healthz 503", || async {
+        (status().await == Some(503)).then_some(())
+    })
+    .await;
+    let after = down.elapsed();
+    assert!(
+        after >= Duration::from_secs(2),
+        "503 after {after:?}, before the 2 s threshold"
+    );
+    let report = c.health();
+    assert_eq!(report.status, agentdeck::health::HealthStatus::Unhealthy);
+
+    eventually("/healthz 200 once the API is back", || async {
+        (status().await == Some(200)).then_some(())
+    })
+    .await;
+    assert!(
+        down.elapsed() >= Duration::from_secs(9),
+        "healthy again only once the API answers"
+    );
     cancel.cancel();
 }
 

@@ -53,8 +53,6 @@ pub use prober::{AgentSample, HealthSamples};
 pub const FIELD_MANAGER: &str = "agentdeck";
 /// Name the controller reports Events as.
 pub const REPORTER: &str = "agentdeck-controller";
-/// `/healthz` turns 503 when the API has been unreachable this long.
-pub const API_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
 /// Quiet time before a reconcile, so a burst of task events (100 tasks
 /// created at once) becomes one reconcile and one scaling decision.
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -240,7 +238,7 @@ impl ControllerHandle {
 
     /// The daemon's own `/healthz` report: unhealthy until the watches are
     /// synced, and when the API has been unreachable past
-    /// [`API_UNREACHABLE_AFTER`]; `lastActivity` is the last successful
+    /// `server.apiUnreachableSeconds`; `lastActivity` is the last successful
     /// reconcile (start time before the first).
     pub fn health(&self) -> HealthReport {
         let s = &self.shared;
@@ -248,7 +246,7 @@ impl ControllerHandle {
             .api_unreachable_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .is_some_and(|t| t.elapsed() >= API_UNREACHABLE_AFTER);
+            .is_some_and(|t| t.elapsed() >= s.config.server.api_unreachable_after());
         let status = if !self.is_synced() || unreachable {
             HealthStatus::Unhealthy
         } else {
@@ -494,6 +492,35 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
             leader.clone(),
             cancel.clone(),
         ));
+    }
+
+    // A watch that reconnects to a quiet cluster delivers no event, so
+    // nothing would say the API is back: while it is marked unreachable,
+    // ask it for its version now and then.
+    {
+        let shared = shared.clone();
+        let cancel = cancel.clone();
+        let every = (config.server.api_unreachable_after() / 4)
+            .clamp(Duration::from_millis(250), Duration::from_secs(5));
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                let unreachable = shared
+                    .api_unreachable_since
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_some();
+                if unreachable {
+                    match shared.client.apiserver_version().await {
+                        Ok(_) => shared.api_ok(),
+                        Err(e) => shared.api_failed(&e),
+                    }
+                }
+            }
+        });
     }
 
     // An agent turning offline reconciles its pool at once, so its task is
