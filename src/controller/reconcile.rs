@@ -31,7 +31,7 @@ use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
     AgentPod, ClaimOutlook, Recovery, UNCLAIMED, condition, count_agents, count_tasks,
-    deletion_costs, recovery, same_conditions, unclaimed,
+    deletion_costs, recovery, requeued_condition, same_conditions, unclaimed,
 };
 
 /// An applied object is sent again after this long even when unchanged, so
@@ -827,7 +827,12 @@ async fn recover(
             ..status
         }
     } else {
-        status.requeued(&reason, max_attempts, ctx.now)
+        let mut next = status.requeued(&reason, max_attempts, ctx.now);
+        if next.phase == TaskPhase::Pending {
+            next.conditions.retain(|c| c.type_ != UNCLAIMED);
+            next.conditions.push(requeued_condition(ctx.now));
+        }
+        next
     };
     let phase = next.phase;
     if ctx.set_task_status(task, next).await? {

@@ -259,10 +259,24 @@ fn unclaimed_because(outlook: &ClaimOutlook) -> (&'static str, String) {
     }
 }
 
-/// Deployment mode: Pending tasks older than `timeout` get an Unclaimed
-/// condition saying why (draining, frozen, no ready agents, at max); tasks
-/// an agent took since get it back to False. Only changes are returned, so
-/// a steady state writes nothing. Age is counted from the task's creation.
+/// The Unclaimed condition a task gets when it is requeued: False as of
+/// `now`, so its wait for an agent counts from the requeue.
+pub fn requeued_condition(now: jiff::Timestamp) -> Condition {
+    Condition {
+        type_: UNCLAIMED.to_owned(),
+        status: "False".to_owned(),
+        reason: "Requeued".to_owned(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: Time(now),
+    }
+}
+
+/// Deployment mode: Pending tasks waiting longer than `timeout` get an
+/// Unclaimed condition saying why (draining, frozen, no ready agents, at
+/// max); tasks an agent took since get it back to False. Only changes are
+/// returned, so a steady state writes nothing. The wait counts from the
+/// task's creation, or from its requeue.
 pub fn unclaimed<'a>(
     tasks: impl IntoIterator<Item = &'a AgentTask>,
     outlook: &ClaimOutlook,
@@ -288,7 +302,12 @@ pub fn unclaimed<'a>(
                 let Some(created) = task.metadata.creation_timestamp.as_ref() else {
                     continue;
                 };
-                let age = now.duration_since(created.0);
+                // A requeued task waits anew from its requeue (see
+                // [`requeued_condition`]), not from its creation.
+                let since = current
+                    .filter(|c| c.status == "False")
+                    .map_or(created.0, |c| c.last_transition_time.0.max(created.0));
+                let age = now.duration_since(since);
                 let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
                 if age < timeout {
                     let left = timeout - age;
@@ -650,6 +669,14 @@ mod tests {
             unclaimed([&claimed], &outlook, timeout, at(101)).changes,
             vec![]
         );
+        // Requeued just now: the wait starts again.
+        let mut requeued = aged(task("requeued", TaskPhase::Pending, None, false), t0);
+        requeued.status.as_mut().expect("status").conditions = vec![requeued_condition(at(90))];
+        let plan = unclaimed([&requeued], &outlook, timeout, at(100));
+        assert_eq!(plan.changes, vec![]);
+        assert_eq!(plan.next_check, Some(Duration::from_secs(50)));
+        let plan = unclaimed([&requeued], &outlook, timeout, at(150));
+        assert_eq!(plan.changes[0].1.reason, "NoReadyAgents");
         // A running task that never waited long gets nothing.
         let quick = aged(task("quick", TaskPhase::Running, Some("a"), false), t0);
         assert_eq!(
