@@ -364,6 +364,73 @@ async fn a_new_pool_gets_its_owned_objects_and_a_current_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_settings_configmap_is_owned_and_follows_the_pool() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    let pool = h
+        .create_pool("tuned", json!({"minReplicas": 1, "concurrency": 2}))
+        .await;
+    let cms: Api<ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let file = |cm: &ConfigMap| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("agentdeck-agent.yaml").cloned())
+            .unwrap_or_default()
+    };
+    let cm = eventually("the settings ConfigMap", || async {
+        cms.get_opt("iac-agent-tuned").await.expect("get")
+    })
+    .await;
+    let owner = &cm.metadata.owner_references.as_ref().expect("owned")[0];
+    assert_eq!(owner.kind, "AgentPool");
+    assert_eq!(Some(owner.uid.clone()), pool.uid());
+    assert!(file(&cm).contains("concurrency: 2"), "{}", file(&cm));
+    let hash = |d: &Deployment| {
+        d.spec
+            .as_ref()?
+            .template
+            .metadata
+            .as_ref()?
+            .annotations
+            .as_ref()?
+            .get("agentdeck.dev/agent-config-hash")
+            .cloned()
+    };
+    let before = eventually("the Deployment with the settings hash", || async {
+        hash(
+            &h.deployments()
+                .get_opt("iac-agent-tuned")
+                .await
+                .expect("get")?,
+        )
+    })
+    .await;
+
+    h.pools()
+        .patch(
+            "tuned",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"concurrency": 4}})),
+        )
+        .await
+        .expect("pool changed");
+    let cm = eventually("the ConfigMap updated", || async {
+        let cm = cms.get("iac-agent-tuned").await.expect("get");
+        file(&cm).contains("concurrency: 4").then_some(cm)
+    })
+    .await;
+    assert!(!file(&cm).contains("concurrency: 2"));
+    let after = eventually("the agents rolled with the new hash", || async {
+        let h2 = hash(&h.deployments().get("iac-agent-tuned").await.expect("get"))?;
+        (h2 != before).then_some(h2)
+    })
+    .await;
+    assert_eq!(after.len(), 8);
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_tasks_scale_the_pool_to_max_in_one_step() {
     let h = Harness::start().await;
     let (_c, cancel) = h.controller(&config());
@@ -703,10 +770,13 @@ async fn a_task_whose_agent_pod_is_killed_is_requeued_or_failed_past_its_attempt
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_whose_agent_stops_answering_is_requeued() {
+async fn a_task_whose_agent_stops_answering_is_requeued_without_waiting_for_the_resync() {
     let h = Harness::start().await;
     let mut cfg = config();
     cfg.health_probe.offline_after_seconds = 3;
+    // Far beyond the test's deadline: only the prober's offline trigger
+    // can bring the reconcile that requeues the task.
+    cfg.resync_interval_seconds = 300;
     let (c, cancel) = h.controller(&cfg);
     h.create_pool("quiet", json!({"minReplicas": 1, "maxReplicas": 1}))
         .await;
@@ -717,12 +787,29 @@ async fn a_task_whose_agent_stops_answering_is_requeued() {
     .await;
     h.create_tasks("quiet", "q", 1).await;
     h.set_task_status("q-0", running_on(&pods[0], 1)).await;
-    // The simulated agent serves no /healthz: offline after 3 s.
+    // The simulated agent serves no /healthz: offline 3 s after the prober
+    // first saw it.
+    let limits = controller::prober::thresholds(&cfg.health_probe);
+    eventually("the agent classified offline", || async {
+        let sample = c.view().health.get(NS, &pods[0])?;
+        (sample.freshness(jiff::Timestamp::now(), &limits) == agentdeck::health::Freshness::Offline)
+            .then_some(())
+    })
+    .await;
+    let offline = Instant::now();
     let task = eventually("the task requeued", || async {
         let t = h.task("q-0").await;
         (t.phase() == TaskPhase::Pending).then_some(t)
     })
     .await;
+    // A probe interval (1 s) plus the debounce and one reconcile. Without the
+    // trigger the next reconcile comes from the kubelet's failing readiness
+    // probe updating the pod, about 6 s later.
+    let took = offline.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "requeued {took:?} after the agent went offline"
+    );
     let msg = task.status.and_then(|s| s.message).unwrap_or_default();
     assert!(msg.contains("is offline"), "{msg}");
     let sample = c
@@ -733,6 +820,79 @@ async fn a_task_whose_agent_stops_answering_is_requeued() {
     assert!(sample.error.is_some(), "{sample:?}");
     let pool = h.pool("quiet").await;
     assert!(pool.status.expect("status").health.offline >= 1);
+    cancel.cancel();
+}
+
+fn task_condition(task: &AgentTask, type_: &str) -> Option<(String, String, String)> {
+    task.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_nobody_claims_gets_a_warning_naming_the_pool_state_until_an_agent_takes_it() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "idle",
+        json!({"minReplicas": 1, "maxReplicas": 2, "drain": true,
+               "taskDefaults": {"acquireTimeoutSeconds": 2}}),
+    )
+    .await;
+    h.create_tasks("idle", "u", 1).await;
+    let (_, reason, message) = eventually("the Unclaimed condition", || async {
+        let t = h.task("u-0").await;
+        task_condition(&t, "Unclaimed").filter(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(reason, "PoolDraining");
+    assert!(
+        message.contains("within 2s") && message.contains("draining"),
+        "{message}"
+    );
+    assert_eq!(
+        h.task("u-0").await.phase(),
+        TaskPhase::Pending,
+        "still queued"
+    );
+    eventually("the Warning event on the task and the pool", || async {
+        let on_task = h.events("u-0", "Unclaimed").await;
+        let on_pool = h.events("idle", "Unclaimed").await;
+        (!on_task.is_empty() && !on_pool.is_empty()).then_some(())
+    })
+    .await;
+    let warning = &h.events("u-0", "Unclaimed").await[0];
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+
+    // The drain ends: the (simulated) agents are up but claim nothing.
+    h.pools()
+        .patch(
+            "idle",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drain": false}})),
+        )
+        .await
+        .expect("drain lifted");
+    let agent = eventually("an agent", || async {
+        h.live_agents("idle").await.into_iter().next()
+    })
+    .await;
+    eventually("the reason follows the pool", || async {
+        let t = h.task("u-0").await;
+        task_condition(&t, "Unclaimed").filter(|c| c.1 != "PoolDraining")
+    })
+    .await;
+
+    h.set_task_status("u-0", running_on(&agent, 1)).await;
+    let (status, reason, _) = eventually("the condition cleared once claimed", || async {
+        let t = h.task("u-0").await;
+        task_condition(&t, "Unclaimed").filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Claimed"));
     cancel.cancel();
 }
 
@@ -895,10 +1055,70 @@ async fn the_server_answers_healthz_readyz_and_metrics() {
     ] {
         assert!(text.contains(family), "{family} missing:\n{text}");
     }
-    // The API going away turns /healthz unhealthy only past a threshold;
-    // here it stays up.
+    // The API going away turns /healthz unhealthy only past a threshold
+    // (see healthz_turns_503_…); here it stays up.
     assert_eq!(c.health().status, agentdeck::health::HealthStatus::Healthy);
     let _ = h.sandbox();
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_turns_503_while_the_api_is_unreachable_past_the_threshold_and_recovers() {
+    let h = Harness::start().await;
+    let mut cfg = config();
+    cfg.server.api_unreachable_seconds = 2;
+    let (c, cancel) = h.controller(&cfg);
+    let listener = agentdeck::server::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(agentdeck::server::serve(
+        listener,
+        c.clone(),
+        cancel.clone(),
+    ));
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("http client");
+    let status = || async {
+        http.get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .ok()
+            .map(|r| r.status().as_u16())
+    };
+    eventually("/healthz 200", || async {
+        (status().await == Some(200)).then_some(())
+    })
+    .await;
+
+    // The API server stops listening for a while: the watches cannot reconnect.
+    h.sandbox()
+        .api()
+        .faults
+        .restart_server(Duration::from_secs(10));
+    let down = Instant::now();
+    eventually("/healthz 503", || async {
+        (status().await == Some(503)).then_some(())
+    })
+    .await;
+    let after = down.elapsed();
+    assert!(
+        after >= Duration::from_secs(2),
+        "503 after {after:?}, before the 2 s threshold"
+    );
+    let report = c.health();
+    assert_eq!(report.status, agentdeck::health::HealthStatus::Unhealthy);
+
+    eventually("/healthz 200 once the API is back", || async {
+        (status().await == Some(200)).then_some(())
+    })
+    .await;
+    assert!(
+        down.elapsed() >= Duration::from_secs(9),
+        "healthy again only once the API answers"
+    );
     cancel.cancel();
 }
 

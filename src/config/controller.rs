@@ -169,6 +169,9 @@ pub struct ServerConfig {
     pub bind: Option<String>,
     /// TCP port.
     pub port: u16,
+    /// `/healthz` answers 503 once the Kubernetes API has been unreachable
+    /// (no answer at all, as opposed to an error answer) this many seconds.
+    pub api_unreachable_seconds: u64,
 }
 
 impl Default for ServerConfig {
@@ -176,6 +179,7 @@ impl Default for ServerConfig {
         ServerConfig {
             bind: None,
             port: 8080,
+            api_unreachable_seconds: 30,
         }
     }
 }
@@ -185,6 +189,11 @@ impl ServerConfig {
     /// that do not parse).
     pub fn bind_ip(&self) -> Option<IpAddr> {
         self.bind.as_deref().and_then(|bind| bind.parse().ok())
+    }
+
+    /// How long the API may be unreachable before `/healthz` says so.
+    pub fn api_unreachable_after(&self) -> Duration {
+        Duration::from_secs(self.api_unreachable_seconds)
     }
 }
 
@@ -313,6 +322,10 @@ impl Config {
         }
         check::port("server.port", self.server.port)?;
         check::positive(
+            "server.apiUnreachableSeconds",
+            self.server.api_unreachable_seconds,
+        )?;
+        check::positive(
             "taskRecovery.maxAttempts",
             u64::from(self.task_recovery.max_attempts),
         )?;
@@ -438,6 +451,7 @@ mod tests {
         );
         assert_eq!(config.server.bind_ip(), None);
         assert_eq!(config.server.port, 8080);
+        assert_eq!(config.server.api_unreachable_seconds, 30);
         assert_eq!(config.task_recovery.max_attempts, 3);
         assert_eq!(config.log.format, LogFormat::Plain);
         assert_eq!(config.log.level, "info");

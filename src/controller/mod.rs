@@ -53,8 +53,6 @@ pub use prober::{AgentSample, HealthSamples};
 pub const FIELD_MANAGER: &str = "agentdeck";
 /// Name the controller reports Events as.
 pub const REPORTER: &str = "agentdeck-controller";
-/// `/healthz` turns 503 when the API has been unreachable this long.
-pub const API_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
 /// Quiet time before a reconcile, so a burst of task events (100 tasks
 /// created at once) becomes one reconcile and one scaling decision.
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -240,7 +238,7 @@ impl ControllerHandle {
 
     /// The daemon's own `/healthz` report: unhealthy until the watches are
     /// synced, and when the API has been unreachable past
-    /// [`API_UNREACHABLE_AFTER`]; `lastActivity` is the last successful
+    /// `server.apiUnreachableSeconds`; `lastActivity` is the last successful
     /// reconcile (start time before the first).
     pub fn health(&self) -> HealthReport {
         let s = &self.shared;
@@ -248,7 +246,7 @@ impl ControllerHandle {
             .api_unreachable_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .is_some_and(|t| t.elapsed() >= API_UNREACHABLE_AFTER);
+            .is_some_and(|t| t.elapsed() >= s.config.server.api_unreachable_after());
         let status = if !self.is_synced() || unreachable {
             HealthStatus::Unhealthy
         } else {
@@ -350,6 +348,11 @@ fn pool_ref_from_label<K: Resource>(obj: &K) -> Option<ObjectRef<AgentPool>> {
     let meta = obj.meta();
     let pool = meta.labels.as_ref()?.get(LABEL_POOL)?;
     Some(ObjectRef::new(pool).within(meta.namespace.as_deref()?))
+}
+
+/// The pool of an agent pod.
+fn pool_ref_of_pod(pod: &Pod) -> Option<ObjectRef<AgentPool>> {
+    pool_ref_from_label(pod)
 }
 
 /// A host-unique identity for the Lease: hostname (the pod name in a
@@ -491,10 +494,44 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         ));
     }
 
+    // A watch that reconnects to a quiet cluster delivers no event, so
+    // nothing would say the API is back: while it is marked unreachable,
+    // ask it for its version now and then.
+    {
+        let shared = shared.clone();
+        let cancel = cancel.clone();
+        let every = (config.server.api_unreachable_after() / 4)
+            .clamp(Duration::from_millis(250), Duration::from_secs(5));
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                let unreachable = shared
+                    .api_unreachable_since
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_some();
+                if unreachable {
+                    match shared.client.apiserver_version().await {
+                        Ok(_) => shared.api_ok(),
+                        Err(e) => shared.api_failed(&e),
+                    }
+                }
+            }
+        });
+    }
+
+    // An agent turning offline reconciles its pool at once, so its task is
+    // requeued within a probe interval of the threshold, not at the resync.
+    let (offline_tx, offline_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(64);
     tasks.spawn(prober::run(
         view.pods.clone(),
         view.health.clone(),
         config.health_probe.clone(),
+        offline_tx,
+        pool_ref_of_pod,
         cancel.clone(),
     ));
 
@@ -527,6 +564,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         .watches_shared_stream(pod_stream, |pod: Arc<Pod>| pool_ref_from_label(&*pod))
         .watches_shared_stream(job_stream, |job: Arc<Job>| pool_ref_from_label(&*job))
         .reconcile_all_on(tokio_stream_from(all_rx))
+        .reconcile_on(tokio_stream_from(offline_rx))
         .graceful_shutdown_on({
             let cancel = cancel.clone();
             async move { cancel.cancelled().await }
@@ -551,7 +589,9 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
     }
 }
 
-fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<()>) -> impl Stream<Item = ()> + Send {
+fn tokio_stream_from<T: Send>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl Stream<Item = T> + Send {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 

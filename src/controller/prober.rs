@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::HealthProbeConfig;
-use crate::crd::LABEL_POOL;
+use crate::crd::{AgentPool, LABEL_POOL};
 use crate::health::{Freshness, FreshnessThresholds, HealthReport, ProbeFacts, classify};
 use crate::plan::manifests::HEALTH_PORT_NAME;
 
@@ -134,11 +135,39 @@ fn health_port(pod: &Pod) -> u16 {
         .unwrap_or(8080)
 }
 
+/// Pods whose class became offline since `before`, updating `before` to
+/// the classes at `now` (forgetting pods no longer sampled). A pod first
+/// seen offline counts as a transition too.
+pub fn went_offline(
+    before: &mut HashMap<(String, String), Freshness>,
+    samples: &[AgentSample],
+    now: Timestamp,
+    thresholds: &FreshnessThresholds,
+) -> Vec<AgentSample> {
+    let mut out = Vec::new();
+    let mut next = HashMap::with_capacity(samples.len());
+    for sample in samples {
+        let key = (sample.namespace.clone(), sample.pod.clone());
+        let class = sample.freshness(now, thresholds);
+        if class == Freshness::Offline && before.get(&key) != Some(&Freshness::Offline) {
+            out.push(sample.clone());
+        }
+        next.insert(key, class);
+    }
+    *before = next;
+    out
+}
+
 /// Probes every running agent pod in `pods` each interval until `cancel`.
+/// When an agent turns offline, its pool's reference goes to `offline`, so
+/// the reconciler recovers its task now rather than at the next resync;
+/// `pool_of` maps a pod to its pool.
 pub async fn run(
     pods: Store<Pod>,
     samples: HealthSamples,
     config: HealthProbeConfig,
+    offline: mpsc::Sender<ObjectRef<AgentPool>>,
+    pool_of: fn(&Pod) -> Option<ObjectRef<AgentPool>>,
     cancel: CancellationToken,
 ) {
     let client = match reqwest::Client::builder()
@@ -155,6 +184,8 @@ pub async fn run(
     let concurrency = usize::try_from(config.concurrency.max(1)).unwrap_or(1);
     let mut tick = tokio::time::interval(config.interval().max(Duration::from_millis(100)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let limits = thresholds(&config);
+    let mut classes = HashMap::new();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -163,6 +194,7 @@ pub async fn run(
         let now = Timestamp::now();
         let mut live = Vec::new();
         let mut targets = Vec::new();
+        let mut owners = HashMap::new();
         for pod in pods.state() {
             if pod.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -184,6 +216,9 @@ pub async fn run(
                 Some("Succeeded" | "Failed")
             ) {
                 continue;
+            }
+            if let Some(owner) = pool_of(&pod) {
+                owners.insert((ns.clone(), name.clone()), owner);
             }
             live.push((ns.clone(), name.clone(), pool));
             if let (true, Some(ip)) = (running, ip) {
@@ -223,6 +258,17 @@ pub async fn run(
                 samples.update(sample);
             }
         }
+        let mut pools = std::collections::HashSet::new();
+        for sample in went_offline(&mut classes, &samples.snapshot(), Timestamp::now(), &limits) {
+            tracing::info!(pod = %sample.pod, namespace = %sample.namespace, "agent went offline");
+            if let Some(owner) = owners.get(&(sample.namespace, sample.pod)) {
+                pools.insert(owner.clone());
+            }
+        }
+        for pool in pools {
+            // Full means reconciles are already queued; the resync backs this up.
+            let _ = offline.try_send(pool);
+        }
     }
 }
 
@@ -255,5 +301,80 @@ async fn probe(client: &reqwest::Client, url: &str) -> Outcome {
         received: Timestamp::now(),
         latency: started.elapsed(),
         http_status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(pod: &str, first_seen: Timestamp, report_at: Option<Timestamp>) -> AgentSample {
+        AgentSample {
+            namespace: "ns".into(),
+            pod: pod.into(),
+            pool: Some("p".into()),
+            first_seen,
+            last_probe: None,
+            last_report: report_at.map(|at| {
+                (
+                    HealthReport {
+                        status: crate::health::HealthStatus::Healthy,
+                        current_time: at,
+                        last_activity: at,
+                    },
+                    at,
+                )
+            }),
+            http_status: None,
+            latency: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn an_agent_is_reported_once_when_it_turns_offline_and_again_after_it_recovers() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        let limits = FreshnessThresholds {
+            stale_after: Duration::from_secs(2),
+            offline_after: Duration::from_secs(10),
+        };
+        let mut before = HashMap::new();
+        let names = |v: Vec<AgentSample>| v.into_iter().map(|s| s.pod).collect::<Vec<_>>();
+        let quiet = sample("quiet", t0, None);
+        let talking = sample("talking", t0, Some(at(0)));
+        let steps: &[(i64, Vec<AgentSample>, &[&str])] = &[
+            (1, vec![quiet.clone(), talking.clone()], &[]),
+            (
+                11,
+                vec![quiet.clone(), talking.clone()],
+                &["quiet", "talking"],
+            ),
+            (12, vec![quiet.clone(), talking.clone()], &[]),
+            // talking answers again, then goes silent once more.
+            (
+                13,
+                vec![quiet.clone(), sample("talking", t0, Some(at(13)))],
+                &[],
+            ),
+            (
+                24,
+                vec![quiet.clone(), sample("talking", t0, Some(at(13)))],
+                &["talking"],
+            ),
+            // A pod that left and came back counts anew.
+            (25, vec![sample("talking", t0, Some(at(13)))], &[]),
+            (
+                26,
+                vec![quiet.clone(), sample("talking", t0, Some(at(13)))],
+                &["quiet"],
+            ),
+        ];
+        for (now, samples, want) in steps {
+            let got = names(went_offline(&mut before, samples, at(*now), &limits));
+            let mut got = got;
+            got.sort();
+            assert_eq!(got, *want, "at t0+{now}s");
+        }
     }
 }

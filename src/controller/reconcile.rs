@@ -30,8 +30,8 @@ use crate::plan::autoscale::{AutoscaleInput, ScaleDirection, decide};
 use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
-    AgentPod, Recovery, condition, count_agents, count_tasks, deletion_costs, recovery,
-    same_conditions,
+    AgentPod, ClaimOutlook, Recovery, UNCLAIMED, condition, count_agents, count_tasks,
+    deletion_costs, recovery, requeued_condition, same_conditions, unclaimed,
 };
 
 /// An applied object is sent again after this long even when unchanged, so
@@ -609,6 +609,16 @@ async fn deployment_mode(
             .await;
     }
 
+    let outlook = ClaimOutlook {
+        ready_agents: agents.ready,
+        idle_agents: agents.idle,
+        replicas: clamp_u32(desired),
+        max_replicas: clamp_u32(pool.spec.max_replicas),
+        frozen: frozen.as_ref().map(|f| f.reason.clone()),
+        draining: pool.spec.drain,
+    };
+    let unclaimed_check = mark_unclaimed(ctx, tasks, &outlook).await?;
+
     let generation = pool.metadata.generation;
     let frozen_reason = frozen.as_ref().map(|f| f.reason.clone());
     if frozen.is_some() && !old.frozen {
@@ -743,7 +753,56 @@ async fn deployment_mode(
     {
         next = next.min(left + Duration::from_millis(50));
     }
+    if let Some(left) = unclaimed_check {
+        next = next.min(left + Duration::from_millis(50));
+    }
     Ok(Action::requeue(next))
+}
+
+/// Writes the Unclaimed condition of tasks no agent took within the pool's
+/// acquire timeout (with a Warning Event when it turns true), and clears it
+/// on tasks claimed since. Returns when the next Pending task crosses the
+/// timeout.
+async fn mark_unclaimed(
+    ctx: &mut PoolCtx<'_>,
+    tasks: &mut [AgentTask],
+    outlook: &ClaimOutlook,
+) -> Result<Option<Duration>> {
+    let timeout = ctx.pool.spec.task_defaults.acquire_timeout_seconds;
+    let Ok(timeout) = u64::try_from(timeout) else {
+        return Ok(None);
+    };
+    if timeout == 0 {
+        return Ok(None);
+    }
+    let plan = unclaimed(tasks.iter(), outlook, Duration::from_secs(timeout), ctx.now);
+    for (task_name, cond) in plan.changes {
+        let Some(task) = tasks.iter_mut().find(|t| t.name_any() == task_name) else {
+            continue;
+        };
+        let mut status = task.status.clone().unwrap_or_default();
+        status.conditions.retain(|c| c.type_ != UNCLAIMED);
+        let warn = cond.status == "True";
+        let note = format!("task {task_name}: {}", cond.message);
+        let message = cond.message.clone();
+        status.conditions.push(cond);
+        // A 409 means an agent claimed it meanwhile: the next look sees that.
+        if ctx.set_task_status(task, status).await? && warn {
+            tracing::warn!(task = %task_name, pool = %ctx.name, %message, "task unclaimed");
+            publish(
+                ctx.shared,
+                task.object_ref(&()),
+                EventType::Warning,
+                UNCLAIMED,
+                "Claim",
+                message,
+            )
+            .await;
+            ctx.event(EventType::Warning, UNCLAIMED, "Claim", note)
+                .await;
+        }
+    }
+    Ok(plan.next_check)
 }
 
 async fn recover(
@@ -768,7 +827,12 @@ async fn recover(
             ..status
         }
     } else {
-        status.requeued(&reason, max_attempts, ctx.now)
+        let mut next = status.requeued(&reason, max_attempts, ctx.now);
+        if next.phase == TaskPhase::Pending {
+            next.conditions.retain(|c| c.type_ != UNCLAIMED);
+            next.conditions.push(requeued_condition(ctx.now));
+        }
+        next
     };
     let phase = next.phase;
     if ctx.set_task_status(task, next).await? {

@@ -1,8 +1,10 @@
 //! Pure decisions of the pool reconciler, over what the watch-fed stores
 //! hold: who is busy, which pods go first on scale-down, which tasks lost
-//! their agent, and the pool's conditions. No I/O; time is an input.
+//! their agent, which tasks nobody claims, and the pool's conditions. No
+//! I/O; time is an input.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -201,6 +203,152 @@ pub fn recovery<'a>(
     out
 }
 
+/// Condition type on a Pending task no agent claimed within the pool's
+/// `taskDefaults.acquireTimeoutSeconds`.
+pub const UNCLAIMED: &str = "Unclaimed";
+
+/// What the pool looks like to a task waiting for an agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimOutlook {
+    /// Ready live agents.
+    pub ready_agents: u32,
+    /// Ready agents running nothing.
+    pub idle_agents: u32,
+    /// Replicas the pool is at (or going to).
+    pub replicas: u32,
+    pub max_replicas: u32,
+    /// Why the pool is frozen, when it is.
+    pub frozen: Option<String>,
+    pub draining: bool,
+}
+
+/// The Unclaimed conditions to write, and when to look again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnclaimedPlan {
+    /// `(task, condition)`: the task's Unclaimed condition becomes this.
+    pub changes: Vec<(String, Condition)>,
+    /// The next Pending task crosses the timeout in this long.
+    pub next_check: Option<Duration>,
+}
+
+/// Why nobody claims work in `outlook`, as a condition reason and the end
+/// of a sentence.
+fn unclaimed_because(outlook: &ClaimOutlook) -> (&'static str, String) {
+    if outlook.draining {
+        (
+            "PoolDraining",
+            "the pool is draining and hands out no new work".into(),
+        )
+    } else if let Some(why) = &outlook.frozen {
+        ("PoolFrozen", format!("the pool is frozen ({why})"))
+    } else if outlook.ready_agents == 0 {
+        ("NoReadyAgents", "the pool has no ready agents".into())
+    } else if outlook.idle_agents == 0 && outlook.replicas >= outlook.max_replicas {
+        (
+            "PoolAtMax",
+            format!(
+                "every agent is busy and the pool is at maxReplicas ({})",
+                outlook.max_replicas
+            ),
+        )
+    } else {
+        (
+            "NotClaimed",
+            "ready agents have not claimed it (are they offline or failing?)".into(),
+        )
+    }
+}
+
+/// The Unclaimed condition a task gets when it is requeued: False as of
+/// `now`, so its wait for an agent counts from the requeue.
+pub fn requeued_condition(now: jiff::Timestamp) -> Condition {
+    Condition {
+        type_: UNCLAIMED.to_owned(),
+        status: "False".to_owned(),
+        reason: "Requeued".to_owned(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: Time(now),
+    }
+}
+
+/// Deployment mode: Pending tasks waiting longer than `timeout` get an
+/// Unclaimed condition saying why (draining, frozen, no ready agents, at
+/// max); tasks an agent took since get it back to False. Only changes are
+/// returned, so a steady state writes nothing. The wait counts from the
+/// task's creation, or from its requeue.
+pub fn unclaimed<'a>(
+    tasks: impl IntoIterator<Item = &'a AgentTask>,
+    outlook: &ClaimOutlook,
+    timeout: Duration,
+    now: jiff::Timestamp,
+) -> UnclaimedPlan {
+    let mut plan = UnclaimedPlan::default();
+    let (reason, because) = unclaimed_because(outlook);
+    for task in tasks {
+        let phase = task.phase();
+        if phase.is_finished() {
+            continue;
+        }
+        let name = task.metadata.name.clone().unwrap_or_default();
+        let previous: &[Condition] = task
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let current = previous.iter().find(|c| c.type_ == UNCLAIMED);
+        let want = match phase {
+            TaskPhase::Pending if !task.spec.cancel => {
+                let Some(created) = task.metadata.creation_timestamp.as_ref() else {
+                    continue;
+                };
+                // A requeued task waits anew from its requeue (see
+                // [`requeued_condition`]), not from its creation.
+                let since = current
+                    .filter(|c| c.status == "False")
+                    .map_or(created.0, |c| c.last_transition_time.0.max(created.0));
+                let age = now.duration_since(since);
+                let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
+                if age < timeout {
+                    let left = timeout - age;
+                    plan.next_check = Some(plan.next_check.map_or(left, |n| n.min(left)));
+                    continue;
+                }
+                condition(
+                    previous,
+                    UNCLAIMED,
+                    true,
+                    reason,
+                    &format!(
+                        "no agent claimed it within {}s: {because}",
+                        timeout.as_secs()
+                    ),
+                    task.metadata.generation,
+                    now,
+                )
+            }
+            TaskPhase::Pending => continue,
+            _ if current.is_some_and(|c| c.status == "True") => condition(
+                previous,
+                UNCLAIMED,
+                false,
+                "Claimed",
+                "",
+                task.metadata.generation,
+                now,
+            ),
+            _ => continue,
+        };
+        let same = current.is_some_and(|c| {
+            (&c.status, &c.reason, &c.message) == (&want.status, &want.reason, &want.message)
+        });
+        if !same {
+            plan.changes.push((name, want));
+        }
+    }
+    plan
+}
+
 /// A condition `type_` with `status`, keeping the transition time of the
 /// previous one when the status did not change (so a steady pool's status
 /// patch is a no-op).
@@ -396,6 +544,145 @@ mod tests {
             Recovery::Requeue { reason, .. } => assert_eq!(reason, "agent pod dead is gone"),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn aged(mut t: AgentTask, created: jiff::Timestamp) -> AgentTask {
+        t.metadata.creation_timestamp = Some(Time(created));
+        t
+    }
+
+    #[test]
+    fn a_pending_task_past_the_acquire_timeout_is_unclaimed_and_the_pool_state_says_why() {
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let now = t0 + jiff::SignedDuration::from_secs(120);
+        let open = ClaimOutlook {
+            ready_agents: 2,
+            idle_agents: 1,
+            replicas: 2,
+            max_replicas: 5,
+            frozen: None,
+            draining: false,
+        };
+        let cases = [
+            (
+                ClaimOutlook {
+                    draining: true,
+                    frozen: Some("x".into()),
+                    ..open.clone()
+                },
+                "PoolDraining",
+                "draining",
+            ),
+            (
+                ClaimOutlook {
+                    frozen: Some("release freeze".into()),
+                    ..open.clone()
+                },
+                "PoolFrozen",
+                "frozen (release freeze)",
+            ),
+            (
+                ClaimOutlook {
+                    ready_agents: 0,
+                    idle_agents: 0,
+                    ..open.clone()
+                },
+                "NoReadyAgents",
+                "no ready agents",
+            ),
+            (
+                ClaimOutlook {
+                    idle_agents: 0,
+                    replicas: 5,
+                    ..open.clone()
+                },
+                "PoolAtMax",
+                "maxReplicas (5)",
+            ),
+            (open.clone(), "NotClaimed", "have not claimed it"),
+        ];
+        for (outlook, reason, says) in cases {
+            let tasks = [aged(task("old", TaskPhase::Pending, None, false), t0)];
+            let plan = unclaimed(&tasks, &outlook, Duration::from_secs(60), now);
+            assert_eq!(plan.changes.len(), 1, "{outlook:?}");
+            let (name, c) = &plan.changes[0];
+            assert_eq!(name, "old");
+            assert_eq!((c.type_.as_str(), c.status.as_str()), (UNCLAIMED, "True"));
+            assert_eq!(c.reason, reason);
+            assert!(c.message.contains(says), "{}", c.message);
+            assert!(
+                c.message.starts_with("no agent claimed it within 60s"),
+                "{}",
+                c.message
+            );
+        }
+    }
+
+    #[test]
+    fn only_changes_to_the_unclaimed_condition_are_planned() {
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        let outlook = ClaimOutlook {
+            max_replicas: 3,
+            ..ClaimOutlook::default()
+        };
+        let timeout = Duration::from_secs(60);
+        let young = aged(task("young", TaskPhase::Pending, None, false), at(50));
+        let cancelled = aged(task("cancelled", TaskPhase::Pending, None, true), t0);
+        let done = aged(task("done", TaskPhase::Succeeded, None, false), t0);
+        let mut marked = aged(task("marked", TaskPhase::Pending, None, false), t0);
+        let first = unclaimed([&marked], &outlook, timeout, at(100));
+        marked.status.as_mut().expect("status").conditions = vec![first.changes[0].1.clone()];
+        // Already says so: nothing to write.
+        let plan = unclaimed(
+            [&young, &cancelled, &done, &marked],
+            &outlook,
+            timeout,
+            at(100),
+        );
+        assert_eq!(plan.changes, vec![]);
+        assert_eq!(
+            plan.next_check,
+            Some(Duration::from_secs(10)),
+            "young crosses at 110 s"
+        );
+        // The pool changed: the reason follows.
+        let frozen = ClaimOutlook {
+            frozen: Some("f".into()),
+            ..outlook.clone()
+        };
+        let plan = unclaimed([&marked], &frozen, timeout, at(100));
+        assert_eq!(plan.changes[0].1.reason, "PoolFrozen");
+        // Claimed since: back to False, once.
+        let mut claimed = marked.clone();
+        claimed.status.as_mut().expect("status").phase = TaskPhase::Running;
+        let plan = unclaimed([&claimed], &outlook, timeout, at(100));
+        assert_eq!(
+            (
+                plan.changes[0].1.status.as_str(),
+                plan.changes[0].1.reason.as_str()
+            ),
+            ("False", "Claimed")
+        );
+        claimed.status.as_mut().expect("status").conditions = vec![plan.changes[0].1.clone()];
+        assert_eq!(
+            unclaimed([&claimed], &outlook, timeout, at(101)).changes,
+            vec![]
+        );
+        // Requeued just now: the wait starts again.
+        let mut requeued = aged(task("requeued", TaskPhase::Pending, None, false), t0);
+        requeued.status.as_mut().expect("status").conditions = vec![requeued_condition(at(90))];
+        let plan = unclaimed([&requeued], &outlook, timeout, at(100));
+        assert_eq!(plan.changes, vec![]);
+        assert_eq!(plan.next_check, Some(Duration::from_secs(50)));
+        let plan = unclaimed([&requeued], &outlook, timeout, at(150));
+        assert_eq!(plan.changes[0].1.reason, "NoReadyAgents");
+        // A running task that never waited long gets nothing.
+        let quick = aged(task("quick", TaskPhase::Running, Some("a"), false), t0);
+        assert_eq!(
+            unclaimed([&quick], &outlook, timeout, at(100)).changes,
+            vec![]
+        );
     }
 
     #[test]

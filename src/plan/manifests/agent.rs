@@ -3,14 +3,17 @@
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, KeyToPath, PodSpec, PodTemplateSpec, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::pod::{
-    AGENT_CONTAINER, agent_mounts, container_security_context, health_port, injected_agent_env,
-    liveness_probe, merge_env, overlay_pod_template, pod_security_context, pool_volumes,
-    readiness_probe, scrape_annotations, termination_grace_seconds,
+    AGENT_CONFIG_KEY, AGENT_CONFIG_PATH, AGENT_CONFIG_VOLUME, AGENT_CONTAINER,
+    ANNOTATION_AGENT_CONFIG_HASH, agent_mounts, container_security_context, health_port,
+    injected_agent_env, liveness_probe, merge_env, overlay_pod_template, pod_security_context,
+    pool_volumes, readiness_probe, scrape_annotations, termination_grace_seconds,
 };
 use super::{COMPONENT_AGENT, Result, labels, pool_ids, pool_object_meta, selector_labels};
 use crate::crd::AgentPool;
@@ -33,13 +36,24 @@ pub fn agent_deployment(pool: &AgentPool, replicas: i32) -> Result<Deployment> {
         liveness_probe: Some(liveness_probe()),
         resources: spec.resources.clone(),
         security_context: Some(container_security_context(true)),
-        volume_mounts: Some(agent_mounts(pool)),
+        volume_mounts: Some({
+            let mut mounts = agent_mounts(pool);
+            mounts.push(agent_config_mount());
+            mounts
+        }),
         ..Container::default()
     };
+    let mut annotations = scrape_annotations(spec.health_port);
+    annotations.insert(
+        ANNOTATION_AGENT_CONFIG_HASH.to_owned(),
+        super::agent_config_hash(pool),
+    );
+    let mut volumes = pool_volumes(pool);
+    volumes.push(agent_config_volume(pool));
     let base = PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(pod_labels.clone()),
-            annotations: Some(scrape_annotations(spec.health_port)),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
@@ -47,7 +61,7 @@ pub fn agent_deployment(pool: &AgentPool, replicas: i32) -> Result<Deployment> {
             service_account_name: Some(super::service_account_name(pool)),
             security_context: Some(pod_security_context()),
             termination_grace_period_seconds: Some(termination_grace_seconds(pool)),
-            volumes: Some(pool_volumes(pool)),
+            volumes: Some(volumes),
             ..PodSpec::default()
         }),
     };
@@ -67,6 +81,40 @@ pub fn agent_deployment(pool: &AgentPool, replicas: i32) -> Result<Deployment> {
         }),
         status: None,
     })
+}
+
+/// The pool's settings ConfigMap as a volume.
+fn agent_config_volume(pool: &AgentPool) -> Volume {
+    Volume {
+        name: AGENT_CONFIG_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: pool.deployment_name(),
+            items: Some(vec![KeyToPath {
+                key: AGENT_CONFIG_KEY.to_owned(),
+                path: AGENT_CONFIG_KEY.to_owned(),
+                mode: None,
+            }]),
+            // The controller applies the ConfigMap before the Deployment, but
+            // a Deployment applied alone (rendered manifests, tests) must not
+            // wait on it: the injected variables carry the same settings.
+            optional: Some(true),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+/// The settings file alone at [`AGENT_CONFIG_PATH`] (a subPath, so the CA
+/// bundle can still be mounted beside it under `/etc/agentdeck`). A subPath
+/// does not follow ConfigMap updates; the hash annotation rolls the pods.
+fn agent_config_mount() -> VolumeMount {
+    VolumeMount {
+        name: AGENT_CONFIG_VOLUME.to_owned(),
+        mount_path: AGENT_CONFIG_PATH.to_owned(),
+        sub_path: Some(AGENT_CONFIG_KEY.to_owned()),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
 }
 
 /// Surge one pod at a time and never go below the wanted count.
@@ -167,6 +215,46 @@ mod tests {
                 assert!(value.len() <= 63, "{key}={value}");
             }
         }
+    }
+
+    #[test]
+    fn agents_mount_the_pools_settings_file_and_roll_when_it_changes() {
+        let d = build(&plain_pool());
+        let mount = agent_of(&d)
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == AGENT_CONFIG_PATH)
+            .expect("settings file mounted");
+        assert_eq!(mount.read_only, Some(true));
+        assert_eq!(mount.sub_path.as_deref(), Some(AGENT_CONFIG_KEY));
+        let volume = pod_spec(template(&d))
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .expect("volume");
+        let source = volume.config_map.as_ref().expect("a ConfigMap volume");
+        assert_eq!(source.name, "iac-agent-prod");
+        assert_eq!(
+            source.optional,
+            Some(true),
+            "a missing ConfigMap blocks no agent"
+        );
+        let hash = |d: &Deployment| {
+            template(d)
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| a.get(ANNOTATION_AGENT_CONFIG_HASH).cloned())
+                .expect("hash annotation")
+        };
+        assert_eq!(
+            hash(&d),
+            crate::plan::manifests::agent_config_hash(&plain_pool())
+        );
+        let changed = build(&pool("prod", json!({"drainTimeoutSeconds": 60})));
+        assert_ne!(hash(&changed), hash(&d));
     }
 
     #[test]

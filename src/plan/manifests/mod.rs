@@ -27,12 +27,14 @@ use crate::plan::names;
 
 pub use agent::agent_deployment;
 pub use pod::{
-    AGENT_CONTAINER, AGENT_SETTING_PREFIX, CA_DIR, CA_FILE, HEALTH_PATH, HEALTH_PORT_NAME,
-    METRICS_PATH, SHARED_DIR, TOKEN_DIR, TOKEN_FILE,
+    AGENT_CONFIG_KEY, AGENT_CONFIG_PATH, AGENT_CONTAINER, AGENT_SETTING_PREFIX,
+    ANNOTATION_AGENT_CONFIG_HASH, CA_DIR, CA_FILE, HEALTH_PATH, HEALTH_PORT_NAME, METRICS_PATH,
+    SHARED_DIR, TOKEN_DIR, TOKEN_FILE,
 };
 pub use pool::{
-    agent_rbac, agent_service, metadata_network_policy, network_policy_name, rbac_name,
-    service_account_name, service_monitor, task_disruption_budget, task_disruption_budget_name,
+    agent_config_file, agent_config_hash, agent_config_map, agent_rbac, agent_service,
+    metadata_network_policy, network_policy_name, rbac_name, service_account_name, service_monitor,
+    task_disruption_budget, task_disruption_budget_name,
 };
 pub use task::{RUNNER_CONTAINER, RUNNER_SCRIPT, TASK_DIR, WORKER_CONTAINER, job_name, task_job};
 
@@ -111,7 +113,8 @@ pub fn label_value(name: &str) -> String {
 
 /// Every object for `pool`, with `apiVersion` and `kind` set, in apply order:
 /// the identity pods run as first (a pod referencing a missing service
-/// account is rejected), then the NetworkPolicy (so no pod of the pool ever
+/// account is rejected), the agents' settings ConfigMap (a pod mounting a
+/// missing one does not start), then the NetworkPolicy (so no pod of the pool ever
 /// runs without it), the Service before the ServiceMonitor selecting it, the
 /// disruption budget, and the workload last. Job mode has no standing
 /// workload: its Jobs come from [`task_job`] per task.
@@ -123,6 +126,7 @@ pub fn pool_objects(pool: &AgentPool, replicas: i32) -> Result<Vec<serde_json::V
     }
     objects.push(to_json(&role)?);
     objects.push(to_json(&binding)?);
+    objects.push(to_json(&agent_config_map(pool)?)?);
     if let Some(policy) = metadata_network_policy(pool)? {
         objects.push(to_json(&policy)?);
     }
@@ -263,6 +267,7 @@ mod tests {
                 "ServiceAccount",
                 "Role",
                 "RoleBinding",
+                "ConfigMap",
                 "Service",
                 "PodDisruptionBudget",
                 "Deployment"
@@ -300,6 +305,7 @@ mod tests {
             [
                 "Role",
                 "RoleBinding",
+                "ConfigMap",
                 "NetworkPolicy",
                 "Service",
                 "ServiceMonitor",

@@ -35,6 +35,15 @@ pub const CA_DIR: &str = "/etc/agentdeck/ca/";
 pub const CA_FILE: &str = "/etc/agentdeck/ca/ca.crt";
 /// Agent runtime settings travel as `AGENTDECK_AGENT_<UPPER_SNAKE_OF_KEY>`.
 pub const AGENT_SETTING_PREFIX: &str = "AGENTDECK_AGENT_";
+/// Where agent pods find the pool's rendered `agentdeck-agent.yaml`: a
+/// directory of the agent's configuration search.
+pub const AGENT_CONFIG_PATH: &str = "/etc/agentdeck/agentdeck-agent.yaml";
+/// Key of that file in the pool's ConfigMap.
+pub const AGENT_CONFIG_KEY: &str = "agentdeck-agent.yaml";
+/// Pod-template annotation holding a hash of the settings file: a change
+/// of the file changes the template, which rolls the agents.
+pub const ANNOTATION_AGENT_CONFIG_HASH: &str = "agentdeck.dev/agent-config-hash";
+pub(super) const AGENT_CONFIG_VOLUME: &str = "agent-config";
 
 pub(super) const SHARED_VOLUME: &str = "shared";
 const TMP_VOLUME: &str = "tmp";
@@ -85,6 +94,55 @@ fn setting(key: &str, v: impl Into<String>) -> EnvVar {
     value(&format!("{AGENT_SETTING_PREFIX}{key}"), v)
 }
 
+/// The agent runtime settings a pool decides, as `agentdeck-agent.yaml`
+/// keys and values, in a fixed order. The one place they are derived: the
+/// pool's ConfigMap file and the `AGENTDECK_AGENT_*` variables are both
+/// rendered from it, so they cannot disagree.
+pub(super) fn agent_settings(pool: &AgentPool) -> Vec<(&'static str, serde_json::Value)> {
+    let spec = &pool.spec;
+    let mut settings = vec![
+        ("healthPort", spec.health_port.into()),
+        ("stopMode", spec.on_stop.as_str().into()),
+        ("drainTimeoutSeconds", spec.drain_timeout_seconds.into()),
+        ("graceShutdownSeconds", spec.grace_shutdown_seconds.into()),
+        ("concurrency", spec.concurrency.into()),
+    ];
+    // Omitted when empty: an empty variable would read as a list of one "" name.
+    if !spec.env_forward_allowlist.is_empty() {
+        settings.push((
+            "envForwardAllowlist",
+            spec.env_forward_allowlist.clone().into(),
+        ));
+    }
+    if spec.token_secret_ref.is_some() {
+        settings.push(("tokenFile", TOKEN_FILE.into()));
+    }
+    settings
+}
+
+/// `drainTimeoutSeconds` → `DRAIN_TIMEOUT_SECONDS`.
+fn upper_snake(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+/// A setting as an environment value: lists comma-separated.
+fn setting_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) => {
+            items.iter().map(setting_text).collect::<Vec<_>>().join(",")
+        }
+        other => other.to_string(),
+    }
+}
+
 /// The environment agentdeck injects into an agent (or task worker)
 /// container, before the pool's own `env`.
 // `debug` is deliberately not here: it is switched live by watching the pool,
@@ -106,29 +164,13 @@ pub(super) fn injected_agent_env(pool: &AgentPool, ids: &OwnerIds) -> Vec<EnvVar
         field("IAC_AGENT_NAME", "metadata.name"),
         field("POD_NAMESPACE", "metadata.namespace"),
         value("CC_SERVER_PORT", port.clone()),
-        value("SERVER_PORT", port.clone()),
-        setting("HEALTH_PORT", port),
-        setting("STOP_MODE", spec.on_stop.as_str()),
-        setting(
-            "DRAIN_TIMEOUT_SECONDS",
-            spec.drain_timeout_seconds.to_string(),
-        ),
-        setting(
-            "GRACE_SHUTDOWN_SECONDS",
-            spec.grace_shutdown_seconds.to_string(),
-        ),
-        setting("CONCURRENCY", spec.concurrency.to_string()),
+        value("SERVER_PORT", port),
     ]);
-    // Omitted when empty: an empty string would read as a list of one "" name.
-    if !spec.env_forward_allowlist.is_empty() {
-        env.push(setting(
-            "ENV_FORWARD_ALLOWLIST",
-            spec.env_forward_allowlist.join(","),
-        ));
-    }
-    if spec.token_secret_ref.is_some() {
-        env.push(setting("TOKEN_FILE", TOKEN_FILE));
-    }
+    env.extend(
+        agent_settings(pool)
+            .into_iter()
+            .map(|(key, v)| setting(&upper_snake(key), setting_text(&v))),
+    );
     env.extend(network_env(pool));
     env
 }

@@ -1,7 +1,10 @@
-//! Pool-level objects beside the workload: Service, ServiceMonitor,
-//! NetworkPolicy, PodDisruptionBudget and the agents' RBAC.
+//! Pool-level objects beside the workload: the agents' settings ConfigMap,
+//! Service, ServiceMonitor, NetworkPolicy, PodDisruptionBudget and the
+//! agents' RBAC.
 
-use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount, ServicePort, ServiceSpec};
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicySpec,
 };
@@ -12,7 +15,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::pod::{HEALTH_PORT_NAME, METRICS_PATH, scrape_annotations};
+use super::pod::{
+    AGENT_CONFIG_KEY, HEALTH_PORT_NAME, METRICS_PATH, agent_settings, scrape_annotations,
+};
 use super::{
     COMPONENT_AGENT, COMPONENT_TASK, Result, label_value, pool_ids, pool_object_meta,
     selector_labels,
@@ -24,6 +29,42 @@ use crate::plan::names;
 /// every major cloud uses, and AWS's IPv6 endpoint.
 const METADATA_V4: &str = "169.254.169.254/32";
 const METADATA_V6: &str = "fd00:ec2::254/128";
+
+/// The pool's `agentdeck-agent.yaml`: the agent runtime settings its spec
+/// decides, as agent pods read it (see [`super::AGENT_CONFIG_PATH`]).
+pub fn agent_config_file(pool: &AgentPool) -> String {
+    let settings: serde_json::Map<String, serde_json::Value> = agent_settings(pool)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    // JSON is YAML too, should the YAML writer ever refuse a plain map.
+    let body = serde_saphyr::to_string(&settings)
+        .unwrap_or_else(|_| serde_json::Value::Object(settings.clone()).to_string());
+    format!(
+        "# Rendered by agentdeck from AgentPool {}; edit the pool, not this file.\n\
+         # AGENTDECK_AGENT_* variables in the pool's env win over it.\n{body}",
+        pool.name_any()
+    )
+}
+
+/// A short, stable hash of [`agent_config_file`] for the pod template
+/// annotation (FNV-1a: stable across builds, unlike `DefaultHasher`).
+pub fn agent_config_hash(pool: &AgentPool) -> String {
+    format!("{:08x}", names::fnv1a32(agent_config_file(pool).as_bytes()))
+}
+
+/// ConfigMap `iac-agent-<pool>` holding the pool's `agentdeck-agent.yaml`.
+pub fn agent_config_map(pool: &AgentPool) -> Result<ConfigMap> {
+    let ids = pool_ids(pool)?;
+    Ok(ConfigMap {
+        metadata: pool_object_meta(&ids, pool.deployment_name(), COMPONENT_AGENT),
+        data: Some(BTreeMap::from([(
+            AGENT_CONFIG_KEY.to_owned(),
+            agent_config_file(pool),
+        )])),
+        ..ConfigMap::default()
+    })
+}
 
 /// Service account the pool's pods run as: the pool's own, else
 /// `agentdeck-agent-<pool>` (bounded) which [`agent_rbac`] creates.
@@ -216,6 +257,110 @@ mod tests {
     use super::*;
     use crate::crd::LABEL_COMPONENT;
     use crate::plan::manifests::fixtures::{NAMESPACE, POOL_UID, plain_pool, pool};
+
+    fn configured_pool() -> AgentPool {
+        pool(
+            "prod",
+            json!({
+                "tokenSecretRef": { "name": "agent-token", "key": "svc" },
+                "envForwardAllowlist": ["AWS_REGION", "TF_LOG"],
+                "concurrency": 3,
+                "onStop": "grace-shutdown",
+                "healthPort": 9090,
+            }),
+        )
+    }
+
+    /// The agent's configuration as loaded from `file` in `/etc/agentdeck`
+    /// (stood in for by a temporary directory) and the variables `env`.
+    fn load_agent_config(
+        file: Option<&str>,
+        env: Vec<(String, String)>,
+    ) -> crate::config::AgentConfig {
+        let dir = tempfile::tempdir().expect("temp dir");
+        if let Some(file) = file {
+            std::fs::write(dir.path().join(AGENT_CONFIG_KEY), file).expect("write");
+        }
+        let sources = crate::config::ConfigSources {
+            etc: Some(dir.path().to_path_buf()),
+            env,
+            ..crate::config::ConfigSources::none()
+        };
+        crate::config::AgentConfig::load(&sources)
+            .expect("the agent loads it")
+            .0
+    }
+
+    fn injected_settings(pool: &AgentPool) -> Vec<(String, String)> {
+        let deployment = super::super::agent_deployment(pool, 1).expect("deployment");
+        let spec = deployment.spec.expect("spec").template.spec.expect("pod");
+        spec.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .filter(|e| e.name.starts_with(super::super::AGENT_SETTING_PREFIX))
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn agent_config_map_holds_the_settings_file_and_is_owned_by_the_pool() {
+        let cm = agent_config_map(&configured_pool()).expect("builds");
+        assert_eq!(cm.metadata.name.as_deref(), Some("iac-agent-prod"));
+        assert_eq!(cm.metadata.namespace.as_deref(), Some(NAMESPACE));
+        let owner = &cm.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("AgentPool", POOL_UID, Some(true))
+        );
+        let data = cm.data.expect("data");
+        assert_eq!(data.keys().collect::<Vec<_>>(), [AGENT_CONFIG_KEY]);
+        let config = load_agent_config(Some(&data[AGENT_CONFIG_KEY]), vec![]);
+        assert_eq!(config.concurrency, 3);
+        assert_eq!(config.health_port, 9090);
+        assert_eq!(config.stop_mode, crate::crd::StopMode::GraceShutdown);
+        assert_eq!(config.env_forward_allowlist, ["AWS_REGION", "TF_LOG"]);
+        assert_eq!(
+            config.token_file,
+            std::path::PathBuf::from(super::super::TOKEN_FILE)
+        );
+    }
+
+    #[test]
+    fn the_settings_file_and_the_injected_variables_say_the_same() {
+        for p in [plain_pool(), configured_pool()] {
+            let from_file = load_agent_config(Some(&agent_config_file(&p)), vec![]);
+            let from_env = load_agent_config(None, injected_settings(&p));
+            assert_eq!(from_file, from_env, "pool {:?}", p.spec);
+        }
+        let configured = load_agent_config(Some(&agent_config_file(&configured_pool())), vec![]);
+        assert_ne!(configured, crate::config::AgentConfig::default());
+    }
+
+    #[test]
+    fn a_variable_in_the_pool_env_wins_over_the_settings_file() {
+        let file = agent_config_file(&configured_pool());
+        let config = load_agent_config(
+            Some(&file),
+            vec![("AGENTDECK_AGENT_CONCURRENCY".into(), "7".into())],
+        );
+        assert_eq!(config.concurrency, 7);
+        assert_eq!(
+            config.health_port, 9090,
+            "the rest still comes from the file"
+        );
+    }
+
+    #[test]
+    fn the_settings_hash_follows_the_settings_only() {
+        let base = agent_config_hash(&plain_pool());
+        assert_eq!(base.len(), 8);
+        assert_eq!(base, agent_config_hash(&plain_pool()), "stable");
+        let scaled = pool("prod", json!({"minReplicas": 3, "maxReplicas": 9}));
+        assert_eq!(agent_config_hash(&scaled), base, "replicas are no setting");
+        let busier = pool("prod", json!({"concurrency": 2}));
+        assert_ne!(agent_config_hash(&busier), base);
+    }
 
     #[test]
     fn service_fronts_the_agents_health_port_under_the_deployment_name() {
