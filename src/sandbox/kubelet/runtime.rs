@@ -19,7 +19,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
@@ -204,6 +204,59 @@ async fn read_lines(stream: impl AsyncRead + Unpin, logs: Arc<ContainerLogs>, id
 /// Sends `signal` to every process of the group (gone already is fine).
 pub(super) fn signal_group(pgid: Pid, signal: Signal) {
     let _ = killpg(pgid, signal);
+}
+
+/// SIGKILL for a whole container, as a runtime kills its cgroup: the main
+/// process's group and every process below it, also those in groups of
+/// their own (an agent runs each task in one). Without this a task would
+/// outlive its killed agent and, once requeued, run twice.
+pub(super) fn kill_container(pgid: Pid) {
+    let below = descendants(pgid);
+    signal_group(pgid, Signal::SIGKILL);
+    for pid in below {
+        let _ = kill(pid, Signal::SIGKILL);
+        // Its group, if it leads one: what it started there goes too.
+        let _ = killpg(pid, Signal::SIGKILL);
+    }
+}
+
+/// Every process below `root` (children, theirs, ...), from `/proc`
+/// (nothing where there is none). Read before the kill: orphans lose
+/// their parent link.
+fn descendants(root: Pid) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut queue = vec![root.as_raw()];
+    while let Some(parent) = queue.pop() {
+        for &child in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
+            out.push(Pid::from_raw(child));
+            queue.push(child);
+        }
+    }
+    out
 }
 
 /// A process's exit as a container runtime reports it: its code, or 128 +
