@@ -527,4 +527,60 @@ mod tests {
         assert!(!probe(&p, &json!({}), "127.0.0.1").await);
         assert!(!probe(&p, &json!({}), "127.0.0.1").await);
     }
+
+    /// Alive and not a zombie (an orphan's reaper may be slow, or absent).
+    fn running(pid: Pid) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(')')?;
+                rest.split_whitespace().next().map(|state| state != "Z")
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn killing_a_container_ends_what_it_started_in_a_session_of_its_own() {
+        use std::os::unix::process::CommandExt;
+        if !Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        let mut main = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "setsid sleep 60 & echo $! > '{}'; wait",
+                pidfile.display()
+            ))
+            .process_group(0)
+            .spawn()
+            .expect("sh starts");
+        let main_pid = Pid::from_raw(i32::try_from(main.id()).expect("pid"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let orphan = loop {
+            let pid = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+                .map(Pid::from_raw);
+            if let Some(pid) = pid
+                && nix::unistd::getpgid(Some(pid)) == Ok(pid)
+            {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "setsid never ran");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(running(orphan));
+        kill_container(main_pid);
+        main.wait().expect("main ends");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running(orphan) {
+            if std::time::Instant::now() > deadline {
+                let _ = kill(orphan, Signal::SIGKILL);
+                panic!("the process in its own session outlived its container");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
