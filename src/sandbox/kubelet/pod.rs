@@ -590,7 +590,7 @@ impl Kubelet {
         };
         // The container's main process is gone: like a runtime tearing down
         // the container, end whatever else it started.
-        runtime::signal_group(process.pgid, Signal::SIGKILL);
+        runtime::kill_container(process.pgid);
         for r in process.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
         }

@@ -154,14 +154,37 @@ pub(super) struct Launch<'a> {
     pub cwd: &'a Path,
 }
 
+fn setsid_program() -> Option<&'static Path> {
+    ["/usr/bin/setsid", "/bin/setsid"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+}
+
 /// Starts a process with only the given environment, in its own process
-/// group, its stdout and stderr appended to `logs` as instance `id`.
+/// group (and session, see [`kill_container`]), its stdout and stderr
+/// appended to `logs` as instance `id`.
 pub(super) fn spawn(
     launch: &Launch<'_>,
     logs: &Arc<ContainerLogs>,
     id: &str,
 ) -> std::io::Result<Process> {
-    let mut cmd = Command::new(launch.program);
+    // A session of its own (util-linux `setsid`, where there is one) marks
+    // every process of the container, orphans included, for
+    // [`kill_container`]. Not yet a group leader, `setsid` execs the
+    // program in place: same pid, which leads its new group and session.
+    let mut cmd = match setsid_program() {
+        Some(setsid) => {
+            let mut cmd = Command::new(setsid);
+            cmd.arg("--").arg(launch.program);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(launch.program);
+            cmd.process_group(0);
+            cmd
+        }
+    };
     cmd.args(launch.args)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
@@ -169,7 +192,6 @@ pub(super) fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn()?;
     let pid = child
@@ -207,56 +229,66 @@ pub(super) fn signal_group(pgid: Pid, signal: Signal) {
 }
 
 /// SIGKILL for a whole container, as a runtime kills its cgroup: the main
-/// process's group and every process below it, also those in groups of
-/// their own (an agent runs each task in one). Without this a task would
+/// process's group, every process below it, also those in groups of their
+/// own (an agent runs each task in one), and what is left of its session
+/// (orphans of a main process that is gone). Without this a task would
 /// outlive its killed agent and, once requeued, run twice.
 pub(super) fn kill_container(pgid: Pid) {
-    let below = descendants(pgid);
+    let procs = processes();
     signal_group(pgid, Signal::SIGKILL);
+    let mut below = Vec::new();
+    let mut queue = vec![pgid.as_raw()];
+    while let Some(parent) = queue.pop() {
+        for p in procs.iter().filter(|p| p.ppid == parent) {
+            below.push(p.pid);
+            queue.push(p.pid);
+        }
+    }
+    // The session is the container's only when `spawn` gave it one.
+    let own = nix::unistd::getsid(None).map(Pid::as_raw).ok();
+    if own != Some(pgid.as_raw()) && pgid.as_raw() > 1 {
+        below.extend(
+            procs
+                .iter()
+                .filter(|p| p.session == pgid.as_raw())
+                .map(|p| p.pid),
+        );
+    }
     for pid in below {
+        let pid = Pid::from_raw(pid);
         let _ = kill(pid, Signal::SIGKILL);
         // Its group, if it leads one: what it started there goes too.
         let _ = killpg(pid, Signal::SIGKILL);
     }
 }
 
-/// Every process below `root` (children, theirs, ...), from `/proc`
-/// (nothing where there is none). Read before the kill: orphans lose
-/// their parent link.
-fn descendants(root: Pid) -> Vec<Pid> {
+struct ProcessEntry {
+    pid: i32,
+    ppid: i32,
+    session: i32,
+}
+
+/// Every process of the machine, from `/proc` (none where there is none).
+fn processes() -> Vec<ProcessEntry> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut children: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|s| s.parse::<i32>().ok());
-        if let Some(ppid) = ppid {
-            children.entry(ppid).or_default().push(pid);
-        }
-    }
-    let mut out = Vec::new();
-    let mut queue = vec![root.as_raw()];
-    while let Some(parent) = queue.pop() {
-        for &child in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
-            out.push(Pid::from_raw(child));
-            queue.push(child);
-        }
-    }
-    out
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid pgrp session ...`; comm may hold spaces
+            // and parentheses.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().take(4).collect();
+            Some(ProcessEntry {
+                pid,
+                ppid: fields.get(1)?.parse().ok()?,
+                session: fields.get(3)?.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// A process's exit as a container runtime reports it: its code, or 128 +
