@@ -321,6 +321,122 @@ fn a_task_whose_agent_is_killed_mid_run_is_requeued_and_finished_once_by_another
     });
 }
 
+/// The pid of the `agentdeck agent` process of pod `pod` (the sandbox runs
+/// it on this machine with the pod's environment).
+fn agent_pid(pod: &str) -> Option<i32> {
+    let want = format!("IAC_AGENT_NAME={pod}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        (args.get(1) == Some(&b"agent".as_slice())).then_some(())?;
+        let environ = std::fs::read(e.path().join("environ")).ok()?;
+        environ
+            .split(|b| *b == 0)
+            .any(|kv| kv == want.as_bytes())
+            .then_some(pid)
+    })
+}
+
+#[test]
+fn a_task_whose_agent_process_dies_mid_run_is_not_left_running_by_the_restarted_agent() {
+    let sb = start_sandbox();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let w = World::start(client).await;
+        w.pool("crash", json!({"minReplicas": 1, "maxReplicas": 1}))
+            .await;
+        eventually("an agent running", || async {
+            (w.agents("crash").await.len() == 1).then_some(())
+        })
+        .await;
+        let marker = w.marker("crash");
+        let m = marker.display();
+        w.task(
+            "long",
+            "crash",
+            &format!("echo start-$AGENTDECK_TASK_ATTEMPT >> '{m}'; sleep 4; echo end >> '{m}'"),
+            json!({}),
+        )
+        .await;
+        let first = w
+            .wait_task("long", "started", |t| status(t).started_at.is_some())
+            .await;
+        let agent = status(&first).agent.expect("an agent runs it");
+        eventually("the first attempt to start", || async {
+            (lines(&marker) == ["start-1"]).then_some(())
+        })
+        .await;
+        let pid = agent_pid(&agent).expect("the agent's process");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("SIGKILL");
+
+        // The pod stays; its container restarts with the same agent name.
+        let done = w
+            .wait_task("long", "Succeeded", phase_is(TaskPhase::Succeeded))
+            .await;
+        let s = status(&done);
+        assert_eq!(s.attempts, 2, "{s:?}");
+        assert_eq!(lines(&marker), ["start-1", "start-2", "end"]);
+        w.stop().await;
+    });
+}
+
+#[test]
+fn an_idle_agent_stays_fresh_past_the_offline_threshold() {
+    let sb = start_sandbox();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let w = World::start(client).await;
+        w.pool("idle", json!({"minReplicas": 1, "maxReplicas": 1}))
+            .await;
+        let ip = eventually("an agent running", || async {
+            w.agents("idle").await.into_values().next()
+        })
+        .await;
+        let first = eventually("the agent to answer", || healthz(&ip)).await;
+        // No task, no watch event: only its polls show it is alive.
+        let later = eventually("the idle agent's activity to advance", || async {
+            let r = healthz(&ip).await?;
+            let idle_for = r.current_time.duration_since(r.last_activity);
+            assert!(
+                idle_for < jiff::SignedDuration::from_secs(8),
+                "idle for {idle_for:?}: the controller would call it offline"
+            );
+            (r.last_activity.duration_since(first.last_activity)
+                > jiff::SignedDuration::from_secs(3))
+            .then_some(r)
+        })
+        .await;
+        assert!(later.last_activity > first.last_activity);
+        eventually("the pool's status to count it fresh", || async {
+            let p = Api::<AgentPool>::namespaced(w.client.clone(), NS)
+                .get("idle")
+                .await
+                .ok()?;
+            let health = p.status?.health;
+            (health.fresh == 1 && health.offline == 0).then_some(())
+        })
+        .await;
+        w.stop().await;
+    });
+}
+
+async fn healthz(ip: &str) -> Option<agentdeck::health::HealthReport> {
+    reqwest::Client::new()
+        .get(format!("http://{ip}:8080/healthz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()
+}
+
 #[test]
 fn forty_tasks_on_an_autoscaled_pool_run_once_each_and_the_pool_returns_to_min() {
     const TASKS: usize = 40;
