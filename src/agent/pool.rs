@@ -253,7 +253,8 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
     let mut orphans_given_back = false;
 
     loop {
-        if !orphans_given_back && agent.state.may_claim() {
+        // Also when draining: the orphans' runs are gone either way.
+        if !orphans_given_back && agent.state.synced() {
             orphans_given_back = true;
             give_back_orphans(&agent, &store, &writer, &running).await;
         }
