@@ -27,6 +27,9 @@ use crate::sandbox::kubelet::host_path;
 
 /// How often the runner's `exit-code` file and the task are looked at.
 const CHECK_EVERY: Duration = Duration::from_millis(200);
+/// Beyond the stop grace: the runner looks for `stop` once a second and
+/// needs a moment to write its exit code.
+const STOP_SLACK: Duration = Duration::from_secs(3);
 /// Claim attempts (each after a conflict) before giving up.
 const CLAIM_TRIES: usize = 5;
 
@@ -204,8 +207,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
                     break Ending::Exited(code);
                 }
                 if store.get(&key).is_some_and(|t| t.spec.cancel) {
-                    // The runner is another container: it stops when the
-                    // Job is deleted or its deadline passes.
+                    stop_runner(&dir, agent.config.grace_shutdown(), name).await?;
                     break Ending::Cancelled;
                 }
             }
@@ -216,6 +218,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
                 }
             }
             _ = sleep_until(deadline.map(|(_, d)| d)) => {
+                stop_runner(&dir, agent.config.grace_shutdown(), name).await?;
                 break Ending::TimedOut(deadline.map_or(0, |(s, _)| s));
             }
             _ = &mut terminated => {
@@ -239,6 +242,31 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
         }
     };
     report(ending).await
+}
+
+/// Asks the runner to stop the task (SIGTERM, SIGKILL after `grace`; see
+/// [`RUNNER_SCRIPT`]) and waits until it has, so that the task is reported
+/// ended only once it no longer runs. A runner that does not answer within
+/// the grace and [`STOP_SLACK`] is left to the Job's deadline.
+///
+/// [`RUNNER_SCRIPT`]: crate::plan::manifests::RUNNER_SCRIPT
+async fn stop_runner(dir: &Path, grace: Duration, name: &str) -> Result<(), AgentError> {
+    write_file(&dir.join("stop"), &format!("{}\n", grace.as_secs()))?;
+    let exit_file = dir.join("exit-code");
+    let stopped = tokio::time::timeout(grace + STOP_SLACK, async {
+        loop {
+            if let Some(code) = read_exit_code(&exit_file) {
+                return code;
+            }
+            tokio::time::sleep(CHECK_EVERY).await;
+        }
+    })
+    .await;
+    match stopped {
+        Ok(code) => tracing::info!(task = name, code, "runner stopped the task"),
+        Err(_) => tracing::warn!(task = name, ?grace, "runner did not stop the task in time"),
+    }
+    Ok(())
 }
 
 fn read_exit_code(path: &Path) -> Option<i32> {

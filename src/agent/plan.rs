@@ -21,6 +21,31 @@ pub const MAX_ATTEMPTS: i32 = 3;
 /// they would hand it the agent's API credentials.
 const NEVER_FORWARDED: [&str; 3] = ["KUBECONFIG", "AGENTDECK_AGENT_TOKEN_FILE", "TOKEN_FILE"];
 
+/// Tasks the store shows Running on this agent (`me`, its pod's name) that
+/// this process does not run: claims of an earlier process of the same pod,
+/// whose container restarted and whose runs died with it. Nobody else
+/// gives them back: the controller sees the pod alive and answering. Each
+/// with the attempt it was.
+pub fn orphaned_claims(
+    tasks: &[Arc<AgentTask>],
+    me: &str,
+    running: &HashSet<String>,
+) -> Vec<(String, i32)> {
+    let mut out: Vec<(String, i32)> = tasks
+        .iter()
+        .filter_map(|t| {
+            let s = t.status.as_ref()?;
+            let name = t.metadata.name.clone()?;
+            (s.phase == TaskPhase::Running
+                && s.agent.as_deref() == Some(me)
+                && !running.contains(&name))
+            .then_some((name, s.attempts))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The Pending tasks of `pool` this agent may try to claim, oldest first
 /// (creation time, then name, so every agent tries them in the same order
 /// and a lost race moves on to the next one). Skips tasks already running
@@ -360,6 +385,33 @@ mod tests {
 
     fn now() -> jiff::Timestamp {
         "2026-01-01T00:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn orphaned_claims_are_this_agents_running_tasks_it_does_not_run() {
+        let on = |name: &str, phase: TaskPhase, agent: &str, attempts: i32| {
+            let mut t = (*task(name, "2026-01-01T00:00:00Z", "p", None)).clone();
+            t.status = Some(AgentTaskStatus {
+                phase,
+                agent: Some(agent.into()),
+                attempts,
+                ..AgentTaskStatus::default()
+            });
+            Arc::new(t)
+        };
+        let tasks = vec![
+            on("orphan-b", TaskPhase::Running, "me", 2),
+            on("orphan-a", TaskPhase::Running, "me", 1),
+            on("live", TaskPhase::Running, "me", 1),
+            on("theirs", TaskPhase::Running, "other", 1),
+            on("done", TaskPhase::Succeeded, "me", 1),
+            task("pending", "2026-01-01T00:00:00Z", "p", None),
+        ];
+        let running: HashSet<String> = ["live".to_string()].into();
+        assert_eq!(
+            orphaned_claims(&tasks, "me", &running),
+            [("orphan-a".to_string(), 1), ("orphan-b".to_string(), 2)]
+        );
     }
 
     #[test]

@@ -250,7 +250,14 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
     let terminated = crate::signal::terminated();
     tokio::pin!(terminated);
 
+    let mut orphans_given_back = false;
+
     loop {
+        // Also when draining: the orphans' runs are gone either way.
+        if !orphans_given_back && agent.state.synced() {
+            orphans_given_back = true;
+            give_back_orphans(&agent, &store, &writer, &running).await;
+        }
         let budget_left = !agent.single_run || claimed == 0;
         if agent.state.may_claim() && budget_left && running.len() < concurrency {
             let names: HashSet<String> = running.keys().cloned().collect();
@@ -297,7 +304,15 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
         }
         tokio::select! {
             _ = wake.notified() => {}
-            _ = poll.tick() => lost.clear(),
+            _ = poll.tick() => {
+                lost.clear();
+                // Looking for work is activity: an idle agent whose API
+                // answers is fresh, not offline with its tasks requeued
+                // (health freshness is judged against the poll interval).
+                if agent.state.reachable() {
+                    agent.state.touch();
+                }
+            }
             Some(done) = joins.join_next() => {
                 if let Ok(name) = done {
                     running.remove(&name);
@@ -315,6 +330,30 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
                 tracing::info!("stopped");
                 return Ok(());
             }
+        }
+    }
+}
+
+/// Requeues the tasks an earlier process of this pod claimed and did not
+/// finish (see [`plan::orphaned_claims`]), once the task list is synced and
+/// before this process claims anything.
+async fn give_back_orphans(
+    agent: &Agent,
+    store: &Store<AgentTask>,
+    writer: &StatusWriter,
+    running: &HashMap<String, watch::Sender<StopOrder>>,
+) {
+    let names: HashSet<String> = running.keys().cloned().collect();
+    for (name, attempts) in plan::orphaned_claims(&store.state(), &agent.id.agent, &names) {
+        let reason = format!("agent {} restarted while running it", agent.id.agent);
+        tracing::warn!(task = %name, attempt = attempts, "giving back a task an earlier run of this agent left behind");
+        let max_attempts = agent.state.max_attempts();
+        let now = jiff::Timestamp::now();
+        if let Err(e) = writer
+            .finish(&name, attempts, |s| s.requeued(&reason, max_attempts, now))
+            .await
+        {
+            tracing::warn!(task = %name, error = %e, "cannot give the task back");
         }
     }
 }

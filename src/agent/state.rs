@@ -86,9 +86,14 @@ impl AgentState {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    /// Whether the watches have listed once.
+    /// The watches have listed once.
     pub fn set_synced(&self) {
         self.synced.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the watches have listed once.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
     }
 
     /// The pool's attempt limit, as last seen.
@@ -103,7 +108,7 @@ impl AgentState {
 
     /// Whether new tasks may be claimed.
     pub fn may_claim(&self) -> bool {
-        !self.draining() && self.synced.load(Ordering::Relaxed)
+        !self.draining() && self.synced()
     }
 
     /// Draining or stopping: no new work.

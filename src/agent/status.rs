@@ -35,6 +35,18 @@ pub fn ownership_lost(status: Option<&AgentTaskStatus>, me: &str, attempts: i32)
     s.phase != TaskPhase::Running && s.attempts >= attempts
 }
 
+/// The status of a claim by `me`. A claim starts an attempt, except of a
+/// Scheduled task: in job mode the controller counted the attempt when it
+/// created the Job this worker runs in, and counting it again would make
+/// every job-mode task look retried (and run out of attempts early).
+pub fn claim_status(before: &AgentTaskStatus, me: &str, now: Timestamp) -> AgentTaskStatus {
+    let mut status = before.claimed(me, now);
+    if before.phase == TaskPhase::Scheduled {
+        status.attempts = before.attempts.max(1);
+    }
+    status
+}
+
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
@@ -72,12 +84,8 @@ impl StatusWriter {
     pub async fn claim(&self, task: &AgentTask) -> Result<Option<AgentTask>, kube::Error> {
         let mut claimed = task.clone();
         claimed.metadata.managed_fields = None;
-        let status = task
-            .status
-            .clone()
-            .unwrap_or_default()
-            .claimed(&self.me, Timestamp::now());
-        claimed.status = Some(status);
+        let before = task.status.clone().unwrap_or_default();
+        claimed.status = Some(claim_status(&before, &self.me, Timestamp::now()));
         let name = task.metadata.name.clone().unwrap_or_default();
         let r = self
             .api
@@ -158,6 +166,31 @@ mod tests {
 
     fn now() -> Timestamp {
         "2026-01-01T00:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn a_claim_counts_an_attempt_unless_the_controller_scheduled_it_already() {
+        let pending = AgentTaskStatus::default();
+        let requeued = pending.claimed("a", now()).requeued("gone", 3, now());
+        let scheduled = |attempts| AgentTaskStatus {
+            phase: TaskPhase::Scheduled,
+            attempts,
+            ..AgentTaskStatus::default()
+        };
+        let cases = [
+            (pending, 1),
+            (requeued, 2),
+            (scheduled(1), 1),
+            (scheduled(2), 2),
+            // A Scheduled task nobody counted yet still counts once.
+            (scheduled(0), 1),
+        ];
+        for (before, want) in cases {
+            let claimed = claim_status(&before, "me", now());
+            assert_eq!(claimed.attempts, want, "{before:?}");
+            assert_eq!(claimed.phase, TaskPhase::Running);
+            assert_eq!(claimed.agent.as_deref(), Some("me"));
+        }
     }
 
     #[test]

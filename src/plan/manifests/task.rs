@@ -41,11 +41,17 @@ pub const TASK_DIR: &str = "/shared/task";
 /// - `abort`: written by the worker instead of `ready` when it gives up before
 ///   the task starts; the runner then exits 0 without running anything and the
 ///   worker's own exit status decides the pod's fate.
+/// - `stop`: written by the worker to end a started task (cancel, timeout),
+///   holding the seconds between SIGTERM and SIGKILL (10 if it holds no
+///   number). The runner sends the task SIGTERM within a second, SIGKILL once
+///   the grace is over, and then reports and exits as for any other end.
 /// - `exit-code`: written by the runner (atomically, via rename) with the
 ///   task's exit status, which is also the runner's exit status.
 ///
 /// SIGTERM/SIGINT to the runner are forwarded to the task: as PID 1 the shell
 /// would otherwise ignore them and the task would only ever see SIGKILL.
+/// Signals go to the task's process (`run.sh` execs the command), not to
+/// processes a task's own shell may have started.
 pub const RUNNER_SCRIPT: &str = r#"task=/shared/task
 until [ -f "$task/run.sh" ] && [ -f "$task/ready" ]; do
   if [ -f "$task/abort" ]; then exit 0; fi
@@ -56,6 +62,23 @@ done
   exec sh "$task/run.sh"
 ) &
 child=$!
+# The stop watcher: until the task ends (the main shell reaps it), look for
+# `stop` every second; then TERM, and KILL once the grace is over.
+(
+  until [ -f "$task/stop" ]; do
+    kill -0 "$child" 2>/dev/null || exit 0
+    sleep 1
+  done
+  grace=$(cat "$task/stop" 2>/dev/null)
+  case $grace in ''|*[!0-9]*) grace=10 ;; esac
+  kill -TERM "$child" 2>/dev/null
+  while [ "$grace" -gt 0 ] && kill -0 "$child" 2>/dev/null; do
+    sleep 1
+    grace=$((grace - 1))
+  done
+  kill -KILL "$child" 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+watcher=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
 code=0
 wait "$child" || code=$?
@@ -64,6 +87,7 @@ while kill -0 "$child" 2>/dev/null; do
   code=0
   wait "$child" || code=$?
 done
+kill "$watcher" 2>/dev/null
 printf '%s\n' "$code" > "$task/exit-code.tmp" && mv "$task/exit-code.tmp" "$task/exit-code"
 exit "$code"
 "#;
@@ -724,6 +748,82 @@ mod tests {
         let mut child = spawn_runner(dir.path());
         assert_eq!(wait_for(&mut child), 0);
         assert!(!dir.path().join("exit-code").exists());
+    }
+
+    /// A task that records its start, exits 7 on SIGTERM (or ignores it
+    /// with `ignore_term`), and otherwise runs for a minute.
+    fn write_long_task(dir: &Path, ignore_term: bool) -> std::path::PathBuf {
+        let started = dir.join("started");
+        let trap = if ignore_term { "''" } else { "'exit 7'" };
+        std::fs::write(
+            dir.join("run.sh"),
+            format!(
+                "trap {trap} TERM\n: > '{}'\ni=0\nwhile [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n",
+                started.display()
+            ),
+        )
+        .expect("write run.sh");
+        std::fs::write(dir.join("ready"), "").expect("write ready");
+        started
+    }
+
+    fn wait_started(started: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !started.exists() {
+            assert!(Instant::now() < deadline, "task never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn runner_script_terms_the_task_when_the_worker_writes_stop_and_reports_its_exit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let started = write_long_task(dir.path(), false);
+        let mut child = spawn_runner(dir.path());
+        wait_started(&started);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            child.0.try_wait().expect("wait works").is_none(),
+            "runs until asked to stop"
+        );
+        let asked = Instant::now();
+        std::fs::write(dir.path().join("stop"), "30\n").expect("write stop");
+        assert_eq!(wait_for(&mut child), 7, "the task's own TERM handler ran");
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "stopped after {:?}",
+            asked.elapsed()
+        );
+        let code = std::fs::read_to_string(dir.path().join("exit-code")).expect("exit-code");
+        assert_eq!(code.trim(), "7");
+    }
+
+    #[test]
+    fn runner_script_kills_a_task_that_ignores_term_once_the_stop_grace_is_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let started = write_long_task(dir.path(), true);
+        let mut child = spawn_runner(dir.path());
+        wait_started(&started);
+        let asked = Instant::now();
+        std::fs::write(dir.path().join("stop"), "2\n").expect("write stop");
+        assert_eq!(wait_for(&mut child), 128 + 9, "SIGKILL ended the task");
+        let took = asked.elapsed();
+        assert!(
+            took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+            "killed after {took:?}, grace 2 s"
+        );
+        let code = std::fs::read_to_string(dir.path().join("exit-code")).expect("exit-code");
+        assert_eq!(code.trim(), "137");
+    }
+
+    #[test]
+    fn runner_script_reads_an_unreadable_stop_grace_as_ten_seconds_and_still_terms() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let started = write_long_task(dir.path(), false);
+        let mut child = spawn_runner(dir.path());
+        wait_started(&started);
+        std::fs::write(dir.path().join("stop"), "soon; rm -rf /\n").expect("write stop");
+        assert_eq!(wait_for(&mut child), 7);
     }
 
     #[test]

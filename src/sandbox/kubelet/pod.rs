@@ -573,24 +573,24 @@ impl Kubelet {
                     }
                     deadline = Some(d);
                 }
-                Stop::Kill => runtime::signal_group(process.pgid, Signal::SIGKILL),
+                Stop::Kill => runtime::kill_container(process.pgid),
             }
             let kill_at =
                 deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
             tokio::select! {
                 status = process.child.wait() => break status,
                 r = stop_rx.changed() => if r.is_err() {
-                    runtime::signal_group(process.pgid, Signal::SIGKILL);
+                    runtime::kill_container(process.pgid);
                 },
                 () = tokio::time::sleep_until(kill_at), if deadline.is_some() => {
-                    runtime::signal_group(process.pgid, Signal::SIGKILL);
+                    runtime::kill_container(process.pgid);
                     deadline = None;
                 }
             }
         };
         // The container's main process is gone: like a runtime tearing down
         // the container, end whatever else it started.
-        runtime::signal_group(process.pgid, Signal::SIGKILL);
+        runtime::kill_container(process.pgid);
         for r in process.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
         }

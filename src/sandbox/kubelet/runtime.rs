@@ -19,7 +19,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
@@ -154,14 +154,37 @@ pub(super) struct Launch<'a> {
     pub cwd: &'a Path,
 }
 
+fn setsid_program() -> Option<&'static Path> {
+    ["/usr/bin/setsid", "/bin/setsid"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+}
+
 /// Starts a process with only the given environment, in its own process
-/// group, its stdout and stderr appended to `logs` as instance `id`.
+/// group (and session, see [`kill_container`]), its stdout and stderr
+/// appended to `logs` as instance `id`.
 pub(super) fn spawn(
     launch: &Launch<'_>,
     logs: &Arc<ContainerLogs>,
     id: &str,
 ) -> std::io::Result<Process> {
-    let mut cmd = Command::new(launch.program);
+    // A session of its own (util-linux `setsid`, where there is one) marks
+    // every process of the container, orphans included, for
+    // [`kill_container`]. Not yet a group leader, `setsid` execs the
+    // program in place: same pid, which leads its new group and session.
+    let mut cmd = match setsid_program() {
+        Some(setsid) => {
+            let mut cmd = Command::new(setsid);
+            cmd.arg("--").arg(launch.program);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(launch.program);
+            cmd.process_group(0);
+            cmd
+        }
+    };
     cmd.args(launch.args)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
@@ -169,7 +192,6 @@ pub(super) fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn()?;
     let pid = child
@@ -204,6 +226,69 @@ async fn read_lines(stream: impl AsyncRead + Unpin, logs: Arc<ContainerLogs>, id
 /// Sends `signal` to every process of the group (gone already is fine).
 pub(super) fn signal_group(pgid: Pid, signal: Signal) {
     let _ = killpg(pgid, signal);
+}
+
+/// SIGKILL for a whole container, as a runtime kills its cgroup: the main
+/// process's group, every process below it, also those in groups of their
+/// own (an agent runs each task in one), and what is left of its session
+/// (orphans of a main process that is gone). Without this a task would
+/// outlive its killed agent and, once requeued, run twice.
+pub(super) fn kill_container(pgid: Pid) {
+    let procs = processes();
+    signal_group(pgid, Signal::SIGKILL);
+    let mut below = Vec::new();
+    let mut queue = vec![pgid.as_raw()];
+    while let Some(parent) = queue.pop() {
+        for p in procs.iter().filter(|p| p.ppid == parent) {
+            below.push(p.pid);
+            queue.push(p.pid);
+        }
+    }
+    // The session is the container's only when `spawn` gave it one.
+    let own = nix::unistd::getsid(None).map(Pid::as_raw).ok();
+    if own != Some(pgid.as_raw()) && pgid.as_raw() > 1 {
+        below.extend(
+            procs
+                .iter()
+                .filter(|p| p.session == pgid.as_raw())
+                .map(|p| p.pid),
+        );
+    }
+    for pid in below {
+        let pid = Pid::from_raw(pid);
+        let _ = kill(pid, Signal::SIGKILL);
+        // Its group, if it leads one: what it started there goes too.
+        let _ = killpg(pid, Signal::SIGKILL);
+    }
+}
+
+struct ProcessEntry {
+    pid: i32,
+    ppid: i32,
+    session: i32,
+}
+
+/// Every process of the machine, from `/proc` (none where there is none).
+fn processes() -> Vec<ProcessEntry> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid pgrp session ...`; comm may hold spaces
+            // and parentheses.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().take(4).collect();
+            Some(ProcessEntry {
+                pid,
+                ppid: fields.get(1)?.parse().ok()?,
+                session: fields.get(3)?.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// A process's exit as a container runtime reports it: its code, or 128 +
@@ -473,5 +558,61 @@ mod tests {
         assert!(probe(&p, &json!({}), "127.0.0.1").await);
         assert!(!probe(&p, &json!({}), "127.0.0.1").await);
         assert!(!probe(&p, &json!({}), "127.0.0.1").await);
+    }
+
+    /// Alive and not a zombie (an orphan's reaper may be slow, or absent).
+    fn running(pid: Pid) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(')')?;
+                rest.split_whitespace().next().map(|state| state != "Z")
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn killing_a_container_ends_what_it_started_in_a_session_of_its_own() {
+        use std::os::unix::process::CommandExt;
+        if !Path::new("/proc/self/stat").exists() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        let mut main = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "setsid sleep 60 & echo $! > '{}'; wait",
+                pidfile.display()
+            ))
+            .process_group(0)
+            .spawn()
+            .expect("sh starts");
+        let main_pid = Pid::from_raw(i32::try_from(main.id()).expect("pid"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let orphan = loop {
+            let pid = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+                .map(Pid::from_raw);
+            if let Some(pid) = pid
+                && nix::unistd::getpgid(Some(pid)) == Ok(pid)
+            {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "setsid never ran");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(running(orphan));
+        kill_container(main_pid);
+        main.wait().expect("main ends");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running(orphan) {
+            if std::time::Instant::now() > deadline {
+                let _ = kill(orphan, Signal::SIGKILL);
+                panic!("the process in its own session outlived its container");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
