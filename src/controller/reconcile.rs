@@ -31,7 +31,7 @@ use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
     AgentPod, ClaimOutlook, Recovery, UNCLAIMED, condition, count_agents, count_tasks,
-    deletion_costs, recovery, requeued_condition, same_conditions, unclaimed,
+    deletion_costs, offline_recheck, recovery, requeued_condition, same_conditions, unclaimed,
 };
 
 /// An applied object is sent again after this long even when unchanged, so
@@ -502,9 +502,13 @@ async fn deployment_mode(
     let max_attempts = i32::try_from(shared.config.task_recovery.max_attempts)
         .unwrap_or(i32::MAX)
         .min(pool.spec.task_defaults.max_attempts.max(1));
-    for action in recovery(tasks.iter(), &present, &offline) {
+    let offline_after = shared.config.health_probe.offline_after();
+    for action in recovery(tasks.iter(), &present, &offline, now, offline_after) {
         recover(ctx, tasks, action, max_attempts).await?;
     }
+    // An offline agent whose task still heartbeats is looked at again once
+    // the heartbeat is old enough to tell.
+    let offline_check = offline_recheck(tasks.iter(), &offline, now, offline_after);
 
     let counts = count_tasks(tasks.iter());
     let pods: Vec<AgentPod> = agent_pods.iter().map(|p| AgentPod::of(p)).collect();
@@ -756,6 +760,9 @@ async fn deployment_mode(
     if let Some(left) = unclaimed_check {
         next = next.min(left + Duration::from_millis(50));
     }
+    if let Some(left) = offline_check {
+        next = next.min(left + Duration::from_millis(50));
+    }
     Ok(Action::requeue(next))
 }
 
@@ -967,6 +974,19 @@ async fn job_mode(
         let job = jobs.get(&job_name).cloned();
         let status = task.status.clone().unwrap_or_default();
         if task.spec.cancel {
+            let worker_live = phase == TaskPhase::Running
+                && pod_of(task).is_some_and(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                });
+            if worker_live && job.is_some() {
+                // The worker stops the runner (TERM, then KILL after the
+                // grace) and reports Cancelled itself; deleting the Job now
+                // would cut that short. Look again soon in case it dies.
+                soonest =
+                    Some(soonest.map_or(Duration::from_secs(1), |s| s.min(Duration::from_secs(1))));
+                continue;
+            }
             if job.is_some() {
                 delete_job(&jobs_api, &job_name, task).await?;
             }

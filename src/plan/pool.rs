@@ -151,11 +151,16 @@ pub enum Recovery {
 /// Deployment mode: Running tasks whose agent pod is gone (or terminating
 /// after the task outlived it) or offline are requeued; Pending tasks asked
 /// to cancel, and Running ones whose agent is gone, become Cancelled.
-/// `offline` are pod names the prober classifies offline.
+/// `offline` are pod names the prober classifies offline. A task whose agent
+/// looks offline but which heartbeated (or was claimed) within
+/// `offline_after` is left alone: its agent is working, only its health
+/// server is slow to answer, and the probe's verdict lags by an interval.
 pub fn recovery<'a>(
     tasks: impl IntoIterator<Item = &'a AgentTask>,
     live_pods: &BTreeSet<String>,
     offline: &BTreeSet<String>,
+    now: jiff::Timestamp,
+    offline_after: Duration,
 ) -> Vec<Recovery> {
     let mut out = Vec::new();
     for task in tasks {
@@ -193,14 +198,59 @@ pub fn recovery<'a>(
                 task: name,
                 reason: format!("agent pod {agent} is gone"),
             }),
-            Some(agent) if offline.contains(&agent) => out.push(Recovery::Requeue {
-                task: name,
-                reason: format!("agent {agent} is offline"),
-            }),
+            Some(agent)
+                if offline.contains(&agent)
+                    && heartbeat_protection(task, now, offline_after).is_none() =>
+            {
+                out.push(Recovery::Requeue {
+                    task: name,
+                    reason: format!("agent {agent} is offline"),
+                })
+            }
             Some(_) => {}
         }
     }
     out
+}
+
+/// How much longer a Running task's own signs of life (`lastHeartbeat`, else
+/// `claimedAt`) keep it from being requeued for an offline agent; None once
+/// they are older than `offline_after` (or there are none).
+pub fn heartbeat_protection(
+    task: &AgentTask,
+    now: jiff::Timestamp,
+    offline_after: Duration,
+) -> Option<Duration> {
+    let status = task.status.as_ref()?;
+    let last = [&status.last_heartbeat, &status.claimed_at]
+        .into_iter()
+        .flatten()
+        .map(|t| t.0)
+        .max()?;
+    let age = now.duration_since(last);
+    let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
+    offline_after.checked_sub(age).filter(|d| !d.is_zero())
+}
+
+/// When to look again at Running tasks whose agent is offline but which
+/// are still protected by a recent heartbeat (see [`recovery`]).
+pub fn offline_recheck<'a>(
+    tasks: impl IntoIterator<Item = &'a AgentTask>,
+    offline: &BTreeSet<String>,
+    now: jiff::Timestamp,
+    offline_after: Duration,
+) -> Option<Duration> {
+    tasks
+        .into_iter()
+        .filter(|t| t.phase() == TaskPhase::Running && !t.spec.cancel)
+        .filter(|t| {
+            t.status
+                .as_ref()
+                .and_then(|s| s.agent.as_ref())
+                .is_some_and(|a| offline.contains(a))
+        })
+        .filter_map(|t| heartbeat_protection(t, now, offline_after))
+        .min()
 }
 
 /// Condition type on a Pending task no agent claimed within the pool's
@@ -510,6 +560,50 @@ mod tests {
     }
 
     #[test]
+    fn a_task_that_heartbeats_is_not_requeued_for_an_agent_that_looks_offline() {
+        let now: jiff::Timestamp = "2026-01-01T00:10:00Z".parse().expect("ts");
+        let at = |s: &str| Some(Time(s.parse().expect("ts")));
+        let offline_after = Duration::from_secs(60);
+        // (lastHeartbeat, claimedAt, requeued?, recheck after)
+        let cases = [
+            (at("2026-01-01T00:09:50Z"), None, false, Some(50)),
+            (None, at("2026-01-01T00:09:30Z"), false, Some(30)),
+            (
+                at("2026-01-01T00:08:00Z"),
+                at("2026-01-01T00:09:45Z"),
+                false,
+                Some(45),
+            ),
+            (at("2026-01-01T00:08:59Z"), None, true, None),
+            (at("2026-01-01T00:09:00Z"), None, true, None),
+            (None, None, true, None),
+        ];
+        for (heartbeat, claimed, requeued, recheck) in cases {
+            let mut t = task("t", TaskPhase::Running, Some("silent"), false);
+            if let Some(s) = t.status.as_mut() {
+                s.last_heartbeat = heartbeat.clone();
+                s.claimed_at = claimed.clone();
+            }
+            let got = recovery(
+                [&t],
+                &set(&["silent"]),
+                &set(&["silent"]),
+                now,
+                offline_after,
+            );
+            assert_eq!(!got.is_empty(), requeued, "{heartbeat:?} {claimed:?}");
+            assert_eq!(
+                offline_recheck([&t], &set(&["silent"]), now, offline_after),
+                recheck.map(Duration::from_secs),
+                "{heartbeat:?} {claimed:?}"
+            );
+            // A gone pod is requeued whatever the heartbeat says.
+            let gone = recovery([&t], &set(&[]), &set(&[]), now, offline_after);
+            assert_eq!(gone.len(), 1);
+        }
+    }
+
+    #[test]
     fn running_tasks_without_a_live_agent_are_requeued_and_cancels_are_carried_out() {
         let tasks = [
             task("ok", TaskPhase::Running, Some("live"), false),
@@ -522,7 +616,21 @@ mod tests {
             task("cancel-live", TaskPhase::Running, Some("live"), true),
             task("cancel-dead", TaskPhase::Running, Some("dead"), true),
         ];
-        let got = recovery(&tasks, &set(&["live", "silent"]), &set(&["silent"]));
+        let now: jiff::Timestamp = "2026-01-01T00:10:00Z".parse().expect("ts");
+        let long_ago = Time("2026-01-01T00:00:00Z".parse().expect("ts"));
+        let mut tasks = tasks;
+        for t in &mut tasks {
+            if let Some(s) = t.status.as_mut() {
+                s.last_heartbeat = Some(long_ago.clone());
+            }
+        }
+        let got = recovery(
+            &tasks,
+            &set(&["live", "silent"]),
+            &set(&["silent"]),
+            now,
+            Duration::from_secs(60),
+        );
         let names: Vec<(&str, bool)> = got
             .iter()
             .map(|r| match r {
