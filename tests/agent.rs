@@ -314,6 +314,8 @@ fn a_task_sees_allowlisted_agent_variables_and_never_the_others() {
             "env",
             json!({
                 "envForwardAllowlist": ["VISIBLE_SETTING", "KUBECONFIG"],
+                // Debug logs on: even they must not carry a secret value.
+                "debug": true,
                 "env": [
                     {"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
                     {"name": "SECRET_API_KEY", "value": "s3cr3t-value"},
@@ -363,6 +365,19 @@ fn a_task_sees_allowlisted_agent_variables_and_never_the_others() {
                 "{secret} reached the task: {task_lines:?}"
             );
         }
+        // Nor did the agent's own (debug) log lines print it.
+        let agent_lines: Vec<&str> = log
+            .lines()
+            .filter(|l| !l.starts_with("[print-env] "))
+            .collect();
+        assert!(
+            agent_lines.iter().any(|l| l.contains("DEBUG")),
+            "debug logs were on: {agent_lines:?}"
+        );
+        assert!(
+            !agent_lines.iter().any(|l| l.contains("s3cr3t-value")),
+            "a secret value reached the agent's log: {agent_lines:?}"
+        );
     });
 }
 
