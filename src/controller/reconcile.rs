@@ -30,8 +30,9 @@ use crate::plan::autoscale::{AutoscaleInput, ScaleDirection, decide};
 use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
-    AgentPod, ClaimOutlook, Recovery, UNCLAIMED, condition, count_agents, count_tasks,
-    deletion_costs, offline_recheck, recovery, requeued_condition, same_conditions, unclaimed,
+    AgentPod, ClaimOutlook, PoolConditionFacts, Recovery, UNCLAIMED, condition, count_agents,
+    count_tasks, deletion_costs, offline_recheck, recovery, requeued_condition, same_conditions,
+    unclaimed, valid_pool_conditions,
 };
 
 /// An applied object is sent again after this long even when unchanged, so
@@ -654,73 +655,30 @@ async fn deployment_mode(
         health,
         last_scale_time,
         scale_reason: Some(decision.reason.clone()),
-        conditions: vec![
-            condition(
-                &old.conditions,
-                "Ready",
-                ready_ok,
-                if ready_ok {
-                    "AgentsReady"
-                } else {
-                    "AgentsStarting"
-                },
-                &format!("{ready} of {desired} agents ready"),
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Invalid",
-                false,
-                "Valid",
-                "",
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Frozen",
-                frozen.is_some(),
-                if frozen.is_some() {
-                    "InFreezeWindow"
-                } else {
-                    "NotFrozen"
-                },
-                frozen_reason.as_deref().unwrap_or(""),
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Draining",
-                pool.spec.drain,
-                if pool.spec.drain {
-                    "DrainRequested"
-                } else {
-                    "NotDraining"
-                },
-                if pool.spec.drain {
-                    "no new work is handed out; scaling to zero once idle"
-                } else {
-                    ""
-                },
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Degraded",
-                !degraded_msg.is_empty(),
-                if degraded_msg.is_empty() {
-                    "Healthy"
-                } else {
-                    "Degraded"
-                },
-                &degraded_msg,
-                generation,
-                now,
-            ),
-        ],
+        conditions: valid_pool_conditions(
+            &old.conditions,
+            &PoolConditionFacts {
+                ready: (
+                    ready_ok,
+                    if ready_ok {
+                        "AgentsReady"
+                    } else {
+                        "AgentsStarting"
+                    },
+                    format!("{ready} of {desired} agents ready"),
+                ),
+                frozen: frozen
+                    .is_some()
+                    .then(|| frozen_reason.as_deref().unwrap_or("")),
+                draining: pool
+                    .spec
+                    .drain
+                    .then_some("no new work is handed out; scaling to zero once idle"),
+                degraded: &degraded_msg,
+            },
+            generation,
+            now,
+        ),
         observed_generation: generation,
     };
     shared.metrics.set_pool(
@@ -1177,61 +1135,17 @@ async fn job_mode(
         scale_reason: Some(format!(
             "job mode: {active} of at most {max_in_flight} task Jobs in flight"
         )),
-        conditions: vec![
-            condition(
-                &old.conditions,
-                "Ready",
-                true,
-                "JobMode",
-                "tasks run as Jobs",
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Invalid",
-                false,
-                "Valid",
-                "",
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Frozen",
-                false,
-                "NotFrozen",
-                "",
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Draining",
-                pool.spec.drain,
-                if pool.spec.drain {
-                    "DrainRequested"
-                } else {
-                    "NotDraining"
-                },
-                "",
-                generation,
-                now,
-            ),
-            condition(
-                &old.conditions,
-                "Degraded",
-                !ctx.notes.is_empty(),
-                if ctx.notes.is_empty() {
-                    "Healthy"
-                } else {
-                    "Degraded"
-                },
-                &ctx.notes.join("; "),
-                generation,
-                now,
-            ),
-        ],
+        conditions: valid_pool_conditions(
+            &old.conditions,
+            &PoolConditionFacts {
+                ready: (true, "JobMode", "tasks run as Jobs".into()),
+                frozen: None,
+                draining: pool.spec.drain.then_some(""),
+                degraded: &ctx.notes.join("; "),
+            },
+            generation,
+            now,
+        ),
         observed_generation: generation,
     };
     shared.metrics.set_pool(

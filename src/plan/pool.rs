@@ -427,6 +427,50 @@ pub fn condition(
     }
 }
 
+/// What a valid pool's conditions say, as the reconciler found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolConditionFacts<'a> {
+    /// Ready: status, reason, message.
+    pub ready: (bool, &'a str, String),
+    /// The freeze window's reason when frozen.
+    pub frozen: Option<&'a str>,
+    /// Message of a True Draining condition.
+    pub draining: Option<&'a str>,
+    /// Why the pool is degraded; empty when healthy.
+    pub degraded: &'a str,
+}
+
+/// The five conditions of a valid pool (Ready, Invalid, Frozen, Draining,
+/// Degraded), keeping each one's transition time while its status holds.
+pub fn valid_pool_conditions(
+    previous: &[Condition],
+    facts: &PoolConditionFacts<'_>,
+    generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> Vec<Condition> {
+    let c = |type_: &str, status: bool, reason: &str, message: &str| {
+        condition(previous, type_, status, reason, message, generation, now)
+    };
+    let (ready, ready_reason, ready_message) = &facts.ready;
+    vec![
+        c("Ready", *ready, ready_reason, ready_message),
+        c("Invalid", false, "Valid", ""),
+        match facts.frozen {
+            Some(why) => c("Frozen", true, "InFreezeWindow", why),
+            None => c("Frozen", false, "NotFrozen", ""),
+        },
+        match facts.draining {
+            Some(why) => c("Draining", true, "DrainRequested", why),
+            None => c("Draining", false, "NotDraining", ""),
+        },
+        if facts.degraded.is_empty() {
+            c("Degraded", false, "Healthy", "")
+        } else {
+            c("Degraded", true, "Degraded", facts.degraded)
+        },
+    ]
+}
+
 /// Whether the pool's conditions (by type) say the same in both lists,
 /// ignoring transition times.
 pub fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
@@ -557,6 +601,51 @@ mod tests {
             assert_eq!(got, want, "pods {pods:?} busy {busy:?}");
         }
         const { assert!(COST_IDLE < COST_BUSY) };
+    }
+
+    #[test]
+    fn a_valid_pool_has_five_conditions_that_keep_their_transition_time() {
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let t1: jiff::Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");
+        let calm = PoolConditionFacts {
+            ready: (true, "AgentsReady", "2 of 2 agents ready".into()),
+            frozen: None,
+            draining: None,
+            degraded: "",
+        };
+        let first = valid_pool_conditions(&[], &calm, Some(1), t0);
+        let summary = |cs: &[Condition]| -> Vec<(String, String, String)> {
+            cs.iter()
+                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                .collect()
+        };
+        assert_eq!(
+            summary(&first),
+            [
+                ("Ready", "True", "AgentsReady"),
+                ("Invalid", "False", "Valid"),
+                ("Frozen", "False", "NotFrozen"),
+                ("Draining", "False", "NotDraining"),
+                ("Degraded", "False", "Healthy"),
+            ]
+            .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()))
+        );
+        let busy = PoolConditionFacts {
+            frozen: Some("release-freeze until 09:00"),
+            draining: Some("draining"),
+            degraded: "1 agent(s) offline",
+            ..calm.clone()
+        };
+        let second = valid_pool_conditions(&first, &busy, Some(2), t1);
+        for c in &second {
+            let changed = c.type_ != "Ready" && c.type_ != "Invalid";
+            assert_eq!(c.status == "True", changed || c.type_ == "Ready", "{c:?}");
+            let since = if changed { t1 } else { t0 };
+            assert_eq!(c.last_transition_time, Time(since), "{c:?}");
+            assert_eq!(c.observed_generation, Some(2));
+        }
+        assert_eq!(second[2].message, "release-freeze until 09:00");
+        assert_eq!(second[4].message, "1 agent(s) offline");
     }
 
     #[test]
