@@ -121,21 +121,8 @@ impl Cluster {
         self.tasks.get(name).await.expect("task exists")
     }
 
-    /// Polls until `f(task)` holds; the last task seen on timeout is in the panic.
     async fn wait_task(&self, name: &str, what: &str, f: impl Fn(&AgentTask) -> bool) -> AgentTask {
-        let start = Instant::now();
-        loop {
-            let t = self.get(name).await;
-            if f(&t) {
-                return t;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "task {name} never became {what}: {:?}",
-                t.status
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        common::wait_task(&self.tasks, name, what, f).await
     }
 
     /// The running agent pods of `pool` with their IPs.

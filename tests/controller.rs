@@ -9,7 +9,10 @@
 //! finish = Succeeded). Everything the controller does is observed through
 //! the API.
 
-use std::future::Future;
+mod common;
+
+use common::eventually;
+
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
@@ -29,7 +32,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
-const DEADLINE: Duration = Duration::from_secs(60);
 
 /// The agent container, simulated by the sandbox instead of running the
 /// not-yet-built `agentdeck agent` (whose process would exit at once).
@@ -249,25 +251,6 @@ fn config() -> Config {
     c.health_probe.interval_seconds = 1;
     c.health_probe.offline_after_seconds = 600;
     c
-}
-
-/// Polls `check` every 100 ms until it gives `Some`, or fails naming `what`.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn condition<'a>(

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestSandbox, err, out};
+use common::{TestSandbox, err, eventually_blocking as eventually, out};
 
 const DEPLOY: &str = r#"
 apiVersion: apps/v1
@@ -25,19 +25,6 @@ spec:
         - name: api
           image: ghcr.io/acme/api:1.0
 "#;
-
-/// Polls `f` until it returns `Some`, or panics with `what` after a generous
-/// deadline (the machine is shared and slow).
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 #[test]
 fn scale_and_rollout_status_follow_the_deployment_controller() {

@@ -5,23 +5,9 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use common::{TestSandbox, out};
+use common::{TestSandbox, eventually_blocking as poll, out};
 use serde_json::Value;
-
-const DEADLINE: Duration = Duration::from_secs(120);
-
-fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 #[test]
 fn the_quickstart_runs_every_task_once_on_a_pool_the_daemon_scales() {

@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -17,7 +16,7 @@ use agentdeck::cluster::Connection;
 use agentdeck::config::Config;
 use agentdeck::controller;
 use agentdeck::crd::{AgentPool, AgentTask, LABEL_POOL, LABEL_TASK, TaskPhase, crds};
-use common::TestSandbox;
+use common::{TestSandbox, eventually};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -28,8 +27,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
-/// Generous: the machine running the tests may be loaded.
-const DEADLINE: Duration = Duration::from_secs(90);
 
 fn start_sandbox() -> TestSandbox {
     static EXE: Once = Once::new();
@@ -153,21 +150,8 @@ impl World {
         self.tasks().get(name).await.expect("task exists")
     }
 
-    /// Polls until `f(task)` holds; the last status seen is in the panic.
     async fn wait_task(&self, name: &str, what: &str, f: impl Fn(&AgentTask) -> bool) -> AgentTask {
-        let start = Instant::now();
-        loop {
-            let t = self.get(name).await;
-            if f(&t) {
-                return t;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "task {name} never became {what}: {:?}",
-                t.status
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        common::wait_task(&self.tasks(), name, what, f).await
     }
 
     /// The Running, not terminating agent pods of `pool` (name → IP).
@@ -210,24 +194,6 @@ impl World {
             .await
             .expect("pods")
             .items
-    }
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
 

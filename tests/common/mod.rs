@@ -3,9 +3,11 @@
 
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use agentdeck::sandbox::Sandbox;
 
@@ -126,4 +128,65 @@ pub fn out(o: &Output) -> String {
 
 pub fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// How long a polled condition may take before the test fails: generous,
+/// because the machine is shared and a cold sandbox is slow.
+pub const POLL_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Polls `check` until it gives `Some`, or fails naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            started.elapsed() < POLL_DEADLINE,
+            "timed out after {POLL_DEADLINE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// [`eventually`] for blocking tests (kubectl runs).
+pub fn eventually_blocking<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            started.elapsed() < POLL_DEADLINE,
+            "timed out after {POLL_DEADLINE:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Polls the AgentTask `name` until `f` holds; the last status seen is in
+/// the panic.
+pub async fn wait_task(
+    tasks: &kube::Api<agentdeck::crd::AgentTask>,
+    name: &str,
+    what: &str,
+    f: impl Fn(&agentdeck::crd::AgentTask) -> bool,
+) -> agentdeck::crd::AgentTask {
+    let started = Instant::now();
+    loop {
+        let t = tasks.get(name).await.expect("task exists");
+        if f(&t) {
+            return t;
+        }
+        assert!(
+            started.elapsed() < POLL_DEADLINE,
+            "task {name} never became {what}: {:?}",
+            t.status
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
