@@ -711,13 +711,13 @@ fn cancel_timeout_and_a_task_without_command_end_with_their_reasons() {
         c.task(
             "to-cancel",
             "ends",
-            &format!("trap 'echo cancel-term >> \"{f}\"; exit 143' TERM; sleep 30 & wait $!"),
+            &format!("trap 'echo cancel-term >> \"{f}\"; exit 143' TERM; sleep 600 & wait $!"),
         )
         .await;
         let slow: AgentTask = serde_json::from_value(json!({
             "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
             "metadata": {"name": "too-slow", "namespace": NS},
-            "spec": {"pool": "ends", "command": ["sleep", "30"], "timeoutSeconds": 1}
+            "spec": {"pool": "ends", "command": ["sleep", "600"], "timeoutSeconds": 1}
         }))
         .expect("task");
         c.tasks
@@ -747,15 +747,11 @@ fn cancel_timeout_and_a_task_without_command_end_with_their_reasons() {
             )
             .await
             .expect("cancel");
-        let asked = Instant::now();
+        // The task would sleep 600 s: ending within wait_task's deadline
+        // (a fifth of that) with the trap's line shows the cancel stopped it.
         let t = c
             .wait_task("to-cancel", "Cancelled", phase_is(TaskPhase::Cancelled))
             .await;
-        assert!(
-            asked.elapsed() < Duration::from_secs(10),
-            "cancel took {:?}",
-            asked.elapsed()
-        );
         assert_eq!(lines(&out), ["cancel-term"], "SIGTERM reached the task");
         assert!(
             t.status
@@ -773,7 +769,8 @@ fn cancel_timeout_and_a_task_without_command_end_with_their_reasons() {
             .expect("finished")
             .0
             .duration_since(s.claimed_at.expect("claimed").0);
-        assert!(ran < jiff::SignedDuration::from_secs(10), "ran {ran:?}");
+        // Generous for a busy machine, far below the 600 s the command asks.
+        assert!(ran < jiff::SignedDuration::from_secs(120), "ran {ran:?}");
 
         let t = c
             .wait_task("op-only", "Errored", phase_is(TaskPhase::Errored))

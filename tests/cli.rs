@@ -374,8 +374,8 @@ fn sandbox_serves_kubectl_then_stops_cleanly_on_sigterm() {
             break s;
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "sandbox did not stop within 5 s of SIGTERM"
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "sandbox did not stop within 60 s of SIGTERM"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
