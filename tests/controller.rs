@@ -308,20 +308,25 @@ async fn a_new_pool_gets_its_owned_objects_and_a_current_status() {
     );
 
     let sa: Api<ServiceAccount> = Api::namespaced(h.client.clone(), NS);
-    let account = sa
-        .get("agentdeck-agent-alpha")
-        .await
-        .expect("service account");
+    let account = eventually("the agents' ServiceAccount", || async {
+        sa.get_opt("agentdeck-agent-alpha").await.expect("get")
+    })
+    .await;
     assert_eq!(
         account.metadata.owner_references.expect("owned")[0].uid,
         uid
     );
     let svc: Api<Service> = Api::namespaced(h.client.clone(), NS);
-    let services = svc
-        .list(&ListParams::default().labels("agentdeck.dev/pool=alpha"))
-        .await
-        .expect("services");
-    assert_eq!(services.items.len(), 1, "one agent Service");
+    let services = eventually("the agent Service", || async {
+        let items = svc
+            .list(&ListParams::default().labels("agentdeck.dev/pool=alpha"))
+            .await
+            .expect("services")
+            .items;
+        (!items.is_empty()).then_some(items)
+    })
+    .await;
+    assert_eq!(services.len(), 1, "one agent Service");
 
     let pool = eventually("status with observedGeneration and Ready", || async {
         let p = h.pool("alpha").await;
@@ -430,18 +435,21 @@ async fn a_hundred_tasks_scale_the_pool_to_max_in_one_step() {
     })
     .await;
     let seen = h.record_replicas("burst");
+    recorded(&seen, 1).await;
     h.create_tasks("burst", "t", 100).await;
-    eventually("replicas at max", || async {
-        (h.replicas("burst").await == Some(10)).then_some(())
-    })
-    .await;
+    recorded(&seen, 10).await;
+    // Anything after max would be a wrong step too.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         *seen.lock().expect("lock"),
         vec![1, 10],
         "straight from min to max, no step between"
     );
-    let ups = h.events("burst", "ScaledUp").await;
+    let ups = eventually("the ScaledUp event", || async {
+        let ups = h.events("burst", "ScaledUp").await;
+        (!ups.is_empty()).then_some(ups)
+    })
+    .await;
     assert_eq!(ups.len(), 1, "{ups:?}");
     let note = ups[0].note.clone().unwrap_or_default();
     assert!(note.starts_with("scale up 1→10"), "{note}");
@@ -471,11 +479,9 @@ async fn scale_up_step_adds_one_agent_per_decision() {
     })
     .await;
     let seen = h.record_replicas("stepper");
+    recorded(&seen, 1).await;
     h.create_tasks("stepper", "s", 20).await;
-    eventually("replicas at max", || async {
-        (h.replicas("stepper").await == Some(4)).then_some(())
-    })
-    .await;
+    recorded(&seen, 4).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         *seen.lock().expect("lock"),
@@ -536,7 +542,10 @@ async fn finished_work_scales_back_to_min_without_removing_busy_agents() {
     // Back at min (1): stays there.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.replicas("shrink").await, Some(1), "never below min");
-    assert!(!h.events("shrink", "ScaledDown").await.is_empty());
+    eventually("the ScaledDown event", || async {
+        (!h.events("shrink", "ScaledDown").await.is_empty()).then_some(())
+    })
+    .await;
     cancel.cancel();
 }
 
@@ -607,11 +616,14 @@ async fn a_drained_pool_keeps_busy_agents_then_scales_to_zero() {
         (h.replicas("drainer").await == Some(1) && live == vec![pods[0].clone()]).then_some(())
     })
     .await;
-    let pool = h.pool("drainer").await;
-    assert_eq!(
-        condition(&pool, "Draining").map(|c| c.status.as_str()),
-        Some("True")
-    );
+    // The status is written after the Deployment: wait for it.
+    eventually("the Draining condition", || async {
+        let pool = h.pool("drainer").await;
+        condition(&pool, "Draining")
+            .is_some_and(|c| c.status == "True")
+            .then_some(())
+    })
+    .await;
     h.set_task_status("d-0", json!({"phase": "Succeeded", "attempts": 1}))
         .await;
     eventually("zero replicas once idle", || async {
@@ -750,7 +762,10 @@ async fn a_task_whose_agent_pod_is_killed_is_requeued_or_failed_past_its_attempt
     .await;
     let msg = spent.status.and_then(|s| s.message).unwrap_or_default();
     assert!(msg.contains("gave up after 3 of 3"), "{msg}");
-    assert!(!h.events("r-0", "Requeued").await.is_empty());
+    eventually("the Requeued event", || async {
+        (!h.events("r-0", "Requeued").await.is_empty()).then_some(())
+    })
+    .await;
     cancel.cancel();
 }
 
@@ -810,6 +825,15 @@ async fn a_task_whose_agent_stops_answering_is_requeued_without_waiting_for_the_
     })
     .await;
     cancel.cancel();
+}
+
+/// Waits until the replica recorder's latest value is `replicas`.
+async fn recorded(seen: &Arc<std::sync::Mutex<Vec<i32>>>, replicas: i32) {
+    eventually(
+        &format!("the Deployment watched at {replicas} replicas"),
+        || async { (seen.lock().expect("lock").last() == Some(&replicas)).then_some(()) },
+    )
+    .await;
 }
 
 fn task_condition(task: &AgentTask, type_: &str) -> Option<(String, String, String)> {
@@ -1036,28 +1060,29 @@ async fn the_server_answers_healthz_readyz_and_metrics() {
         .await
         .expect("readyz");
     assert_eq!(ready.status(), 200);
-    let text = eventually("pool metrics", || async {
-        let t = http
-            .get(format!("http://{addr}/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        t.contains("agentdeck_pool_desired_replicas{namespace=\"default\",pool=\"served\"} 1")
-            .then_some(t)
-    })
-    .await;
-    for family in [
+    let families = [
+        "agentdeck_pool_desired_replicas{namespace=\"default\",pool=\"served\"} 1",
         "agentdeck_reconciles_total",
         "agentdeck_reconcile_duration_seconds_bucket",
         "agentdeck_task_queue_to_start_seconds_count",
         "agentdeck_leader 1",
         "agentdeck_pool_agents_health{",
-    ] {
-        assert!(text.contains(family), "{family} missing:\n{text}");
-    }
+    ];
+    eventually(
+        &format!("every metric family in /metrics: {families:?}"),
+        || async {
+            let t = http
+                .get(format!("http://{addr}/metrics"))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            families.iter().all(|f| t.contains(f)).then_some(())
+        },
+    )
+    .await;
     // The API going away turns /healthz unhealthy only past a threshold
     // (see healthz_turns_503_…); here it stays up.
     assert_eq!(c.health().status, agentdeck::health::HealthStatus::Healthy);
@@ -1244,7 +1269,10 @@ async fn a_job_that_cannot_start_errors_the_task_after_the_scheduling_timeout() 
             .then_some(())
     })
     .await;
-    assert!(!h.events("x-0", "SchedulingTimeout").await.is_empty());
+    eventually("the SchedulingTimeout event", || async {
+        (!h.events("x-0", "SchedulingTimeout").await.is_empty()).then_some(())
+    })
+    .await;
     cancel.cancel();
 }
 

@@ -275,11 +275,14 @@ fn a_task_whose_agent_is_killed_mid_run_is_requeued_and_finished_once_by_another
         assert_eq!(s.exit_code, Some(0), "{s:?}");
         let finisher = s.agent.clone().expect("finished by an agent");
         assert_ne!(finisher, victim, "the killed agent cannot have finished it");
-        let requeued = w.events("long", "Requeued").await;
-        assert!(
-            requeued.iter().any(|n| n.contains(&victim)),
-            "a Requeued event names the gone agent {victim}: {requeued:?}"
-        );
+        eventually(
+            &format!("a Requeued event naming the gone agent {victim}"),
+            || async {
+                let requeued = w.events("long", "Requeued").await;
+                requeued.iter().any(|n| n.contains(&victim)).then_some(())
+            },
+        )
+        .await;
         // The second attempt ran for 5 s after the first started, so a
         // first attempt that outlived its agent would have ended by now.
         assert_eq!(lines(&marker), ["start-1", "start-2", "end"]);
@@ -379,12 +382,12 @@ fn an_idle_agent_stays_fresh_past_the_offline_threshold() {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        let p = Api::<AgentPool>::namespaced(w.client.clone(), NS)
-            .get("idle")
-            .await
-            .expect("pool");
-        let health = p.status.expect("status").health;
-        assert_eq!((health.fresh, health.offline), (1, 0), "{health:?}");
+        let pools = Api::<AgentPool>::namespaced(w.client.clone(), NS);
+        eventually("the pool's status counting the agent fresh", || async {
+            let health = pools.get("idle").await.expect("pool").status?.health;
+            ((health.fresh, health.offline) == (1, 0)).then_some(())
+        })
+        .await;
         w.stop().await;
     });
 }
