@@ -197,7 +197,9 @@ impl Harness {
         let out = seen.clone();
         tokio::spawn(async move {
             tokio::pin!(stream);
-            while let Some(Ok(d)) = stream.next().await {
+            // A watch error is retried by the back-off; the recorder goes on.
+            while let Some(event) = stream.next().await {
+                let Ok(d) = event else { continue };
                 let r = d.spec.and_then(|s| s.replicas).unwrap_or(-1);
                 let mut seen = out.lock().expect("lock");
                 if seen.last() != Some(&r) {
