@@ -467,7 +467,9 @@ pub struct AgentPoolStatus {
     #[serde(default)]
     pub draining: bool,
     /// The operator's replica hold in force, if any (an expired one is absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Written as `null` when there is none, so the controller's merge patch
+    /// of the status removes an ended hold.
+    #[serde(default)]
     pub hold: Option<HoldStatus>,
     /// Agents by health freshness.
     #[serde(default)]
