@@ -913,3 +913,97 @@ async fn an_action_issued_while_another_controller_leads_is_carried_out_by_the_l
     cancel_a.cancel();
     cancel_b.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_planned_on_data_that_moved_is_refused_by_the_api_never_applied_blindly() {
+    use agentdeck::ops::{exec, plan};
+    let h = Harness::start().await;
+    h.create_pool("raced", json!({})).await;
+    let conn = h.conn();
+    let action = agentdeck::ops::Action::ScalePool {
+        pool: "raced".into(),
+        min: Some(3),
+        max: None,
+    };
+    let state = exec::load(&conn, &action).await.expect("loaded");
+    let planned = plan::plan(&action, &state, "alice", jiff::Timestamp::now()).expect("planned");
+    // Another writer changes the pool in between.
+    h.pools()
+        .patch(
+            "raced",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"maxReplicas": 6}})),
+        )
+        .await
+        .expect("other write");
+    let e = exec::send(&conn, &planned.changes[0], false)
+        .await
+        .expect_err("stale resourceVersion refused");
+    assert!(matches!(&e, kube::Error::Api(s) if s.code == 409), "{e}");
+    let pool = h.pool("raced").await;
+    assert_eq!((pool.spec.min_replicas, pool.spec.max_replicas), (1, 6));
+    // apply plans again on fresh data and keeps the other writer's change.
+    let actor = agentdeck::ops::Actor {
+        user: "alice".into(),
+        via: "cli".into(),
+    };
+    agentdeck::ops::apply(&conn, &action, &actor)
+        .await
+        .expect("applied");
+    let pool = h.pool("raced").await;
+    assert_eq!((pool.spec.min_replicas, pool.spec.max_replicas), (3, 6));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_actions_on_one_pool_each_apply_on_what_the_last_one_wrote() {
+    let h = Harness::start().await;
+    h.create_pool("contended", json!({"minReplicas": 0, "maxReplicas": 10}))
+        .await;
+    let conn = h.conn();
+    // Four writers: each can lose to each of the three others at most
+    // once, within apply's attempts.
+    let applies = (1..=4).map(|i| {
+        let conn = conn.clone();
+        async move {
+            let actor = agentdeck::ops::Actor {
+                user: format!("user-{i}"),
+                via: "cli".into(),
+            };
+            let action = agentdeck::ops::Action::ScalePool {
+                pool: "contended".into(),
+                min: Some(i),
+                max: None,
+            };
+            agentdeck::ops::apply(&conn, &action, &actor).await
+        }
+    });
+    let outcomes = futures::future::join_all(applies).await;
+    let mut befores = Vec::new();
+    let mut afters = Vec::new();
+    for o in outcomes {
+        let o = o.expect("every writer succeeds");
+        let obj = &o.record.objects[0];
+        befores.push(obj.before["spec"]["minReplicas"].as_i64().expect("before"));
+        afters.push(obj.after["spec"]["minReplicas"].as_i64().expect("after"));
+    }
+    // No lost update: each write started from a different state, the
+    // initial one or another writer's result, so they form one chain.
+    let mut sorted = befores.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 4, "befores {befores:?}");
+    for b in &befores {
+        assert!(
+            *b == 0 || afters.contains(b),
+            "before {b} was never written: {befores:?} {afters:?}"
+        );
+    }
+    let last = afters
+        .iter()
+        .find(|a| !befores.contains(a))
+        .expect("a last write");
+    assert_eq!(
+        i64::from(h.pool("contended").await.spec.min_replicas),
+        *last
+    );
+}

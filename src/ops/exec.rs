@@ -215,9 +215,10 @@ async fn select_tasks(
     Ok((tasks, missing))
 }
 
-/// Sends one change (or its dry run) and returns the object the API
-/// answers with (for a delete, the object as it was).
-async fn write(conn: &Connection, change: &Change, dry_run: bool) -> Result<Value, kube::Error> {
+/// Sends one planned change (or its dry run) and returns the object the
+/// API answers with (for a delete, the object as it was). A change planned
+/// on data that has moved since gets a 409 from the API.
+pub async fn send(conn: &Connection, change: &Change, dry_run: bool) -> Result<Value, kube::Error> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(conn.client.clone(), &conn.namespace, &resource(change.kind));
     if change.delete {
@@ -263,7 +264,7 @@ pub async fn preview(conn: &Connection, action: &Action, actor: &Actor) -> Resul
         let mut objects = Vec::new();
         let mut raced = false;
         for change in &plan.changes {
-            let lines = match write(conn, change, true).await {
+            let lines = match send(conn, change, true).await {
                 Ok(_) if change.delete => vec!["(deleted)".to_string()],
                 Ok(after) => super::diff::lines(&change.before, &after),
                 Err(e) if is_conflict(&e) => {
@@ -331,7 +332,7 @@ pub async fn apply(conn: &Connection, action: &Action, actor: &Actor) -> Result<
             if done_objects.contains(&change.object()) {
                 continue;
             }
-            match write(conn, change, false).await {
+            match send(conn, change, false).await {
                 Ok(after) => {
                     record_done(&recorder, action, actor, change, &after, &mut objects).await;
                 }
