@@ -1007,3 +1007,64 @@ async fn concurrent_actions_on_one_pool_each_apply_on_what_the_last_one_wrote() 
         *last
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_mode_task_retried_runs_in_a_new_job_and_keeps_its_history() {
+    use k8s_openapi::api::batch::v1::Job;
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    // Worker and runner simulated: the first run exits 1 after a second.
+    let template = |code: &str| {
+        json!({
+            "metadata": {"annotations": {"sandbox.agentdeck.dev/exit-after": "1",
+                                         "sandbox.agentdeck.dev/exit-code": code}},
+            "spec": {"containers": [
+                {"name": "worker", "image": "example.com/worker-sim:1", "command": ["sim-worker"]},
+                {"name": "runner", "command": ["sim-runner"]}
+            ]}
+        })
+    };
+    h.create_pool(
+        "jobs",
+        json!({"executionMode": "job", "minReplicas": 0, "maxReplicas": 2,
+               "podTemplate": template("1"),
+               "taskDefaults": {"runnerImage": "hashicorp/terraform:1.9"}}),
+    )
+    .await;
+    h.create_task("jobs", "flaky", json!({})).await;
+    common::wait_task(&h.tasks(), "flaky", "Failed", |t| {
+        t.phase() == TaskPhase::Failed
+    })
+    .await;
+    let jobs: Api<Job> = Api::namespaced(h.client.clone(), NS);
+    let first = jobs.list(&ListParams::default()).await.expect("jobs").items;
+    assert_eq!(first.len(), 1, "the failed run's Job is still there");
+    let first_uid = first[0].uid();
+
+    // The cause is fixed; the task is retried.
+    h.pools()
+        .patch(
+            "jobs",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"podTemplate": template("0")}})),
+        )
+        .await
+        .expect("pool fixed");
+    let said = h.ok(&["task", "retry", "flaky", "--yes"]).await;
+    assert!(
+        said.contains("their finished Jobs are deleted first"),
+        "{said}"
+    );
+    let t = common::wait_task(&h.tasks(), "flaky", "Succeeded", |t| {
+        t.phase() == TaskPhase::Succeeded
+    })
+    .await;
+    let s = t.status.expect("status");
+    assert_eq!(s.attempts, 2, "the retry is the second attempt");
+    assert_eq!(s.history.len(), 1);
+    assert_eq!(s.history[0].phase, TaskPhase::Failed);
+    let now = jobs.list(&ListParams::default()).await.expect("jobs").items;
+    assert_eq!(now.len(), 1, "one Job: the new run's");
+    assert_ne!(now[0].uid(), first_uid, "a new Job ran it");
+    cancel.cancel();
+}
