@@ -63,7 +63,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn report(what: &str, mut d: Vec<Duration>) {
     d.sort();
     println!(
-        "{what:<58} p50 {:>7.1} ms   p99 {:>7.1} ms   (n={})",
+        "{what:<78} p50 {:>7.1} ms   p99 {:>7.1} ms   (n={})",
         percentile(&d, 50.0).as_secs_f64() * 1000.0,
         percentile(&d, 99.0).as_secs_f64() * 1000.0,
         d.len()
