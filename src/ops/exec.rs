@@ -519,3 +519,58 @@ pub async fn drain_progress(
         .collect();
     Ok(DrainProgress { agents, busy })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_progress_names_the_busy_agents_until_none_is() {
+        let p = |agents: &[&str], busy: &[(&str, &str)]| DrainProgress {
+            agents: agents.iter().map(|s| s.to_string()).collect(),
+            busy: busy
+                .iter()
+                .map(|(a, t)| (a.to_string(), t.to_string()))
+                .collect(),
+        };
+        let cases = [
+            (
+                p(&["a-0", "a-1", "a-2"], &[("a-0", "t1"), ("a-2", "t2")]),
+                3,
+                "2 of 3 drained agents still busy: a-0 (task t1), a-2 (task t2)",
+                false,
+            ),
+            // Idle agents already gone: the count is what the drain began with.
+            (
+                p(&["a-0"], &[("a-0", "t1")]),
+                3,
+                "1 of 3 drained agents still busy: a-0 (task t1)",
+                false,
+            ),
+            (p(&[], &[]), 3, "drained: no drained agent is busy", true),
+        ];
+        for (progress, total, line, done) in cases {
+            assert_eq!(progress.line(total), line);
+            assert_eq!(progress.done(), done, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_preview_lists_objects_diffs_and_impact() {
+        let preview = Preview {
+            summary: "drain pool alpha".into(),
+            objects: vec![ObjectDiff {
+                object: "AgentPool/alpha".into(),
+                lines: vec!["spec.drain: false → true".into()],
+            }],
+            impact: vec!["1 busy agent will finish its task first (t)".into()],
+            unchanged: vec![],
+        };
+        assert_eq!(
+            preview.render(),
+            "drain pool alpha:\n  AgentPool/alpha\n    spec.drain: false → true\n\
+             Impact:\n  - 1 busy agent will finish its task first (t)\n"
+        );
+        assert!(!preview.changes_nothing());
+    }
+}
