@@ -40,6 +40,9 @@ pub enum Error {
     /// The agent runtime stopped with an error.
     #[error(transparent)]
     Agent(#[from] crate::agent::AgentError),
+    /// An operator action was refused or failed.
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -59,6 +62,7 @@ impl Error {
             Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
             Error::Agent(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Ops(e) if e.is_user_error() => EXIT_USAGE,
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }

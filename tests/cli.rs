@@ -50,6 +50,9 @@ fn help_explains_every_mode_in_one_line() {
         "scale",
         "drain",
         "debug-logs",
+        "task",
+        "status",
+        "audit",
         "crds",
         "manifests",
         "completions",
@@ -76,7 +79,7 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn modes_not_built_yet_exit_2_with_a_clear_message() {
-    for args in [&["bundle"][..], &["drain", "p"]] {
+    for args in [&["bundle"][..], &["debug", "some-pod"]] {
         let o = agentdeck(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
