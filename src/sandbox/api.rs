@@ -964,9 +964,16 @@ impl Api {
             Err(e) => return Err(e),
         };
         self.after_write(s, &stored);
-        // The last finalizer gone from an object being deleted removes it.
+        // The last finalizer gone from an object being deleted removes it,
+        // unless a grace period still runs (a pod's kubelet ends that), as
+        // kube-apiserver's ShouldDeleteDuringUpdate decides.
         if stored.pointer("/metadata/deletionTimestamp").is_some()
             && finalizers(&stored).is_empty()
+            && stored
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                == 0
             && let Ok(gone) = self.store.delete(&info.group_resource(), ns, name)
         {
             self.after_delete(s, &gone);
@@ -1372,12 +1379,26 @@ impl Api {
 
     /// Removes a pod whose graceful deletion the kubelet has finished.
     pub fn finish_pod_deletion(&self, ns: &str, name: &str) {
-        if let Ok(s) = self.served("", "v1", "pods")
-            && let Some(p) = self.store.get("pods", ns, name)
-            && finalizers(&p).is_empty()
-            && let Ok(gone) = self.store.delete("pods", ns, name)
-        {
-            self.after_delete(&s, &gone);
+        let Ok(s) = self.served("", "v1", "pods") else {
+            return;
+        };
+        let Some(p) = self.store.get("pods", ns, name) else {
+            return;
+        };
+        if finalizers(&p).is_empty() {
+            if let Ok(gone) = self.store.delete("pods", ns, name) {
+                self.after_delete(&s, &gone);
+            }
+            return;
+        }
+        // As the kubelet's final delete with grace 0: the grace is over, so
+        // the pod goes as soon as its last finalizer does.
+        if let Ok(Ok(marked)) = self.store.update("pods", ns, name, |old| {
+            let mut new = old.clone();
+            new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            Ok::<_, ApiError>(Some(new))
+        }) {
+            self.after_write(&s, &marked);
         }
     }
 
