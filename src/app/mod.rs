@@ -4,6 +4,8 @@
 //! I/O and no clock, so key sequences are tested by the commands they emit.
 
 pub mod filter;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod keymap;
 pub mod logs;
 pub mod rows;

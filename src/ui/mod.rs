@@ -156,7 +156,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
                 level_role(r.verdict.level),
             )
         }),
-        col("MODE", 10, 3, |r, _| t(r.mode)),
+        col("MODE", 10, 5, |r, _| t(r.mode)),
         col("READY", 8, 1, |r, _| {
             let role = if r.ready < r.desired {
                 Role::Warn
@@ -196,7 +196,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             };
             o(format!("{}/{}/{}", r.fresh, r.stale, r.offline), role)
         }),
-        col("FROZEN", 9, 5, |r, _| match &r.frozen {
+        col("FROZEN", 9, 3, |r, _| match &r.frozen {
             Some(why) => (Cow::Borrowed(why.as_str()), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
@@ -948,7 +948,7 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             scope = Some(*s);
         }
         lines.push(Line::from(vec![
-            Span::styled(format!("  {keys:<14}"), theme.style(Role::Key)),
+            Span::styled(format!(" {keys:<12} "), theme.style(Role::Key)),
             Span::styled((*what).to_owned(), theme.style(Role::Text)),
         ]));
     }
@@ -968,15 +968,15 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ));
     let inner = block.inner(r);
     frame.render_widget(block, r);
-    let per_col = inner.height as usize;
-    if inner.width >= 96 && lines.len() > per_col {
-        let [a, b] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .areas(inner);
-        let rest = lines.split_off(per_col.min(lines.len()));
-        frame.render_widget(Paragraph::new(lines), a);
-        frame.render_widget(Paragraph::new(rest), b);
-    } else {
-        frame.render_widget(Paragraph::new(lines), inner);
+    // As many columns as the lines need (up to three), side by side.
+    let per_col = (inner.height as usize).max(1);
+    let columns = lines.len().div_ceil(per_col).clamp(1, 3);
+    let areas =
+        Layout::horizontal(vec![Constraint::Ratio(1, columns as u32); columns]).split(inner);
+    let mut rest = lines;
+    for area in areas.iter() {
+        let tail = rest.split_off(per_col.min(rest.len()));
+        frame.render_widget(Paragraph::new(std::mem::replace(&mut rest, tail)), *area);
     }
 }
 
