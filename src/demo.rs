@@ -85,7 +85,7 @@ const KINDS: &[(&str, &str, &str, Option<i64>)] = &[
     (
         "plan",
         "platform",
-        r#"echo "tofu plan: refreshing state"; sleep 1; echo "Plan: 2 to add, 0 to change, 0 to destroy."#,
+        r#"echo "tofu plan: refreshing state"; sleep 1; echo "Plan: 2 to add, 0 to change, 0 to destroy.""#,
         None,
     ),
     (
@@ -126,7 +126,7 @@ const KINDS: &[(&str, &str, &str, Option<i64>)] = &[
     ),
     (
         "destroy",
-        "platform",
+        "sandbox-envs",
         r#"echo "tofu destroy -target=module.legacy"; sleep 3; echo "Error: state lock held by another run" >&2; exit 1"#,
         None,
     ),

@@ -395,3 +395,48 @@ fn a_bad_theme_or_keymap_exits_2_naming_what_is_valid() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("keymap.qiut") && err.contains("quit"), "{err}");
 }
+
+#[test]
+fn next_to_a_leading_daemon_the_console_is_an_observer() {
+    let sb = sandbox_with_a_pool();
+    let client = sb.client();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let config = agentdeck::config::Config {
+        controller_namespace: "default".into(),
+        ..agentdeck::config::Config::default()
+    };
+    let daemon = {
+        let _g = sb.rt.enter();
+        agentdeck::controller::start(
+            agentdeck::cluster::Connection {
+                client,
+                namespace: "default".into(),
+            },
+            &config,
+            cancel.clone(),
+        )
+    };
+    sb.rt
+        .block_on(common::eventually("the daemon leads", || async {
+            daemon.leader().is_leader().then_some(())
+        }));
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        100,
+        30,
+    );
+    t.wait("observer, synced", |s| {
+        s.contains("role observer") && s.contains("watch synced") && s.contains("quiet")
+    });
+    // The daemon keeps the Lease; the console stays an observer.
+    assert!(sb.rt.block_on(async { daemon.leader().is_leader() }));
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    cancel.cancel();
+    sb.rt.block_on(daemon.join());
+}
