@@ -117,18 +117,27 @@ fn every_view_matches_its_snapshot_at_100x30_and_80x24() {
 fn the_log_and_yaml_views_match_their_snapshots() {
     for (w, h) in [(100, 30), (80, 24)] {
         let mut a = app(w, h);
-        keys(&mut a, "jj\n");
-        keys(&mut a, "\n");
+        // A running task of pool platform, then its log.
+        keys(&mut a, "jj\n/running\n\n");
+        assert!(
+            matches!(a.screen(), agentdeck::app::Screen::Logs { .. }),
+            "the log view is open"
+        );
+        let prefix = a
+            .logs
+            .as_ref()
+            .and_then(|l| l.prefix.clone())
+            .expect("an agent's log is narrowed to the task");
         let lines = (0..60)
             .map(|i| {
                 format!(
-                    "2026-11-24T09:59:{:02}Z [plan-00000] aws_instance.web[{i}]: Creating... \u{1b}[1mstill creating\u{1b}[0m",
+                    "2026-11-24T09:59:{:02}Z {prefix}aws_instance.web[{i}]: Creating... \u{1b}[1mstill creating\u{1b}[0m",
                     i % 60
                 )
             })
             .chain([
-                r#"2026-11-24T09:59:59Z [plan-00000] {"level":"error","msg":"apply failed","resource":"aws_s3_bucket.logs"}"#.to_owned(),
-                "2026-11-24T09:59:59Z [plan-00000] a very long line that goes on and on beyond the width of any terminal this console will be drawn on, to show wrapping".to_owned(),
+                format!(r#"2026-11-24T09:59:59Z {prefix}{{"level":"error","msg":"apply failed","resource":"aws_s3_bucket.logs"}}"#),
+                format!("2026-11-24T09:59:59Z {prefix}a very long line that goes on and on beyond the width of any terminal this console will be drawn on, to show wrapping"),
             ])
             .collect();
         a.update(Msg::LogLines { id: 1, lines });

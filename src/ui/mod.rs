@@ -293,9 +293,9 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
         col("PHASE", 9, 0, |r, _| {
             (Cow::Borrowed(r.phase.as_str()), phase_role(r.phase))
         }),
-        col("AGENT", 22, 4, |r, _| t(dash(&r.agent))),
+        col("AGENT", 20, 4, |r, _| t(dash(&r.agent))),
         num("ATT", 3, 5, |r, _| o(r.attempts.to_string(), Role::Muted)),
-        num("WAIT", 6, 3, |r, now| {
+        num("WAIT", 5, 3, |r, now| {
             let s = match r.waited {
                 Some(d) => duration(d.as_secs() as i64),
                 None if r.phase == TaskPhase::Pending => age(now, r.created),
@@ -303,7 +303,7 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             };
             o(s, Role::Muted)
         }),
-        num("RUN", 6, 1, |r, now| {
+        num("RUN", 5, 1, |r, now| {
             let s = match (r.started, r.finished) {
                 (Some(s), Some(f)) => duration(f.duration_since(s).as_secs().max(0)),
                 (Some(s), None) if r.phase == TaskPhase::Running => age(now, Some(s)),
