@@ -153,6 +153,19 @@ async fn a_watch_only_controller_sees_changes_signals_them_and_never_writes() {
             .is_none(),
         "the watch-only controller wrote a Deployment"
     );
+    // A watch that fails is counted (the console shows "resyncing").
+    let failures = view.changes.watch_failures();
+    sb.api().faults.fail(agentdeck::sandbox::faults::FailRule {
+        path_prefix: "/apis/agentdeck.dev".into(),
+        method: Some("GET".into()),
+        code: 500,
+        count: 3,
+    });
+    sb.api().faults.drop_watches();
+    eventually("a watch failure counted", || async {
+        (view.changes.watch_failures() > failures).then_some(())
+    })
+    .await;
     cancel.cancel();
     handle.join().await;
     sb.stop().await;

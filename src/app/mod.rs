@@ -111,6 +111,8 @@ pub enum WatchState {
     /// Initial lists not all in yet.
     Syncing,
     Synced,
+    /// A watch failed lately and is listing again.
+    Resyncing,
     /// The API cannot be reached: why.
     Disconnected(String),
 }

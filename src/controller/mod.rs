@@ -162,15 +162,29 @@ pub struct ClusterView {
 /// sample bumps. Readers [`Changes::subscribe`] and await `changed()`;
 /// a burst of bumps wakes a reader once.
 #[derive(Clone, Debug)]
-pub struct Changes(Arc<tokio::sync::watch::Sender<u64>>);
+pub struct Changes(
+    Arc<tokio::sync::watch::Sender<u64>>,
+    /// Watch failures so far (each is retried with backoff and relists).
+    Arc<std::sync::atomic::AtomicU64>,
+);
 
 impl Default for Changes {
     fn default() -> Self {
-        Changes(Arc::new(tokio::sync::watch::Sender::new(0)))
+        Changes(Arc::new(tokio::sync::watch::Sender::new(0)), Arc::default())
     }
 }
 
 impl Changes {
+    /// Records a failed watch (it retries and lists again).
+    pub fn watch_failed(&self) {
+        self.1.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Watch failures recorded so far.
+    pub fn watch_failures(&self) -> u64 {
+        self.1.load(Ordering::SeqCst)
+    }
+
     /// Records one change.
     pub fn bump(&self) {
         self.0.send_modify(|v| *v = v.wrapping_add(1));
@@ -380,6 +394,7 @@ where
                 }
                 Some(Ok(_)) => shared_api(WatchSignal::Event),
                 Some(Err(e)) => {
+                    changes.watch_failed();
                     tracing::warn!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch failed; retrying with backoff");
                     shared_api(WatchSignal::Failed(&e));
                 }

@@ -325,8 +325,13 @@ async fn status(
     cancel: CancellationToken,
 ) {
     let leader = handle.leader();
+    let changes = handle.view().changes;
     let mut last: Option<Result<Duration, String>> = None;
+    let mut failures = changes.watch_failures();
     loop {
+        let now_failures = changes.watch_failures();
+        let resyncing = now_failures != failures;
+        failures = now_failures;
         let role = if read_only {
             Role::ReadOnly
         } else if leader.is_leader() {
@@ -336,6 +341,7 @@ async fn status(
         };
         let watch = match &last {
             Some(Err(why)) => WatchState::Disconnected(why.clone()),
+            _ if resyncing => WatchState::Resyncing,
             _ if handle.is_synced() => WatchState::Synced,
             _ => WatchState::Syncing,
         };
@@ -351,7 +357,7 @@ async fn status(
         {
             return;
         }
-        let every = if matches!(last, Some(Ok(_))) && handle.is_synced() {
+        let every = if matches!(last, Some(Ok(_))) && handle.is_synced() && !resyncing {
             STATUS_EVERY
         } else {
             Duration::from_millis(500)

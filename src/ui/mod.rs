@@ -400,6 +400,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let (watch, watch_role) = match &app.status.watch {
         WatchState::Synced => ("synced".to_owned(), Role::Ok),
         WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
+        WatchState::Resyncing => ("resyncing".to_owned(), Role::Warn),
         WatchState::Disconnected(why) => (format!("disconnected: {why}"), Role::Danger),
     };
     let latency = match app.status.latency {
@@ -641,7 +642,7 @@ fn table<R: Row>(
             match &app.status.watch {
                 WatchState::Syncing => "loading…".to_owned(),
                 WatchState::Disconnected(why) => format!("disconnected: {why}"),
-                WatchState::Synced => format!("no {} yet", kind.as_str()),
+                WatchState::Synced | WatchState::Resyncing => format!("no {} yet", kind.as_str()),
             }
         } else {
             "nothing matches the filter (esc clears it)".to_owned()
