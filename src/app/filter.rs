@@ -65,10 +65,11 @@ impl Filter {
         if pattern.is_empty() {
             return Filter::All;
         }
-        // Rows' search text is lower-cased already; the flag makes
-        // upper-case letters in the pattern match too.
+        // Rows' search text is lower-cased already: a pattern without
+        // upper-case letters needs no case folding (cheaper to build and
+        // run); one with them gets it, so `PLAN` still matches.
         match regex::RegexBuilder::new(pattern)
-            .case_insensitive(true)
+            .case_insensitive(pattern.chars().any(char::is_uppercase))
             .size_limit(1 << 20)
             .build()
         {

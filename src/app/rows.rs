@@ -215,8 +215,18 @@ pub struct Snapshot {
     pub agents: Vec<AgentRow>,
     pub tasks: Vec<TaskRow>,
     pub events: Vec<EventRow>,
+    /// Tasks pending (or scheduled), running, and failed (or errored).
+    pub task_counts: TaskCounts,
     /// When it was built.
     pub built: Option<Timestamp>,
+}
+
+/// Tasks by broad phase, for the header (counted once per snapshot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskCounts {
+    pub pending: usize,
+    pub running: usize,
+    pub failed: usize,
 }
 
 /// The objects a snapshot is built from.
@@ -300,11 +310,12 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
         })
         .collect();
 
+    let no_status = crate::crd::AgentTaskStatus::default();
     let mut tasks = Vec::with_capacity(src.tasks.len());
     for t in &src.tasks {
         let ns = t.namespace().unwrap_or_default();
         let name = t.name_any();
-        let st = t.status.clone().unwrap_or_default();
+        let st = t.status.as_ref().unwrap_or(&no_status);
         let created = t.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let claimed = ts(st.claimed_at.as_ref()).or(ts(st.started_at.as_ref()));
         let waited = match (created, claimed) {
@@ -314,10 +325,14 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
         let job_mode = pools_by_name
             .get(&(ns.as_str(), t.spec.pool.as_str()))
             .is_some_and(|p| p.spec.execution_mode == ExecutionMode::Job);
-        let log = if let Some(pod) = job_pods.get(&(
-            ns.as_str(),
-            crate::plan::manifests::label_value(&name).as_str(),
-        )) {
+        let label;
+        let job_pod = if job_mode {
+            label = crate::plan::manifests::label_value(&name);
+            job_pods.get(&(ns.as_str(), label.as_str()))
+        } else {
+            None
+        };
+        let log = if let Some(pod) = job_pod {
             Some(LogSource {
                 namespace: ns.clone(),
                 pod: pod.name_any(),
@@ -666,11 +681,21 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
     agents.sort_by(|a, b| a.key.cmp(&b.key));
     tasks.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
     events.sort_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
+    let mut task_counts = TaskCounts::default();
+    for t in &tasks {
+        match t.phase {
+            TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
+            TaskPhase::Running => task_counts.running += 1,
+            TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
+            TaskPhase::Succeeded | TaskPhase::Cancelled => {}
+        }
+    }
     Snapshot {
         pools,
         agents,
         tasks,
         events,
+        task_counts,
         built: Some(now),
     }
 }

@@ -446,15 +446,8 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ));
         spans.push(Span::raw("  "));
     }
-    let (pend, run, fail) = s
-        .tasks
-        .iter()
-        .fold((0, 0, 0), |(p, r, f), t| match t.phase {
-            TaskPhase::Pending | TaskPhase::Scheduled => (p + 1, r, f),
-            TaskPhase::Running => (p, r + 1, f),
-            TaskPhase::Failed | TaskPhase::Errored => (p, r, f + 1),
-            _ => (p, r, f),
-        });
+    let c = s.task_counts;
+    let (pend, run, fail) = (c.pending, c.running, c.failed);
     spans.push(Span::styled(
         format!("{pend} pending "),
         theme.style(Role::Pending),
