@@ -178,8 +178,10 @@ fn console(cli: &Cli) -> Result<()> {
     let result = rt.block_on(async {
         let (conn, context, demo) = if cli.demo {
             let demo = agentdeck::demo::Demo::start().await?;
-            // Lively health colours in the demo.
+            // Health probed often, so the colours move; idle agents poll
+            // every 30 s, so they count as stale only after that.
             config.health_probe.interval_seconds = 2;
+            config.health_probe.stale_after_seconds = Some(35);
             config.resync_interval_seconds = 10;
             (
                 demo.conn.clone(),
