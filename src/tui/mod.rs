@@ -185,6 +185,23 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut dirty = true;
         let mut last_draw: Option<Instant> = None;
+        // SIGTERM, SIGINT from outside, or SIGHUP (its terminal closed)
+        // end the console cleanly too, stopping what it started.
+        let stop = async {
+            let hangup = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = crate::signal::terminated() => {}
+                _ = hangup => {}
+            }
+        };
+        tokio::pin!(stop);
         loop {
             if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
                 terminal.draw(|f| ui::draw(f, app, theme))?;
@@ -206,6 +223,7 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
                     None => continue,
                 },
                 _ = tick.tick() => Msg::Tick(Timestamp::now()),
+                _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(wait), if dirty => continue,
             };
             let mut pending = vec![msg];
