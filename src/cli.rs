@@ -31,6 +31,14 @@ pub struct Cli {
     /// Start an in-process sandbox with live agents and open the console on it.
     #[arg(long)]
     pub demo: bool,
+    /// Console: watch only — the embedded controller never writes and no
+    /// action keys are bound (for production contexts).
+    #[arg(long, conflicts_with = "daemon")]
+    pub read_only: bool,
+    /// Console: every namespace the user can list (the embedded controller
+    /// then only watches).
+    #[arg(long, short = 'A', conflicts_with = "daemon")]
+    pub all_namespaces: bool,
     #[command(flatten)]
     pub global: GlobalArgs,
     #[command(subcommand)]

@@ -46,6 +46,23 @@ pub enum Error {
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    /// The console's theme does not exist or is invalid.
+    #[error(transparent)]
+    Theme(#[from] crate::ui::theme::ThemeError),
+    /// The console's keymap in the configuration is invalid.
+    #[error("{file}: {source}")]
+    Keymap {
+        /// The configuration file (or "configuration").
+        file: String,
+        #[source]
+        source: crate::app::keymap::KeymapError,
+    },
+    /// The demo cluster could not be set up.
+    #[error(transparent)]
+    Demo(#[from] crate::demo::DemoError),
+    /// The terminal could not be used.
+    #[error("terminal: {0}")]
+    Terminal(#[source] std::io::Error),
     /// Writing to stdout failed.
     #[error("cannot write output: {0}")]
     Output(#[source] std::io::Error),
@@ -64,6 +81,7 @@ impl Error {
             Error::Agent(e) if e.is_user_error() => EXIT_USAGE,
             Error::Ops(e) if e.is_user_error() => EXIT_USAGE,
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
+            Error::Theme(_) | Error::Keymap { .. } => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

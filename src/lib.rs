@@ -3,11 +3,13 @@
 //! self-hosted deployment-agent pools on Kubernetes.
 
 pub mod agent;
+pub mod app;
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod crd;
+pub mod demo;
 pub mod error;
 pub mod health;
 pub mod install;
@@ -17,3 +19,5 @@ pub mod sandbox;
 pub mod server;
 pub mod signal;
 pub mod telemetry;
+pub mod tui;
+pub mod ui;

@@ -125,8 +125,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         None if cli.daemon => daemon(&cli),
-        None if cli.demo => not_built("--demo", "the sandbox demo with live agents"),
-        None => not_built("(console)", "the terminal console"),
+        None => console(&cli),
     }
 }
 
@@ -217,6 +216,105 @@ fn daemon(cli: &Cli) -> Result<()> {
     // Do not wait for stray blocking work: the exit deadline is 5 s.
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
     result
+}
+
+/// `agentdeck` (and `--demo`): the console, embedding the controller.
+fn console(cli: &Cli) -> Result<()> {
+    use agentdeck::app::AppOptions;
+    use agentdeck::app::keymap::Keymap;
+    use agentdeck::ui::theme::{Theme, no_color_env};
+
+    let (mut config, file) = Config::load(&ConfigSources::from_process(cli.global.config.clone()))?;
+    let theme = Theme::load(
+        cli.global.theme.as_deref().unwrap_or(&config.theme),
+        no_color_env(),
+    )?;
+    let keymap = Keymap::with_overrides(&config.keymap).map_err(|source| Error::Keymap {
+        file: file
+            .as_ref()
+            .map_or_else(|| "configuration".to_owned(), |f| f.display().to_string()),
+        source,
+    })?;
+    // The console owns the terminal: logs go to files only, if asked for.
+    let dir = cli
+        .global
+        .log_dir
+        .clone()
+        .or_else(|| config.log.dir.clone());
+    let _logs = match &dir {
+        Some(dir) => Some(agentdeck::telemetry::init_with(
+            agentdeck::telemetry::TelemetryOptions {
+                format: cli.global.log_format.unwrap_or(config.log.format),
+                level: &config.log.level,
+                dir: Some(dir),
+                stderr: false,
+            },
+        )?),
+        None => None,
+    };
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let (conn, context, demo) = if cli.demo {
+            let demo = agentdeck::demo::Demo::start().await?;
+            // Health probed often, so the colours move; idle agents poll
+            // every 30 s, so they count as stale only after that.
+            config.health_probe.interval_seconds = 2;
+            config.health_probe.stale_after_seconds = Some(35);
+            config.resync_interval_seconds = 10;
+            (
+                demo.conn.clone(),
+                "demo (in-process sandbox)".to_owned(),
+                Some(demo),
+            )
+        } else {
+            let conn = agentdeck::cluster::connect(
+                cli.global.context.as_deref(),
+                cli.global.namespace.as_deref(),
+            )
+            .await?;
+            (conn, current_context(cli.global.context.as_deref()), None)
+        };
+        let namespace = if cli.all_namespaces {
+            "(all)".to_owned()
+        } else if config.namespaces.is_empty() {
+            conn.namespace.clone()
+        } else {
+            config.namespaces.join(",")
+        };
+        let setup = agentdeck::tui::ConsoleSetup {
+            conn,
+            config,
+            app: AppOptions {
+                context,
+                namespace,
+                read_only: cli.read_only,
+                keymap,
+                ..AppOptions::default()
+            },
+            theme,
+            all_namespaces: cli.all_namespaces,
+            actions: None,
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let result = agentdeck::tui::run(setup, cancel).await;
+        if let Some(demo) = demo {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(3), demo.stop()).await;
+        }
+        result.map_err(Error::Terminal)
+    });
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
+}
+
+/// The kubeconfig context in use, for the header.
+fn current_context(asked: Option<&str>) -> String {
+    if let Some(c) = asked {
+        return c.to_owned();
+    }
+    kube::config::Kubeconfig::read()
+        .ok()
+        .and_then(|k| k.current_context)
+        .unwrap_or_else(|| "in-cluster".to_owned())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -153,6 +153,62 @@ pub struct ClusterView {
     pub deployments: Store<Deployment>,
     pub jobs: Store<Job>,
     pub health: HealthSamples,
+    /// Bumped on every watch event and health sample, so a reader (the
+    /// console) rebuilds what it shows on change rather than on a timer.
+    pub changes: Changes,
+}
+
+/// A cheap change signal: a counter that every store event and health
+/// sample bumps. Readers [`Changes::subscribe`] and await `changed()`;
+/// a burst of bumps wakes a reader once.
+#[derive(Clone, Debug)]
+pub struct Changes(
+    Arc<tokio::sync::watch::Sender<u64>>,
+    /// Watch failures so far (each is retried with backoff and relists).
+    Arc<std::sync::atomic::AtomicU64>,
+);
+
+impl Default for Changes {
+    fn default() -> Self {
+        Changes(Arc::new(tokio::sync::watch::Sender::new(0)), Arc::default())
+    }
+}
+
+impl Changes {
+    /// Records a failed watch (it retries and lists again).
+    pub fn watch_failed(&self) {
+        self.1.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Watch failures recorded so far.
+    pub fn watch_failures(&self) -> u64 {
+        self.1.load(Ordering::SeqCst)
+    }
+
+    /// Records one change.
+    pub fn bump(&self) {
+        self.0.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver whose `changed()` resolves after the next bump.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.subscribe()
+    }
+
+    /// Changes recorded so far.
+    pub fn count(&self) -> u64 {
+        *self.0.borrow()
+    }
+}
+
+/// How [`start_with`] runs the controller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartOptions {
+    /// Watch and probe only: never compete for the Lease, so nothing is
+    /// ever written (the console's `--read-only`, and `-A`).
+    pub watch_only: bool,
+    /// Watch every namespace the user can list instead of the configured ones.
+    pub all_namespaces: bool,
 }
 
 /// State shared by the reconciler, the prober, the elector and the server.
@@ -301,6 +357,7 @@ fn shared_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     shared_api: WatchHealth,
+    changes: Changes,
     cancel: CancellationToken,
     tasks: &mut JoinSet<()>,
 ) -> (Store<K>, impl Stream<Item = Arc<K>> + Send + 'static)
@@ -327,6 +384,9 @@ where
                 _ = cancel.cancelled() => return,
                 n = stream.next() => n,
             };
+            if matches!(next, Some(Ok(_))) {
+                changes.bump();
+            }
             match next {
                 Some(Ok(watcher::Event::InitDone)) if !listed => {
                     listed = true;
@@ -334,6 +394,7 @@ where
                 }
                 Some(Ok(_)) => shared_api(WatchSignal::Event),
                 Some(Err(e)) => {
+                    changes.watch_failed();
                     tracing::warn!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch failed; retrying with backoff");
                     shared_api(WatchSignal::Failed(&e));
                 }
@@ -370,15 +431,30 @@ fn identity() -> String {
 /// competes for the leader Lease when enabled, probes agents and reconciles
 /// every pool. Must be called inside a tokio runtime.
 pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> ControllerHandle {
+    start_with(conn, config, StartOptions::default(), cancel)
+}
+
+/// [`start`] with options: `watch_only` runs the watches and the prober but
+/// never the leader election, so this controller never leads and never
+/// writes; `all_namespaces` watches every namespace.
+pub fn start_with(
+    conn: Connection,
+    config: &Config,
+    options: StartOptions,
+    cancel: CancellationToken,
+) -> ControllerHandle {
     let client = conn.client.clone();
-    let namespaces: BTreeSet<String> = if config.namespaces.is_empty() {
+    let namespaces: BTreeSet<String> = if options.all_namespaces {
+        BTreeSet::new()
+    } else if config.namespaces.is_empty() {
         BTreeSet::from([conn.namespace.clone()])
     } else {
         config.namespaces.iter().cloned().collect()
     };
     let mut tasks = JoinSet::new();
     let identity = identity();
-    let leader = if config.leader_election.enabled {
+    let elect = config.leader_election.enabled && !options.watch_only;
+    let leader = if options.watch_only || elect {
         LeaderState::default()
     } else {
         LeaderState::always()
@@ -412,11 +488,13 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
             }
         })
     };
+    let changes = Changes::default();
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (pools, pool_stream) = shared_watch(
         namespaced_or_all::<AgentPool>(&client, &namespaces),
         watcher::Config::default(),
         report.clone(),
+        changes.clone(),
         cancel.clone(),
         &mut tasks,
     );
@@ -424,6 +502,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         namespaced_or_all::<AgentTask>(&client, &namespaces),
         watcher::Config::default(),
         report.clone(),
+        changes.clone(),
         cancel.clone(),
         &mut tasks,
     );
@@ -431,6 +510,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         namespaced_or_all::<Pod>(&client, &namespaces),
         managed.clone(),
         report.clone(),
+        changes.clone(),
         cancel.clone(),
         &mut tasks,
     );
@@ -438,6 +518,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         namespaced_or_all::<Deployment>(&client, &namespaces),
         managed.clone(),
         report.clone(),
+        changes.clone(),
         cancel.clone(),
         &mut tasks,
     );
@@ -445,6 +526,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         namespaced_or_all::<Job>(&client, &namespaces),
         managed,
         report,
+        changes.clone(),
         cancel.clone(),
         &mut tasks,
     );
@@ -454,7 +536,8 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         pods,
         deployments,
         jobs,
-        health: HealthSamples::default(),
+        health: HealthSamples::with_changes(changes.clone()),
+        changes,
     };
     let recorder = Recorder::new(
         client.clone(),
@@ -481,7 +564,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
     });
     let _ = cell.set(Arc::downgrade(&shared));
 
-    if config.leader_election.enabled {
+    if elect {
         let api: Api<Lease> = Api::namespaced(client.clone(), &config.controller_namespace);
         tasks.spawn(leader::run(
             api,

@@ -61,10 +61,19 @@ impl AgentSample {
 }
 
 /// The last sample of every agent, by (namespace, pod); cheap to clone.
+/// Every update bumps the cluster view's change signal.
 #[derive(Debug, Clone, Default)]
-pub struct HealthSamples(Arc<RwLock<HashMap<(String, String), AgentSample>>>);
+pub struct HealthSamples(
+    Arc<RwLock<HashMap<(String, String), AgentSample>>>,
+    super::Changes,
+);
 
 impl HealthSamples {
+    /// Samples whose updates bump `changes`.
+    pub fn with_changes(changes: super::Changes) -> HealthSamples {
+        HealthSamples(Arc::default(), changes)
+    }
+
     /// A copy of every sample.
     pub fn snapshot(&self) -> Vec<AgentSample> {
         self.0
@@ -89,6 +98,7 @@ impl HealthSamples {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert((sample.namespace.clone(), sample.pod.clone()), sample);
+        self.1.bump();
     }
 
     /// Keeps samples of `live` pods only, adding a first sighting for new ones.

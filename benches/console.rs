@@ -1,0 +1,396 @@
+//! Console figures (prints them; asserts nothing):
+//!
+//! - frame build + render at 160×48 with 1k / 10k / 100k tasks (TestBackend);
+//! - a filter keystroke (regex and fuzzy) over 10k and 100k rows, through
+//!   `App::update` as the user types, and the snapshot build behind it;
+//! - the real binary under tmux against a sandbox in this process holding
+//!   10k tasks and 1k agent pods: start → first populated list, key press →
+//!   screen changed (p50/p99, read through `capture-pane`), the same with
+//!   2 s of API latency and dropped watches, RSS, and the API requests it
+//!   makes while idle;
+//! - `--demo` start → first full screen.
+//!
+//! ```text
+//! cargo bench --bench console
+//! AGENTDECK_BENCH_QUICK=1 cargo bench --bench console   # in-process figures only
+//! ```
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentdeck::app::rows::{self, Snapshot};
+use agentdeck::app::{App, AppOptions, Msg, fixtures};
+use agentdeck::crd::{AgentPool, AgentTask};
+use agentdeck::health::FreshnessThresholds;
+use agentdeck::sandbox::Sandbox;
+use agentdeck::ui::{self, Theme};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::{Client, CustomResourceExt};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::json;
+
+fn thresholds() -> FreshnessThresholds {
+    FreshnessThresholds {
+        stale_after: Duration::from_secs(20),
+        offline_after: Duration::from_secs(60),
+    }
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[i.min(samples.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn key(c: char) -> Msg {
+    Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn snapshot(tasks: usize) -> (Snapshot, Duration) {
+    let now = fixtures::now();
+    let src = fixtures::sources(now, tasks);
+    let started = Instant::now();
+    let snap = rows::build(&src, now, &thresholds());
+    (snap, started.elapsed())
+}
+
+fn in_process() {
+    println!("== in process (TestBackend, fixture cluster) ==");
+    let theme = Theme::default();
+    for n in [1_000, 10_000, 100_000] {
+        let (snap, built) = snapshot(n);
+        let mut app = App::new(AppOptions::default(), fixtures::now());
+        app.update(Msg::Resize(160, 48));
+        let started = Instant::now();
+        app.update(Msg::Snapshot(Arc::new(snap)));
+        let applied = started.elapsed();
+        app.update(key('3'));
+        let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
+        let mut frames = Vec::new();
+        for i in 0..400 {
+            // Move the selection so each frame differs.
+            app.update(key(if i % 2 == 0 { 'j' } else { 'k' }));
+            let t = Instant::now();
+            term.draw(|f| ui::draw(f, &app, &theme)).expect("draw");
+            frames.push(t.elapsed());
+        }
+        println!(
+            "{n:>7} tasks: frame build+render 160x48 p50 {} p99 {} | snapshot build {} | snapshot applied (sort+filter) {}",
+            ms(percentile(&mut frames, 0.5)),
+            ms(percentile(&mut frames, 0.99)),
+            ms(built),
+            ms(applied),
+        );
+    }
+    for n in [10_000, 100_000] {
+        let (snap, _) = snapshot(n);
+        let snap = Arc::new(snap);
+        for (label, text) in [("regex", "plan-0[0-9]*1 "), ("fuzzy", "-f pln9")] {
+            let mut app = App::new(AppOptions::default(), fixtures::now());
+            app.update(Msg::Resize(160, 48));
+            app.update(Msg::Snapshot(snap.clone()));
+            app.update(key('3'));
+            app.update(key('/'));
+            let mut per_key = Vec::new();
+            for round in 0..5 {
+                for c in text.chars() {
+                    let t = Instant::now();
+                    app.update(key(c));
+                    per_key.push(t.elapsed());
+                }
+                // Clear the input for the next round.
+                for _ in 0..text.len() {
+                    app.update(Msg::Key(KeyEvent::new(
+                        KeyCode::Backspace,
+                        KeyModifiers::NONE,
+                    )));
+                }
+                let _ = round;
+            }
+            println!(
+                "{n:>7} rows: filter keystroke ({label}, as typed) p50 {} p99 {} max {}",
+                ms(percentile(&mut per_key, 0.5)),
+                ms(percentile(&mut per_key, 0.99)),
+                ms(per_key.iter().copied().max().unwrap_or_default()),
+            );
+        }
+    }
+}
+
+struct Tmux(String);
+
+impl Tmux {
+    fn start(cmd: &str, w: u16, h: u16) -> Tmux {
+        let socket = format!("agentdeck-bench-{}", std::process::id());
+        let ok = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "b",
+            ])
+            .args(["-x", &w.to_string(), "-y", &h.to_string(), cmd])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "tmux starts");
+        Tmux(socket)
+    }
+    fn screen(&self) -> String {
+        let o = Command::new("tmux")
+            .args(["-L", &self.0, "capture-pane", "-p", "-t", "b"])
+            .output()
+            .expect("capture");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    fn send(&self, k: &str) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "send-keys", "-t", "b", k])
+            .status();
+    }
+    fn pid(&self) -> Option<u32> {
+        let o = Command::new("tmux")
+            .args(["-L", &self.0, "list-panes", "-t", "b", "-F", "#{pane_pid}"])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+    }
+    /// Polls until `ok`; the time it took, or None after `limit`.
+    fn until(&self, limit: Duration, ok: impl Fn(&str) -> bool) -> Option<Duration> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if ok(&self.screen()) {
+                return Some(started.elapsed());
+            }
+        }
+        None
+    }
+    /// Key press → screen changed, `n` times alternating two views.
+    fn key_latency(&self, n: usize) -> Vec<Duration> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let (k, want) = if i % 2 == 0 {
+                ("3", "Tasks [")
+            } else {
+                ("1", "Pools [")
+            };
+            let t = Instant::now();
+            self.send(k);
+            while !self.screen().contains(want) {
+                if t.elapsed() > Duration::from_secs(10) {
+                    break;
+                }
+            }
+            out.push(t.elapsed());
+        }
+        out
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .status();
+    }
+}
+
+fn rss_mib(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = s
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+async fn fill(client: &Client, tasks: usize, agents: usize) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [AgentPool::crd(), AgentTask::crd()] {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("crd");
+    }
+    let pools: Api<AgentPool> = Api::namespaced(client.clone(), "default");
+    for i in 0..10 {
+        let p: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": format!("pool-{i}")},
+            "spec": {"image": "example.com/sim:1", "minReplicas": 0, "maxReplicas": 0}
+        }))
+        .expect("pool");
+        pools
+            .create(&PostParams::default(), &p)
+            .await
+            .expect("pool");
+    }
+    let task_api: Api<AgentTask> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(0..tasks)
+        .map(|i| {
+            let api = task_api.clone();
+            async move {
+                let t: AgentTask = serde_json::from_value(json!({
+                    "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                    "metadata": {"name": format!("task-{i:06}")},
+                    "spec": {"pool": format!("pool-{}", i % 10), "command": ["true"]}
+                }))
+                .expect("task");
+                api.create(&PostParams::default(), &t).await.expect("task");
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(0..agents)
+        .map(|i| {
+            let api = pod_api.clone();
+            async move {
+                let p: Pod = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("iac-agent-pool-{}-{i:04}", i % 10), "labels": {
+                        "app.kubernetes.io/managed-by": "agentdeck",
+                        "app.kubernetes.io/component": "agent",
+                        "agentdeck.dev/pool": format!("pool-{}", i % 10)}},
+                    "spec": {"containers": [{"name": "agent", "image": "example.com/sim:1"}]}
+                }))
+                .expect("pod");
+                api.create(&PostParams::default(), &p).await.expect("pod");
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+fn binary() -> String {
+    env!("CARGO_BIN_EXE_agentdeck").to_owned()
+}
+
+fn real_binary() {
+    let bin = binary();
+    if !std::path::Path::new(&bin).exists() {
+        println!("(skipping the real-binary figures: build {bin} first: cargo build --release)");
+        return;
+    }
+    println!("== the real binary under tmux ({bin}) ==");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let sb = rt.block_on(Sandbox::start(0, 3)).expect("sandbox");
+    let client = {
+        let _g = rt.enter();
+        sb.client().expect("client")
+    };
+    let filled = Instant::now();
+    rt.block_on(fill(&client, 10_000, 1_000));
+    println!(
+        "(sandbox filled with 10,000 tasks and 1,000 agent pods in {:.1} s)",
+        filled.elapsed().as_secs_f64()
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(&kc, sb.kubeconfig("default")).expect("kubeconfig");
+    let cmd = format!(
+        "env HOME={d} XDG_CONFIG_HOME={d} KUBECONFIG={k} AGENTDECK_LEADER_ELECTION__ENABLED=false {bin}",
+        d = dir.path().display(),
+        k = kc.display()
+    );
+    sb.api().faults.reset_requests();
+    let t = Tmux::start(&cmd, 160, 48);
+    let first = t.until(Duration::from_secs(60), |s| {
+        s.contains("3:tasks 10000") && s.contains("Pools [10/10]")
+    });
+    println!(
+        "start → first populated list (10k tasks): {}",
+        first.map_or_else(|| "not reached in 60 s".into(), ms)
+    );
+    // Let the initial reconciles settle.
+    std::thread::sleep(Duration::from_secs(3));
+    t.send("3");
+    t.until(Duration::from_secs(10), |s| {
+        s.contains("Tasks [10000/10000]")
+    });
+    t.send("1");
+    let mut lat = t.key_latency(60);
+    println!(
+        "key press → screen changed (10k tasks, tmux capture-pane): p50 {} p99 {}",
+        ms(percentile(&mut lat, 0.5)),
+        ms(percentile(&mut lat, 0.99))
+    );
+    if let Some(pid) = t.pid() {
+        println!(
+            "console RSS with 10k tasks and 1k agent pods: {:.1} MiB",
+            rss_mib(pid).unwrap_or(f64::NAN)
+        );
+    }
+    // Idle traffic: what the console asks while nothing changes.
+    sb.api().faults.reset_requests();
+    std::thread::sleep(Duration::from_secs(15));
+    let reqs = sb.api().faults.requests();
+    let lists: u64 = reqs
+        .iter()
+        .filter(|(k, _)| k.starts_with("GET ") && !k.contains("/version"))
+        .map(|(_, v)| v)
+        .sum();
+    let total: u64 = reqs.values().sum();
+    println!(
+        "idle API requests over 15 s: {total} in all, {lists} lists/gets besides /version; by kind: {reqs:?}"
+    );
+    // Slow API: 2 s on every request, watches dropped.
+    sb.api().faults.set_latency(Duration::from_secs(2));
+    sb.api().faults.drop_watches();
+    let mut slow = t.key_latency(60);
+    println!(
+        "key press → screen changed with 2 s API latency and dropped watches: p50 {} p99 {}",
+        ms(percentile(&mut slow, 0.5)),
+        ms(percentile(&mut slow, 0.99))
+    );
+    sb.api().faults.set_latency(Duration::ZERO);
+    drop(t);
+    rt.block_on(sb.stop());
+
+    let cmd = format!(
+        "env HOME={d} XDG_CONFIG_HOME={d} {bin} --demo",
+        d = dir.path().display()
+    );
+    let t = Tmux::start(&cmd, 120, 35);
+    let full = t.until(Duration::from_secs(60), |s| {
+        s.contains("Pools [3/3]")
+            && s.contains("watch synced")
+            && !s.contains("2:agents 0")
+            && !s.contains("3:tasks 0")
+    });
+    println!(
+        "--demo start → first full screen (pools, agents, tasks, synced): {}",
+        full.map_or_else(|| "not reached in 60 s".into(), ms)
+    );
+    t.send("q");
+    std::thread::sleep(Duration::from_secs(2));
+}
+
+fn main() {
+    in_process();
+    if std::env::var_os("AGENTDECK_BENCH_QUICK").is_none() {
+        real_binary();
+    }
+}

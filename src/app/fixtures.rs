@@ -1,0 +1,314 @@
+//! A deterministic cluster for console tests, snapshots and benchmarks:
+//! three pools (one healthy, one with a stuck queue, one job-mode), agents
+//! with each freshness, tasks in every phase and Events — any number of
+//! tasks, all times relative to a given `now`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use serde_json::json;
+
+use super::rows::Sources;
+use crate::controller::AgentSample;
+use crate::crd::{AgentPool, AgentTask};
+use crate::health::{HealthReport, HealthStatus};
+
+/// The namespace of every fixture object.
+pub const NS: &str = "ops";
+
+fn at(now: Timestamp, secs_ago: i64) -> String {
+    (now - SignedDuration::from_secs(secs_ago)).to_string()
+}
+
+fn pool(
+    now: Timestamp,
+    name: &str,
+    spec: serde_json::Value,
+    status: serde_json::Value,
+) -> Arc<AgentPool> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": name, "namespace": NS, "creationTimestamp": at(now, 86_400 * 3),
+                         "labels": {"team": if name == "batch" { "data" } else { "platform" }}},
+            "spec": spec, "status": status
+        }))
+        .expect("fixture pool"),
+    )
+}
+
+/// Phases cycle through this list; every seventh task is Pending.
+const PHASES: &[&str] = &[
+    "Succeeded",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Succeeded",
+    "Running",
+    "Pending",
+    "Succeeded",
+    "Errored",
+    "Cancelled",
+    "Scheduled",
+];
+
+fn task(now: Timestamp, i: usize) -> Arc<AgentTask> {
+    let phase = PHASES[i % PHASES.len()];
+    let pool = match i % 3 {
+        0 => "platform",
+        1 => "legacy",
+        _ => "batch",
+    };
+    // Pending tasks are young (the queue moves) except in the frozen pool.
+    let created = if phase == "Pending" && pool != "legacy" {
+        5 + (i as i64) % 20
+    } else {
+        30 + (i as i64 * 7) % 5000
+    };
+    let agent = match pool {
+        "platform" => format!("iac-agent-platform-7d9f-{}", ["a1", "b2", "c3"][i % 3]),
+        "legacy" => "iac-agent-legacy-55c-x9".to_owned(),
+        _ => format!("plan-{i:05}-job-pod"),
+    };
+    let mut status = json!({"phase": phase, "attempts": 1});
+    if phase != "Pending" {
+        status["agent"] = json!(agent);
+        status["claimedAt"] = json!(at(now, created - 3));
+        status["startedAt"] = json!(at(now, created - 4));
+    }
+    if matches!(phase, "Succeeded" | "Failed" | "Errored" | "Cancelled") {
+        status["finishedAt"] = json!(at(now, created / 2));
+    }
+    status["message"] = json!(match phase {
+        "Failed" => "exited with code 3 after 12s: Error: credentials expired".to_owned(),
+        "Errored" => "pod not running 300s after Job creation: Unschedulable".to_owned(),
+        "Succeeded" => "succeeded in 12.0s".to_owned(),
+        "Running" => format!("claimed by {agent}"),
+        _ => String::new(),
+    });
+    if pool == "batch" {
+        status["job"] = json!(format!("plan-{i:05}-job"));
+    }
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": format!("plan-{i:05}"), "namespace": NS,
+                         "creationTimestamp": at(now, created),
+                         "labels": {"kind": if i.is_multiple_of(2) { "plan" } else { "apply" }}},
+            "spec": {"pool": pool, "command": ["tofu", "plan"]},
+            "status": status
+        }))
+        .expect("fixture task"),
+    )
+}
+
+fn agent_pod(
+    now: Timestamp,
+    name: &str,
+    pool: &str,
+    component: &str,
+    phase: &str,
+    restarts: i32,
+) -> Arc<Pod> {
+    let mut labels = json!({"agentdeck.dev/pool": pool, "app.kubernetes.io/component": component,
+                            "app.kubernetes.io/managed-by": "agentdeck"});
+    if component == "task" {
+        labels["agentdeck.dev/task"] = json!(name.trim_end_matches("-job-pod"));
+    }
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "creationTimestamp": at(now, 7200), "labels": labels},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "agent", "image": "agentdeck:0.1"}]},
+            "status": {"phase": phase,
+                       "conditions": [{"type": "Ready", "status": if phase == "Running" { "True" } else { "False" }}],
+                       "containerStatuses": [{"name": "agent", "ready": true, "restartCount": restarts,
+                                              "image": "agentdeck:0.1", "imageID": ""}]}
+        }))
+        .expect("fixture pod"),
+    )
+}
+
+fn sample(now: Timestamp, pod: &str, pool: &str, idle_secs: i64, skew_secs: i64) -> AgentSample {
+    let received = now - SignedDuration::from_secs(1);
+    AgentSample {
+        namespace: NS.into(),
+        pod: pod.into(),
+        pool: Some(pool.into()),
+        first_seen: now - SignedDuration::from_secs(7200),
+        last_probe: Some(received),
+        last_report: Some((
+            HealthReport {
+                status: HealthStatus::Healthy,
+                current_time: received + SignedDuration::from_secs(skew_secs),
+                last_activity: received - SignedDuration::from_secs(idle_secs)
+                    + SignedDuration::from_secs(skew_secs),
+            },
+            received,
+        )),
+        http_status: Some(200),
+        latency: Some(Duration::from_millis(3)),
+        error: None,
+    }
+}
+
+fn event(
+    now: Timestamp,
+    i: usize,
+    kind: &str,
+    name: &str,
+    reason: &str,
+    warning: bool,
+    msg: &str,
+) -> Arc<Event> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("ev-{i}"), "namespace": NS},
+            "involvedObject": {"kind": kind, "name": name, "namespace": NS},
+            "reason": reason, "message": msg, "type": if warning { "Warning" } else { "Normal" },
+            "count": 1, "lastTimestamp": at(now, 10 + i as i64 * 40)
+        }))
+        .expect("fixture event"),
+    )
+}
+
+/// The fixture cluster with `tasks` tasks, as seen at `now`.
+pub fn sources(now: Timestamp, tasks: usize) -> Sources {
+    let pools = vec![
+        pool(
+            now,
+            "platform",
+            json!({"image": "agentdeck:0.1", "minReplicas": 1, "maxReplicas": 6}),
+            json!({"replicas": 3, "readyReplicas": 3, "desiredReplicas": 3,
+                   "scaleReason": "3 pending tasks need 3 agents", "lastScaleTime": at(now, 300)}),
+        ),
+        pool(
+            now,
+            "legacy",
+            json!({"image": "agentdeck:0.1", "minReplicas": 1, "maxReplicas": 1, "debug": true}),
+            json!({"replicas": 1, "readyReplicas": 0, "desiredReplicas": 1, "frozen": true,
+                   "frozenReason": "release-freeze until Mon 09:00"}),
+        ),
+        pool(
+            now,
+            "batch",
+            json!({"image": "agentdeck:0.1", "executionMode": "job", "minReplicas": 0, "maxReplicas": 20,
+                   "taskDefaults": {"runnerImage": "tofu:1.8"}}),
+            json!({}),
+        ),
+    ];
+    let tasks: Vec<_> = (0..tasks).map(|i| task(now, i)).collect();
+    let mut pods = vec![
+        agent_pod(
+            now,
+            "iac-agent-platform-7d9f-a1",
+            "platform",
+            "agent",
+            "Running",
+            0,
+        ),
+        agent_pod(
+            now,
+            "iac-agent-platform-7d9f-b2",
+            "platform",
+            "agent",
+            "Running",
+            2,
+        ),
+        agent_pod(
+            now,
+            "iac-agent-platform-7d9f-c3",
+            "platform",
+            "agent",
+            "Running",
+            0,
+        ),
+        agent_pod(
+            now,
+            "iac-agent-legacy-55c-x9",
+            "legacy",
+            "agent",
+            "Running",
+            7,
+        ),
+    ];
+    for i in (2..tasks.len().min(12)).step_by(3) {
+        pods.push(agent_pod(
+            now,
+            &format!("plan-{i:05}-job-pod"),
+            "batch",
+            "task",
+            "Running",
+            0,
+        ));
+    }
+    let samples = vec![
+        sample(now, "iac-agent-platform-7d9f-a1", "platform", 2, 0),
+        sample(now, "iac-agent-platform-7d9f-b2", "platform", 30, 0),
+        sample(now, "iac-agent-platform-7d9f-c3", "platform", 3, 45),
+        sample(now, "iac-agent-legacy-55c-x9", "legacy", 400, 0),
+    ];
+    let events = vec![
+        event(
+            now,
+            0,
+            "AgentPool",
+            "platform",
+            "ScaledUp",
+            false,
+            "3 pending tasks need 3 agents: 1 → 3",
+        ),
+        event(
+            now,
+            1,
+            "AgentTask",
+            "plan-00003",
+            "TaskFailed",
+            true,
+            "exited with code 3: \u{1b}[31mcredentials expired\u{1b}[0m",
+        ),
+        event(
+            now,
+            2,
+            "AgentPool",
+            "legacy",
+            "Unclaimed",
+            true,
+            "task plan-00001 waits: PoolFrozen",
+        ),
+        event(
+            now,
+            3,
+            "Pod",
+            "iac-agent-platform-7d9f-b2",
+            "BackOff",
+            true,
+            "Back-off restarting failed container",
+        ),
+        event(
+            now,
+            4,
+            "Pod",
+            "someone-elses-pod",
+            "Pulled",
+            false,
+            "not ours: left out",
+        ),
+    ];
+    Sources {
+        pools,
+        tasks,
+        pods,
+        jobs: Vec::new(),
+        events,
+        samples,
+    }
+}
+
+/// A fixed instant for tests and snapshots.
+pub fn now() -> Timestamp {
+    "2026-11-24T10:00:00Z".parse().expect("a valid timestamp")
+}

@@ -1,0 +1,1424 @@
+//! The console's state and its one entry point, [`App::update`]: a message
+//! in (a key, a tick carrying the time, a snapshot of the cluster, log lines,
+//! an action's outcome), the commands to carry out back. Synchronous, no
+//! I/O and no clock, so key sequences are tested by the commands they emit.
+
+pub mod filter;
+#[doc(hidden)]
+pub mod fixtures;
+pub mod keymap;
+pub mod logs;
+pub mod rows;
+pub mod text;
+pub mod verdict;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use jiff::Timestamp;
+use tui_input::Input;
+use tui_input::backend::crossterm::EventHandler;
+
+use filter::Filter;
+use keymap::{Action, Key, Keymap, Scope};
+use logs::{LogBuffer, LogLine};
+use rows::{LogSource, Row, Snapshot};
+
+/// The tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ViewKind {
+    Pools,
+    Agents,
+    Tasks,
+    Events,
+}
+
+impl ViewKind {
+    pub const ALL: [ViewKind; 4] = [
+        ViewKind::Pools,
+        ViewKind::Agents,
+        ViewKind::Tasks,
+        ViewKind::Events,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewKind::Pools => "pools",
+            ViewKind::Agents => "agents",
+            ViewKind::Tasks => "tasks",
+            ViewKind::Events => "events",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the main area shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Screen {
+    /// A table, optionally narrowed to one pool (drill-down).
+    Table {
+        kind: ViewKind,
+        pool: Option<String>,
+    },
+    /// Logs of a task or pod.
+    Logs {
+        title: String,
+        source: LogSource,
+        previous: bool,
+    },
+    /// YAML of one object.
+    Yaml { object: ObjectKey },
+}
+
+/// One object, for YAML.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    /// `AgentPool`, `AgentTask`, `Pod` or `Event`.
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Who this console is toward the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Its embedded controller holds the Lease and acts.
+    Leader,
+    /// Another controller holds the Lease; actions go through object changes.
+    Observer,
+    /// `--read-only`: watches only, no actions.
+    ReadOnly,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Observer => "observer",
+            Role::ReadOnly => "read-only",
+        }
+    }
+}
+
+/// The state of the watches feeding the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchState {
+    /// Initial lists not all in yet.
+    Syncing,
+    Synced,
+    /// A watch failed lately and is listing again.
+    Resyncing,
+    /// The API cannot be reached: why.
+    Disconnected(String),
+}
+
+/// What the status probe last learnt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterStatus {
+    pub role: Role,
+    pub watch: WatchState,
+    /// Round trip of the last API call.
+    pub latency: Option<Duration>,
+}
+
+/// Something the user asked the cluster to do (carried out by the ops
+/// layer; the console only asks and shows the outcome).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActionRequest {
+    ScalePool {
+        namespace: String,
+        pool: String,
+        min: i32,
+        max: i32,
+    },
+    DrainPool {
+        namespace: String,
+        pool: String,
+        undo: bool,
+    },
+    SetDebugLogs {
+        namespace: String,
+        pool: String,
+        on: bool,
+    },
+    CancelTasks {
+        namespace: String,
+        tasks: Vec<String>,
+    },
+}
+
+impl ActionRequest {
+    /// In words, for toasts.
+    pub fn describe(&self) -> String {
+        match self {
+            ActionRequest::ScalePool { pool, min, max, .. } => {
+                format!("scale pool {pool} to {min}–{max}")
+            }
+            ActionRequest::DrainPool { pool, undo, .. } => {
+                format!("{} pool {pool}", if *undo { "resume" } else { "drain" })
+            }
+            ActionRequest::SetDebugLogs { pool, on, .. } => {
+                format!(
+                    "debug logs {} for pool {pool}",
+                    if *on { "on" } else { "off" }
+                )
+            }
+            ActionRequest::CancelTasks { tasks, .. } => match tasks.as_slice() {
+                [one] => format!("cancel task {one}"),
+                many => format!("cancel {} tasks", many.len()),
+            },
+        }
+    }
+}
+
+/// Which log stream, so lines of an older one are ignored.
+pub type StreamId = u64;
+
+/// I/O the console asks for; carried out off the UI thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Quit,
+    /// Stream (follow) a pod's log; replaces any running stream.
+    StreamLogs {
+        id: StreamId,
+        source: LogSource,
+        previous: bool,
+    },
+    StopLogs,
+    /// The YAML of one object, from the stores.
+    LoadYaml(ObjectKey),
+    /// An action, after confirmation.
+    Action(ActionRequest),
+}
+
+/// Everything that can happen to the console.
+#[derive(Clone, Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    Paste(String),
+    Resize(u16, u16),
+    /// The time now (ages, clock, toast expiry).
+    Tick(Timestamp),
+    Snapshot(Arc<Snapshot>),
+    Status(ClusterStatus),
+    LogLines {
+        id: StreamId,
+        lines: Vec<String>,
+    },
+    LogEnded {
+        id: StreamId,
+        reason: String,
+    },
+    Yaml {
+        object: ObjectKey,
+        text: String,
+    },
+    ActionDone {
+        request: ActionRequest,
+        result: Result<String, String>,
+    },
+}
+
+/// Sort orders.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortKey {
+    /// As built: pools and agents by name, tasks and events newest first.
+    #[default]
+    Natural,
+    Name,
+    Age,
+    Status,
+    Pool,
+}
+
+/// One table's state.
+#[derive(Debug, Default)]
+pub struct TableState {
+    pub filter_text: String,
+    pub filter: Filter,
+    pub sort: SortKey,
+    pub reverse: bool,
+    /// Row indices in sort order.
+    order: Vec<u32>,
+    /// Row indices shown (filtered, in order).
+    pub visible: Vec<u32>,
+    pub selected: usize,
+    pub offset: usize,
+    pub marks: BTreeSet<String>,
+    stale: bool,
+}
+
+/// The log view's state.
+#[derive(Debug)]
+pub struct LogsState {
+    pub id: StreamId,
+    pub buffer: LogBuffer,
+    pub prefix: Option<String>,
+    pub follow: bool,
+    pub wrap: bool,
+    pub timestamps: bool,
+    /// First line shown when not following.
+    pub top: usize,
+    pub search: Option<(String, regex::Regex)>,
+    /// Line of the current match.
+    pub matched: Option<usize>,
+    /// Why the stream ended, if it did.
+    pub ended: Option<String>,
+}
+
+/// The YAML view's state.
+#[derive(Debug, Default)]
+pub struct YamlState {
+    pub lines: Vec<String>,
+    pub top: usize,
+    pub loaded: bool,
+}
+
+/// A one-line input at the bottom (`:` or `/`).
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    Command(Input),
+    Filter(Input),
+}
+
+/// A question before an action.
+#[derive(Debug, Clone)]
+pub struct Dialog {
+    pub title: String,
+    /// What will happen, in words.
+    pub body: Vec<String>,
+    /// Typed value (scale: `min-max`).
+    pub input: Option<Input>,
+    pub request: ActionRequest,
+    /// Error shown under the input.
+    pub error: Option<String>,
+}
+
+/// A short message in the corner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toast {
+    pub text: String,
+    pub error: bool,
+    pub until: Timestamp,
+}
+
+/// How long a toast stays.
+pub const TOAST_FOR: Duration = Duration::from_secs(4);
+
+/// Layout facts shared with `ui`: lines above and below a table's rows.
+pub const HEADER_LINES: u16 = 2;
+pub const FOOTER_LINES: u16 = 1;
+/// Table block borders and column titles.
+pub const TABLE_CHROME: u16 = 3;
+
+/// Rows of a table that fit in a terminal `height` lines high.
+pub fn list_rows(height: u16) -> usize {
+    usize::from(height.saturating_sub(HEADER_LINES + FOOTER_LINES + TABLE_CHROME)).max(1)
+}
+
+/// What the console is started with.
+#[derive(Clone, Debug)]
+pub struct AppOptions {
+    pub context: String,
+    pub namespace: String,
+    pub read_only: bool,
+    pub keymap: Keymap,
+    pub log_capacity: usize,
+}
+
+impl Default for AppOptions {
+    fn default() -> Self {
+        AppOptions {
+            context: String::new(),
+            namespace: String::new(),
+            read_only: false,
+            keymap: Keymap::default(),
+            log_capacity: logs::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+/// Commands of the `:` bar.
+pub const COMMANDS: &[&str] = &[
+    "pools", "agents", "tasks", "events", "help", "quit", "q", "ap", "at", "po", "ev",
+];
+
+/// The console.
+#[derive(Debug)]
+pub struct App {
+    pub opts: AppOptions,
+    pub now: Timestamp,
+    pub size: (u16, u16),
+    pub snapshot: Arc<Snapshot>,
+    pub status: ClusterStatus,
+    pub history: Vec<Screen>,
+    pub at: usize,
+    pub tables: [TableState; 4],
+    pub logs: Option<LogsState>,
+    pub yaml: YamlState,
+    pub prompt: Option<Prompt>,
+    pub command_history: Vec<String>,
+    command_cursor: Option<usize>,
+    pub help: bool,
+    pub dialog: Option<Dialog>,
+    pub toast: Option<Toast>,
+    next_stream: StreamId,
+    matcher: nucleo_matcher::Matcher,
+}
+
+impl App {
+    pub fn new(opts: AppOptions, now: Timestamp) -> App {
+        let role = if opts.read_only {
+            Role::ReadOnly
+        } else {
+            Role::Observer
+        };
+        let mut tables: [TableState; 4] = Default::default();
+        for t in &mut tables {
+            t.stale = true;
+        }
+        App {
+            opts,
+            now,
+            size: (100, 30),
+            snapshot: Arc::default(),
+            status: ClusterStatus {
+                role,
+                watch: WatchState::Syncing,
+                latency: None,
+            },
+            history: vec![Screen::Table {
+                kind: ViewKind::Pools,
+                pool: None,
+            }],
+            at: 0,
+            tables,
+            logs: None,
+            yaml: YamlState::default(),
+            prompt: None,
+            command_history: Vec::new(),
+            command_cursor: None,
+            help: false,
+            dialog: None,
+            toast: None,
+            next_stream: 1,
+            matcher: filter::matcher(),
+        }
+    }
+
+    /// The screen shown.
+    pub fn screen(&self) -> &Screen {
+        &self.history[self.at]
+    }
+
+    /// The table shown, if a table is shown.
+    pub fn table_kind(&self) -> Option<(ViewKind, Option<&str>)> {
+        match self.screen() {
+            Screen::Table { kind, pool } => Some((*kind, pool.as_deref())),
+            _ => None,
+        }
+    }
+
+    pub fn table(&self, kind: ViewKind) -> &TableState {
+        &self.tables[kind.index()]
+    }
+
+    fn scope(&self) -> Scope {
+        match self.screen() {
+            Screen::Table { .. } => Scope::Table,
+            Screen::Logs { .. } => Scope::Logs,
+            Screen::Yaml { .. } => Scope::Global,
+        }
+    }
+
+    /// Rows of a table that fit on screen.
+    pub fn page(&self) -> usize {
+        list_rows(self.size.1)
+    }
+
+    /// Handles one message.
+    pub fn update(&mut self, msg: Msg) -> Vec<Command> {
+        match msg {
+            Msg::Key(k) => self.key(k),
+            Msg::Paste(text) => {
+                if let Some(Prompt::Command(input) | Prompt::Filter(input)) = &mut self.prompt {
+                    for c in text.chars().filter(|c| !c.is_control()) {
+                        input.handle(tui_input::InputRequest::InsertChar(c));
+                    }
+                    self.prompt_changed();
+                }
+                Vec::new()
+            }
+            Msg::Resize(w, h) => {
+                self.size = (w, h);
+                self.clamp_all();
+                Vec::new()
+            }
+            Msg::Tick(now) => {
+                self.now = now;
+                if self.toast.as_ref().is_some_and(|t| t.until <= now) {
+                    self.toast = None;
+                }
+                Vec::new()
+            }
+            Msg::Snapshot(s) => {
+                self.snapshot = s;
+                for t in &mut self.tables {
+                    t.stale = true;
+                }
+                self.refresh_current();
+                Vec::new()
+            }
+            Msg::Status(s) => {
+                self.status = ClusterStatus {
+                    role: if self.opts.read_only {
+                        Role::ReadOnly
+                    } else {
+                        s.role
+                    },
+                    ..s
+                };
+                Vec::new()
+            }
+            Msg::LogLines { id, lines } => {
+                if let Some(l) = self.logs.as_mut().filter(|l| l.id == id) {
+                    for raw in &lines {
+                        if let Some(line) = LogLine::parse(raw, true, l.prefix.as_deref()) {
+                            l.buffer.push(line);
+                        }
+                    }
+                    if !l.follow {
+                        // Keep the same lines in view while older ones are dropped.
+                        l.top = l.top.min(l.buffer.len().saturating_sub(1));
+                    }
+                }
+                Vec::new()
+            }
+            Msg::LogEnded { id, reason } => {
+                if let Some(l) = self.logs.as_mut().filter(|l| l.id == id) {
+                    l.ended = Some(text::clean(&reason));
+                }
+                Vec::new()
+            }
+            Msg::Yaml { object, text } => {
+                if matches!(self.screen(), Screen::Yaml { object: o } if *o == object) {
+                    self.yaml = YamlState {
+                        lines: text.lines().map(text::clean).collect(),
+                        top: 0,
+                        loaded: true,
+                    };
+                }
+                Vec::new()
+            }
+            Msg::ActionDone { request, result } => {
+                match result {
+                    Ok(what) => self.toast(format!("{}: {what}", request.describe()), false),
+                    Err(why) => self.toast(format!("{} failed: {why}", request.describe()), true),
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn toast(&mut self, text: String, error: bool) {
+        self.toast = Some(Toast {
+            text: text::clean(&text),
+            error,
+            until: self.now.checked_add(TOAST_FOR).unwrap_or(self.now),
+        });
+    }
+
+    fn key(&mut self, k: KeyEvent) -> Vec<Command> {
+        if k.kind == crossterm::event::KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl_c {
+            return vec![Command::Quit];
+        }
+        if self.dialog.is_some() {
+            return self.dialog_key(k);
+        }
+        if self.prompt.is_some() {
+            return self.prompt_key(k);
+        }
+        if self.help {
+            self.help = false;
+            return Vec::new();
+        }
+        let key = Key::from_event(&k);
+        let Some(action) = self
+            .opts
+            .keymap
+            .lookup(key, self.scope(), self.opts.read_only)
+        else {
+            return Vec::new();
+        };
+        self.act(action)
+    }
+
+    fn act(&mut self, action: Action) -> Vec<Command> {
+        match action {
+            Action::Quit => vec![Command::Quit],
+            Action::Help => {
+                self.help = true;
+                Vec::new()
+            }
+            Action::Command => {
+                self.prompt = Some(Prompt::Command(Input::default()));
+                self.command_cursor = None;
+                Vec::new()
+            }
+            Action::Filter => {
+                let current = match self.screen() {
+                    Screen::Table { kind, .. } => self.table(*kind).filter_text.clone(),
+                    Screen::Logs { .. } => self
+                        .logs
+                        .as_ref()
+                        .and_then(|l| l.search.as_ref().map(|s| s.0.clone()))
+                        .unwrap_or_default(),
+                    Screen::Yaml { .. } => return Vec::new(),
+                };
+                self.prompt = Some(Prompt::Filter(Input::new(current)));
+                Vec::new()
+            }
+            Action::Back => {
+                if let Some((kind, _)) = self.table_kind()
+                    && !self.table(kind).filter_text.is_empty()
+                {
+                    self.set_filter(kind, String::new());
+                    return Vec::new();
+                }
+                if let Some(l) = self.logs.as_mut().filter(|l| l.search.is_some()) {
+                    l.search = None;
+                    l.matched = None;
+                    return Vec::new();
+                }
+                self.back()
+            }
+            Action::HistoryBack => self.back(),
+            Action::HistoryForward => {
+                if self.at + 1 < self.history.len() {
+                    let from = self.screen().clone();
+                    self.at += 1;
+                    self.entered(&from)
+                } else {
+                    Vec::new()
+                }
+            }
+            Action::Pools => self.go_table(ViewKind::Pools, None),
+            Action::Agents => self.go_table(ViewKind::Agents, self.current_pool()),
+            Action::Tasks => self.go_table(ViewKind::Tasks, self.current_pool()),
+            Action::Events => self.go_table(ViewKind::Events, self.current_pool()),
+            Action::Up => self.move_by(-1),
+            Action::Down => self.move_by(1),
+            Action::PageUp => self.move_by(-(self.page() as i64)),
+            Action::PageDown => self.move_by(self.page() as i64),
+            Action::Top => self.move_by(i64::MIN / 2),
+            Action::Bottom => self.move_by(i64::MAX / 2),
+            Action::Enter => self.enter(),
+            Action::Switch => match self.screen().clone() {
+                Screen::Table {
+                    kind: ViewKind::Tasks,
+                    pool: Some(p),
+                } => self.go_table(ViewKind::Agents, Some(p)),
+                Screen::Table {
+                    kind: ViewKind::Agents,
+                    pool: Some(p),
+                } => self.go_table(ViewKind::Tasks, Some(p)),
+                Screen::Table {
+                    kind: ViewKind::Pools,
+                    ..
+                } => match self.selected_key(ViewKind::Pools) {
+                    Some(_) => {
+                        let pool = self.selected_pool_name();
+                        self.go_table(ViewKind::Agents, pool)
+                    }
+                    None => Vec::new(),
+                },
+                _ => Vec::new(),
+            },
+            Action::Yaml => match self.selected_object() {
+                Some(object) => self.go(Screen::Yaml { object }),
+                None => Vec::new(),
+            },
+            Action::Logs => self.open_logs(false),
+            Action::PreviousLogs => self.open_logs(true),
+            Action::Mark => {
+                if let Some((kind, _)) = self.table_kind()
+                    && let Some(key) = self.selected_key(kind)
+                {
+                    let t = &mut self.tables[kind.index()];
+                    if !t.marks.remove(&key) {
+                        t.marks.insert(key);
+                    }
+                    return self.move_by(1);
+                }
+                Vec::new()
+            }
+            Action::ClearMarks => {
+                if let Some((kind, _)) = self.table_kind() {
+                    self.tables[kind.index()].marks.clear();
+                }
+                Vec::new()
+            }
+            Action::SortName => self.sort(SortKey::Name),
+            Action::SortAge => self.sort(SortKey::Age),
+            Action::SortStatus => self.sort(SortKey::Status),
+            Action::SortPool => self.sort(SortKey::Pool),
+            Action::Scale | Action::Drain | Action::DebugLogs | Action::CancelTask => {
+                self.ask(action);
+                Vec::new()
+            }
+            Action::Follow => {
+                if let Some(l) = &mut self.logs {
+                    l.follow = !l.follow;
+                    if !l.follow {
+                        l.top = l.buffer.len().saturating_sub(self.size.1 as usize);
+                    }
+                }
+                Vec::new()
+            }
+            Action::Wrap => {
+                if let Some(l) = &mut self.logs {
+                    l.wrap = !l.wrap;
+                }
+                Vec::new()
+            }
+            Action::Timestamps => {
+                if let Some(l) = &mut self.logs {
+                    l.timestamps = !l.timestamps;
+                }
+                Vec::new()
+            }
+            Action::SearchNext | Action::SearchPrevious => {
+                self.search_step(action == Action::SearchNext);
+                Vec::new()
+            }
+        }
+    }
+
+    fn current_pool(&self) -> Option<String> {
+        match self.screen() {
+            Screen::Table { pool, .. } => pool.clone(),
+            _ => None,
+        }
+    }
+
+    fn go_table(&mut self, kind: ViewKind, pool: Option<String>) -> Vec<Command> {
+        let pool = if kind == ViewKind::Pools { None } else { pool };
+        self.go(Screen::Table { kind, pool })
+    }
+
+    /// Moves to `screen`, dropping the forward history.
+    fn go(&mut self, screen: Screen) -> Vec<Command> {
+        if *self.screen() == screen {
+            return Vec::new();
+        }
+        let from = self.screen().clone();
+        self.history.truncate(self.at + 1);
+        self.history.push(screen);
+        self.at += 1;
+        // History is for going back a few steps, not a log of the session.
+        if self.history.len() > 50 {
+            self.history.remove(0);
+            self.at -= 1;
+        }
+        self.entered(&from)
+    }
+
+    fn back(&mut self) -> Vec<Command> {
+        if self.at == 0 {
+            return Vec::new();
+        }
+        let from = self.screen().clone();
+        self.at -= 1;
+        self.entered(&from)
+    }
+
+    /// After the screen changed from `from`: start or stop what it needs.
+    fn entered(&mut self, from: &Screen) -> Vec<Command> {
+        let mut out = Vec::new();
+        let to = self.screen().clone();
+        if matches!(from, Screen::Logs { .. }) && from != &to {
+            self.logs = None;
+            out.push(Command::StopLogs);
+        }
+        match to {
+            Screen::Table { kind, .. } => {
+                self.tables[kind.index()].stale = true;
+                self.refresh_current();
+            }
+            Screen::Logs {
+                source, previous, ..
+            } => {
+                if from != self.screen() {
+                    let id = self.next_stream;
+                    self.next_stream += 1;
+                    self.logs = Some(LogsState {
+                        id,
+                        buffer: LogBuffer::with_capacity(self.opts.log_capacity),
+                        prefix: source.prefix.clone(),
+                        follow: true,
+                        wrap: false,
+                        timestamps: false,
+                        top: 0,
+                        search: None,
+                        matched: None,
+                        ended: None,
+                    });
+                    out.push(Command::StreamLogs {
+                        id,
+                        source,
+                        previous,
+                    });
+                }
+            }
+            Screen::Yaml { object } => {
+                self.yaml = YamlState::default();
+                out.push(Command::LoadYaml(object));
+            }
+        }
+        out
+    }
+
+    fn enter(&mut self) -> Vec<Command> {
+        let Some((kind, _)) = self.table_kind() else {
+            return Vec::new();
+        };
+        match kind {
+            ViewKind::Pools => {
+                let pool = self.selected_pool_name();
+                match pool {
+                    Some(p) => self.go_table(ViewKind::Tasks, Some(p)),
+                    None => Vec::new(),
+                }
+            }
+            ViewKind::Tasks | ViewKind::Agents => self.open_logs(false),
+            ViewKind::Events => match self.selected_object() {
+                Some(object) => self.go(Screen::Yaml { object }),
+                None => Vec::new(),
+            },
+        }
+    }
+
+    fn selected_index(&self, kind: ViewKind) -> Option<usize> {
+        let t = self.table(kind);
+        t.visible.get(t.selected).map(|&i| i as usize)
+    }
+
+    fn selected_key(&self, kind: ViewKind) -> Option<String> {
+        let i = self.selected_index(kind)?;
+        let s = &self.snapshot;
+        Some(match kind {
+            ViewKind::Pools => s.pools.get(i)?.key.clone(),
+            ViewKind::Agents => s.agents.get(i)?.key.clone(),
+            ViewKind::Tasks => s.tasks.get(i)?.key.clone(),
+            ViewKind::Events => s.events.get(i)?.key.clone(),
+        })
+    }
+
+    fn selected_pool_name(&self) -> Option<String> {
+        let i = self.selected_index(ViewKind::Pools)?;
+        Some(self.snapshot.pools.get(i)?.name.clone())
+    }
+
+    fn selected_object(&self) -> Option<ObjectKey> {
+        let (kind, _) = self.table_kind()?;
+        let i = self.selected_index(kind)?;
+        let s = &self.snapshot;
+        let (k, ns, name) = match kind {
+            ViewKind::Pools => {
+                let r = s.pools.get(i)?;
+                ("AgentPool", &r.namespace, &r.name)
+            }
+            ViewKind::Agents => {
+                let r = s.agents.get(i)?;
+                ("Pod", &r.namespace, &r.name)
+            }
+            ViewKind::Tasks => {
+                let r = s.tasks.get(i)?;
+                ("AgentTask", &r.namespace, &r.name)
+            }
+            ViewKind::Events => {
+                let r = s.events.get(i)?;
+                let name = r.key.split_once('/').map_or(r.key.as_str(), |(_, n)| n);
+                return Some(ObjectKey {
+                    kind: "Event",
+                    namespace: r.namespace.clone(),
+                    name: name.to_owned(),
+                });
+            }
+        };
+        Some(ObjectKey {
+            kind: k,
+            namespace: ns.clone(),
+            name: name.clone(),
+        })
+    }
+
+    fn open_logs(&mut self, previous: bool) -> Vec<Command> {
+        let Some((kind, _)) = self.table_kind() else {
+            return Vec::new();
+        };
+        let Some(i) = self.selected_index(kind) else {
+            return Vec::new();
+        };
+        let s = self.snapshot.clone();
+        let found = match kind {
+            ViewKind::Tasks => s.tasks.get(i).map(|t| {
+                let title = match &t.log {
+                    Some(src) if src.prefix.is_some() => {
+                        format!("task {} on agent {}", t.name, src.pod)
+                    }
+                    Some(src) => format!(
+                        "task {} — job {} pod {} ({})",
+                        t.name,
+                        t.job.as_deref().unwrap_or("-"),
+                        src.pod,
+                        src.container.as_deref().unwrap_or("all")
+                    ),
+                    None => String::new(),
+                };
+                (t.log.clone(), title, t.phase)
+            }),
+            ViewKind::Agents => s.agents.get(i).map(|a| {
+                (
+                    Some(LogSource {
+                        namespace: a.namespace.clone(),
+                        pod: a.name.clone(),
+                        container: (a.component == "task").then(|| "runner".to_owned()),
+                        prefix: None,
+                    }),
+                    format!("pod {}", a.name),
+                    crate::crd::TaskPhase::Running,
+                )
+            }),
+            _ => None,
+        };
+        match found {
+            Some((Some(source), title, _)) => {
+                let title = if previous {
+                    format!("{title} (previous container)")
+                } else {
+                    title
+                };
+                self.go(Screen::Logs {
+                    title,
+                    source,
+                    previous,
+                })
+            }
+            Some((None, _, phase)) => {
+                self.toast(
+                    format!("no pod to read yet: the task is {}", phase.as_str()),
+                    false,
+                );
+                Vec::new()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn ask(&mut self, action: Action) {
+        let Some((kind, _)) = self.table_kind() else {
+            return;
+        };
+        let s = self.snapshot.clone();
+        let pool = match kind {
+            ViewKind::Pools => self.selected_index(kind).and_then(|i| s.pools.get(i)),
+            _ => None,
+        };
+        let dialog = match (action, pool) {
+            (Action::Scale, Some(p)) => Dialog {
+                title: format!("Scale pool {}", p.name),
+                body: vec![
+                    format!(
+                        "Now {}–{} agents ({} ready, {} busy).",
+                        p.min, p.max, p.ready, p.running
+                    ),
+                    "New bounds as min-max (or one number to pin it):".into(),
+                ],
+                input: Some(Input::new(format!("{}-{}", p.min, p.max))),
+                request: ActionRequest::ScalePool {
+                    namespace: p.namespace.clone(),
+                    pool: p.name.clone(),
+                    min: p.min,
+                    max: p.max,
+                },
+                error: None,
+            },
+            (Action::Drain, Some(p)) => Dialog {
+                title: format!(
+                    "{} pool {}",
+                    if p.draining { "Resume" } else { "Drain" },
+                    p.name
+                ),
+                body: if p.draining {
+                    vec!["Agents claim new tasks again.".into()]
+                } else {
+                    vec![
+                        "No new tasks are claimed; the pool scales to zero once idle.".into(),
+                        format!(
+                            "{} busy agent(s) finish their task first; {} pending task(s) wait.",
+                            p.running, p.pending
+                        ),
+                    ]
+                },
+                input: None,
+                request: ActionRequest::DrainPool {
+                    namespace: p.namespace.clone(),
+                    pool: p.name.clone(),
+                    undo: p.draining,
+                },
+                error: None,
+            },
+            (Action::DebugLogs, Some(p)) => Dialog {
+                title: format!(
+                    "Debug logs {} for pool {}",
+                    if p.debug { "off" } else { "on" },
+                    p.name
+                ),
+                body: vec![format!(
+                    "{} agent(s) switch within a second, without a restart.",
+                    p.ready
+                )],
+                input: None,
+                request: ActionRequest::SetDebugLogs {
+                    namespace: p.namespace.clone(),
+                    pool: p.name.clone(),
+                    on: !p.debug,
+                },
+                error: None,
+            },
+            (Action::CancelTask, _) if kind == ViewKind::Tasks => {
+                let t = self.table(kind);
+                let mut names: Vec<(String, String)> = s
+                    .tasks
+                    .iter()
+                    .filter(|r| t.marks.contains(&r.key) && !r.phase.is_finished())
+                    .map(|r| (r.namespace.clone(), r.name.clone()))
+                    .collect();
+                if names.is_empty()
+                    && let Some(r) = self.selected_index(kind).and_then(|i| s.tasks.get(i))
+                    && !r.phase.is_finished()
+                {
+                    names.push((r.namespace.clone(), r.name.clone()));
+                }
+                let Some((namespace, _)) = names.first().cloned() else {
+                    self.toast("no unfinished task selected or marked".into(), true);
+                    return;
+                };
+                let tasks: Vec<String> = names
+                    .into_iter()
+                    .filter(|(ns, _)| *ns == namespace)
+                    .map(|(_, n)| n)
+                    .collect();
+                let running = s
+                    .tasks
+                    .iter()
+                    .filter(|r| {
+                        r.namespace == namespace
+                            && tasks.contains(&r.name)
+                            && r.phase == crate::crd::TaskPhase::Running
+                    })
+                    .count();
+                Dialog {
+                    title: format!("Cancel {} task(s)", tasks.len()),
+                    body: vec![
+                        tasks.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                        format!("{running} running: their command gets SIGTERM, then SIGKILL."),
+                    ],
+                    input: None,
+                    request: ActionRequest::CancelTasks { namespace, tasks },
+                    error: None,
+                }
+            }
+            _ => {
+                self.toast(
+                    format!(
+                        "{} works on {}",
+                        action.name(),
+                        if action == Action::CancelTask {
+                            "tasks"
+                        } else {
+                            "pools"
+                        }
+                    ),
+                    true,
+                );
+                return;
+            }
+        };
+        self.dialog = Some(dialog);
+    }
+
+    fn dialog_key(&mut self, k: KeyEvent) -> Vec<Command> {
+        let Some(d) = &mut self.dialog else {
+            return Vec::new();
+        };
+        match k.code {
+            KeyCode::Esc => {
+                self.dialog = None;
+                Vec::new()
+            }
+            KeyCode::Char('n') | KeyCode::Char('N') if d.input.is_none() => {
+                self.dialog = None;
+                Vec::new()
+            }
+            KeyCode::Enter | KeyCode::Char('y') | KeyCode::Char('Y')
+                if k.code == KeyCode::Enter || d.input.is_none() =>
+            {
+                let mut request = d.request.clone();
+                if let (Some(input), ActionRequest::ScalePool { min, max, .. }) =
+                    (&d.input, &mut request)
+                {
+                    match parse_bounds(input.value()) {
+                        Ok((lo, hi)) => {
+                            *min = lo;
+                            *max = hi;
+                        }
+                        Err(e) => {
+                            d.error = Some(e);
+                            return Vec::new();
+                        }
+                    }
+                }
+                self.dialog = None;
+                self.toast(format!("{}…", request.describe()), false);
+                vec![Command::Action(request)]
+            }
+            _ => {
+                if let Some(input) = &mut d.input {
+                    input.handle_event(&crossterm::event::Event::Key(k));
+                    d.error = None;
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn prompt_key(&mut self, k: KeyEvent) -> Vec<Command> {
+        let Some(prompt) = &mut self.prompt else {
+            return Vec::new();
+        };
+        match (prompt, k.code) {
+            (_, KeyCode::Esc) => {
+                if let Some(Prompt::Filter(_)) = self.prompt.take() {
+                    // Esc while typing a filter drops it.
+                    match self.screen().clone() {
+                        Screen::Table { kind, .. } => self.set_filter(kind, String::new()),
+                        Screen::Logs { .. } => {
+                            if let Some(l) = &mut self.logs {
+                                l.search = None;
+                                l.matched = None;
+                            }
+                        }
+                        Screen::Yaml { .. } => {}
+                    }
+                }
+                Vec::new()
+            }
+            (Prompt::Command(input), KeyCode::Enter) => {
+                let line = input.value().trim().to_owned();
+                self.prompt = None;
+                self.run_command(&line)
+            }
+            (Prompt::Command(input), KeyCode::Tab | KeyCode::Right) => {
+                if let Some(s) = complete(input.value()) {
+                    *input = Input::new(s.to_owned());
+                }
+                Vec::new()
+            }
+            (Prompt::Command(input), KeyCode::Up | KeyCode::Down) => {
+                if self.command_history.is_empty() {
+                    return Vec::new();
+                }
+                let n = self.command_history.len();
+                let cur = self.command_cursor.unwrap_or(n);
+                let next = if k.code == KeyCode::Up {
+                    cur.saturating_sub(1)
+                } else {
+                    (cur + 1).min(n)
+                };
+                self.command_cursor = Some(next);
+                *input = Input::new(self.command_history.get(next).cloned().unwrap_or_default());
+                Vec::new()
+            }
+            (Prompt::Filter(_), KeyCode::Enter) => {
+                self.prompt = None;
+                if let Screen::Logs { .. } = self.screen() {
+                    self.search_step(true);
+                }
+                Vec::new()
+            }
+            (Prompt::Command(input) | Prompt::Filter(input), _) => {
+                let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+                if ctrl && k.code == KeyCode::Char('u') {
+                    *input = Input::default();
+                } else {
+                    input.handle_event(&crossterm::event::Event::Key(k));
+                }
+                self.prompt_changed();
+                Vec::new()
+            }
+        }
+    }
+
+    /// The filter applies as it is typed.
+    fn prompt_changed(&mut self) {
+        let Some(Prompt::Filter(input)) = &self.prompt else {
+            return;
+        };
+        let text = input.value().to_owned();
+        match self.screen().clone() {
+            Screen::Table { kind, .. } => self.set_filter(kind, text),
+            Screen::Logs { .. } => {
+                if let Some(l) = &mut self.logs {
+                    l.search = regex::RegexBuilder::new(&text)
+                        .case_insensitive(true)
+                        .build()
+                        .ok()
+                        .filter(|_| !text.is_empty())
+                        .map(|re| (text, re));
+                }
+            }
+            Screen::Yaml { .. } => {}
+        }
+    }
+
+    fn run_command(&mut self, line: &str) -> Vec<Command> {
+        if line.is_empty() {
+            return Vec::new();
+        }
+        if self.command_history.last().map(String::as_str) != Some(line) {
+            self.command_history.push(line.to_owned());
+        }
+        let mut words = line.split_whitespace();
+        let cmd = words.next().unwrap_or_default();
+        let arg = words.next().map(str::to_owned);
+        let kind = match cmd {
+            "pools" | "pool" | "ap" | "agentpools" => Some(ViewKind::Pools),
+            "agents" | "agent" | "po" | "pods" => Some(ViewKind::Agents),
+            "tasks" | "task" | "at" | "agenttasks" => Some(ViewKind::Tasks),
+            "events" | "event" | "ev" => Some(ViewKind::Events),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            // `:tasks platform` opens the tasks of pool platform.
+            return self.go_table(kind, arg);
+        }
+        match cmd {
+            "q" | "quit" | "q!" => vec![Command::Quit],
+            "help" => {
+                self.help = true;
+                Vec::new()
+            }
+            other => {
+                self.toast(
+                    format!(
+                        "unknown command :{other}; try {}",
+                        ["pools", "agents", "tasks", "events", "help", "q"]
+                            .map(|c| format!(":{c}"))
+                            .join(" ")
+                    ),
+                    true,
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn set_filter(&mut self, kind: ViewKind, text: String) {
+        let t = &mut self.tables[kind.index()];
+        t.filter = Filter::parse(&text);
+        t.filter_text = text;
+        t.selected = 0;
+        t.offset = 0;
+        self.refilter(kind, false);
+    }
+
+    fn sort(&mut self, key: SortKey) -> Vec<Command> {
+        let Some((kind, _)) = self.table_kind() else {
+            return Vec::new();
+        };
+        let t = &mut self.tables[kind.index()];
+        if t.sort == key {
+            t.reverse = !t.reverse;
+        } else {
+            t.sort = key;
+            t.reverse = false;
+        }
+        self.refilter(kind, true);
+        Vec::new()
+    }
+
+    fn refresh_current(&mut self) {
+        if let Some((kind, _)) = self.table_kind()
+            && self.tables[kind.index()].stale
+        {
+            self.refilter(kind, true);
+        }
+    }
+
+    /// Recomputes a table's order (when `resort`) and visible rows, keeping
+    /// the selected row selected when it is still there.
+    fn refilter(&mut self, kind: ViewKind, resort: bool) {
+        let keep_key = self.selected_key(kind);
+        let pool = match self.screen() {
+            Screen::Table { kind: k, pool } if *k == kind => pool.clone(),
+            _ => None,
+        };
+        let snap = self.snapshot.clone();
+        let t = &mut self.tables[kind.index()];
+        let resort = resort || t.stale || t.order.is_empty();
+        let matcher = &mut self.matcher;
+        macro_rules! run {
+            ($rows:expr) => {{
+                let rows = $rows;
+                if resort {
+                    t.order = sort_order(rows, t.sort, t.reverse);
+                }
+                let keep = |r: &_| pool.as_deref().is_none_or(|p| Row::pool(r) == Some(p));
+                t.visible = t.filter.apply(rows, &t.order, keep, matcher);
+                keep_key.and_then(|k| t.visible.iter().position(|&i| rows[i as usize].key() == k))
+            }};
+        }
+        let found = match kind {
+            ViewKind::Pools => run!(&snap.pools),
+            ViewKind::Agents => run!(&snap.agents),
+            ViewKind::Tasks => run!(&snap.tasks),
+            ViewKind::Events => run!(&snap.events),
+        };
+        t.stale = false;
+        if let Some(i) = found {
+            t.selected = i;
+        }
+        self.clamp(kind);
+    }
+
+    fn clamp_all(&mut self) {
+        for k in ViewKind::ALL {
+            self.clamp(k);
+        }
+    }
+
+    fn clamp(&mut self, kind: ViewKind) {
+        let page = self.page();
+        let t = &mut self.tables[kind.index()];
+        let n = t.visible.len();
+        t.selected = t.selected.min(n.saturating_sub(1));
+        if t.selected < t.offset {
+            t.offset = t.selected;
+        } else if t.selected >= t.offset + page {
+            t.offset = t.selected + 1 - page;
+        }
+        t.offset = t.offset.min(n.saturating_sub(page));
+    }
+
+    fn move_by(&mut self, delta: i64) -> Vec<Command> {
+        match self.screen().clone() {
+            Screen::Table { kind, .. } => {
+                let t = &mut self.tables[kind.index()];
+                let n = t.visible.len() as i64;
+                t.selected = (t.selected as i64 + delta).clamp(0, (n - 1).max(0)) as usize;
+                self.clamp(kind);
+            }
+            Screen::Logs { .. } => {
+                let page = self.size.1 as usize;
+                if let Some(l) = &mut self.logs {
+                    let max = l.buffer.len().saturating_sub(1);
+                    let top = if l.follow {
+                        l.buffer
+                            .len()
+                            .saturating_sub(page.saturating_sub(HEADER_LINES as usize + 3))
+                    } else {
+                        l.top
+                    };
+                    l.follow = false;
+                    l.top = (top as i64 + delta).clamp(0, max as i64) as usize;
+                    if delta > 0 && l.top >= max {
+                        l.follow = true;
+                    }
+                }
+            }
+            Screen::Yaml { .. } => {
+                let max = self.yaml.lines.len().saturating_sub(1) as i64;
+                self.yaml.top = (self.yaml.top as i64 + delta).clamp(0, max.max(0)) as usize;
+            }
+        }
+        Vec::new()
+    }
+
+    fn search_step(&mut self, forward: bool) {
+        let Some(l) = &mut self.logs else { return };
+        let Some((_, re)) = &l.search else { return };
+        let from = l.matched.unwrap_or(if forward {
+            l.top.saturating_sub(1).min(l.buffer.len())
+        } else {
+            l.top
+        });
+        if let Some(i) = l.buffer.find(re, from, forward) {
+            l.matched = Some(i);
+            l.follow = false;
+            l.top = i.saturating_sub(2);
+        } else {
+            let what = l.search.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+            self.toast(format!("no line matches {what:?}"), false);
+        }
+    }
+}
+
+/// The completion of a `:` command prefix.
+pub fn complete(prefix: &str) -> Option<&'static str> {
+    let p = prefix.trim();
+    if p.is_empty() {
+        return None;
+    }
+    COMMANDS
+        .iter()
+        .copied()
+        .find(|c| c.starts_with(p) && c.len() > p.len())
+}
+
+/// `min-max` or `n` (pinned).
+pub fn parse_bounds(s: &str) -> Result<(i32, i32), String> {
+    let bad = || format!("{s:?}: expected min-max (e.g. 1-4) or one number, 0 or more");
+    let num = |t: &str| t.trim().parse::<i32>().ok().filter(|n| *n >= 0);
+    let (lo, hi) = match s.split_once('-') {
+        Some((a, b)) => (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?),
+        None => {
+            let n = num(s).ok_or_else(bad)?;
+            (n, n)
+        }
+    };
+    if lo > hi {
+        return Err(format!("min {lo} is above max {hi}"));
+    }
+    Ok((lo, hi))
+}
+
+fn sort_order<R: Row>(rows: &[R], key: SortKey, reverse: bool) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+    let r = |i: &u32| &rows[*i as usize];
+    match key {
+        SortKey::Natural => {}
+        SortKey::Name => order.sort_by(|a, b| r(a).name().cmp(r(b).name())),
+        // Newest first, as people read ages.
+        SortKey::Age => order.sort_by_key(|i| std::cmp::Reverse(r(i).when())),
+        SortKey::Status => order.sort_by(|a, b| r(a).status().cmp(r(b).status())),
+        SortKey::Pool => order.sort_by(|a, b| r(a).pool().cmp(&r(b).pool())),
+    }
+    if reverse {
+        order.reverse();
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests;

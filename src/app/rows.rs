@@ -1,0 +1,701 @@
+//! Rows: what the console shows, built from the cluster view once per
+//! change (off the UI thread), with strings sanitised and a lower-cased
+//! search text prepared so filtering never touches the objects.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::ResourceExt;
+
+use super::text::clean;
+use super::verdict::{PoolFacts, Verdict, verdict};
+use crate::controller::AgentSample;
+use crate::crd::{
+    AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,
+};
+use crate::health::{Freshness, FreshnessThresholds};
+use crate::plan::manifests::{COMPONENT_AGENT, COMPONENT_TASK};
+
+/// Labels of a row, for `-l` selectors.
+pub type Labels = BTreeMap<String, String>;
+
+/// What every row offers the table machinery.
+pub trait Row {
+    /// Unique within its view (namespace/name).
+    fn key(&self) -> &str;
+    /// The name as shown.
+    fn name(&self) -> &str;
+    /// Lower-cased text of the visible columns, for regex filters.
+    fn search(&self) -> &str;
+    /// Lower-cased name, for fuzzy filters.
+    fn name_lc(&self) -> &str;
+    fn labels(&self) -> &Labels;
+    /// The pool this row belongs to, for drill-down scopes.
+    fn pool(&self) -> Option<&str>;
+    /// When it was created (or last seen, for events), for the age sort.
+    fn when(&self) -> Option<Timestamp>;
+    /// Its status word, for the status sort.
+    fn status(&self) -> &str;
+}
+
+/// One AgentPool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolRow {
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub mode: &'static str,
+    pub ready: i32,
+    pub replicas: i32,
+    pub desired: i32,
+    pub min: i32,
+    pub max: i32,
+    pub pending: i32,
+    pub running: i32,
+    pub frozen: Option<String>,
+    pub draining: bool,
+    pub debug: bool,
+    pub fresh: i32,
+    pub stale: i32,
+    pub offline: i32,
+    pub scale_reason: String,
+    pub last_scale: Option<Timestamp>,
+    pub verdict: Verdict,
+    pub created: Option<Timestamp>,
+    pub labels: Labels,
+    pub search: String,
+    pub name_lc: String,
+}
+
+/// One agent pod (deployment mode) or task pod (job mode).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentRow {
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub pool: String,
+    pub phase: String,
+    pub ready: bool,
+    pub node: String,
+    pub health: Option<Freshness>,
+    pub last_activity: Option<Timestamp>,
+    /// Agent clock minus ours, when it is large enough to matter.
+    pub skew: Option<i64>,
+    pub task: Option<String>,
+    pub restarts: i32,
+    pub created: Option<Timestamp>,
+    /// `agent` or `task`.
+    pub component: &'static str,
+    pub labels: Labels,
+    pub search: String,
+    pub name_lc: String,
+}
+
+/// One AgentTask.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRow {
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub pool: String,
+    pub phase: TaskPhase,
+    pub agent: String,
+    pub attempts: i32,
+    pub created: Option<Timestamp>,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    /// Created → claimed (or now, still waiting: `None` here).
+    pub waited: Option<Duration>,
+    pub message: String,
+    pub job: Option<String>,
+    /// Where its output is: pod, container, and the prefix of its lines in a
+    /// shared agent log.
+    pub log: Option<LogSource>,
+    pub labels: Labels,
+    pub search: String,
+    pub name_lc: String,
+}
+
+/// Where to read a task's or pod's output.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LogSource {
+    pub namespace: String,
+    pub pod: String,
+    pub container: Option<String>,
+    /// Keep only lines starting with this (an agent's `[task] ` prefix), stripped.
+    pub prefix: Option<String>,
+}
+
+/// One Event about our objects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventRow {
+    pub key: String,
+    pub namespace: String,
+    pub warning: bool,
+    pub reason: String,
+    pub object: String,
+    pub pool: Option<String>,
+    pub message: String,
+    pub count: i32,
+    pub last: Option<Timestamp>,
+    pub labels: Labels,
+    pub search: String,
+    pub name_lc: String,
+}
+
+macro_rules! impl_row {
+    ($t:ty, $name:ident, $pool:expr, $when:expr, $status:expr) => {
+        impl Row for $t {
+            fn key(&self) -> &str {
+                &self.key
+            }
+            fn name(&self) -> &str {
+                &self.$name
+            }
+            fn search(&self) -> &str {
+                &self.search
+            }
+            fn name_lc(&self) -> &str {
+                &self.name_lc
+            }
+            fn labels(&self) -> &Labels {
+                &self.labels
+            }
+            fn pool(&self) -> Option<&str> {
+                let f: fn(&Self) -> Option<&str> = $pool;
+                f(self)
+            }
+            fn when(&self) -> Option<Timestamp> {
+                let f: fn(&Self) -> Option<Timestamp> = $when;
+                f(self)
+            }
+            fn status(&self) -> &str {
+                let f: fn(&Self) -> &str = $status;
+                f(self)
+            }
+        }
+    };
+}
+impl_row!(
+    PoolRow,
+    name,
+    |r| Some(r.name.as_str()),
+    |r| r.created,
+    |r| r.verdict.level.as_str()
+);
+impl_row!(
+    AgentRow,
+    name,
+    |r| Some(r.pool.as_str()),
+    |r| r.created,
+    |r| match r.health {
+        Some(h) => h.as_str(),
+        None => r.phase.as_str(),
+    }
+);
+impl_row!(
+    TaskRow,
+    name,
+    |r| Some(r.pool.as_str()),
+    |r| r.created,
+    |r| r.phase.as_str()
+);
+impl_row!(EventRow, object, |r| r.pool.as_deref(), |r| r.last, |r| r
+    .reason
+    .as_str());
+
+/// Everything the console shows at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub pools: Vec<PoolRow>,
+    pub agents: Vec<AgentRow>,
+    pub tasks: Vec<TaskRow>,
+    pub events: Vec<EventRow>,
+    /// Tasks pending (or scheduled), running, and failed (or errored).
+    pub task_counts: TaskCounts,
+    /// When it was built.
+    pub built: Option<Timestamp>,
+}
+
+/// Tasks by broad phase, for the header (counted once per snapshot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskCounts {
+    pub pending: usize,
+    pub running: usize,
+    pub failed: usize,
+}
+
+/// The objects a snapshot is built from.
+#[derive(Default)]
+pub struct Sources {
+    pub pools: Vec<Arc<AgentPool>>,
+    pub tasks: Vec<Arc<AgentTask>>,
+    pub pods: Vec<Arc<Pod>>,
+    pub jobs: Vec<Arc<Job>>,
+    pub events: Vec<Arc<Event>>,
+    pub samples: Vec<AgentSample>,
+}
+
+fn ts(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<Timestamp> {
+    t.map(|t| t.0)
+}
+
+fn lc(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for p in parts {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(p);
+    }
+    s.to_lowercase()
+}
+
+fn since(now: Timestamp, then: Timestamp) -> Duration {
+    let d = now.duration_since(then);
+    if d.is_negative() {
+        Duration::ZERO
+    } else {
+        d.unsigned_abs()
+    }
+}
+
+/// Recent finished tasks per pool counted by the verdict.
+const RECENT_TASKS: usize = 10;
+/// Clock skew shown from this many seconds on.
+const SKEW_SHOWN: i64 = 2;
+
+/// Builds the rows from `src` at `now`.
+pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) -> Snapshot {
+    let samples: HashMap<(&str, &str), &AgentSample> = src
+        .samples
+        .iter()
+        .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
+        .collect();
+
+    // Tasks first: agents show their current task, pools their queue.
+    let mut running_on: HashMap<(&str, &str), &str> = HashMap::new();
+    for t in &src.tasks {
+        if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
+            && st.phase == TaskPhase::Running
+            && let Some(agent) = st.agent.as_deref()
+        {
+            running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
+        }
+    }
+    let job_pods: HashMap<(&str, &str), &Pod> = src
+        .pods
+        .iter()
+        .filter_map(|p| {
+            let ns = p.metadata.namespace.as_deref()?;
+            let task = p.labels().get(LABEL_TASK)?;
+            Some(((ns, task.as_str()), &**p))
+        })
+        .collect();
+    let pools_by_name: HashMap<(&str, &str), &AgentPool> = src
+        .pools
+        .iter()
+        .filter_map(|p| {
+            Some((
+                (
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?,
+                ),
+                &**p,
+            ))
+        })
+        .collect();
+
+    let no_status = crate::crd::AgentTaskStatus::default();
+    let mut tasks = Vec::with_capacity(src.tasks.len());
+    for t in &src.tasks {
+        let ns = t.namespace().unwrap_or_default();
+        let name = t.name_any();
+        let st = t.status.as_ref().unwrap_or(&no_status);
+        let created = t.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let claimed = ts(st.claimed_at.as_ref()).or(ts(st.started_at.as_ref()));
+        let waited = match (created, claimed) {
+            (Some(c), Some(s)) => Some(since(s, c)),
+            _ => None,
+        };
+        let job_mode = pools_by_name
+            .get(&(ns.as_str(), t.spec.pool.as_str()))
+            .is_some_and(|p| p.spec.execution_mode == ExecutionMode::Job);
+        let label;
+        let job_pod = if job_mode {
+            label = crate::plan::manifests::label_value(&name);
+            job_pods.get(&(ns.as_str(), label.as_str()))
+        } else {
+            None
+        };
+        let log = if let Some(pod) = job_pod {
+            Some(LogSource {
+                namespace: ns.clone(),
+                pod: pod.name_any(),
+                container: Some("runner".into()),
+                prefix: None,
+            })
+        } else {
+            st.agent
+                .as_deref()
+                .filter(|_| !job_mode)
+                .map(|agent| LogSource {
+                    namespace: ns.clone(),
+                    pod: agent.to_owned(),
+                    container: None,
+                    prefix: Some(format!("[{name}] ")),
+                })
+        };
+        let agent = clean(st.agent.as_deref().unwrap_or_default());
+        let message = clean(st.message.as_deref().unwrap_or_default());
+        let name = clean(&name);
+        let pool = clean(&t.spec.pool);
+        let search = lc(&[&name, &pool, st.phase.as_str(), &agent, &message]);
+        tasks.push(TaskRow {
+            key: format!("{ns}/{name}"),
+            name_lc: name.to_lowercase(),
+            namespace: ns,
+            name,
+            pool,
+            phase: st.phase,
+            agent,
+            attempts: st.attempts,
+            created,
+            started: ts(st.started_at.as_ref()),
+            finished: ts(st.finished_at.as_ref()),
+            waited,
+            message,
+            job: st.job.clone(),
+            log,
+            labels: t.labels().clone(),
+            search,
+        });
+    }
+
+    // Per pool: queue age and recent outcomes, from the tasks.
+    #[derive(Default)]
+    struct Queue {
+        oldest_pending: Option<Timestamp>,
+        finished: Vec<(Timestamp, bool)>,
+        pending: i32,
+        running: i32,
+    }
+    let mut queues: HashMap<(&str, &str), Queue> = HashMap::new();
+    for t in &tasks {
+        let q = queues.entry((&t.namespace, &t.pool)).or_default();
+        match t.phase {
+            TaskPhase::Pending => q.pending += 1,
+            TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
+            _ => {}
+        }
+        if t.phase == TaskPhase::Pending
+            && let Some(c) = t.created
+        {
+            q.oldest_pending = Some(q.oldest_pending.map_or(c, |o| o.min(c)));
+        }
+        if t.phase.is_finished() {
+            let failed = matches!(t.phase, TaskPhase::Failed | TaskPhase::Errored);
+            q.finished
+                .push((t.finished.or(t.created).unwrap_or(now), failed));
+        }
+    }
+
+    let mut agents = Vec::new();
+    let mut health_counts: HashMap<(&str, &str), (i32, i32, i32)> = HashMap::new();
+    for p in &src.pods {
+        let ns = p.namespace().unwrap_or_default();
+        let name = p.name_any();
+        let labels = p.labels();
+        let component = match labels.get(LABEL_COMPONENT).map(String::as_str) {
+            Some(COMPONENT_AGENT) => COMPONENT_AGENT,
+            Some(COMPONENT_TASK) => COMPONENT_TASK,
+            _ => continue,
+        };
+        let pool = labels.get(LABEL_POOL).cloned().unwrap_or_default();
+        let status = p.status.as_ref();
+        let phase = if p.metadata.deletion_timestamp.is_some() {
+            "Terminating".to_owned()
+        } else {
+            status
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "Pending".into())
+        };
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let restarts = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum());
+        let sample = samples.get(&(ns.as_str(), name.as_str()));
+        let health = (component == COMPONENT_AGENT)
+            .then(|| sample.map(|s| s.freshness(now, thresholds)))
+            .flatten();
+        if let Some(h) = health
+            && phase == "Running"
+        {
+            let c = health_counts
+                .entry((
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    labels.get(LABEL_POOL).map_or("", String::as_str),
+                ))
+                .or_default();
+            match h {
+                Freshness::Fresh => c.0 += 1,
+                Freshness::Stale => c.1 += 1,
+                Freshness::Offline => c.2 += 1,
+            }
+        }
+        let last_activity = sample.and_then(|s| s.last_report.map(|(r, _)| r.last_activity));
+        let skew = sample
+            .and_then(|s| s.clock_skew())
+            .map(|d| d.as_secs())
+            .filter(|s| s.abs() >= SKEW_SHOWN);
+        let task = running_on
+            .get(&(ns.as_str(), name.as_str()))
+            .map(|t| clean(t))
+            .or_else(|| {
+                (component == COMPONENT_TASK)
+                    .then(|| labels.get(LABEL_TASK).map(|t| clean(t)))
+                    .flatten()
+            });
+        let node = clean(
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or_default(),
+        );
+        let name = clean(&name);
+        let pool = clean(&pool);
+        let search = lc(&[
+            &name,
+            &pool,
+            &phase,
+            &node,
+            health.map_or("", Freshness::as_str),
+            task.as_deref().unwrap_or_default(),
+        ]);
+        agents.push(AgentRow {
+            key: format!("{ns}/{name}"),
+            name_lc: name.to_lowercase(),
+            namespace: ns,
+            name,
+            pool,
+            phase,
+            ready,
+            node,
+            health,
+            last_activity,
+            skew,
+            task,
+            restarts,
+            created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            component,
+            labels: labels.clone(),
+            search,
+        });
+    }
+
+    let mut pools = Vec::with_capacity(src.pools.len());
+    for p in &src.pools {
+        let ns = p.namespace().unwrap_or_default();
+        let name = p.name_any();
+        let st = p.status.clone().unwrap_or_default();
+        let job_mode = p.spec.execution_mode == ExecutionMode::Job;
+        let (fresh, stale, offline) = health_counts
+            .get(&(ns.as_str(), name.as_str()))
+            .copied()
+            .unwrap_or((st.health.fresh, st.health.stale, st.health.offline));
+        let queue = queues.get(&(ns.as_str(), name.as_str()));
+        let mut finished = queue.map(|q| q.finished.clone()).unwrap_or_default();
+        finished.sort_by_key(|f| std::cmp::Reverse(f.0));
+        finished.truncate(RECENT_TASKS);
+        let invalid = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Invalid" && c.status == "True")
+            .map(|c| clean(&c.message));
+        let frozen = st
+            .frozen
+            .then(|| clean(st.frozen_reason.as_deref().unwrap_or("frozen")));
+        let pending = queue.map_or(0, |q| q.pending);
+        let running = queue.map_or(0, |q| q.running);
+        let facts = PoolFacts {
+            job_mode,
+            invalid,
+            desired: st.desired_replicas,
+            ready: st.ready_replicas,
+            max: p.spec.max_replicas,
+            pending,
+            running,
+            oldest_pending: queue.and_then(|q| q.oldest_pending).map(|c| since(now, c)),
+            fresh,
+            stale,
+            offline,
+            frozen: frozen.clone(),
+            draining: st.draining || p.spec.drain,
+            recent_failed: finished.iter().filter(|f| f.1).count(),
+            recent_finished: finished.len(),
+        };
+        let verdict = verdict(&facts);
+        let name = clean(&name);
+        let scale_reason = clean(st.scale_reason.as_deref().unwrap_or_default());
+        let search = lc(&[
+            &name,
+            p.spec.execution_mode.as_str(),
+            verdict.level.as_str(),
+            &verdict.reason,
+            &scale_reason,
+        ]);
+        pools.push(PoolRow {
+            key: format!("{ns}/{name}"),
+            name_lc: name.to_lowercase(),
+            namespace: ns,
+            name,
+            mode: p.spec.execution_mode.as_str(),
+            ready: st.ready_replicas,
+            replicas: st.replicas,
+            desired: st.desired_replicas,
+            min: p.spec.min_replicas,
+            max: p.spec.max_replicas,
+            pending,
+            running,
+            frozen,
+            draining: facts.draining,
+            debug: p.spec.debug,
+            fresh,
+            stale,
+            offline,
+            scale_reason,
+            last_scale: ts(st.last_scale_time.as_ref()),
+            verdict,
+            created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            labels: p.labels().clone(),
+            search,
+        });
+    }
+
+    // Events about our objects: pools, tasks, and the managed pods, Jobs,
+    // Deployments and ReplicaSets (named after their pool or task).
+    let task_pool: HashMap<(&str, &str), &str> = src
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            Some((
+                (
+                    t.metadata.namespace.as_deref()?,
+                    t.metadata.name.as_deref()?,
+                ),
+                t.spec.pool.as_str(),
+            ))
+        })
+        .collect();
+    let pod_pool: HashMap<(&str, &str), &str> = src
+        .pods
+        .iter()
+        .filter_map(|p| {
+            Some((
+                (
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?,
+                ),
+                p.metadata.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
+            ))
+        })
+        .collect();
+    let job_pool: HashMap<(&str, &str), &str> = src
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            Some((
+                (
+                    j.metadata.namespace.as_deref()?,
+                    j.metadata.name.as_deref()?,
+                ),
+                j.metadata.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
+            ))
+        })
+        .collect();
+    let mut events = Vec::new();
+    for e in &src.events {
+        let ns = e.metadata.namespace.clone().unwrap_or_default();
+        let o = &e.involved_object;
+        let kind = o.kind.as_deref().unwrap_or_default();
+        let oname = o.name.as_deref().unwrap_or_default();
+        let key = (ns.as_str(), oname);
+        let pool = match kind {
+            "AgentPool" => pools_by_name
+                .contains_key(&key)
+                .then_some(oname)
+                .or(Some(oname)),
+            "AgentTask" => task_pool.get(&key).copied(),
+            "Pod" => pod_pool.get(&key).copied(),
+            "Job" => job_pool.get(&key).copied(),
+            "Deployment" | "ReplicaSet" => oname.strip_prefix("iac-agent-").and_then(|rest| {
+                pools_by_name
+                    .keys()
+                    .filter(|(pns, _)| *pns == ns)
+                    .map(|(_, n)| *n)
+                    .filter(|n| rest == *n || rest.starts_with(&format!("{n}-")))
+                    .max_by_key(|n| n.len())
+            }),
+            _ => None,
+        };
+        let Some(pool) = pool else { continue };
+        let object = clean(&format!("{}/{}", kind.to_lowercase(), oname));
+        let reason = clean(e.reason.as_deref().unwrap_or_default());
+        let message = clean(e.message.as_deref().unwrap_or_default());
+        let last = e
+            .last_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .or_else(|| e.event_time.as_ref().map(|t| t.0))
+            .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        let warning = e.type_.as_deref() == Some("Warning");
+        let search = lc(&[
+            if warning { "warning" } else { "normal" },
+            &reason,
+            &object,
+            &message,
+        ]);
+        events.push(EventRow {
+            key: format!("{ns}/{}", e.metadata.name.as_deref().unwrap_or_default()),
+            name_lc: object.to_lowercase(),
+            namespace: ns,
+            warning,
+            reason,
+            object,
+            pool: Some(clean(pool)),
+            message,
+            count: e.count.unwrap_or(1),
+            last,
+            labels: Labels::new(),
+            search,
+        });
+    }
+
+    pools.sort_by(|a, b| a.key.cmp(&b.key));
+    agents.sort_by(|a, b| a.key.cmp(&b.key));
+    tasks.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
+    events.sort_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
+    let mut task_counts = TaskCounts::default();
+    for t in &tasks {
+        match t.phase {
+            TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
+            TaskPhase::Running => task_counts.running += 1,
+            TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
+            TaskPhase::Succeeded | TaskPhase::Cancelled => {}
+        }
+    }
+    Snapshot {
+        pools,
+        agents,
+        tasks,
+        events,
+        task_counts,
+        built: Some(now),
+    }
+}

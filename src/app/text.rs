@@ -1,0 +1,140 @@
+//! Text from the cluster made safe to draw: names, messages and log lines
+//! can carry escape sequences that would move the cursor, change colours or
+//! retitle the terminal. They are removed once, when rows are built.
+
+use std::borrow::Cow;
+
+/// `s` without control characters and terminal escape sequences (CSI, OSC,
+/// and two-character escapes); a tab becomes one space.
+pub fn sanitize(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control()) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\t' => out.push(' '),
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC / DCS / APC / PM: up to BEL or ESC \.
+                Some(']' | 'P' | '_' | '^') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            // C1 CSI (U+009B) has parameters like ESC [.
+            '\u{9b}' => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`sanitize`] into an owned string.
+pub fn clean(s: &str) -> String {
+    sanitize(s).into_owned()
+}
+
+/// A JSON log line (`{"level":…,"msg":…,…}`) as `LEVEL msg key=value …`;
+/// any other line unchanged.
+pub fn readable_json(line: &str) -> Option<String> {
+    let t = line.trim_start();
+    if !t.starts_with('{') {
+        return None;
+    }
+    let serde_json::Value::Object(map) = serde_json::from_str::<serde_json::Value>(t).ok()? else {
+        return None;
+    };
+    let pick = |keys: &[&'static str]| -> Option<(&'static str, String)> {
+        keys.iter()
+            .find_map(|k| map.get(*k).map(|v| (*k, v)))
+            .map(|(k, v)| (k, v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+    };
+    let level = pick(&["level", "lvl", "severity"]);
+    let msg = pick(&["msg", "message"]);
+    let time_keys = ["time", "ts", "timestamp"];
+    let mut out = String::new();
+    if let Some((_, l)) = &level {
+        out.push_str(&l.to_uppercase());
+        out.push(' ');
+    }
+    if let Some((_, m)) = &msg {
+        out.push_str(m);
+    }
+    for (k, v) in &map {
+        if level.as_ref().is_some_and(|(lk, _)| lk == k)
+            || msg.as_ref().is_some_and(|(mk, _)| mk == k)
+            || time_keys.contains(&k.as_str())
+        {
+            continue;
+        }
+        let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(k);
+        out.push('=');
+        out.push_str(&v);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_and_controls_are_removed() {
+        let cases = [
+            ("plain", "plain"),
+            ("red \u{1b}[31mtext\u{1b}[0m", "red text"),
+            ("title \u{1b}]0;pwned\u{7}after", "title after"),
+            ("osc st \u{1b}]8;;http://x\u{1b}\\link", "osc st link"),
+            ("bell\u{7} and nul\u{0}", "bell and nul"),
+            ("tab\there", "tab here"),
+            ("cr\rlf\n", "crlf"),
+            ("c1 \u{9b}2Jcsi", "c1 csi"),
+            ("cursor \u{1b}[10;20Hmove", "cursor move"),
+            ("ünïcødé ✓", "ünïcødé ✓"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sanitize(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn json_log_lines_read_as_level_message_and_fields() {
+        assert_eq!(
+            readable_json(r#"{"level":"info","msg":"applied","resources":3,"time":"x"}"#)
+                .as_deref(),
+            Some("INFO applied resources=3")
+        );
+        assert_eq!(readable_json("not json {"), None);
+        assert_eq!(readable_json("[1,2]"), None);
+    }
+}

@@ -1,0 +1,598 @@
+//! The terminal and the event loop: crossterm events, a clock tick, a
+//! render throttle (at most 60 frames a second, and none when nothing
+//! changed), and messages from the background tasks that feed the app —
+//! the snapshot builder (woken by the cluster view's change signal), the
+//! status probe, the log streamer, the YAML loader and the action runner.
+//! The terminal is restored on every exit path, panics included
+//! (`ratatui::try_init` installs the hook).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event as TermEvent, EventStream};
+use futures::{AsyncBufReadExt, StreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::LogParams;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::rows::{LogSource, Sources, build};
+use crate::app::{
+    ActionRequest, App, AppOptions, ClusterStatus, Command, Msg, ObjectKey, Role, StreamId,
+    WatchState,
+};
+use crate::cluster::Connection;
+use crate::config::Config;
+use crate::controller::{self, ClusterView, ControllerHandle, StartOptions};
+use crate::health::FreshnessThresholds;
+use crate::ui::{self, Theme};
+
+/// Carries out an action the user confirmed; `Ok` is the outcome in words.
+pub type ActionFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+/// The action layer the console calls (the ops module plugs in here).
+pub type ActionRunner = Arc<dyn Fn(Client, ActionRequest) -> ActionFuture + Send + Sync>;
+
+/// What the console runs with.
+pub struct ConsoleSetup {
+    pub conn: Connection,
+    pub config: Config,
+    pub app: AppOptions,
+    pub theme: Theme,
+    pub all_namespaces: bool,
+    /// `None`: actions answer that they are not available in this build.
+    pub actions: Option<ActionRunner>,
+}
+
+/// Shortest time between two frames (60 fps).
+pub const FRAME: Duration = Duration::from_millis(16);
+/// Shortest time between two snapshots; longer when building one is slow.
+pub const SNAPSHOT_GAP: Duration = Duration::from_millis(100);
+
+/// Opens the console and runs it until the user quits (or `cancel`).
+pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Result<()> {
+    let read_only = setup.app.read_only;
+    let handle = Arc::new(controller::start_with(
+        setup.conn.clone(),
+        &setup.config,
+        StartOptions {
+            watch_only: read_only || setup.all_namespaces,
+            all_namespaces: setup.all_namespaces,
+        },
+        cancel.clone(),
+    ));
+    let workers = Workers::start(&setup, handle.clone(), cancel.clone());
+    let mut app = App::new(setup.app, Timestamp::now());
+    let result = ui_loop(&mut app, &setup.theme, workers).await;
+    cancel.cancel();
+    // The terminal is back already; do not hold the user up for long.
+    let _ = tokio::time::timeout(Duration::from_secs(2), handle.join()).await;
+    result
+}
+
+/// The background tasks and the channels to them.
+pub struct Workers {
+    /// Messages for the app.
+    pub rx: mpsc::Receiver<Msg>,
+    logs: watch::Sender<Option<(StreamId, LogSource, bool)>>,
+    yaml: mpsc::Sender<ObjectKey>,
+    actions: mpsc::Sender<ActionRequest>,
+}
+
+impl Workers {
+    /// Starts the snapshot builder, status probe, log streamer, YAML loader
+    /// and action runner over the controller's view.
+    pub fn start(
+        setup: &ConsoleSetup,
+        handle: Arc<ControllerHandle>,
+        cancel: CancellationToken,
+    ) -> Workers {
+        let (tx, rx) = mpsc::channel(256);
+        let client = setup.conn.client.clone();
+        let view = handle.view();
+        let events = watch_events(
+            &setup.conn,
+            setup.all_namespaces,
+            &setup.config,
+            view.changes.clone(),
+            cancel.clone(),
+        );
+        let thresholds = controller::prober::thresholds(&setup.config.health_probe);
+        tokio::spawn(snapshots(
+            view.clone(),
+            events.clone(),
+            thresholds,
+            tx.clone(),
+            cancel.clone(),
+        ));
+        tokio::spawn(status(
+            client.clone(),
+            handle,
+            setup.app.read_only,
+            tx.clone(),
+            cancel.clone(),
+        ));
+        let (logs, logs_rx) = watch::channel(None);
+        tokio::spawn(log_streamer(
+            client.clone(),
+            logs_rx,
+            setup.app.log_capacity,
+            tx.clone(),
+            cancel.clone(),
+        ));
+        let (yaml, yaml_rx) = mpsc::channel(4);
+        tokio::spawn(yaml_loader(
+            view,
+            events,
+            yaml_rx,
+            tx.clone(),
+            cancel.clone(),
+        ));
+        let (actions, actions_rx) = mpsc::channel(8);
+        tokio::spawn(action_runner(
+            client,
+            setup.actions.clone(),
+            actions_rx,
+            tx,
+            cancel,
+        ));
+        Workers {
+            rx,
+            logs,
+            yaml,
+            actions,
+        }
+    }
+
+    /// Hands a command to its worker; `false` for Quit.
+    pub fn dispatch(&self, cmd: Command) -> bool {
+        match cmd {
+            Command::Quit => return false,
+            Command::StreamLogs {
+                id,
+                source,
+                previous,
+            } => {
+                let _ = self.logs.send(Some((id, source, previous)));
+            }
+            Command::StopLogs => {
+                let _ = self.logs.send(None);
+            }
+            // Newest wins: a full queue means the user already moved on.
+            Command::LoadYaml(key) => {
+                let _ = self.yaml.try_send(key);
+            }
+            Command::Action(req) => {
+                let _ = self.actions.try_send(req);
+            }
+        }
+        true
+    }
+}
+
+async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    let result = async {
+        let size = terminal.size()?;
+        app.update(Msg::Resize(size.width, size.height));
+        let mut events = EventStream::new();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut dirty = true;
+        let mut last_draw: Option<Instant> = None;
+        // SIGTERM, SIGINT from outside, or SIGHUP (its terminal closed)
+        // end the console cleanly too, stopping what it started.
+        let stop = async {
+            let hangup = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = crate::signal::terminated() => {}
+                _ = hangup => {}
+            }
+        };
+        tokio::pin!(stop);
+        loop {
+            if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+                terminal.draw(|f| ui::draw(f, app, theme))?;
+                last_draw = Some(Instant::now());
+                dirty = false;
+            }
+            let wait = last_draw.map_or(Duration::ZERO, |t| FRAME.saturating_sub(t.elapsed()));
+            let msg = tokio::select! {
+                ev = events.next() => match ev {
+                    Some(Ok(TermEvent::Key(k))) => Msg::Key(k),
+                    Some(Ok(TermEvent::Resize(w, h))) => Msg::Resize(w, h),
+                    Some(Ok(TermEvent::Paste(p))) => Msg::Paste(p),
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return Err(e),
+                    None => return Ok(()),
+                },
+                m = workers.rx.recv() => match m {
+                    Some(m) => m,
+                    None => continue,
+                },
+                _ = tick.tick() => Msg::Tick(Timestamp::now()),
+                _ = &mut stop => return Ok(()),
+                _ = tokio::time::sleep(wait), if dirty => continue,
+            };
+            let mut pending = vec![msg];
+            // Take whatever else is ready before drawing once.
+            while pending.len() < 64 {
+                match workers.rx.try_recv() {
+                    Ok(m) => pending.push(m),
+                    Err(_) => break,
+                }
+            }
+            for m in pending {
+                if let Msg::Resize(..) = m {
+                    terminal.autoresize()?;
+                }
+                for cmd in app.update(m) {
+                    if !workers.dispatch(cmd) {
+                        return Ok(());
+                    }
+                }
+            }
+            dirty = true;
+        }
+    }
+    .await;
+    ratatui::restore();
+    result
+}
+
+/// A reflector of Events in the watched namespaces, bumping `changes`.
+fn watch_events(
+    conn: &Connection,
+    all: bool,
+    config: &Config,
+    changes: controller::Changes,
+    cancel: CancellationToken,
+) -> Store<Event> {
+    let api: Api<Event> = if all || config.namespaces.len() > 1 {
+        Api::all(conn.client.clone())
+    } else {
+        let ns = config.namespaces.first().unwrap_or(&conn.namespace);
+        Api::namespaced(conn.client.clone(), ns)
+    };
+    let (reader, writer) = reflector::store::<Event>();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|e| e.meta_mut().managed_fields = None)
+        .reflect(writer);
+    tokio::spawn(async move {
+        tokio::pin!(stream);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                n = stream.next() => match n {
+                    Some(Ok(_)) => changes.bump(),
+                    Some(Err(e)) => tracing::debug!(error = %e, "event watch failed; retrying"),
+                    None => return,
+                }
+            }
+        }
+    });
+    reader
+}
+
+/// Rebuilds the rows whenever the view changes (not on a timer), at most
+/// every [`SNAPSHOT_GAP`] or twice the time the last build took.
+async fn snapshots(
+    view: ClusterView,
+    events: Store<Event>,
+    thresholds: FreshnessThresholds,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    let mut changes = view.changes.subscribe();
+    loop {
+        let started = Instant::now();
+        let src = sources(&view, &events);
+        let now = Timestamp::now();
+        let Ok(snap) = tokio::task::spawn_blocking(move || build(&src, now, &thresholds)).await
+        else {
+            return;
+        };
+        if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
+            return;
+        }
+        let gap = SNAPSHOT_GAP.max(started.elapsed() * 2);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(gap) => {}
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = changes.changed() => if r.is_err() { return },
+        }
+    }
+}
+
+/// The objects of the view, as they are now.
+pub fn sources(view: &ClusterView, events: &Store<Event>) -> Sources {
+    Sources {
+        pools: view.pools.state(),
+        tasks: view.tasks.state(),
+        pods: view.pods.state(),
+        jobs: view.jobs.state(),
+        events: events.state(),
+        samples: view.health.snapshot(),
+    }
+}
+
+/// How often the API is asked for its version (latency, reachability).
+const STATUS_EVERY: Duration = Duration::from_secs(3);
+
+async fn status(
+    client: Client,
+    handle: Arc<ControllerHandle>,
+    read_only: bool,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    let leader = handle.leader();
+    let changes = handle.view().changes;
+    let mut last: Option<Result<Duration, String>> = None;
+    let mut failures = changes.watch_failures();
+    loop {
+        let now_failures = changes.watch_failures();
+        let resyncing = now_failures != failures;
+        failures = now_failures;
+        let role = if read_only {
+            Role::ReadOnly
+        } else if leader.is_leader() {
+            Role::Leader
+        } else {
+            Role::Observer
+        };
+        let watch = match &last {
+            Some(Err(why)) => WatchState::Disconnected(why.clone()),
+            _ if resyncing => WatchState::Resyncing,
+            _ if handle.is_synced() => WatchState::Synced,
+            _ => WatchState::Syncing,
+        };
+        let latency = last.as_ref().and_then(|r| r.as_ref().ok().copied());
+        if tx
+            .send(Msg::Status(ClusterStatus {
+                role,
+                watch,
+                latency,
+            }))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let every = if matches!(last, Some(Ok(_))) && handle.is_synced() && !resyncing {
+            STATUS_EVERY
+        } else {
+            Duration::from_millis(500)
+        };
+        let ask = async {
+            let started = Instant::now();
+            match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+                Ok(Ok(_)) => Ok(started.elapsed()),
+                Ok(Err(e)) => Err(root_cause(&e)),
+                Err(_) => Err("the API did not answer within 10s".to_owned()),
+            }
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = leader.changed() => continue,
+            r = async { tokio::time::sleep(every).await; ask.await } => last = Some(r),
+        }
+    }
+}
+
+/// The innermost cause of an error, which says what actually went wrong.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    let text = cur.to_string();
+    if text.is_empty() { e.to_string() } else { text }
+}
+
+/// Lines batched per message, and how long a partial batch may wait.
+const LOG_BATCH: usize = 512;
+const LOG_FLUSH: Duration = Duration::from_millis(40);
+
+async fn log_streamer(
+    client: Client,
+    mut rx: watch::Receiver<Option<(StreamId, LogSource, bool)>>,
+    capacity: usize,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    let mut current: Option<tokio::task::JoinHandle<()>> = None;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            r = rx.changed() => if r.is_err() { break },
+        }
+        if let Some(h) = current.take() {
+            h.abort();
+        }
+        let req = rx.borrow_and_update().clone();
+        if let Some((id, source, previous)) = req {
+            current = Some(tokio::spawn(stream_logs(
+                client.clone(),
+                id,
+                source,
+                previous,
+                capacity,
+                tx.clone(),
+            )));
+        }
+    }
+    if let Some(h) = current {
+        h.abort();
+    }
+}
+
+async fn stream_logs(
+    client: Client,
+    id: StreamId,
+    source: LogSource,
+    previous: bool,
+    capacity: usize,
+    tx: mpsc::Sender<Msg>,
+) {
+    let pods: Api<Pod> = Api::namespaced(client, &source.namespace);
+    // An agent's log mixes its tasks: read further back to find this one's.
+    let tail = if source.prefix.is_some() {
+        capacity * 10
+    } else {
+        capacity
+    };
+    let params = LogParams {
+        container: source.container.clone(),
+        follow: !previous,
+        previous,
+        timestamps: true,
+        tail_lines: Some(i64::try_from(tail).unwrap_or(i64::MAX)),
+        ..LogParams::default()
+    };
+    let reader = match pods.log_stream(&source.pod, &params).await {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = match &e {
+                kube::Error::Api(s) => {
+                    format!("cannot read the log of pod {}: {}", source.pod, s.message)
+                }
+                other => format!(
+                    "cannot read the log of pod {}: {}",
+                    source.pod,
+                    root_cause(other)
+                ),
+            };
+            let _ = tx.send(Msg::LogEnded { id, reason }).await;
+            return;
+        }
+    };
+    let mut lines = reader.lines();
+    let mut batch = Vec::new();
+    let mut deadline: Option<tokio::time::Instant> = None;
+    loop {
+        let flush_at =
+            deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            line = lines.next() => match line {
+                Some(Ok(l)) => {
+                    batch.push(l);
+                    deadline.get_or_insert_with(|| tokio::time::Instant::now() + LOG_FLUSH);
+                    if batch.len() >= LOG_BATCH {
+                        deadline = None;
+                        if tx.send(Msg::LogLines { id, lines: std::mem::take(&mut batch) }).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    let _ = tx.send(Msg::LogLines { id, lines: std::mem::take(&mut batch) }).await;
+                    let _ = tx.send(Msg::LogEnded { id, reason: format!("log stream failed: {e}") }).await;
+                    return;
+                }
+                None => {
+                    let _ = tx.send(Msg::LogLines { id, lines: std::mem::take(&mut batch) }).await;
+                    let reason = if previous { "end of the previous container's log" } else { "the container ended; end of log" };
+                    let _ = tx.send(Msg::LogEnded { id, reason: reason.into() }).await;
+                    return;
+                }
+            },
+            _ = tokio::time::sleep_until(flush_at), if deadline.is_some() => {
+                deadline = None;
+                if tx.send(Msg::LogLines { id, lines: std::mem::take(&mut batch) }).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn yaml_loader(
+    view: ClusterView,
+    events: Store<Event>,
+    mut rx: mpsc::Receiver<ObjectKey>,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let key = tokio::select! {
+            _ = cancel.cancelled() => return,
+            k = rx.recv() => match k { Some(k) => k, None => return },
+        };
+        let text = yaml_of(&view, &events, &key);
+        if tx.send(Msg::Yaml { object: key, text }).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn find<K>(store: &Store<K>, key: &ObjectKey) -> Option<serde_json::Value>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::Serialize + 'static,
+{
+    let r = reflector::ObjectRef::<K>::new(&key.name).within(&key.namespace);
+    store.get(&r).and_then(|o| serde_json::to_value(&*o).ok())
+}
+
+/// The object as YAML, managedFields stripped; read from the stores.
+pub fn yaml_of(view: &ClusterView, events: &Store<Event>, key: &ObjectKey) -> String {
+    let value = match key.kind {
+        "AgentPool" => find(&view.pools, key),
+        "AgentTask" => find(&view.tasks, key),
+        "Pod" => find(&view.pods, key),
+        "Event" => find(events, key),
+        _ => None,
+    };
+    let Some(mut value) = value else {
+        return format!("# {} {}/{} is gone", key.kind, key.namespace, key.name);
+    };
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
+    serde_saphyr::to_string(&value).unwrap_or_else(|e| format!("# cannot render: {e}"))
+}
+
+async fn action_runner(
+    client: Client,
+    runner: Option<ActionRunner>,
+    mut rx: mpsc::Receiver<ActionRequest>,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let req = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = rx.recv() => match r { Some(r) => r, None => return },
+        };
+        let result = match &runner {
+            Some(run) => run(client.clone(), req.clone()).await,
+            None => Err("actions are not available in this build yet".to_owned()),
+        };
+        if tx
+            .send(Msg::ActionDone {
+                request: req,
+                result,
+            })
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}

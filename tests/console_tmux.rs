@@ -1,0 +1,442 @@
+//! The real binary's console under tmux: keys sent with `send-keys`, the
+//! screen read with `capture-pane`, every expectation awaited with a
+//! deadline. Each test runs its own tmux server (`-L`), killed on drop.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use agentdeck::crd::{AgentPool, AgentTask};
+use common::{TestSandbox, eventually_blocking};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::PostParams;
+use kube::{Api, CustomResourceExt};
+use serde_json::json;
+
+struct Tmux {
+    socket: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// Runs `args` of our binary in a new tmux session of `w`×`h` with a
+    /// clean configuration and `env`; when it exits, its code is printed.
+    fn start(args: &[&str], env: &[(&str, &str)], w: u16, h: u16) -> Tmux {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = format!(
+            "agentdeck-test-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        );
+        let mut line = format!("env HOME={d} XDG_CONFIG_HOME={d}", d = dir.path().display());
+        for (k, v) in env {
+            line.push_str(&format!(" {k}={v}"));
+        }
+        line.push_str(&format!(" {}", env!("CARGO_BIN_EXE_agentdeck")));
+        for a in args {
+            line.push_str(&format!(" {a}"));
+        }
+        line.push_str("; echo EXIT=$?; sleep 600");
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+            ])
+            .args(["-x", &w.to_string(), "-y", &h.to_string()])
+            .arg(line)
+            .current_dir(dir.path())
+            .status()
+            .expect("tmux runs");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket, _dir: dir }
+    }
+
+    fn screen(&self) -> String {
+        let o = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "t"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Sends keys (tmux key names: `Enter`, `Escape`, or literal text).
+    fn send(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "t"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    /// Text typed literally (no key-name lookup).
+    fn type_text(&self, text: &str) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-l", "-t", "t", text])
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    /// Waits until the screen satisfies `ok`; the last screen is in the panic.
+    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            eventually_blocking(what, || {
+                let s = self.screen();
+                let hit = ok(&s);
+                // The console exited: no point in waiting any longer.
+                assert!(hit || !s.contains("EXIT="), "the console exited:\n{s}");
+                last = s.clone();
+                hit.then_some(s)
+            })
+        }));
+        match found {
+            Ok(s) => s,
+            Err(_) => panic!("timed out waiting for {what}; screen:\n{last}"),
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait(needle, |s| s.contains(needle))
+    }
+
+    /// The line of the table row whose text contains `needle`.
+    fn row_with(screen: &str, needle: &str) -> Option<String> {
+        screen
+            .lines()
+            .find(|l| l.contains(needle))
+            .map(str::to_owned)
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+#[test]
+fn the_demo_opens_on_live_pools_and_a_tasks_logs_are_one_drill_down_away() {
+    let t = Tmux::start(&["--demo"], &[], 120, 35);
+    let s = t.wait("three pools with agents, synced", |s| {
+        s.contains("Pools [3/3]")
+            && s.contains("platform")
+            && s.contains("batch")
+            && s.contains("sandbox-envs")
+            && s.contains("watch synced")
+            && s.contains("role leader")
+    });
+    assert!(s.contains("ctx demo"), "{s}");
+    // Tasks arrive and run.
+    t.send(&["3"]);
+    t.wait("running and finished tasks", |s| {
+        s.contains("Tasks [") && s.contains("Running") && s.contains("Succeeded")
+    });
+    // Filter as you type: only report tasks stay.
+    t.send(&["/"]);
+    t.type_text("report");
+    let s = t.wait("the filter applied while typing", |s| {
+        s.contains("/report")
+            && s.lines()
+                .filter(|l| l.starts_with('│') && l.contains("-00"))
+                .all(|l| l.contains("report-"))
+    });
+    assert!(s.contains("report-0006"), "{s}");
+    t.send(&["Enter"]);
+    // The job-mode report task prints 3,000 lines: once it started, Enter
+    // opens its Job pod's runner log.
+    t.wait("report-0006 started", |s| {
+        Tmux::row_with(s, "report-0006")
+            .is_some_and(|r| r.contains("Running") || r.contains("Succeeded"))
+    });
+    t.send(&["Enter"]);
+    let s = t.wait("the task's log with its lines", |s| {
+        s.contains("Logs: task report-0006") && s.contains("aws_s3_object.asset[")
+    });
+    assert!(s.contains("job report-0006"), "{s}");
+    assert!(s.contains("(runner)"), "{s}");
+    // Back to the filtered tasks, then the filter cleared.
+    t.send(&["Escape"]);
+    t.wait("back in the tasks", |s| {
+        s.contains("Tasks [") && s.contains("/report")
+    });
+    t.send(&["Escape"]);
+    t.wait("the filter cleared", |s| {
+        s.contains("Tasks [") && !s.contains("/report")
+    });
+    // Drill from a pool: its tasks only.
+    t.send(&["1"]);
+    t.wait_for("Pools [3/3]");
+    t.send(&["Enter"]);
+    let s = t.wait_for("Tasks of pool batch");
+    assert!(
+        s.lines()
+            .filter(|l| l.starts_with('│') && l.contains("-00"))
+            .all(|l| l.contains("batch")),
+        "{s}"
+    );
+    // The command bar completes.
+    t.send(&[":"]);
+    t.type_text("ev");
+    t.send(&["Tab", "Enter"]);
+    t.wait_for("Events [");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}
+
+fn sandbox_with_a_pool() -> TestSandbox {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [AgentPool::crd(), AgentTask::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("crd");
+        }
+        let pools: Api<AgentPool> = Api::namespaced(client.clone(), "default");
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "quiet"},
+            "spec": {"image": "example.com/no-agent:1", "minReplicas": 0, "maxReplicas": 2}
+        }))
+        .expect("pool");
+        pools
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+        let tasks: Api<AgentTask> = Api::namespaced(client.clone(), "default");
+        for i in 0..5 {
+            let task: AgentTask = serde_json::from_value(json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": format!("job-{i}")},
+                "spec": {"pool": "quiet", "command": ["true"]}
+            }))
+            .expect("task");
+            tasks
+                .create(&PostParams::default(), &task)
+                .await
+                .expect("task created");
+        }
+    });
+    sb
+}
+
+#[test]
+fn keys_are_answered_while_the_api_is_slow_and_drops_its_watches() {
+    let sb = sandbox_with_a_pool();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("AGENTDECK_LEADER_ELECTION__ENABLED", "false"),
+        ],
+        100,
+        30,
+    );
+    t.wait("the pool, synced", |s| {
+        s.contains("Pools [1/1]") && s.contains("quiet") && s.contains("watch synced")
+    });
+    let faults = &sb.sandbox().api().faults;
+    faults.set_latency(Duration::from_secs(2));
+    faults.drop_watches();
+    // Every key is answered from what the console holds.
+    for _ in 0..3 {
+        t.send(&["3"]);
+        t.wait_for("Tasks [5/5]");
+        t.send(&["2"]);
+        t.wait_for("Agents [");
+        t.send(&["1"]);
+        t.wait_for("Pools [1/1]");
+    }
+    t.send(&["3", "/"]);
+    t.type_text("job-[0-2]");
+    t.wait_for("Tasks [3/5] /job-[0-2]");
+    // Slow is not down: the header shows the latency, not a disconnection.
+    t.wait("the slow API's latency", |s| {
+        s.lines()
+            .next()
+            .is_some_and(|h| h.contains("api 2") && h.contains("watch synced"))
+    });
+    faults.set_latency(Duration::ZERO);
+    t.send(&["Enter", "q"]);
+    t.wait_for("EXIT=0");
+}
+
+#[test]
+fn with_no_api_the_console_opens_disconnected_and_recovers_when_it_comes_up() {
+    // A port nobody listens on (yet).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: later\n  context:\n    cluster: c\n    user: u\n    namespace: default\n\
+             current-context: later\nusers:\n- name: u\n  user: {{}}\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let kc = kubeconfig.display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kc),
+            ("AGENTDECK_LEADER_ELECTION__ENABLED", "false"),
+        ],
+        100,
+        30,
+    );
+    let s = t.wait("disconnected with the reason", |s| {
+        s.lines()
+            .next()
+            .is_some_and(|h| h.contains("ctx later") && h.contains("disconnected:"))
+    });
+    assert!(s.to_lowercase().contains("refused"), "{s}");
+    // Keys still work.
+    t.send(&["3"]);
+    t.wait_for("Tasks [0/0]");
+    t.send(&["1"]);
+    t.wait_for("Pools [0/0]");
+    // The API comes up on that port, with a pool: the console finds it.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sandbox = rt
+        .block_on(agentdeck::sandbox::Sandbox::start(port, 1))
+        .expect("sandbox on the port");
+    let client = {
+        let _g = rt.enter();
+        sandbox.client().expect("client")
+    };
+    rt.block_on(async {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [AgentPool::crd(), AgentTask::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("crd");
+        }
+        let pools: Api<AgentPool> = Api::namespaced(client.clone(), "default");
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "arrived"},
+            "spec": {"image": "example.com/no-agent:1", "minReplicas": 0, "maxReplicas": 1}
+        }))
+        .expect("pool");
+        pools
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+    });
+    t.wait("recovered: synced, with the pool", |s| {
+        s.contains("watch synced") && s.contains("Pools [1/1]") && s.contains("arrived")
+    });
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    rt.block_on(sandbox.stop());
+}
+
+#[test]
+fn read_only_says_so_and_offers_no_actions() {
+    let sb = sandbox_with_a_pool();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(&["--read-only"], &[("KUBECONFIG", &kubeconfig)], 100, 30);
+    t.wait("read-only, synced", |s| {
+        s.contains("role read-only") && s.contains("watch synced") && s.contains("quiet")
+    });
+    // `s` (scale) and `d` (drain) are unbound: no dialog opens.
+    t.send(&["s", "d", "?"]);
+    let s = t.wait_for("Help");
+    assert!(!s.contains("scale the pool") && !s.contains("drain"), "{s}");
+    t.send(&["x", "q"]);
+    t.wait_for("EXIT=0");
+}
+
+#[test]
+fn a_bad_theme_or_keymap_exits_2_naming_what_is_valid() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+            .args(args)
+            .env("HOME", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path())
+            .current_dir(dir.path())
+            .output()
+            .expect("runs")
+    };
+    let o = run(&["--theme", "solarized"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("solarized") && err.contains("high-contrast"),
+        "{err}"
+    );
+    let cfg = dir.path().join("agentdeck.yaml");
+    std::fs::write(&cfg, "keymap:\n  qiut: x\n").expect("config");
+    let o = run(&["--config", cfg.to_str().expect("utf-8 path")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("keymap.qiut") && err.contains("quit"), "{err}");
+}
+
+#[test]
+fn next_to_a_leading_daemon_the_console_is_an_observer() {
+    let sb = sandbox_with_a_pool();
+    let client = sb.client();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let config = agentdeck::config::Config {
+        controller_namespace: "default".into(),
+        ..agentdeck::config::Config::default()
+    };
+    let daemon = {
+        let _g = sb.rt.enter();
+        agentdeck::controller::start(
+            agentdeck::cluster::Connection {
+                client,
+                namespace: "default".into(),
+            },
+            &config,
+            cancel.clone(),
+        )
+    };
+    sb.rt
+        .block_on(common::eventually("the daemon leads", || async {
+            daemon.leader().is_leader().then_some(())
+        }));
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        100,
+        30,
+    );
+    t.wait("observer, synced", |s| {
+        s.contains("role observer") && s.contains("watch synced") && s.contains("quiet")
+    });
+    // The daemon keeps the Lease; the console stays an observer.
+    assert!(sb.rt.block_on(async { daemon.leader().is_leader() }));
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    cancel.cancel();
+    sb.rt.block_on(daemon.join());
+}

@@ -1,0 +1,250 @@
+//! Whole screens of the console drawn on ratatui's TestBackend from a fixed
+//! fixture cluster at a fixed time, compared with the committed snapshots
+//! (`tests/snapshots/`); every view at 100×30 and at 80×24.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentdeck::app::rows::{self, Snapshot};
+use agentdeck::app::{
+    App, AppOptions, ClusterStatus, Msg, ObjectKey, Role as AppRole, WatchState, fixtures,
+};
+use agentdeck::health::FreshnessThresholds;
+use agentdeck::ui::{self, Role, Theme};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+
+fn snapshot(tasks: usize) -> Snapshot {
+    let now = fixtures::now();
+    rows::build(
+        &fixtures::sources(now, tasks),
+        now,
+        &FreshnessThresholds {
+            stale_after: Duration::from_secs(20),
+            offline_after: Duration::from_secs(60),
+        },
+    )
+}
+
+fn app(w: u16, h: u16) -> App {
+    let mut app = App::new(
+        AppOptions {
+            context: "prod-eu".into(),
+            namespace: fixtures::NS.into(),
+            ..AppOptions::default()
+        },
+        fixtures::now(),
+    );
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Status(ClusterStatus {
+        role: AppRole::Leader,
+        watch: WatchState::Synced,
+        latency: Some(Duration::from_millis(4)),
+    }));
+    app.update(Msg::Snapshot(Arc::new(snapshot(40))));
+    app
+}
+
+fn keys(app: &mut App, keys: &str) {
+    for c in keys.chars() {
+        let code = match c {
+            '\n' => KeyCode::Enter,
+            '\x1b' => KeyCode::Esc,
+            '\t' => KeyCode::Tab,
+            c => KeyCode::Char(c),
+        };
+        let m = if c.is_ascii_uppercase() {
+            KeyModifiers::SHIFT
+        } else {
+            KeyModifiers::NONE
+        };
+        app.update(Msg::Key(KeyEvent::new(code, m)));
+    }
+}
+
+fn terminal(app: &App, theme: &Theme) -> Terminal<TestBackend> {
+    let (w, h) = app.size;
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    t.draw(|f| ui::draw(f, app, theme)).expect("drawn");
+    t
+}
+
+/// The screen as text, one line per row, trailing blanks cut.
+fn text(app: &App) -> String {
+    let t = terminal(app, &Theme::default());
+    let buf = t.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Each view reached by keys from a fresh app, at both sizes.
+const SCREENS: &[(&str, &str)] = &[
+    ("pools", ""),
+    ("agents", "2"),
+    ("tasks", "3"),
+    ("events", "4"),
+    ("pool_tasks", "jj\n"),
+    ("pool_agents", "jj\n\t"),
+    ("tasks_filtered", "3/fail|err\n"),
+    ("tasks_sorted_by_status", "3S"),
+    ("help", "?"),
+    ("drain_dialog", "jjd"),
+    ("command_bar", ":ag"),
+];
+
+#[test]
+fn every_view_matches_its_snapshot_at_100x30_and_80x24() {
+    for (w, h) in [(100, 30), (80, 24)] {
+        for (name, seq) in SCREENS {
+            let mut a = app(w, h);
+            keys(&mut a, seq);
+            insta::assert_snapshot!(format!("{name}_{w}x{h}"), text(&a));
+        }
+    }
+}
+
+#[test]
+fn the_log_and_yaml_views_match_their_snapshots() {
+    for (w, h) in [(100, 30), (80, 24)] {
+        let mut a = app(w, h);
+        // A running task of pool platform, then its log.
+        keys(&mut a, "jj\n/running\n\n");
+        assert!(
+            matches!(a.screen(), agentdeck::app::Screen::Logs { .. }),
+            "the log view is open"
+        );
+        let prefix = a
+            .logs
+            .as_ref()
+            .and_then(|l| l.prefix.clone())
+            .expect("an agent's log is narrowed to the task");
+        let lines = (0..60)
+            .map(|i| {
+                format!(
+                    "2026-11-24T09:59:{:02}Z {prefix}aws_instance.web[{i}]: Creating... \u{1b}[1mstill creating\u{1b}[0m",
+                    i % 60
+                )
+            })
+            .chain([
+                format!(r#"2026-11-24T09:59:59Z {prefix}{{"level":"error","msg":"apply failed","resource":"aws_s3_bucket.logs"}}"#),
+                format!("2026-11-24T09:59:59Z {prefix}a very long line that goes on and on beyond the width of any terminal this console will be drawn on, to show wrapping"),
+            ])
+            .collect();
+        a.update(Msg::LogLines { id: 1, lines });
+        insta::assert_snapshot!(format!("logs_{w}x{h}"), text(&a));
+        keys(&mut a, "wt");
+        insta::assert_snapshot!(format!("logs_wrapped_timestamps_{w}x{h}"), text(&a));
+
+        let mut a = app(w, h);
+        keys(&mut a, "y");
+        a.update(Msg::Yaml {
+            object: ObjectKey {
+                kind: "AgentPool",
+                namespace: fixtures::NS.into(),
+                name: "batch".into(),
+            },
+            text: "apiVersion: agentdeck.dev/v1alpha1\nkind: AgentPool\nmetadata:\n  name: batch\n  namespace: ops\nspec:\n  executionMode: job\n  maxReplicas: 20\n".into(),
+        });
+        insta::assert_snapshot!(format!("yaml_{w}x{h}"), text(&a));
+    }
+}
+
+#[test]
+fn the_header_says_observer_read_only_and_disconnected_with_the_reason() {
+    let mut a = app(100, 30);
+    a.update(Msg::Status(ClusterStatus {
+        role: AppRole::Observer,
+        watch: WatchState::Disconnected("Connection refused (os error 111)".into()),
+        latency: None,
+    }));
+    let screen = text(&a);
+    let header = screen.lines().next().expect("header");
+    assert!(header.contains("role observer"), "{header}");
+    assert!(
+        header.contains("disconnected: Connection refused"),
+        "{header}"
+    );
+    let mut a = App::new(
+        AppOptions {
+            read_only: true,
+            ..AppOptions::default()
+        },
+        fixtures::now(),
+    );
+    a.update(Msg::Resize(100, 30));
+    let screen = text(&a);
+    assert!(
+        screen
+            .lines()
+            .next()
+            .is_some_and(|h| h.contains("role read-only")),
+        "{screen}"
+    );
+    // Nothing loaded yet: the table says so rather than looking empty.
+    assert!(screen.contains("loading…"), "{screen}");
+}
+
+fn cell_style(app: &App, theme: &Theme, needle: &str) -> ratatui::style::Style {
+    let t = terminal(app, theme);
+    let buf = t.backend().buffer();
+    for y in 0..buf.area.height {
+        let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+        if let Some(i) = line.find(needle) {
+            let x = line[..i].chars().count() as u16;
+            return buf[(x, y)].style();
+        }
+    }
+    panic!("{needle:?} not on screen");
+}
+
+#[test]
+fn verdicts_and_phases_are_coloured_by_their_role_and_no_color_drops_colour() {
+    let a = app(120, 30);
+    let theme = Theme::default();
+    assert_eq!(
+        cell_style(&a, &theme, "Stuck").fg,
+        theme.style(Role::Danger).fg
+    );
+    assert_eq!(
+        cell_style(&a, &theme, "Degraded").fg,
+        theme.style(Role::Warn).fg
+    );
+    let plain = Theme::load("default", true).expect("theme");
+    let s = cell_style(&a, &plain, "Stuck");
+    assert!(matches!(s.fg, None | Some(Color::Reset)), "{s:?}");
+    let hc = Theme::load("high-contrast", false).expect("theme");
+    assert_eq!(cell_style(&a, &hc, "Stuck").fg, hc.style(Role::Danger).fg);
+}
+
+#[test]
+fn escape_sequences_from_the_cluster_never_reach_the_screen() {
+    let mut a = app(120, 30);
+    keys(&mut a, "4");
+    let screen = text(&a);
+    assert!(screen.contains("credentials expired"), "{screen}");
+    assert!(!screen.contains('\u{1b}'), "{screen}");
+    // An event about an object that is not ours is left out.
+    assert!(!screen.contains("someone-elses-pod"), "{screen}");
+}
+
+#[test]
+fn a_frame_builds_only_the_rows_on_screen() {
+    // 100k tasks draw the same screen shape as 40: the table shows a page.
+    let mut a = app(100, 30);
+    a.update(Msg::Snapshot(Arc::new(snapshot(100_000))));
+    keys(&mut a, "3");
+    let screen = text(&a);
+    assert!(screen.contains("Tasks [100000/100000]"), "{screen}");
+    let rows = screen.lines().filter(|l| l.contains("plan-")).count();
+    assert_eq!(rows, agentdeck::app::list_rows(30));
+}
