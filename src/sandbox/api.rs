@@ -288,9 +288,18 @@ impl Query {
             .filter(|v| !v.is_empty())
     }
 
-    /// A boolean parameter (`true`, `1`).
+    /// A boolean parameter, read as the apiserver's query conversion reads
+    /// one: absent is false; present, it is true unless `0` or `false` in
+    /// any case (the Python client sends `watch=True`, a bare `?watch` is true).
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.params.get(key).map(String::as_str), Some("true" | "1"))
+        self.opt_flag(key).unwrap_or(false)
+    }
+
+    /// A `*bool` parameter such as `sendInitialEvents`: `None` when absent.
+    pub fn opt_flag(&self, key: &str) -> Option<bool> {
+        self.params
+            .get(key)
+            .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
     }
 
     /// `dryRun=All`.
@@ -2146,5 +2155,24 @@ pub fn resource_version(obj: &Value) -> u64 {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::internal(format!("{e:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Query;
+
+    #[test]
+    fn boolean_query_values_are_true_unless_zero_or_false_in_any_case() {
+        let q = Query::parse(Some("a=True&b=1&c=yes&d=&e=false&f=FALSE&g=0&h=False&bare"));
+        for key in ["a", "b", "c", "d", "bare"] {
+            assert!(q.flag(key), "{key} should be true");
+        }
+        for key in ["e", "f", "g", "h", "absent"] {
+            assert!(!q.flag(key), "{key} should be false");
+        }
+        assert_eq!(q.opt_flag("absent"), None);
+        assert_eq!(q.opt_flag("e"), Some(false));
+        assert_eq!(q.opt_flag("a"), Some(true));
     }
 }
