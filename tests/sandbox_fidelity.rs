@@ -95,3 +95,82 @@ fn python_watch_loops_hold_one_watch_and_follow_true_streams_logs() {
     );
     assert_eq!(seen["followed"], json!(["one", "two"]));
 }
+
+/// The CRDs and the quickstart pool, installed through kubectl.
+fn quickstart_pool(sb: &TestSandbox) {
+    let crds = sb.agentdeck(&["crds"]);
+    assert!(crds.status.success(), "{}", err(&crds));
+    sb.kubectl_in_ok(&["apply", "-f", "-"], &out(&crds));
+    sb.kubectl_ok(&["apply", "-f", "config/pool-quickstart.yaml"]);
+}
+
+#[test]
+fn warnings_recorded_through_events_k8s_io_show_in_kubectl_get_events_events_and_describe() {
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let sb = TestSandbox::start();
+    quickstart_pool(&sb);
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let pools: kube::Api<agentdeck::crd::AgentPool> =
+            kube::Api::namespaced(client.clone(), "default");
+        let pool = pools.get("quickstart").await.expect("pool exists");
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: "fidelity-test".into(),
+                instance: Some("fidelity-test-0".into()),
+            },
+        );
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "PoolStuck".into(),
+            note: Some("no agent can start: image pull failed".into()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        for _ in 0..2 {
+            recorder
+                .publish(&ev, &pool.object_ref(&()))
+                .await
+                .expect("event recorded");
+        }
+    });
+    let listed = sb.kubectl_ok(&["get", "events"]);
+    let line = listed
+        .lines()
+        .find(|l| l.contains("PoolStuck"))
+        .unwrap_or_else(|| panic!("kubectl get events shows the Warning:\n{listed}"));
+    assert!(
+        line.contains("Warning") && line.contains("agentpool/quickstart"),
+        "{line}"
+    );
+    let events = sb.kubectl_ok(&["events", "--for", "agentpool/quickstart"]);
+    assert!(
+        events.contains("PoolStuck") && events.contains("no agent can start"),
+        "{events}"
+    );
+    let described = sb.kubectl_ok(&["describe", "ap", "quickstart"]);
+    let tail = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("describe has an Events section:\n{described}"));
+    assert!(
+        tail.contains("Warning") && tail.contains("PoolStuck") && tail.contains("fidelity-test"),
+        "{described}"
+    );
+    // One store, two views: the core Event reads back in events.k8s.io form.
+    let notes = sb.kubectl_ok(&[
+        "get",
+        "events.v1.events.k8s.io",
+        "-o",
+        "jsonpath={range .items[*]}{.reason}={.note}/{.regarding.name}{\"\\n\"}{end}",
+    ]);
+    assert!(
+        notes
+            .lines()
+            .any(|l| l == "PoolStuck=no agent can start: image pull failed/quickstart"),
+        "{notes}"
+    );
+}

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Map, Value, json};
 
+use super::convert;
 use super::registry::{ResourceInfo, SubresourceInfo};
 use super::store::{EventType, Store, StoreError, rv_of};
 use crate::plan::strategic_merge;
@@ -499,7 +500,8 @@ impl Api {
         let s = self.served(group, version, plural)?;
         let ns = self.namespace_for(&s, ns)?;
         self.store
-            .get(&s.info.group_resource(), &ns, name)
+            .get(&s.info.storage_resource(), &ns, name)
+            .map(|o| convert::present(&s.info, o))
             .ok_or_else(|| ApiError::not_found(&s.info, name))
     }
 
@@ -623,10 +625,15 @@ impl Api {
         }
         let created = self
             .store
-            .create(&s.info.group_resource(), &ns, &name, obj)
+            .create(
+                &s.info.storage_resource(),
+                &ns,
+                &name,
+                convert::to_storage(&s.info, obj),
+            )
             .map_err(|_| ApiError::already_exists(&s.info, &name))?;
         self.after_write(&s, &created);
-        Ok((*created).clone())
+        Ok(convert::present_value(&s.info, (*created).clone()))
     }
 
     /// Kind-specific defaults on create, as the real registry strategies do.
@@ -831,10 +838,11 @@ impl Api {
         name: &str,
         sub: Option<&str>,
         expect_rv: Option<String>,
-        mut new: Value,
+        new: Value,
         query: &Query,
     ) -> ApiResult<Value> {
         let info = &s.info;
+        let mut new = convert::to_storage(info, new);
         let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
         if let Some(sub) = sub
             && sub != "status"
@@ -842,7 +850,7 @@ impl Api {
         {
             return Err(ApiError::no_route(sub));
         }
-        let result = self.store.update(&info.group_resource(), ns, name, |old| {
+        let result = self.store.update(&info.storage_resource(), ns, name, |old| {
             if let Some(rv) = &expect_rv
                 && rv
                     != &old["metadata"]["resourceVersion"]
@@ -969,18 +977,23 @@ impl Api {
         let stored = match result {
             Ok(Ok(v)) => v,
             Ok(Err(_)) => return Err(ApiError::not_found(info, name)),
-            Err(e) if e.reason == "DryRun" => return Ok(e.details.unwrap_or(Value::Null)),
+            Err(e) if e.reason == "DryRun" => {
+                return Ok(convert::present_value(
+                    info,
+                    e.details.unwrap_or(Value::Null),
+                ));
+            }
             Err(e) => return Err(e),
         };
         self.after_write(s, &stored);
         // The last finalizer gone from an object being deleted removes it.
         if stored.pointer("/metadata/deletionTimestamp").is_some()
             && finalizers(&stored).is_empty()
-            && let Ok(gone) = self.store.delete(&info.group_resource(), ns, name)
+            && let Ok(gone) = self.store.delete(&info.storage_resource(), ns, name)
         {
             self.after_delete(s, &gone);
         }
-        Ok((*stored).clone())
+        Ok(convert::present_value(info, (*stored).clone()))
     }
 
     /// PATCH with one of the four patch types.
@@ -1000,7 +1013,10 @@ impl Api {
         let name = target.name.clone().unwrap_or_default();
         let ct = content_type.split(';').next().unwrap_or_default().trim();
         let is_apply = ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor";
-        let current = self.store.get(&s.info.group_resource(), &ns, &name);
+        let current = self
+            .store
+            .get(&s.info.storage_resource(), &ns, &name)
+            .map(|c| convert::present(&s.info, c));
         let Some(current) = current else {
             if is_apply {
                 return self.apply_create(&s, &ns, &name, body, query);
@@ -1256,9 +1272,22 @@ impl Api {
         query: &Query,
     ) -> ApiResult<Value> {
         let s = self.served(group, version, plural)?;
+        self.delete_stored(&s, target, options, query)
+            .map(|v| convert::present_value(&s.info, v))
+    }
+
+    /// DELETE on the stored form of the object.
+    fn delete_stored(
+        &self,
+        s: &Served,
+        target: &Target,
+        options: &Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let s = s.clone();
         let ns = self.namespace_for(&s, target.namespace.as_deref())?;
         let name = target.name.clone().unwrap_or_default();
-        let res = s.info.group_resource();
+        let res = s.info.storage_resource();
         let current = self
             .store
             .get(&res, &ns, &name)
@@ -1395,7 +1424,7 @@ impl Api {
             .registry()
             .all()
             .iter()
-            .filter(|s| s.info.namespaced)
+            .filter(|s| s.info.namespaced && !s.info.is_view())
             .cloned()
             .collect();
         for s in served {
@@ -1444,7 +1473,13 @@ impl Api {
     }
 
     fn gc_pass(&self) -> bool {
-        let served: Vec<Served> = self.registry().all().to_vec();
+        let served: Vec<Served> = self
+            .registry()
+            .all()
+            .iter()
+            .filter(|s| !s.info.is_view())
+            .cloned()
+            .collect();
         let mut uids: HashMap<String, Arc<Value>> = HashMap::new();
         let mut all: Vec<(Served, Arc<Value>)> = Vec::new();
         for s in &served {

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod builtin;
 pub mod cluster;
+pub mod convert;
 pub mod discovery;
 pub mod faults;
 pub mod jsonpath;

@@ -23,7 +23,7 @@ use super::selector::{
     FieldResource, FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
 };
 use super::store::{Change, EventType, rv_of};
-use super::{discovery, table};
+use super::{convert, discovery, table};
 
 /// Largest request body accepted (the real apiserver allows 3 MiB objects).
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -1089,7 +1089,11 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
     let mut out: Vec<Arc<Value>> = Vec::new();
     let mut next = None;
     let mut remaining = 0usize;
-    for it in items.into_iter().filter(|o| filter.matches(o)) {
+    for it in items
+        .into_iter()
+        .map(|o| convert::present(&served.info, o))
+        .filter(|o| filter.matches(o))
+    {
         if let Some((_, ns, name)) = &after {
             let m = &it["metadata"];
             let key = (
@@ -1149,7 +1153,7 @@ fn read_for_list(
     after: Option<&(u64, String, String)>,
     limit: Option<usize>,
 ) -> ApiResult<(Vec<Arc<Value>>, u64)> {
-    let res = served.info.group_resource();
+    let res = served.info.storage_resource();
     let ns = filter.namespace.as_deref();
     let asked = query.get("resourceVersion").filter(|s| !s.is_empty());
     let matching = query.get("resourceVersionMatch").filter(|s| !s.is_empty());
@@ -1307,7 +1311,7 @@ async fn watch(
         table::IncludeObject::from_query(query.get("includeObject"))
             .map_err(ApiError::bad_request)?;
     }
-    let res = served.info.group_resource();
+    let res = served.info.storage_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
     let send_initial = query.flag("sendInitialEvents");
     let (initial, start_rv, rx): (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>) = match asked
@@ -1319,7 +1323,10 @@ async fn watch(
             Ok((past, rx)) => {
                 let evs = past
                     .into_iter()
-                    .filter_map(|c| visible(&filter, &c).map(|t| (t, c.object.clone())))
+                    .filter_map(|c| {
+                        let c = present_change(&served.info, &c);
+                        visible(&filter, &c).map(|t| (t, c.object.clone()))
+                    })
                     .collect();
                 (evs, since, rx)
             }
@@ -1340,6 +1347,7 @@ async fn watch(
             let (items, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
             let evs = items
                 .into_iter()
+                .map(|o| convert::present(&served.info, o))
                 .filter(|o| filter.matches(o))
                 .map(|o| (EventType::Added, o))
                 .collect();
@@ -1423,6 +1431,7 @@ async fn watch(
                         if c.resource != res {
                             continue;
                         }
+                        let c = present_change(&served.info, &c);
                         if let Some(t) = visible(&filter, &c)
                             && tx.send(Ok(encode(t.as_str(), &c.object))).await.is_err()
                         {
@@ -1447,6 +1456,21 @@ async fn watch(
         HeaderValue::from_static("chunked"),
     );
     Ok(r)
+}
+
+/// A change as a client of `info` sees it (an events.k8s.io view of a
+/// core Event is converted; everything else is shared as is).
+fn present_change<'a>(
+    info: &super::registry::ResourceInfo,
+    c: &'a Change,
+) -> std::borrow::Cow<'a, Change> {
+    if !info.is_view() {
+        return std::borrow::Cow::Borrowed(c);
+    }
+    let mut view = c.clone();
+    view.object = convert::present(info, view.object);
+    view.previous = view.previous.map(|p| convert::present(info, p));
+    std::borrow::Cow::Owned(view)
 }
 
 /// How a change looks to a watch with this filter: an object entering the
