@@ -174,3 +174,71 @@ fn warnings_recorded_through_events_k8s_io_show_in_kubectl_get_events_events_and
         "{notes}"
     );
 }
+
+fn pool_with_typo(name: &str) -> String {
+    format!(
+        "apiVersion: agentdeck.dev/v1alpha1\nkind: AgentPool\nmetadata:\n  name: {name}\nspec:\n  image: agentdeck:dev\n  maxReplica: 3\n"
+    )
+}
+
+#[test]
+fn field_validation_is_strict_for_kubectl_and_warn_or_ignore_when_asked() {
+    let sb = TestSandbox::start();
+    quickstart_pool(&sb);
+    let strict = sb.kubectl_in(&["apply", "-f", "-"], &pool_with_typo("typo"));
+    assert!(!strict.status.success(), "{}", out(&strict));
+    assert!(
+        err(&strict).contains(r#"unknown field "spec.maxReplica""#),
+        "{}",
+        err(&strict)
+    );
+    assert!(!sb.kubectl(&["get", "ap", "typo"]).status.success());
+
+    let warned = sb.kubectl_in(
+        &["apply", "--validate=warn", "-f", "-"],
+        &pool_with_typo("typo"),
+    );
+    assert!(warned.status.success(), "{}", err(&warned));
+    assert!(
+        err(&warned).contains(r#"Warning: unknown field "spec.maxReplica""#),
+        "{}",
+        err(&warned)
+    );
+    let max = sb.kubectl_ok(&["get", "ap", "typo", "-o", "jsonpath={.spec.maxReplicas}"]);
+    assert_eq!(max, "1", "the unknown field was dropped, the default kept");
+
+    let ignored = sb.kubectl_in(
+        &["create", "--validate=false", "-f", "-"],
+        &pool_with_typo("quiet"),
+    );
+    assert!(ignored.status.success(), "{}", err(&ignored));
+    assert!(
+        !err(&ignored).contains("unknown field"),
+        "{}",
+        err(&ignored)
+    );
+
+    // Changing an existing pool: kubectl apply patches with Strict;
+    // kubectl patch sends no fieldValidation, so the server's default warns.
+    let applied = sb.kubectl_in(&["apply", "-f", "-"], &pool_with_typo("quickstart"));
+    assert!(!applied.status.success(), "{}", out(&applied));
+    assert!(
+        err(&applied).contains(r#"unknown field "spec.maxReplica""#),
+        "{}",
+        err(&applied)
+    );
+    let patched = sb.kubectl(&[
+        "patch",
+        "ap",
+        "quickstart",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxReplica":3}}"#,
+    ]);
+    assert!(patched.status.success(), "{}", err(&patched));
+    assert!(
+        err(&patched).contains(r#"Warning: unknown field "spec.maxReplica""#),
+        "{}",
+        err(&patched)
+    );
+}

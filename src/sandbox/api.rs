@@ -268,6 +268,8 @@ pub struct Target {
 pub struct Query {
     /// All parameters as given (last one wins).
     pub params: HashMap<String, String>,
+    /// Warnings for the client (`Warning: 299` headers), shared by clones.
+    warnings: Arc<Mutex<Vec<String>>>,
 }
 
 impl Query {
@@ -278,7 +280,83 @@ impl Query {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             params.insert(percent_decode(k), percent_decode(v));
         }
-        Query { params }
+        Query {
+            params,
+            warnings: Arc::default(),
+        }
+    }
+
+    /// Adds a warning for the client.
+    pub fn warn(&self, message: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
+    }
+
+    /// The warnings gathered while serving the request.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What `fieldValidation` asks for unknown fields: `Strict`, `Warn`
+    /// (the default) or `Ignore`; anything else is a 422 naming `options`
+    /// (`CreateOptions`, `UpdateOptions`, `PatchOptions`).
+    pub fn field_validation(&self, options: &str) -> ApiResult<&str> {
+        match self.get("fieldValidation") {
+            None => Ok("Warn"),
+            Some(v @ ("Strict" | "Warn" | "Ignore")) => Ok(v),
+            Some(other) => {
+                let message = format!(
+                    "Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+                );
+                let mut e = ApiError::new_status(
+                    422,
+                    "Invalid",
+                    format!("{options}.meta.k8s.io \"\" is invalid: fieldValidation: {message}"),
+                );
+                e.details = Some(json!({"group": "meta.k8s.io", "kind": options,
+                    "causes": [{"reason": "FieldValueNotSupported", "message": message, "field": "fieldValidation"}]}));
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies `fieldValidation` to the unknown fields a write dropped:
+    /// `Strict` refuses the request as the apiserver's decoder does, `Warn`
+    /// warns per field, `Ignore` says nothing. `decoded` is the kind and
+    /// version for a create or update, whose error names them; `None` for a
+    /// patch.
+    pub fn check_unknown_fields(
+        &self,
+        unknown: &[String],
+        options: &str,
+        decoded: Option<(&str, &str)>,
+    ) -> ApiResult<()> {
+        let mode = self.field_validation(options)?;
+        if unknown.is_empty() || mode == "Ignore" {
+            return Ok(());
+        }
+        let fields: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        if mode == "Warn" {
+            for f in fields {
+                self.warn(f);
+            }
+            return Ok(());
+        }
+        let strict = format!("strict decoding error: {}", fields.join(", "));
+        Err(ApiError::bad_request(match decoded {
+            Some((kind, version)) => {
+                format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {strict}")
+            }
+            None => strict,
+        }))
     }
 
     /// One parameter.
@@ -616,9 +694,16 @@ impl Api {
         {
             o.remove("status");
         }
+        query.field_validation("CreateOptions")?;
         self.admit_create(&s, &ns, &mut obj)?;
         if let Some(extras) = &s.crd {
-            super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
+            let unknown =
+                super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
+            query.check_unknown_fields(
+                &unknown,
+                "CreateOptions",
+                Some((&s.info.kind, &s.info.version)),
+            )?;
         }
         if query.dry_run() {
             return Ok(obj);
@@ -825,6 +910,7 @@ impl Api {
             expect_rv,
             obj,
             query,
+            false,
         )
     }
 
@@ -840,8 +926,14 @@ impl Api {
         expect_rv: Option<String>,
         new: Value,
         query: &Query,
+        patched: bool,
     ) -> ApiResult<Value> {
         let info = &s.info;
+        query.field_validation(if patched {
+            "PatchOptions"
+        } else {
+            "UpdateOptions"
+        })?;
         let mut new = convert::to_storage(info, new);
         let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
         if let Some(sub) = sub
@@ -950,7 +1042,17 @@ impl Api {
                 return Err(ApiError::invalid(info, name, causes));
             }
             if let Some(extras) = &s.crd {
-                super::schema::prepare_custom_object(info, extras, name, &mut new, Some(old))?;
+                let unknown =
+                    super::schema::prepare_custom_object(info, extras, name, &mut new, Some(old))?;
+                if patched {
+                    query.check_unknown_fields(&unknown, "PatchOptions", None)?;
+                } else {
+                    query.check_unknown_fields(
+                        &unknown,
+                        "UpdateOptions",
+                        Some((&info.kind, &info.version)),
+                    )?;
+                }
             }
             if info.kind == "CustomResourceDefinition" {
                 self.check_crd(info, &new)?;
@@ -1092,6 +1194,7 @@ impl Api {
             expect_rv,
             doc,
             query,
+            true,
         )?;
         if is_apply && !query.dry_run() {
             self.remember_applied(

@@ -156,10 +156,18 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
             format!("injected fault ({code}) for {path}"),
         ));
     }
-    match route(&api, &parts.method, &path, &query, &parts.headers, body).await {
+    let mut response = match route(&api, &parts.method, &path, &query, &parts.headers, body).await {
         Ok(r) => r,
         Err(e) => error(&e),
+    };
+    for w in query.warnings() {
+        // As the apiserver sends them: code 299, no agent, the text quoted.
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, v);
+        }
     }
+    response
 }
 
 /// `/sandbox/faults`: POST `{"dropWatches": true}`, `{"fail": FailRule}`,
