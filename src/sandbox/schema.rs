@@ -393,7 +393,7 @@ mod tests {
         let mut obj = json!({"apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool", "metadata": {"name": "p"},
                              "spec": {"image": "x", "bogus": 1}, "extra": true});
         let pruned = prepare_custom_object(&info(), &extras(), "p", &mut obj, None).expect("valid");
-        assert_eq!(pruned, ["spec.bogus", "extra"]);
+        assert_eq!(pruned, ["extra", "spec.bogus"]);
         assert!(obj.get("extra").is_none());
         assert!(obj["spec"].get("bogus").is_none());
         assert_eq!(obj["spec"]["maxReplicas"], 1);
