@@ -242,3 +242,50 @@ fn field_validation_is_strict_for_kubectl_and_warn_or_ignore_when_asked() {
         err(&patched)
     );
 }
+
+const FAILING_PODS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: fails
+  annotations: {sandbox.agentdeck.dev/exit-code: "1"}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: busybox}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: unmounted
+spec:
+  containers: [{name: c, image: busybox}]
+  volumes: [{name: token, secret: {secretName: missing-token}}]
+"#;
+
+#[test]
+fn a_non_zero_exit_under_restart_never_fails_the_pod_and_a_missing_secret_warns_failed_mount() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], FAILING_PODS);
+    let phase = common::eventually_blocking("the pod to fail", || {
+        let p = sb.kubectl_ok(&["get", "pod", "fails", "-o", "jsonpath={.status.phase}"]);
+        (p == "Failed" || p == "Succeeded").then_some(p)
+    });
+    assert_eq!(phase, "Failed");
+    let row = sb.kubectl_ok(&["get", "pod", "fails", "--no-headers"]);
+    assert!(row.split_whitespace().any(|c| c == "Error"), "{row}");
+
+    let warning = common::eventually_blocking("a FailedMount event", || {
+        let text = sb.kubectl_ok(&["events", "--for", "pod/unmounted", "--types", "Warning"]);
+        text.lines()
+            .find(|l| l.contains("FailedMount"))
+            .map(str::to_string)
+    });
+    assert!(
+        warning.contains(
+            r#"MountVolume.SetUp failed for volume "token" : secret "missing-token" not found"#
+        ),
+        "{warning}"
+    );
+    let row = sb.kubectl_ok(&["get", "pod", "unmounted", "--no-headers"]);
+    assert!(row.contains("ContainerCreating"), "{row}");
+}
