@@ -289,3 +289,38 @@ fn a_non_zero_exit_under_restart_never_fails_the_pod_and_a_missing_secret_warns_
     let row = sb.kubectl_ok(&["get", "pod", "unmounted", "--no-headers"]);
     assert!(row.contains("ContainerCreating"), "{row}");
 }
+
+#[test]
+fn get_on_connect_and_create_only_pod_subresources_is_an_error_not_the_pod() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&["run", "web", "--image=nginx"]);
+    common::eventually_blocking("the pod to be scheduled", || {
+        let node = sb.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.spec.nodeName}"]);
+        (!node.is_empty()).then_some(())
+    });
+    let raw = |sub: &str| {
+        let o = sb.kubectl(&[
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces/default/pods/web/{sub}"),
+        ]);
+        assert!(!o.status.success(), "GET {sub} answered: {}", out(&o));
+        err(&o)
+    };
+    for sub in ["exec", "attach", "portforward"] {
+        let e = raw(sub);
+        assert!(
+            e.contains("BadRequest") && e.contains("Upgrade request required"),
+            "{sub}: {e}"
+        );
+    }
+    let e = raw("exec?container=nope&command=ls");
+    assert!(e.contains("container nope is not valid for pod web"), "{e}");
+    for sub in ["eviction", "binding"] {
+        let e = raw(sub);
+        assert!(e.contains("MethodNotAllowed"), "{sub}: {e}");
+    }
+    // What does serve GET still does.
+    let status = sb.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/default/pods/web/status"]);
+    assert!(status.contains(r#""kind":"Pod""#), "{status}");
+}

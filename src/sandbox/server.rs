@@ -375,6 +375,24 @@ async fn route(
     {
         return Err(ApiError::no_route(path));
     }
+    if let (Some(name), Some(sub)) = (&target.name, &target.subresource)
+        && let Some(sub_info) = served.info.subresources.iter().find(|s| &s.name == sub)
+    {
+        if is_connect(&served, sub) {
+            return connect(api, &served, &target, name, query, headers);
+        }
+        let verb = match *method {
+            Method::GET => "get",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::POST => "create",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        if !sub_info.verbs.iter().any(|v| v == verb) {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
+    }
     let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
     let want_table = table::wants_table(accept);
     match (method.as_str(), &target.name, target.subresource.as_deref()) {
@@ -600,6 +618,88 @@ async fn route(
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// `pods/NAME/exec|attach|portforward`: streaming subresources the real
+/// apiserver proxies to the kubelet over an upgraded connection.
+fn is_connect(served: &Served, sub: &str) -> bool {
+    served.info.group.is_empty()
+        && served.info.plural == "pods"
+        && matches!(sub, "exec" | "attach" | "portforward")
+}
+
+/// Answers a connect request as kube-apiserver does before it would proxy
+/// it: the pod must exist, the container be one of its own (and named when
+/// there are several), the pod be on a node, and the request an upgrade.
+/// The sandbox has no streaming runtime, so an upgrade request is refused.
+fn connect(
+    api: &Api,
+    served: &Served,
+    target: &Target,
+    name: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let info = &served.info;
+    let pod = api.get(
+        &info.group,
+        &info.version,
+        &info.plural,
+        target.namespace.as_deref(),
+        name,
+    )?;
+    if target.subresource.as_deref() != Some("portforward") {
+        let names: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+            .iter()
+            .flat_map(|k| pod["spec"][k].as_array().into_iter().flatten())
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        match query.get("container") {
+            Some(c) if !names.contains(&c) => {
+                return Err(ApiError::bad_request(format!(
+                    "container {c} is not valid for pod {name}"
+                )));
+            }
+            None => {
+                let main: Vec<&str> = pod["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str())
+                    .collect();
+                if main.len() > 1 {
+                    return Err(ApiError::bad_request(format!(
+                        "a container name must be specified for pod {name}, choose one of: [{}]",
+                        main.join(" ")
+                    )));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    if pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let upgrade = header_str(headers, header::CONNECTION)
+        .is_some_and(|c| c.to_ascii_lowercase().contains("upgrade"))
+        && headers.contains_key(header::UPGRADE);
+    if !upgrade {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    }
+    Err(ApiError::new_status(
+        500,
+        "InternalError",
+        format!(
+            "Internal error occurred: the agentdeck sandbox has no streaming container runtime: {} is not served",
+            target.subresource.as_deref().unwrap_or_default()
+        ),
+    ))
 }
 
 /// Simulated usage of one running container (the sandbox measures nothing).
