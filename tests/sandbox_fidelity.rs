@@ -324,3 +324,121 @@ fn get_on_connect_and_create_only_pod_subresources_is_an_error_not_the_pod() {
     let status = sb.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/default/pods/web/status"]);
     assert!(status.contains(r#""kind":"Pod""#), "{status}");
 }
+
+/// A raw GET: status code and body as JSON.
+fn raw_get(sb: &TestSandbox, path: &str) -> (u16, Value) {
+    let url = format!("{}{path}", sb.sandbox().url());
+    sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let resp = reqwest::get(&url).await.expect("request");
+        let code = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    })
+}
+
+/// The first `n` events of a watch.
+fn first_events(sb: &TestSandbox, path: &str, n: usize) -> Vec<Value> {
+    let url = format!("{}{path}", sb.sandbox().url());
+    sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut resp = reqwest::get(&url).await.expect("watch");
+        assert_eq!(resp.status().as_u16(), 200);
+        let (mut buf, mut events) = (Vec::new(), Vec::new());
+        while events.len() < n {
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(60), resp.chunk())
+                .await
+                .expect("watch events in time")
+                .expect("chunk")
+                .expect("the watch stays open");
+            buf.extend_from_slice(&chunk);
+            while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                events.push(serde_json::from_slice(&line).expect("event json"));
+            }
+        }
+        events
+    })
+}
+
+#[test]
+fn watch_list_options_are_validated_and_send_initial_events_false_sends_none() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&["create", "configmap", "before"]);
+    const CMS: &str = "/api/v1/namespaces/default/configmaps";
+    let cases = [
+        (
+            format!("{CMS}?sendInitialEvents=true"),
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+        ),
+        (
+            format!("{CMS}?watch=true&sendInitialEvents=true"),
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            format!("{CMS}?watch=true&resourceVersionMatch=NotOlderThan&resourceVersion=0"),
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ),
+        (
+            format!(
+                "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=1"
+            ),
+            r#"Unsupported value: "Exact": supported values: "NotOlderThan""#,
+        ),
+    ];
+    for (path, message) in cases {
+        let (code, body) = raw_get(&sb, &path);
+        assert_eq!(code, 422, "{path}: {body}");
+        assert_eq!(body["reason"], "Invalid", "{path}: {body}");
+        let text = body["message"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(r#"ListOptions.meta.k8s.io "" is invalid: "#)
+                && text.contains(message),
+            "{path}: {text}"
+        );
+    }
+    // No initial events: the first event is the object created after the
+    // watch started, not the one that was there before.
+    let events = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            sb.kubectl_ok(&["create", "configmap", "after"]);
+        });
+        first_events(
+            &sb,
+            &format!(
+                "{CMS}?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&resourceVersion=0"
+            ),
+            1,
+        )
+    });
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(
+        events[0]["object"]["metadata"]["name"], "after",
+        "{events:?}"
+    );
+    // With sendInitialEvents=true the state comes first, then the bookmark.
+    let events = first_events(
+        &sb,
+        &format!(
+            "{CMS}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion=0"
+        ),
+        3,
+    );
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default(),
+                e["object"]["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("ADDED", "after"), ("ADDED", "before"), ("BOOKMARK", "")]
+    );
+}

@@ -1176,6 +1176,12 @@ impl Listed {
 
 /// LIST with selectors, limit and continue.
 fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
+    if query.opt_flag("sendInitialEvents").is_some() {
+        return Err(invalid_list_options(
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for list".into(),
+        ));
+    }
     let filter = Filter::new(served, target, query)?;
     let after = match query.get("continue").filter(|t| !t.is_empty()) {
         Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
@@ -1239,14 +1245,79 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
 
 /// A 422 about the list options, as `ValidateListOptions` words it.
 fn invalid_list_options(field: &str, message: String) -> ApiError {
+    invalid_list_options_all(vec![(field.to_owned(), message)])
+}
+
+/// A 422 naming every invalid list option, aggregated as the apiserver's
+/// `NewInvalid` does (`[a: …, b: …]` when there are several).
+fn invalid_list_options_all(errs: Vec<(String, String)>) -> ApiError {
+    let each: Vec<String> = errs.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    let all = match each.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", each.join(", ")),
+    };
+    let reason = |m: &str| {
+        if m.starts_with("Forbidden") {
+            "FieldValueForbidden"
+        } else if m.starts_with("Unsupported value") {
+            "FieldValueNotSupported"
+        } else {
+            "FieldValueInvalid"
+        }
+    };
+    let causes: Vec<Value> = errs
+        .iter()
+        .map(|(f, m)| json!({"reason": reason(m), "message": m, "field": f}))
+        .collect();
     let mut e = ApiError::new_status(
         422,
         "Invalid",
-        format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {all}"),
     );
-    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
-        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}));
+    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}));
     e
+}
+
+/// The watch-list rules of `validateWatchOptions`: `sendInitialEvents`
+/// needs `resourceVersionMatch=NotOlderThan`, which a watch may only give
+/// together with `sendInitialEvents`.
+fn validate_watch_options(query: &Query) -> ApiResult<()> {
+    let send_initial = query.opt_flag("sendInitialEvents");
+    let matching = query.get("resourceVersionMatch");
+    let mut errs = Vec::new();
+    let field = "resourceVersionMatch".to_owned();
+    if send_initial.is_some() && matching != Some("NotOlderThan") {
+        errs.push((
+            field.clone(),
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                .to_owned(),
+        ));
+    }
+    if let Some(m) = matching {
+        if send_initial.is_none() {
+            errs.push((
+                field.clone(),
+                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".to_owned(),
+            ));
+        }
+        if m != "NotOlderThan" {
+            errs.push((
+                field.clone(),
+                format!("Unsupported value: \"{m}\": supported values: \"NotOlderThan\""),
+            ));
+        }
+        if query.get("continue").is_some() {
+            errs.push((
+                field,
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided".to_owned(),
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_list_options_all(errs))
+    }
 }
 
 /// The objects a LIST reads and the resourceVersion they are at, following
@@ -1419,9 +1490,11 @@ async fn watch(
         table::IncludeObject::from_query(query.get("includeObject"))
             .map_err(ApiError::bad_request)?;
     }
+    validate_watch_options(query)?;
     let res = served.info.storage_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
-    let send_initial = query.flag("sendInitialEvents");
+    let send_initial_opt = query.opt_flag("sendInitialEvents");
+    let send_initial = send_initial_opt == Some(true);
     let (initial, start_rv, rx): (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>) = match asked
         .as_deref()
         .and_then(|s| s.parse::<u64>().ok())
@@ -1451,6 +1524,12 @@ async fn watch(
                 return Ok(r);
             }
         },
+        // sendInitialEvents=false from "any" or the latest version: the
+        // changes from now on, without the current state.
+        None if send_initial_opt == Some(false) => {
+            let (_, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
+            (Vec::new(), at, rx)
+        }
         None => {
             let (items, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
             let evs = items
