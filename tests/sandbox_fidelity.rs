@@ -442,3 +442,122 @@ fn watch_list_options_are_validated_and_send_initial_events_false_sends_none() {
         [("ADDED", "after"), ("ADDED", "before"), ("BOOKMARK", "")]
     );
 }
+
+const NAMESPACE_DELETION: &str = r#"
+import json, sys, threading, time
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+seen = {}
+
+def until(what, f):
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        v = f()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise SystemExit("timed out waiting for " + what)
+
+v1.create_namespace({"metadata": {"name": "doomed"}, "spec": {"finalizers": ["example.com/hold"]}})
+seen["spec_finalizers"] = v1.read_namespace("doomed").spec.finalizers
+v1.create_namespaced_config_map("doomed", {"metadata": {"name": "kept", "finalizers": ["example.com/keep"]}})
+v1.create_namespaced_pod("doomed", {"metadata": {"name": "stubborn",
+    "annotations": {"sandbox.agentdeck.dev/run-shell": "true"}},
+    "spec": {"terminationGracePeriodSeconds": 2, "containers": [{"name": "c", "image": "busybox",
+             "command": ["sh", "-c", "trap '' TERM; echo up; while true; do sleep 1; done"]}]}})
+until("the pod to run", lambda: v1.read_namespaced_pod("stubborn", "doomed").status.phase == "Running")
+
+pod_events = []
+def watch_pods():
+    for ev in watch.Watch().stream(v1.list_namespaced_pod, "doomed", timeout_seconds=60):
+        pod_events.append([ev["type"], ev["object"].metadata.deletion_grace_period_seconds])
+        if ev["type"] == "DELETED":
+            return
+t = threading.Thread(target=watch_pods)
+t.start()
+time.sleep(0.5)
+v1.delete_namespace("doomed")
+seen["phase_at_once"] = v1.read_namespace("doomed").status.phase
+try:
+    v1.create_namespaced_config_map("doomed", {"metadata": {"name": "late"}})
+except ApiException as e:
+    seen["create_in_terminating"] = [e.status, json.loads(e.body)["reason"]]
+t.join(60)
+seen["pod_events"] = pod_events
+
+def conds():
+    ns = v1.read_namespace("doomed")
+    return {c.type: [c.status, c.reason, c.message] for c in (ns.status.conditions or [])}
+seen["held"] = until("only the configmap to remain",
+    lambda: (lambda c: c if c.get("NamespaceContentRemaining", [""])[2].endswith("configmaps. has 1 resource instances") else None)(conds()))
+v1.patch_namespaced_config_map("kept", "doomed", {"metadata": {"finalizers": None}})
+seen["emptied"] = until("the content to be gone",
+    lambda: (lambda c: c if c.get("NamespaceContentRemaining", ["True"])[0] == "False" else None)(conds()))
+ns = v1.read_namespace("doomed")
+seen["left"] = [ns.status.phase, ns.spec.finalizers]
+ns.spec.finalizers = []
+v1.replace_namespace_finalize("doomed", ns)
+def gone():
+    try:
+        v1.read_namespace("doomed")
+        return False
+    except ApiException as e:
+        return e.status == 404
+until("the namespace to go", gone)
+seen["gone"] = True
+print(json.dumps(seen))
+"#;
+
+#[test]
+fn deleting_a_namespace_waits_for_finalizers_and_grace_periods_with_conditions() {
+    if !python_client() {
+        return;
+    }
+    let sb = TestSandbox::start();
+    let seen = python(&sb, NAMESPACE_DELETION);
+    assert_eq!(
+        seen["spec_finalizers"],
+        json!(["example.com/hold", "kubernetes"])
+    );
+    assert_eq!(seen["phase_at_once"], "Terminating");
+    assert_eq!(seen["create_in_terminating"], json!([403, "Forbidden"]));
+    let pod_events = seen["pod_events"].as_array().expect("pod events");
+    assert!(
+        pod_events.contains(&json!(["MODIFIED", 2])),
+        "the pod is deleted with its grace period: {pod_events:?}"
+    );
+    assert_eq!(
+        pod_events.last(),
+        Some(&json!(["DELETED", 2])),
+        "{pod_events:?}"
+    );
+    let held = &seen["held"];
+    assert_eq!(
+        held["NamespaceContentRemaining"],
+        json!([
+            "True",
+            "SomeResourcesRemain",
+            "Some resources are remaining: configmaps. has 1 resource instances"
+        ])
+    );
+    assert_eq!(
+        held["NamespaceFinalizersRemaining"],
+        json!([
+            "True",
+            "SomeFinalizersRemain",
+            "Some content in the namespace has finalizers remaining: example.com/keep in 1 resource instances"
+        ])
+    );
+    assert_eq!(
+        seen["emptied"]["NamespaceFinalizersRemaining"],
+        json!([
+            "False",
+            "ContentHasNoFinalizers",
+            "All content-preserving finalizers finished"
+        ])
+    );
+    assert_eq!(seen["left"], json!(["Terminating", ["example.com/hold"]]));
+    assert_eq!(seen["gone"], true);
+}

@@ -725,7 +725,15 @@ impl Api {
     fn admit_create(&self, s: &Served, _ns: &str, obj: &mut Value) -> ApiResult<()> {
         match (s.info.group.as_str(), s.info.kind.as_str()) {
             ("", "Namespace") => {
-                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                // Its own spec.finalizers are kept, `kubernetes` added.
+                let mut kept = super::namespaces::spec_finalizers(obj);
+                if !kept
+                    .iter()
+                    .any(|f| f == super::namespaces::KUBERNETES_FINALIZER)
+                {
+                    kept.push(super::namespaces::KUBERNETES_FINALIZER.to_owned());
+                }
+                obj["spec"] = json!({"finalizers": kept});
                 obj["status"] = json!({"phase": "Active"});
             }
             ("", "Pod") => {
@@ -936,9 +944,12 @@ impl Api {
         })?;
         let mut new = convert::to_storage(info, new);
         let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
+        let is_namespace = info.kind == "Namespace" && info.group.is_empty();
+        let finalize = sub == Some("finalize") && is_namespace;
         if let Some(sub) = sub
             && sub != "status"
             && !ephemeral
+            && !finalize
         {
             return Err(ApiError::no_route(sub));
         }
@@ -976,6 +987,25 @@ impl Api {
                 m.remove("managedFields");
             }
             let has_status = info.has_subresource("status");
+            if is_namespace {
+                // spec.finalizers change only through /finalize, and only they do.
+                let finalizers = if finalize {
+                    new["spec"]["finalizers"].clone()
+                } else {
+                    old["spec"]["finalizers"].clone()
+                };
+                if finalize {
+                    let mut merged = old.clone();
+                    merged["spec"]["finalizers"] = if finalizers.is_null() {
+                        json!([])
+                    } else {
+                        finalizers
+                    };
+                    new = merged;
+                } else if !finalizers.is_null() {
+                    new["spec"]["finalizers"] = finalizers;
+                }
+            }
             if ephemeral {
                 // Only ephemeral containers change through this subresource,
                 // and only by being added.
@@ -1089,8 +1119,13 @@ impl Api {
         };
         self.after_write(s, &stored);
         // The last finalizer gone from an object being deleted removes it.
+        let last_gone = if is_namespace {
+            super::namespaces::finalized(&stored)
+        } else {
+            finalizers(&stored).is_empty()
+        };
         if stored.pointer("/metadata/deletionTimestamp").is_some()
-            && finalizers(&stored).is_empty()
+            && last_gone
             && let Ok(gone) = self.store.delete(&info.storage_resource(), ns, name)
         {
             self.after_delete(s, &gone);
@@ -1486,11 +1521,11 @@ impl Api {
             let marked = marked.map_err(|_| ApiError::not_found(&s.info, &name))?;
             self.after_write(&s, &marked);
             if is_namespace {
-                self.empty_namespace(&name);
-                if let Ok(gone) = self.store.delete(&res, &ns, &name) {
-                    self.after_delete(&s, &gone);
-                    return Ok((*gone).clone());
-                }
+                self.sync_namespace(&name);
+                return Ok(self
+                    .store
+                    .get(&res, &ns, &name)
+                    .map_or_else(|| (*marked).clone(), |n| (*n).clone()));
             } else if graceful_pod && finalizers(&marked).is_empty() {
                 if !self.hooks().pod_deletion_requested(&ns, &name)
                     && let Ok(gone) = self.store.delete(&res, &ns, &name)
@@ -1522,28 +1557,6 @@ impl Api {
         }
     }
 
-    fn empty_namespace(&self, ns: &str) {
-        let served: Vec<Served> = self
-            .registry()
-            .all()
-            .iter()
-            .filter(|s| s.info.namespaced && !s.info.is_view())
-            .cloned()
-            .collect();
-        for s in served {
-            let (items, _) = self.store.list(&s.info.group_resource(), Some(ns));
-            for item in items {
-                let name = item["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                if let Ok(gone) = self.store.delete(&s.info.group_resource(), ns, &name) {
-                    self.after_delete(&s, &gone);
-                }
-            }
-        }
-    }
-
     /// Bookkeeping after a create or update: CRD registration, GC.
     fn after_write(&self, s: &Served, obj: &Value) {
         if s.info.kind == "CustomResourceDefinition"
@@ -1556,11 +1569,23 @@ impl Api {
         }
     }
 
-    fn after_delete(&self, s: &Served, obj: &Value) {
+    pub(crate) fn after_delete(&self, s: &Served, obj: &Value) {
         if s.info.kind == "CustomResourceDefinition" {
             self.unregister_crd(obj);
         }
         self.collect_garbage();
+        // Content leaving a terminating namespace moves its deletion on.
+        if let Some(ns) = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|ns| !ns.is_empty())
+            && self
+                .store
+                .get("namespaces", "", ns)
+                .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        {
+            self.sync_namespace(ns);
+        }
     }
 
     /// Garbage collection as the real collector does it, synchronously:
@@ -1571,6 +1596,17 @@ impl Api {
         for _ in 0..16 {
             if !self.gc_pass() {
                 break;
+            }
+        }
+        // What the collector removed may have been a terminating namespace's
+        // last content.
+        let (namespaces, _) = self.store.list("namespaces", None);
+        for n in namespaces
+            .iter()
+            .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        {
+            if let Some(name) = n["metadata"]["name"].as_str() {
+                self.sync_namespace(name);
             }
         }
     }
