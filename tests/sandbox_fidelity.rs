@@ -561,3 +561,85 @@ fn deleting_a_namespace_waits_for_finalizers_and_grace_periods_with_conditions()
     assert_eq!(seen["left"], json!(["Terminating", ["example.com/hold"]]));
     assert_eq!(seen["gone"], true);
 }
+
+const APPLIED_CM: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  a: \"9\"\n  b: \"3\"\n";
+
+#[test]
+fn server_side_apply_tracks_every_manager_and_conflicts_with_updates_as_the_apiserver_words_it() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&["create", "configmap", "cfg", "--from-literal=a=1"]);
+    sb.kubectl_ok(&["patch", "configmap", "cfg", "-p", r#"{"data":{"b":"2"}}"#]);
+    let conflict = sb.kubectl_in(
+        &["apply", "--server-side", "--field-manager=tool", "-f", "-"],
+        APPLIED_CM,
+    );
+    assert!(!conflict.status.success(), "{}", out(&conflict));
+    let e = err(&conflict);
+    assert!(
+        e.contains("Apply failed with 2 conflicts: conflicts with \"kubectl-create\" using v1 at "),
+        "{e}"
+    );
+    assert!(
+        e.contains(":\n- .data.a\nconflicts with \"kubectl-patch\" using v1 at "),
+        "{e}"
+    );
+    assert!(e.contains(":\n- .data.b"), "{e}");
+
+    let hidden = sb.kubectl_ok(&["get", "configmap", "cfg", "-o", "yaml"]);
+    assert!(!hidden.contains("managedFields"), "{hidden}");
+    let before = sb.kubectl_ok(&[
+        "get",
+        "configmap",
+        "cfg",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation}={.fieldsV1}{\"\\n\"}{end}",
+    ]);
+    assert_eq!(
+        before.lines().collect::<Vec<_>>(),
+        [
+            r#"kubectl-create/Update={"f:data":{"f:a":{}}}"#,
+            r#"kubectl-patch/Update={"f:data":{"f:b":{}}}"#,
+        ],
+        "{before}"
+    );
+
+    sb.kubectl_in_ok(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=tool",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ],
+        APPLIED_CM,
+    );
+    let after = sb.kubectl_ok(&[
+        "get",
+        "configmap",
+        "cfg",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation}={.fieldsV1}{\"\\n\"}{end}",
+    ]);
+    assert_eq!(
+        after.lines().collect::<Vec<_>>(),
+        [r#"tool/Apply={"f:data":{"f:a":{},"f:b":{}}}"#],
+        "forced fields change hands and managers left with nothing drop out: {after}"
+    );
+    // An update of a field the applier owns is the updater's now; the next
+    // apply of another value conflicts with it.
+    sb.kubectl_ok(&["patch", "configmap", "cfg", "-p", r#"{"data":{"a":"5"}}"#]);
+    let again = sb.kubectl_in(
+        &["apply", "--server-side", "--field-manager=tool", "-f", "-"],
+        APPLIED_CM,
+    );
+    let e = err(&again);
+    assert!(
+        e.contains("Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1 at ")
+            && e.contains(": .data.a\n"),
+        "{e}"
+    );
+}

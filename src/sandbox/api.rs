@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::{Map, Value, json};
 
 use super::convert;
+use super::managed::{self, field_path, leaves as apply_leaves, remove_leaf};
 use super::registry::{ResourceInfo, SubresourceInfo};
 use super::store::{EventType, Store, StoreError, rv_of};
 use crate::plan::strategic_merge;
@@ -270,6 +271,9 @@ pub struct Query {
     pub params: HashMap<String, String>,
     /// Warnings for the client (`Warning: 299` headers), shared by clones.
     warnings: Arc<Mutex<Vec<String>>>,
+    /// The client's `User-Agent`, which names the field manager of writes
+    /// that give none.
+    pub user_agent: Option<String>,
 }
 
 impl Query {
@@ -283,6 +287,24 @@ impl Query {
         Query {
             params,
             warnings: Arc::default(),
+            user_agent: None,
+        }
+    }
+
+    /// The field manager of a write: `fieldManager`, else the User-Agent up
+    /// to its first `/` (as the apiserver defaults it); the sandbox's own
+    /// controllers write as `kube-controller-manager`.
+    pub fn manager(&self) -> String {
+        if let Some(m) = self.get("fieldManager") {
+            return m.to_owned();
+        }
+        match self
+            .user_agent
+            .as_deref()
+            .map(|u| u.split('/').next().unwrap_or(u))
+        {
+            Some(prefix) if !prefix.is_empty() => prefix.to_owned(),
+            _ => "kube-controller-manager".to_owned(),
         }
     }
 
@@ -590,8 +612,23 @@ impl Api {
         version: &str,
         plural: &str,
         ns: Option<&str>,
+        obj: Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        self.create_as(group, version, plural, ns, obj, query, None)
+    }
+
+    /// Create, by an apply (`applied` names its fields) or an update.
+    #[allow(clippy::too_many_arguments)]
+    fn create_as(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        ns: Option<&str>,
         mut obj: Value,
         query: &Query,
+        applied: Option<std::collections::BTreeSet<managed::Path>>,
     ) -> ApiResult<Value> {
         let s = self.served(group, version, plural)?;
         let ns = self.namespace_for(&s, ns)?;
@@ -705,6 +742,20 @@ impl Api {
                 Some((&s.info.kind, &s.info.version)),
             )?;
         }
+        let version = s.info.api_version();
+        let now = now_rfc3339();
+        managed::track(
+            None,
+            &mut obj,
+            &managed::Write {
+                manager: &query.manager(),
+                applied,
+                api_version: &version,
+                subresource: "",
+                scope: managed_scope(&s.info, None),
+                time: &now,
+            },
+        );
         if query.dry_run() {
             return Ok(obj);
         }
@@ -918,7 +969,10 @@ impl Api {
             expect_rv,
             obj,
             query,
-            false,
+            How {
+                patched: false,
+                applied: None,
+            },
         )
     }
 
@@ -934,8 +988,9 @@ impl Api {
         expect_rv: Option<String>,
         new: Value,
         query: &Query,
-        patched: bool,
+        how: How,
     ) -> ApiResult<Value> {
+        let patched = how.patched;
         let info = &s.info;
         query.field_validation(if patched {
             "PatchOptions"
@@ -1092,6 +1147,31 @@ impl Api {
                 new["metadata"]["generation"] = json!(g);
             }
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            match old["metadata"].get("managedFields") {
+                Some(m) => new["metadata"]["managedFields"] = m.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove("managedFields");
+                    }
+                }
+            }
+            if &new == old && how.applied.is_none() {
+                return Ok(None);
+            }
+            let version = info.api_version();
+            let now = now_rfc3339();
+            managed::track(
+                Some(old),
+                &mut new,
+                &managed::Write {
+                    manager: &query.manager(),
+                    applied: how.applied.clone(),
+                    api_version: &version,
+                    subresource: if sub == Some("status") { "status" } else { "" },
+                    scope: managed_scope(info, sub),
+                    time: &now,
+                },
+            );
             if &new == old {
                 return Ok(None);
             }
@@ -1161,6 +1241,7 @@ impl Api {
             return Err(ApiError::not_found(&s.info, &name));
         };
         let mut doc = (*current).clone();
+        let mut applied_fields = None;
         match ct {
             "application/merge-patch+json" => {
                 let p: Value = parse_json(body)?;
@@ -1200,7 +1281,8 @@ impl Api {
                     name.clone(),
                     manager.to_string(),
                 );
-                self.check_apply_conflicts(&key, &applied, query.flag("force"))?;
+                self.check_apply_conflicts(&key, &current, &applied, query.flag("force"))?;
+                applied_fields = Some(apply_leaves(&applied).into_iter().map(|(p, _)| p).collect());
                 doc = self.apply_onto(&s, &ns, &name, manager, &current, &applied)?;
             }
             other => return Err(ApiError::unsupported_media_type(other)),
@@ -1229,7 +1311,10 @@ impl Api {
             expect_rv,
             doc,
             query,
-            true,
+            How {
+                patched: true,
+                applied: applied_fields,
+            },
         )?;
         if is_apply && !query.dry_run() {
             self.remember_applied(
@@ -1276,13 +1361,15 @@ impl Api {
         let mut obj = parse_apply_body(body)?;
         obj["metadata"]["name"] = json!(name);
         let ns_opt = if s.info.namespaced { Some(ns) } else { None };
-        let created = self.create(
+        let applied = apply_leaves(&obj).into_iter().map(|(p, _)| p).collect();
+        let created = self.create_as(
             &s.info.group,
             &s.info.version,
             &s.info.plural,
             ns_opt,
             obj,
             query,
+            Some(applied),
         )?;
         if !query.dry_run() {
             self.remember_applied(s, ns, name, manager, body);
@@ -1337,66 +1424,32 @@ impl Api {
     fn check_apply_conflicts(
         &self,
         key: &(String, String, String, String),
+        current: &Value,
         applied: &Value,
         force: bool,
     ) -> ApiResult<()> {
         let mine = apply_leaves(applied);
-        let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
-        let mut conflicts: Vec<(String, String)> = Vec::new();
-        for ((res, ns, name, manager), theirs) in all.iter_mut() {
-            if (res, ns, name) != (&key.0, &key.1, &key.2) || manager == &key.3 {
-                continue;
-            }
-            let owned: BTreeMap<String, Value> = apply_leaves(theirs)
-                .into_iter()
-                .map(|(p, v)| (field_path(&p), v))
-                .collect();
-            for (path, value) in &mine {
-                let shown = field_path(path);
-                if owned.get(&shown).is_some_and(|v| v != value) {
-                    if force {
+        managed::check_conflicts(current, &key.3, &mine, force)?;
+        if force {
+            // Fields taken over leave the other appliers' configurations, so
+            // a later apply of theirs does not remove them.
+            let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
+            for ((res, ns, name, manager), theirs) in all.iter_mut() {
+                if (res, ns, name) != (&key.0, &key.1, &key.2) || manager == &key.3 {
+                    continue;
+                }
+                let owned: BTreeMap<String, Value> = apply_leaves(theirs)
+                    .into_iter()
+                    .map(|(p, v)| (field_path(&p), v))
+                    .collect();
+                for (path, value) in &mine {
+                    if owned.get(&field_path(path)).is_some_and(|v| v != value) {
                         remove_leaf(theirs, path);
-                    } else {
-                        conflicts.push((manager.clone(), shown));
                     }
                 }
             }
         }
-        if conflicts.is_empty() {
-            return Ok(());
-        }
-        let n = conflicts.len();
-        let message = if n == 1 {
-            format!(
-                "Apply failed with 1 conflict: conflict with \"{}\": {}",
-                conflicts[0].0, conflicts[0].1
-            )
-        } else {
-            let mut m = format!("Apply failed with {n} conflicts: ");
-            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for (mgr, f) in &conflicts {
-                by_manager.entry(mgr).or_default().push(f);
-            }
-            let parts: Vec<String> = by_manager
-                .iter()
-                .map(|(mgr, fields)| {
-                    if fields.len() == 1 {
-                        format!("conflict with \"{mgr}\": {}", fields[0])
-                    } else {
-                        format!("conflicts with \"{mgr}\":\n- {}", fields.join("\n- "))
-                    }
-                })
-                .collect();
-            m.push_str(&parts.join("\n"));
-            m
-        };
-        let mut e = ApiError::new(409, "Conflict", message);
-        e.details = Some(json!({"causes": conflicts.iter().map(|(mgr, f)| json!({
-            "reason": "FieldManagerConflict",
-            "message": format!("conflict with \"{mgr}\""),
-            "field": f,
-        })).collect::<Vec<_>>()}));
-        Err(e)
+        Ok(())
     }
 
     /// DELETE one object, honouring finalizers and the propagation policy.
@@ -2157,97 +2210,19 @@ fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
     Ok(v)
 }
 
-/// Removes from `doc` the fields present in `prev` but absent from `now`
-/// (what a manager stopped applying), recursing into maps.
-/// One step of a field path: a map key, or a list item by its name.
-#[derive(Debug, Clone, PartialEq)]
-enum PathStep {
-    Key(String),
-    Named(String),
+/// How a write reaches [`Api::replace`]: a patch (whose strict field
+/// errors read differently), and for an apply the fields it applies.
+struct How {
+    patched: bool,
+    applied: Option<std::collections::BTreeSet<managed::Path>>,
 }
 
-/// The leaf fields an applied configuration sets, with their values; lists
-/// of named items are walked by name (containers, env, ports …), other
-/// lists are atomic. Identity fields are nobody's to conflict over.
-fn apply_leaves(doc: &Value) -> Vec<(Vec<PathStep>, Value)> {
-    fn walk(v: &Value, path: &mut Vec<PathStep>, out: &mut Vec<(Vec<PathStep>, Value)>) {
-        match v {
-            Value::Object(m) if !m.is_empty() => {
-                for (k, child) in m {
-                    path.push(PathStep::Key(k.clone()));
-                    walk(child, path, out);
-                    path.pop();
-                }
-            }
-            Value::Array(items)
-                if !items.is_empty() && items.iter().all(|i| i["name"].is_string()) =>
-            {
-                for item in items {
-                    path.push(PathStep::Named(
-                        item["name"].as_str().unwrap_or_default().to_string(),
-                    ));
-                    walk(item, path, out);
-                    path.pop();
-                }
-            }
-            _ => out.push((path.clone(), v.clone())),
-        }
-    }
-    let mut out = Vec::new();
-    walk(doc, &mut Vec::new(), &mut out);
-    out.retain(|(p, _)| {
-        let top = |k: &str| p.first() == Some(&PathStep::Key(k.into()));
-        let meta = |k: &str| top("metadata") && p.get(1) == Some(&PathStep::Key(k.into()));
-        !(top("apiVersion")
-            || top("kind")
-            || meta("name")
-            || meta("namespace")
-            || meta("resourceVersion")
-            || p.last() == Some(&PathStep::Key("name".into()))
-                && p.len() >= 2
-                && matches!(p[p.len() - 2], PathStep::Named(_)))
-    });
-    out
-}
-
-/// A field path as the apiserver prints it: `.spec.containers[name="api"].image`.
-fn field_path(path: &[PathStep]) -> String {
-    path.iter()
-        .map(|s| match s {
-            PathStep::Key(k) => format!(".{k}"),
-            PathStep::Named(n) => format!("[name=\"{n}\"]"),
-        })
-        .collect()
-}
-
-fn remove_leaf(doc: &mut Value, path: &[PathStep]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = doc;
-    for step in parents {
-        let next = match step {
-            PathStep::Key(k) => cur.get_mut(k.as_str()),
-            PathStep::Named(n) => cur
-                .as_array_mut()
-                .and_then(|a| a.iter_mut().find(|i| i["name"] == n.as_str())),
-        };
-        match next {
-            Some(n) => cur = n,
-            None => return,
-        }
-    }
-    match last {
-        PathStep::Key(k) => {
-            if let Some(m) = cur.as_object_mut() {
-                m.remove(k);
-            }
-        }
-        PathStep::Named(n) => {
-            if let Some(a) = cur.as_array_mut() {
-                a.retain(|i| i["name"] != n.as_str());
-            }
-        }
+/// Which fields a write to `sub` of `info` is tracked for.
+fn managed_scope(info: &ResourceInfo, sub: Option<&str>) -> managed::Scope {
+    match sub {
+        Some("status") => managed::Scope::Status,
+        _ if info.has_subresource("status") => managed::Scope::NotStatus,
+        _ => managed::Scope::All,
     }
 }
 

@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod faults;
 pub mod jsonpath;
 pub mod kubelet;
+pub mod managed;
 pub mod namespaces;
 pub mod openapi_schemas;
 pub mod protobuf;

@@ -130,7 +130,8 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
         }
     };
     let path = parts.uri.path().to_string();
-    let query = Query::parse(parts.uri.query());
+    let mut query = Query::parse(parts.uri.query());
+    query.user_agent = header_str(&parts.headers, header::USER_AGENT).map(str::to_owned);
     let latency = api.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
