@@ -643,3 +643,180 @@ fn server_side_apply_tracks_every_manager_and_conflicts_with_updates_as_the_apis
         "{e}"
     );
 }
+
+const CONSOLE_KINDS: &str = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: postgres}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: busybox}]}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: standard
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1}
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  hostPath: {path: /tmp/pv-1}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: legacy}
+spec:
+  replicas: 1
+  selector: {app: legacy}
+  template:
+    metadata: {labels: {app: legacy}}
+    spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  ingressClassName: nginx
+  rules:
+    - host: web.example.com
+      http:
+        paths:
+          - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: rancher.io/local-path
+"#;
+
+#[test]
+fn the_kinds_a_console_lists_are_served_with_printer_columns_and_default_cluster_roles_exist() {
+    let sb = TestSandbox::start();
+    let resources = sb.kubectl_ok(&["api-resources", "--no-headers"]);
+    for (name, short) in [
+        ("statefulsets", "sts"),
+        ("daemonsets", "ds"),
+        ("cronjobs", "cj"),
+        ("persistentvolumeclaims", "pvc"),
+        ("persistentvolumes", "pv"),
+        ("replicationcontrollers", "rc"),
+        ("ingresses", "ing"),
+        ("storageclasses", "sc"),
+    ] {
+        assert!(
+            resources.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.first() == Some(&name) && cols.get(1) == Some(&short)
+            }),
+            "{name} ({short}) missing:\n{resources}"
+        );
+    }
+    // Listed empty before anything exists, as a console's first screen does.
+    let empty = sb.kubectl(&["get", "sts,ds,cj,pvc,pv,rc,ing,sc", "-A"]);
+    assert!(empty.status.success(), "{}", err(&empty));
+    sb.kubectl_in_ok(&["apply", "-f", "-"], CONSOLE_KINDS);
+    let row = |kind: &str| -> Vec<String> {
+        let text = sb.kubectl_ok(&["get", kind]);
+        let mut lines = text.lines();
+        let header = lines.next().unwrap_or_default().to_owned();
+        let first = lines.next().unwrap_or_default().to_owned();
+        vec![header, first]
+    };
+    let pvc = row("pvc");
+    assert!(
+        pvc[0].starts_with("NAME") && pvc[0].contains("STATUS") && pvc[0].contains("STORAGECLASS"),
+        "{pvc:?}"
+    );
+    assert!(
+        pvc[1].starts_with("data") && pvc[1].contains("Pending") && pvc[1].contains("standard"),
+        "{pvc:?}"
+    );
+    let pv = row("pv");
+    assert!(
+        pv[0].contains("RECLAIM POLICY")
+            && pv[1].contains("5Gi")
+            && pv[1].contains("RWO,ROX")
+            && pv[1].contains("Retain"),
+        "{pv:?}"
+    );
+    let ing = row("ingress");
+    assert!(
+        ing[0].contains("HOSTS")
+            && ing[1].contains("nginx")
+            && ing[1].contains("web.example.com")
+            && ing[1].contains("80"),
+        "{ing:?}"
+    );
+    let sc = row("sc");
+    assert!(
+        sc[0].contains("PROVISIONER")
+            && sc[1].starts_with("standard (default)")
+            && sc[1].contains("rancher.io/local-path")
+            && sc[1].contains("Delete"),
+        "{sc:?}"
+    );
+    for (kind, header) in [
+        ("sts", "READY"),
+        ("ds", "DESIRED"),
+        ("cj", "SCHEDULE"),
+        ("rc", "DESIRED"),
+    ] {
+        let r = row(kind);
+        assert!(r[0].contains(header) && !r[1].is_empty(), "{kind}: {r:?}");
+    }
+    let invalid = sb.kubectl_in(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bad}\nspec: {resources: {requests: {storage: 1Gi}}}\n",
+    );
+    assert!(
+        err(&invalid)
+            .contains("spec.accessModes: Required value: at least 1 access mode is required"),
+        "{}",
+        err(&invalid)
+    );
+    let explain = sb.kubectl_ok(&["explain", "storageclass.provisioner"]);
+    assert!(explain.contains("provisioner"), "{explain}");
+
+    let roles = sb.kubectl_ok(&["get", "clusterroles", "-o", "name"]);
+    for r in ["cluster-admin", "admin", "edit", "view"] {
+        assert!(
+            roles
+                .lines()
+                .any(|l| l == format!("clusterrole.rbac.authorization.k8s.io/{r}")),
+            "{roles}"
+        );
+    }
+    let binding = sb.kubectl_ok(&["get", "clusterrolebinding", "cluster-admin", "--no-headers"]);
+    assert!(binding.contains("ClusterRole/cluster-admin"), "{binding}");
+}

@@ -531,6 +531,17 @@ impl Api {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let _ = api.create("", "v1", "namespaces", None, obj, &Query::default());
         }
+        // What the apiserver's RBAC bootstrap policy creates at start.
+        for (plural, obj) in super::bootstrap::default_rbac() {
+            let _ = api.create(
+                "rbac.authorization.k8s.io",
+                "v1",
+                plural,
+                None,
+                obj,
+                &Query::default(),
+            );
+        }
         api
     }
 
@@ -917,6 +928,10 @@ impl Api {
             }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 self.check_crd(&s.info, obj)?;
+            }
+            ("", "PersistentVolumeClaim" | "PersistentVolume")
+            | ("storage.k8s.io", "StorageClass") => {
+                storage_defaults(&s.info, obj)?;
             }
             _ => {}
         }
@@ -2208,6 +2223,77 @@ fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
         return Err(ApiError::bad_request("apply patch must be an object"));
     }
     Ok(v)
+}
+
+/// Validation and defaults of the storage kinds the sandbox stores but
+/// runs no controller for (as their registry strategies and defaulters do).
+fn storage_defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut causes = Vec::new();
+    let empty = |v: Option<&Value>| v.is_none_or(|v| v.as_array().is_some_and(Vec::is_empty));
+    match info.kind.as_str() {
+        "PersistentVolumeClaim" => {
+            if empty(obj.pointer("/spec/accessModes")) {
+                causes.push((
+                    "spec.accessModes".to_owned(),
+                    "Required value: at least 1 access mode is required".to_owned(),
+                ));
+            }
+            if obj.pointer("/spec/resources/requests/storage").is_none() {
+                causes.push((
+                    "spec.resources[storage]".to_owned(),
+                    "Required value".to_owned(),
+                ));
+            }
+            obj["spec"]["volumeMode"] = obj["spec"]
+                .get("volumeMode")
+                .cloned()
+                .unwrap_or(json!("Filesystem"));
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        "PersistentVolume" => {
+            if obj.pointer("/spec/capacity").is_none() {
+                causes.push(("spec.capacity".to_owned(), "Required value".to_owned()));
+            }
+            if empty(obj.pointer("/spec/accessModes")) {
+                causes.push((
+                    "spec.accessModes".to_owned(),
+                    "Required value: must specify at least 1 access mode".to_owned(),
+                ));
+            }
+            for (k, d) in [
+                ("persistentVolumeReclaimPolicy", "Retain"),
+                ("volumeMode", "Filesystem"),
+            ] {
+                if obj["spec"].get(k).is_none() {
+                    obj["spec"][k] = json!(d);
+                }
+            }
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        _ => {
+            if obj["provisioner"].as_str().unwrap_or_default().is_empty() {
+                causes.push(("provisioner".to_owned(), "Required value".to_owned()));
+            }
+            for (k, d) in [
+                ("reclaimPolicy", "Delete"),
+                ("volumeBindingMode", "Immediate"),
+            ] {
+                if obj.get(k).is_none() {
+                    obj[k] = json!(d);
+                }
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(info, &name, causes))
+    }
 }
 
 /// How a write reaches [`Api::replace`]: a patch (whose strict field

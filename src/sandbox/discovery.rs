@@ -1383,6 +1383,7 @@ mod tests {
                 "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
+                "storage.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "metrics.k8s.io",
@@ -1588,7 +1589,7 @@ mod tests {
         ] {
             assert!(paths.contains_key(key), "{key} missing");
         }
-        assert_eq!(paths.len(), 14);
+        assert_eq!(paths.len(), 15);
         let doc = openapi_v3_group_version(&all, "apps", "v1").expect("apps/v1");
         assert_eq!(
             paths["apis/apps/v1"]["serverRelativeURL"],
@@ -1656,7 +1657,11 @@ mod tests {
         let apps = openapi_v3_group_version(&all, "apps", "v1").expect("apps");
         assert!(!patch_params_for(&apps, "apps", "v1", "Deployment").is_empty());
         let scale = patch_params_for(&apps, "autoscaling", "v1", "Scale");
-        assert_eq!(scale.len(), 2, "deployments/scale and replicasets/scale");
+        assert_eq!(
+            scale.len(),
+            3,
+            "deployments/scale, replicasets/scale and statefulsets/scale"
+        );
         let crd = openapi_v3_group_version(&all, "agentdeck.dev", "v1").expect("crd");
         let pools = patch_params_for(&crd, "agentdeck.dev", "v1", "AgentPool");
         assert!(

@@ -3,6 +3,7 @@
 //! is what `kubectl` and kube-rs see from a real kube-apiserver.
 
 pub mod api;
+pub mod bootstrap;
 pub mod builtin;
 pub mod cluster;
 pub mod convert;
