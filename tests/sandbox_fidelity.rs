@@ -367,8 +367,9 @@ fn first_events(sb: &TestSandbox, path: &str, n: usize) -> Vec<Value> {
 #[test]
 fn watch_list_options_are_validated_and_send_initial_events_false_sends_none() {
     let sb = TestSandbox::start();
-    sb.kubectl_ok(&["create", "configmap", "before"]);
-    const CMS: &str = "/api/v1/namespaces/default/configmaps";
+    sb.kubectl_ok(&["create", "secret", "generic", "before"]);
+    // Secrets: nothing else writes them in default (configmaps hold kube-root-ca.crt).
+    const CMS: &str = "/api/v1/namespaces/default/secrets";
     let cases = [
         (
             format!("{CMS}?sendInitialEvents=true"),
@@ -405,7 +406,7 @@ fn watch_list_options_are_validated_and_send_initial_events_false_sends_none() {
     let events = std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(std::time::Duration::from_millis(500));
-            sb.kubectl_ok(&["create", "configmap", "after"]);
+            sb.kubectl_ok(&["create", "secret", "generic", "after"]);
         });
         first_events(
             &sb,
@@ -819,4 +820,43 @@ fn the_kinds_a_console_lists_are_served_with_printer_columns_and_default_cluster
     }
     let binding = sb.kubectl_ok(&["get", "clusterrolebinding", "cluster-admin", "--no-headers"]);
     assert!(binding.contains("ClusterRole/cluster-admin"), "{binding}");
+}
+
+#[test]
+fn openapi_v2_is_the_real_document_and_each_namespace_gets_kube_root_ca_crt() {
+    let sb = TestSandbox::start();
+    let (code, doc) = raw_get(&sb, "/openapi/v2");
+    assert_eq!(code, 200);
+    assert_eq!(doc["swagger"], "2.0");
+    let pod = &doc["definitions"]["io.k8s.api.core.v1.Pod"];
+    assert!(pod["properties"]["spec"].is_object(), "{pod}");
+    let list = &doc["paths"]["/api/v1/namespaces/{namespace}/pods"]["get"];
+    assert_eq!(list["x-kubernetes-group-version-kind"]["kind"], "Pod");
+    let deploy = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["put"];
+    assert_eq!(deploy["parameters"][0]["in"], "body", "{deploy}");
+    assert!(!doc.to_string().contains("#/components/"));
+
+    sb.kubectl_ok(&["create", "namespace", "fresh"]);
+    let ca = |ns: &str| {
+        let o = sb.kubectl(&[
+            "get",
+            "configmap",
+            "kube-root-ca.crt",
+            "-n",
+            ns,
+            "-o",
+            r"jsonpath={.data.ca\.crt}",
+        ]);
+        o.status
+            .success()
+            .then(|| out(&o))
+            .filter(|c| !c.is_empty())
+    };
+    let pem = common::eventually_blocking("kube-root-ca.crt in the new namespace", || ca("fresh"));
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+    let default = common::eventually_blocking("kube-root-ca.crt in default", || ca("default"));
+    assert_eq!(default, pem);
+    sb.kubectl_ok(&["delete", "configmap", "kube-root-ca.crt", "-n", "fresh"]);
+    let again = common::eventually_blocking("kube-root-ca.crt to come back", || ca("fresh"));
+    assert_eq!(again, pem);
 }
