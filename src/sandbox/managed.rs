@@ -321,7 +321,11 @@ pub fn track(old: Option<&Value>, new: &mut Value, w: &Write<'_>) {
                 .collect()
         }
     };
-    let touched = w.applied.is_some() || !changed.is_empty();
+    // A write that changes nothing of the object nor of what this manager
+    // owns leaves its entry (and so the object) as it was: a repeated apply
+    // is a no-op, as on a real server.
+    let previous = list.iter().find(|e| mine(e)).map(|e| &e.fields);
+    let touched = !changed.is_empty() || previous != Some(&fields);
     match list.iter_mut().find(|e| mine(e)) {
         Some(e) => {
             e.fields = fields;
@@ -482,6 +486,23 @@ mod tests {
             "Apply failed with 1 conflict: conflict with \"kubectl-create\" using v1 at 2026-01-01T00:00:00Z: .data.a"
         );
         assert!(check_conflicts(&obj, "tool", &applied, true).is_ok());
+    }
+
+    #[test]
+    fn applying_the_same_configuration_again_changes_nothing() {
+        let applied: BTreeSet<Path> = [vec![
+            PathStep::Key("data".into()),
+            PathStep::Key("a".into()),
+        ]]
+        .into_iter()
+        .collect();
+        let mut first = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
+        track(None, &mut first, &w("tool", Some(applied.clone())));
+        let mut again = first.clone();
+        let mut later = w("tool", Some(applied));
+        later.time = "2026-01-01T00:05:00Z";
+        track(Some(&first), &mut again, &later);
+        assert_eq!(again, first);
     }
 
     #[test]
