@@ -1121,16 +1121,18 @@ fn older_bundled_kubectls_work_too() {
 #[test]
 fn chunked_gets_forced_deletes_and_waiting_for_creation() {
     let sb = TestSandbox::start();
+    // Secrets: nothing else writes them here (every namespace has its
+    // kube-root-ca.crt ConfigMap, as in a cluster).
     for name in ["p1", "p2", "p3"] {
-        sb.kubectl_ok(&["create", "configmap", name, "--from-literal=n=1"]);
+        sb.kubectl_ok(&["create", "secret", "generic", name, "--from-literal=n=1"]);
     }
     // One item per request: kubectl follows the continue tokens.
-    let chunked = sb.kubectl_ok(&["get", "configmaps", "--chunk-size=1", "-o", "name"]);
+    let chunked = sb.kubectl_ok(&["get", "secrets", "--chunk-size=1", "-o", "name"]);
     assert_eq!(
         chunked.lines().collect::<Vec<_>>(),
-        ["configmap/p1", "configmap/p2", "configmap/p3"]
+        ["secret/p1", "secret/p2", "secret/p3"]
     );
-    let table = sb.kubectl_ok(&["get", "configmaps", "--chunk-size=2"]);
+    let table = sb.kubectl_ok(&["get", "secrets", "--chunk-size=2"]);
     assert_eq!(
         table.lines().filter(|l| l.starts_with("NAME")).count(),
         1,

@@ -59,6 +59,19 @@ fn cm(name: &str) -> Value {
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// The ConfigMap every namespace holds, as in a cluster.
+const ROOT_CA: &str = "kube-root-ca.crt";
+
+/// A sandbox whose `default` namespace already has its kube-root-ca.crt,
+/// so the lists below see the same objects every run.
+fn start() -> TestSandbox {
+    let sb = TestSandbox::start();
+    common::eventually_blocking("kube-root-ca.crt in default", || {
+        (get(&sb, &format!("{CMS}/{ROOT_CA}")).code == 200).then_some(())
+    });
+    sb
+}
+
 fn names(list: &Value) -> Vec<String> {
     list["items"]
         .as_array()
@@ -70,6 +83,7 @@ fn names(list: &Value) -> Vec<String> {
                 .unwrap_or_default()
                 .to_string()
         })
+        .filter(|n| n != ROOT_CA)
         .collect()
 }
 
@@ -80,13 +94,14 @@ fn compact(sb: &TestSandbox) {
 
 #[test]
 fn paginated_lists_read_one_snapshot_and_an_expired_token_gets_410_with_a_fresh_one() {
-    let sb = TestSandbox::start();
+    let sb = start();
     for n in ["a", "b", "c", "d", "e"] {
         assert_eq!(post(&sb, CMS, cm(n)).code, 201);
     }
     let first = get(&sb, &format!("{CMS}?limit=2")).body;
     assert_eq!(names(&first), ["a", "b"]);
-    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    // c, d, e and kube-root-ca.crt.
+    assert_eq!(first["metadata"]["remainingItemCount"], 4);
     let token = first["metadata"]["continue"]
         .as_str()
         .expect("continue")
@@ -130,7 +145,7 @@ fn paginated_lists_read_one_snapshot_and_an_expired_token_gets_410_with_a_fresh_
 
 #[test]
 fn resource_version_match_reads_exact_snapshots_and_is_validated() {
-    let sb = TestSandbox::start();
+    let sb = start();
     let a = post(&sb, CMS, cm("a")).body;
     let at = a["metadata"]["resourceVersion"]
         .as_str()
@@ -229,7 +244,7 @@ fn watch_lines(sb: &TestSandbox, path: &str, enough: impl Fn(&[Value]) -> bool) 
 
 #[test]
 fn watches_replay_from_a_version_end_with_410_once_compacted_and_mark_initial_events() {
-    let sb = TestSandbox::start();
+    let sb = start();
     let a = post(&sb, CMS, cm("a")).body;
     let rv_a = a["metadata"]["resourceVersion"]
         .as_str()
@@ -249,6 +264,10 @@ fn watches_replay_from_a_version_end_with_410_once_compacted_and_mark_initial_ev
         ),
         |e| e.iter().any(|e| e["type"] == "BOOKMARK"),
     );
+    let initial: Vec<Value> = initial
+        .into_iter()
+        .filter(|e| e["object"]["metadata"]["name"] != ROOT_CA)
+        .collect();
     let types: Vec<&str> = initial.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"], "{initial:?}");
     let bookmark = &initial[2]["object"];
@@ -280,7 +299,7 @@ fn watches_replay_from_a_version_end_with_410_once_compacted_and_mark_initial_ev
 
 #[test]
 fn dry_run_validates_and_answers_without_storing() {
-    let sb = TestSandbox::start();
+    let sb = start();
     let created = post(&sb, &format!("{CMS}?dryRun=All"), cm("ghost"));
     assert_eq!(created.code, 201, "{}", created.body);
     assert_eq!(created.body["metadata"]["name"], "ghost");
@@ -328,7 +347,7 @@ fn apply(sb: &TestSandbox, manager: &str, force: bool, data: Value) -> Answer {
 
 #[test]
 fn server_side_apply_conflicts_name_the_field_and_manager_until_forced() {
-    let sb = TestSandbox::start();
+    let sb = start();
     assert_eq!(
         apply(
             &sb,
@@ -368,7 +387,7 @@ fn server_side_apply_conflicts_name_the_field_and_manager_until_forced() {
 
 #[test]
 fn finalizers_hold_a_deletion_and_foreground_deletion_waits_for_dependents() {
-    let sb = TestSandbox::start();
+    let sb = start();
     let mut held = cm("held");
     held["metadata"]["finalizers"] = json!(["example.com/hold"]);
     post(&sb, CMS, held);
@@ -432,7 +451,7 @@ fn finalizers_hold_a_deletion_and_foreground_deletion_waits_for_dependents() {
 
 #[test]
 fn evictions_answer_429_while_a_budget_forbids_them() {
-    let sb = TestSandbox::start();
+    let sb = start();
     let pods = "/api/v1/namespaces/default/pods";
     for name in ["a", "b"] {
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
@@ -494,7 +513,7 @@ fn evictions_answer_429_while_a_budget_forbids_them() {
 
 #[test]
 fn faults_are_driven_through_kubectl_raw_and_answer_like_an_apiserver() {
-    let sb = TestSandbox::start();
+    let sb = start();
     let rule =
         r#"{"fail":{"pathPrefix":"/api/v1/namespaces/default/configmaps","code":500,"count":1}}"#;
     let added = sb.kubectl_in_ok(&["create", "--raw", "/sandbox/faults", "-f", "-"], rule);
@@ -530,7 +549,7 @@ fn faults_are_driven_through_kubectl_raw_and_answer_like_an_apiserver() {
 
 #[test]
 fn a_restart_through_the_admin_endpoint_drops_connections_and_keeps_the_store() {
-    let sb = TestSandbox::start();
+    let sb = start();
     post(&sb, CMS, cm("kept"));
     let url = format!("{}{CMS}?watch=1", sb.sandbox().url());
     let ended = sb.rt.block_on(async {

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Map, Value, json};
 
+use super::convert;
+use super::managed::{self, field_path, leaves as apply_leaves, remove_leaf};
 use super::registry::{ResourceInfo, SubresourceInfo};
 use super::store::{EventType, Store, StoreError, rv_of};
 use crate::plan::strategic_merge;
@@ -267,6 +269,11 @@ pub struct Target {
 pub struct Query {
     /// All parameters as given (last one wins).
     pub params: HashMap<String, String>,
+    /// Warnings for the client (`Warning: 299` headers), shared by clones.
+    warnings: Arc<Mutex<Vec<String>>>,
+    /// The client's `User-Agent`, which names the field manager of writes
+    /// that give none.
+    pub user_agent: Option<String>,
 }
 
 impl Query {
@@ -277,7 +284,101 @@ impl Query {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             params.insert(percent_decode(k), percent_decode(v));
         }
-        Query { params }
+        Query {
+            params,
+            warnings: Arc::default(),
+            user_agent: None,
+        }
+    }
+
+    /// The field manager of a write: `fieldManager`, else the User-Agent up
+    /// to its first `/` (as the apiserver defaults it); the sandbox's own
+    /// controllers write as `kube-controller-manager`.
+    pub fn manager(&self) -> String {
+        if let Some(m) = self.get("fieldManager") {
+            return m.to_owned();
+        }
+        match self
+            .user_agent
+            .as_deref()
+            .map(|u| u.split('/').next().unwrap_or(u))
+        {
+            Some(prefix) if !prefix.is_empty() => prefix.to_owned(),
+            _ => "kube-controller-manager".to_owned(),
+        }
+    }
+
+    /// Adds a warning for the client.
+    pub fn warn(&self, message: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
+    }
+
+    /// The warnings gathered while serving the request.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What `fieldValidation` asks for unknown fields: `Strict`, `Warn`
+    /// (the default) or `Ignore`; anything else is a 422 naming `options`
+    /// (`CreateOptions`, `UpdateOptions`, `PatchOptions`).
+    pub fn field_validation(&self, options: &str) -> ApiResult<&str> {
+        match self.get("fieldValidation") {
+            None => Ok("Warn"),
+            Some(v @ ("Strict" | "Warn" | "Ignore")) => Ok(v),
+            Some(other) => {
+                let message = format!(
+                    "Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+                );
+                let mut e = ApiError::new_status(
+                    422,
+                    "Invalid",
+                    format!("{options}.meta.k8s.io \"\" is invalid: fieldValidation: {message}"),
+                );
+                e.details = Some(json!({"group": "meta.k8s.io", "kind": options,
+                    "causes": [{"reason": "FieldValueNotSupported", "message": message, "field": "fieldValidation"}]}));
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies `fieldValidation` to the unknown fields a write dropped:
+    /// `Strict` refuses the request as the apiserver's decoder does, `Warn`
+    /// warns per field, `Ignore` says nothing. `decoded` is the kind and
+    /// version for a create or update, whose error names them; `None` for a
+    /// patch.
+    pub fn check_unknown_fields(
+        &self,
+        unknown: &[String],
+        options: &str,
+        decoded: Option<(&str, &str)>,
+    ) -> ApiResult<()> {
+        let mode = self.field_validation(options)?;
+        if unknown.is_empty() || mode == "Ignore" {
+            return Ok(());
+        }
+        let fields: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        if mode == "Warn" {
+            for f in fields {
+                self.warn(f);
+            }
+            return Ok(());
+        }
+        let strict = format!("strict decoding error: {}", fields.join(", "));
+        Err(ApiError::bad_request(match decoded {
+            Some((kind, version)) => {
+                format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {strict}")
+            }
+            None => strict,
+        }))
     }
 
     /// One parameter.
@@ -288,9 +389,18 @@ impl Query {
             .filter(|v| !v.is_empty())
     }
 
-    /// A boolean parameter (`true`, `1`).
+    /// A boolean parameter, read as the apiserver's query conversion reads
+    /// one: absent is false; present, it is true unless `0` or `false` in
+    /// any case (the Python client sends `watch=True`, a bare `?watch` is true).
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.params.get(key).map(String::as_str), Some("true" | "1"))
+        self.opt_flag(key).unwrap_or(false)
+    }
+
+    /// A `*bool` parameter such as `sendInitialEvents`: `None` when absent.
+    pub fn opt_flag(&self, key: &str) -> Option<bool> {
+        self.params
+            .get(key)
+            .map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
     }
 
     /// `dryRun=All`.
@@ -421,6 +531,17 @@ impl Api {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let _ = api.create("", "v1", "namespaces", None, obj, &Query::default());
         }
+        // What the apiserver's RBAC bootstrap policy creates at start.
+        for (plural, obj) in super::bootstrap::default_rbac() {
+            let _ = api.create(
+                "rbac.authorization.k8s.io",
+                "v1",
+                plural,
+                None,
+                obj,
+                &Query::default(),
+            );
+        }
         api
     }
 
@@ -490,7 +611,8 @@ impl Api {
         let s = self.served(group, version, plural)?;
         let ns = self.namespace_for(&s, ns)?;
         self.store
-            .get(&s.info.group_resource(), &ns, name)
+            .get(&s.info.storage_resource(), &ns, name)
+            .map(|o| convert::present(&s.info, o))
             .ok_or_else(|| ApiError::not_found(&s.info, name))
     }
 
@@ -501,8 +623,23 @@ impl Api {
         version: &str,
         plural: &str,
         ns: Option<&str>,
+        obj: Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        self.create_as(group, version, plural, ns, obj, query, None)
+    }
+
+    /// Create, by an apply (`applied` names its fields) or an update.
+    #[allow(clippy::too_many_arguments)]
+    fn create_as(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        ns: Option<&str>,
         mut obj: Value,
         query: &Query,
+        applied: Option<std::collections::BTreeSet<managed::Path>>,
     ) -> ApiResult<Value> {
         let s = self.served(group, version, plural)?;
         let ns = self.namespace_for(&s, ns)?;
@@ -605,26 +742,60 @@ impl Api {
         {
             o.remove("status");
         }
+        query.field_validation("CreateOptions")?;
         self.admit_create(&s, &ns, &mut obj)?;
         if let Some(extras) = &s.crd {
-            super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
+            let unknown =
+                super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
+            query.check_unknown_fields(
+                &unknown,
+                "CreateOptions",
+                Some((&s.info.kind, &s.info.version)),
+            )?;
         }
+        let version = s.info.api_version();
+        let now = now_rfc3339();
+        managed::track(
+            None,
+            &mut obj,
+            &managed::Write {
+                manager: &query.manager(),
+                applied,
+                api_version: &version,
+                subresource: "",
+                scope: managed_scope(&s.info, None),
+                time: &now,
+            },
+        );
         if query.dry_run() {
             return Ok(obj);
         }
         let created = self
             .store
-            .create(&s.info.group_resource(), &ns, &name, obj)
+            .create(
+                &s.info.storage_resource(),
+                &ns,
+                &name,
+                convert::to_storage(&s.info, obj),
+            )
             .map_err(|_| ApiError::already_exists(&s.info, &name))?;
         self.after_write(&s, &created);
-        Ok((*created).clone())
+        Ok(convert::present_value(&s.info, (*created).clone()))
     }
 
     /// Kind-specific defaults on create, as the real registry strategies do.
     fn admit_create(&self, s: &Served, _ns: &str, obj: &mut Value) -> ApiResult<()> {
         match (s.info.group.as_str(), s.info.kind.as_str()) {
             ("", "Namespace") => {
-                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                // Its own spec.finalizers are kept, `kubernetes` added.
+                let mut kept = super::namespaces::spec_finalizers(obj);
+                if !kept
+                    .iter()
+                    .any(|f| f == super::namespaces::KUBERNETES_FINALIZER)
+                {
+                    kept.push(super::namespaces::KUBERNETES_FINALIZER.to_owned());
+                }
+                obj["spec"] = json!({"finalizers": kept});
                 obj["status"] = json!({"phase": "Active"});
             }
             ("", "Pod") => {
@@ -758,6 +929,10 @@ impl Api {
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 self.check_crd(&s.info, obj)?;
             }
+            ("", "PersistentVolumeClaim" | "PersistentVolume")
+            | ("storage.k8s.io", "StorageClass") => {
+                storage_defaults(&s.info, obj)?;
+            }
             _ => {}
         }
         Ok(())
@@ -809,6 +984,10 @@ impl Api {
             expect_rv,
             obj,
             query,
+            How {
+                patched: false,
+                applied: None,
+            },
         )
     }
 
@@ -822,18 +1001,29 @@ impl Api {
         name: &str,
         sub: Option<&str>,
         expect_rv: Option<String>,
-        mut new: Value,
+        new: Value,
         query: &Query,
+        how: How,
     ) -> ApiResult<Value> {
+        let patched = how.patched;
         let info = &s.info;
+        query.field_validation(if patched {
+            "PatchOptions"
+        } else {
+            "UpdateOptions"
+        })?;
+        let mut new = convert::to_storage(info, new);
         let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
+        let is_namespace = info.kind == "Namespace" && info.group.is_empty();
+        let finalize = sub == Some("finalize") && is_namespace;
         if let Some(sub) = sub
             && sub != "status"
             && !ephemeral
+            && !finalize
         {
             return Err(ApiError::no_route(sub));
         }
-        let result = self.store.update(&info.group_resource(), ns, name, |old| {
+        let result = self.store.update(&info.storage_resource(), ns, name, |old| {
             if let Some(rv) = &expect_rv
                 && rv
                     != &old["metadata"]["resourceVersion"]
@@ -867,6 +1057,25 @@ impl Api {
                 m.remove("managedFields");
             }
             let has_status = info.has_subresource("status");
+            if is_namespace {
+                // spec.finalizers change only through /finalize, and only they do.
+                let finalizers = if finalize {
+                    new["spec"]["finalizers"].clone()
+                } else {
+                    old["spec"]["finalizers"].clone()
+                };
+                if finalize {
+                    let mut merged = old.clone();
+                    merged["spec"]["finalizers"] = if finalizers.is_null() {
+                        json!([])
+                    } else {
+                        finalizers
+                    };
+                    new = merged;
+                } else if !finalizers.is_null() {
+                    new["spec"]["finalizers"] = finalizers;
+                }
+            }
             if ephemeral {
                 // Only ephemeral containers change through this subresource,
                 // and only by being added.
@@ -933,7 +1142,17 @@ impl Api {
                 return Err(ApiError::invalid(info, name, causes));
             }
             if let Some(extras) = &s.crd {
-                super::schema::prepare_custom_object(info, extras, name, &mut new, Some(old))?;
+                let unknown =
+                    super::schema::prepare_custom_object(info, extras, name, &mut new, Some(old))?;
+                if patched {
+                    query.check_unknown_fields(&unknown, "PatchOptions", None)?;
+                } else {
+                    query.check_unknown_fields(
+                        &unknown,
+                        "UpdateOptions",
+                        Some((&info.kind, &info.version)),
+                    )?;
+                }
             }
             if info.kind == "CustomResourceDefinition" {
                 self.check_crd(info, &new)?;
@@ -943,6 +1162,31 @@ impl Api {
                 new["metadata"]["generation"] = json!(g);
             }
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            match old["metadata"].get("managedFields") {
+                Some(m) => new["metadata"]["managedFields"] = m.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove("managedFields");
+                    }
+                }
+            }
+            if &new == old && how.applied.is_none() {
+                return Ok(None);
+            }
+            let version = info.api_version();
+            let now = now_rfc3339();
+            managed::track(
+                Some(old),
+                &mut new,
+                &managed::Write {
+                    manager: &query.manager(),
+                    applied: how.applied.clone(),
+                    api_version: &version,
+                    subresource: if sub == Some("status") { "status" } else { "" },
+                    scope: managed_scope(info, sub),
+                    time: &now,
+                },
+            );
             if &new == old {
                 return Ok(None);
             }
@@ -960,25 +1204,36 @@ impl Api {
         let stored = match result {
             Ok(Ok(v)) => v,
             Ok(Err(_)) => return Err(ApiError::not_found(info, name)),
-            Err(e) if e.reason == "DryRun" => return Ok(e.details.unwrap_or(Value::Null)),
+            Err(e) if e.reason == "DryRun" => {
+                return Ok(convert::present_value(
+                    info,
+                    e.details.unwrap_or(Value::Null),
+                ));
+            }
             Err(e) => return Err(e),
         };
         self.after_write(s, &stored);
         // The last finalizer gone from an object being deleted removes it,
         // unless a grace period still runs (a pod's kubelet ends that), as
         // kube-apiserver's ShouldDeleteDuringUpdate decides.
+        let last_gone = if is_namespace {
+            super::namespaces::finalized(&stored)
+        } else {
+            finalizers(&stored).is_empty()
+        };
+        let grace_over = stored
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0;
         if stored.pointer("/metadata/deletionTimestamp").is_some()
-            && finalizers(&stored).is_empty()
-            && stored
-                .pointer("/metadata/deletionGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-                == 0
-            && let Ok(gone) = self.store.delete(&info.group_resource(), ns, name)
+            && last_gone
+            && grace_over
+            && let Ok(gone) = self.store.delete(&info.storage_resource(), ns, name)
         {
             self.after_delete(s, &gone);
         }
-        Ok((*stored).clone())
+        Ok(convert::present_value(info, (*stored).clone()))
     }
 
     /// PATCH with one of the four patch types.
@@ -998,7 +1253,10 @@ impl Api {
         let name = target.name.clone().unwrap_or_default();
         let ct = content_type.split(';').next().unwrap_or_default().trim();
         let is_apply = ct == "application/apply-patch+yaml" || ct == "application/apply-patch+cbor";
-        let current = self.store.get(&s.info.group_resource(), &ns, &name);
+        let current = self
+            .store
+            .get(&s.info.storage_resource(), &ns, &name)
+            .map(|c| convert::present(&s.info, c));
         let Some(current) = current else {
             if is_apply {
                 return self.apply_create(&s, &ns, &name, body, query);
@@ -1006,6 +1264,7 @@ impl Api {
             return Err(ApiError::not_found(&s.info, &name));
         };
         let mut doc = (*current).clone();
+        let mut applied_fields = None;
         match ct {
             "application/merge-patch+json" => {
                 let p: Value = parse_json(body)?;
@@ -1045,7 +1304,8 @@ impl Api {
                     name.clone(),
                     manager.to_string(),
                 );
-                self.check_apply_conflicts(&key, &applied, query.flag("force"))?;
+                self.check_apply_conflicts(&key, &current, &applied, query.flag("force"))?;
+                applied_fields = Some(apply_leaves(&applied).into_iter().map(|(p, _)| p).collect());
                 doc = self.apply_onto(&s, &ns, &name, manager, &current, &applied)?;
             }
             other => return Err(ApiError::unsupported_media_type(other)),
@@ -1074,6 +1334,10 @@ impl Api {
             expect_rv,
             doc,
             query,
+            How {
+                patched: true,
+                applied: applied_fields,
+            },
         )?;
         if is_apply && !query.dry_run() {
             self.remember_applied(
@@ -1120,13 +1384,15 @@ impl Api {
         let mut obj = parse_apply_body(body)?;
         obj["metadata"]["name"] = json!(name);
         let ns_opt = if s.info.namespaced { Some(ns) } else { None };
-        let created = self.create(
+        let applied = apply_leaves(&obj).into_iter().map(|(p, _)| p).collect();
+        let created = self.create_as(
             &s.info.group,
             &s.info.version,
             &s.info.plural,
             ns_opt,
             obj,
             query,
+            Some(applied),
         )?;
         if !query.dry_run() {
             self.remember_applied(s, ns, name, manager, body);
@@ -1181,66 +1447,32 @@ impl Api {
     fn check_apply_conflicts(
         &self,
         key: &(String, String, String, String),
+        current: &Value,
         applied: &Value,
         force: bool,
     ) -> ApiResult<()> {
         let mine = apply_leaves(applied);
-        let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
-        let mut conflicts: Vec<(String, String)> = Vec::new();
-        for ((res, ns, name, manager), theirs) in all.iter_mut() {
-            if (res, ns, name) != (&key.0, &key.1, &key.2) || manager == &key.3 {
-                continue;
-            }
-            let owned: BTreeMap<String, Value> = apply_leaves(theirs)
-                .into_iter()
-                .map(|(p, v)| (field_path(&p), v))
-                .collect();
-            for (path, value) in &mine {
-                let shown = field_path(path);
-                if owned.get(&shown).is_some_and(|v| v != value) {
-                    if force {
+        managed::check_conflicts(current, &key.3, &mine, force)?;
+        if force {
+            // Fields taken over leave the other appliers' configurations, so
+            // a later apply of theirs does not remove them.
+            let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
+            for ((res, ns, name, manager), theirs) in all.iter_mut() {
+                if (res, ns, name) != (&key.0, &key.1, &key.2) || manager == &key.3 {
+                    continue;
+                }
+                let owned: BTreeMap<String, Value> = apply_leaves(theirs)
+                    .into_iter()
+                    .map(|(p, v)| (field_path(&p), v))
+                    .collect();
+                for (path, value) in &mine {
+                    if owned.get(&field_path(path)).is_some_and(|v| v != value) {
                         remove_leaf(theirs, path);
-                    } else {
-                        conflicts.push((manager.clone(), shown));
                     }
                 }
             }
         }
-        if conflicts.is_empty() {
-            return Ok(());
-        }
-        let n = conflicts.len();
-        let message = if n == 1 {
-            format!(
-                "Apply failed with 1 conflict: conflict with \"{}\": {}",
-                conflicts[0].0, conflicts[0].1
-            )
-        } else {
-            let mut m = format!("Apply failed with {n} conflicts: ");
-            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for (mgr, f) in &conflicts {
-                by_manager.entry(mgr).or_default().push(f);
-            }
-            let parts: Vec<String> = by_manager
-                .iter()
-                .map(|(mgr, fields)| {
-                    if fields.len() == 1 {
-                        format!("conflict with \"{mgr}\": {}", fields[0])
-                    } else {
-                        format!("conflicts with \"{mgr}\":\n- {}", fields.join("\n- "))
-                    }
-                })
-                .collect();
-            m.push_str(&parts.join("\n"));
-            m
-        };
-        let mut e = ApiError::new(409, "Conflict", message);
-        e.details = Some(json!({"causes": conflicts.iter().map(|(mgr, f)| json!({
-            "reason": "FieldManagerConflict",
-            "message": format!("conflict with \"{mgr}\""),
-            "field": f,
-        })).collect::<Vec<_>>()}));
-        Err(e)
+        Ok(())
     }
 
     /// DELETE one object, honouring finalizers and the propagation policy.
@@ -1254,9 +1486,22 @@ impl Api {
         query: &Query,
     ) -> ApiResult<Value> {
         let s = self.served(group, version, plural)?;
+        self.delete_stored(&s, target, options, query)
+            .map(|v| convert::present_value(&s.info, v))
+    }
+
+    /// DELETE on the stored form of the object.
+    fn delete_stored(
+        &self,
+        s: &Served,
+        target: &Target,
+        options: &Value,
+        query: &Query,
+    ) -> ApiResult<Value> {
+        let s = s.clone();
         let ns = self.namespace_for(&s, target.namespace.as_deref())?;
         let name = target.name.clone().unwrap_or_default();
-        let res = s.info.group_resource();
+        let res = s.info.storage_resource();
         let current = self
             .store
             .get(&res, &ns, &name)
@@ -1352,11 +1597,11 @@ impl Api {
             let marked = marked.map_err(|_| ApiError::not_found(&s.info, &name))?;
             self.after_write(&s, &marked);
             if is_namespace {
-                self.empty_namespace(&name);
-                if let Ok(gone) = self.store.delete(&res, &ns, &name) {
-                    self.after_delete(&s, &gone);
-                    return Ok((*gone).clone());
-                }
+                self.sync_namespace(&name);
+                return Ok(self
+                    .store
+                    .get(&res, &ns, &name)
+                    .map_or_else(|| (*marked).clone(), |n| (*n).clone()));
             } else if graceful_pod && finalizers(&marked).is_empty() {
                 if !self.hooks().pod_deletion_requested(&ns, &name)
                     && let Ok(gone) = self.store.delete(&res, &ns, &name)
@@ -1402,28 +1647,6 @@ impl Api {
         }
     }
 
-    fn empty_namespace(&self, ns: &str) {
-        let served: Vec<Served> = self
-            .registry()
-            .all()
-            .iter()
-            .filter(|s| s.info.namespaced)
-            .cloned()
-            .collect();
-        for s in served {
-            let (items, _) = self.store.list(&s.info.group_resource(), Some(ns));
-            for item in items {
-                let name = item["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                if let Ok(gone) = self.store.delete(&s.info.group_resource(), ns, &name) {
-                    self.after_delete(&s, &gone);
-                }
-            }
-        }
-    }
-
     /// Bookkeeping after a create or update: CRD registration, GC.
     fn after_write(&self, s: &Served, obj: &Value) {
         if s.info.kind == "CustomResourceDefinition"
@@ -1436,11 +1659,23 @@ impl Api {
         }
     }
 
-    fn after_delete(&self, s: &Served, obj: &Value) {
+    pub(crate) fn after_delete(&self, s: &Served, obj: &Value) {
         if s.info.kind == "CustomResourceDefinition" {
             self.unregister_crd(obj);
         }
         self.collect_garbage();
+        // Content leaving a terminating namespace moves its deletion on.
+        if let Some(ns) = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|ns| !ns.is_empty())
+            && self
+                .store
+                .get("namespaces", "", ns)
+                .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        {
+            self.sync_namespace(ns);
+        }
     }
 
     /// Garbage collection as the real collector does it, synchronously:
@@ -1453,10 +1688,27 @@ impl Api {
                 break;
             }
         }
+        // What the collector removed may have been a terminating namespace's
+        // last content.
+        let (namespaces, _) = self.store.list("namespaces", None);
+        for n in namespaces
+            .iter()
+            .filter(|n| n.pointer("/metadata/deletionTimestamp").is_some())
+        {
+            if let Some(name) = n["metadata"]["name"].as_str() {
+                self.sync_namespace(name);
+            }
+        }
     }
 
     fn gc_pass(&self) -> bool {
-        let served: Vec<Served> = self.registry().all().to_vec();
+        let served: Vec<Served> = self
+            .registry()
+            .all()
+            .iter()
+            .filter(|s| !s.info.is_view())
+            .cloned()
+            .collect();
         let mut uids: HashMap<String, Arc<Value>> = HashMap::new();
         let mut all: Vec<(Served, Arc<Value>)> = Vec::new();
         for s in &served {
@@ -1995,97 +2247,90 @@ fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
     Ok(v)
 }
 
-/// Removes from `doc` the fields present in `prev` but absent from `now`
-/// (what a manager stopped applying), recursing into maps.
-/// One step of a field path: a map key, or a list item by its name.
-#[derive(Debug, Clone, PartialEq)]
-enum PathStep {
-    Key(String),
-    Named(String),
-}
-
-/// The leaf fields an applied configuration sets, with their values; lists
-/// of named items are walked by name (containers, env, ports …), other
-/// lists are atomic. Identity fields are nobody's to conflict over.
-fn apply_leaves(doc: &Value) -> Vec<(Vec<PathStep>, Value)> {
-    fn walk(v: &Value, path: &mut Vec<PathStep>, out: &mut Vec<(Vec<PathStep>, Value)>) {
-        match v {
-            Value::Object(m) if !m.is_empty() => {
-                for (k, child) in m {
-                    path.push(PathStep::Key(k.clone()));
-                    walk(child, path, out);
-                    path.pop();
+/// Validation and defaults of the storage kinds the sandbox stores but
+/// runs no controller for (as their registry strategies and defaulters do).
+fn storage_defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut causes = Vec::new();
+    let empty = |v: Option<&Value>| v.is_none_or(|v| v.as_array().is_some_and(Vec::is_empty));
+    match info.kind.as_str() {
+        "PersistentVolumeClaim" => {
+            if empty(obj.pointer("/spec/accessModes")) {
+                causes.push((
+                    "spec.accessModes".to_owned(),
+                    "Required value: at least 1 access mode is required".to_owned(),
+                ));
+            }
+            if obj.pointer("/spec/resources/requests/storage").is_none() {
+                causes.push((
+                    "spec.resources[storage]".to_owned(),
+                    "Required value".to_owned(),
+                ));
+            }
+            obj["spec"]["volumeMode"] = obj["spec"]
+                .get("volumeMode")
+                .cloned()
+                .unwrap_or(json!("Filesystem"));
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        "PersistentVolume" => {
+            if obj.pointer("/spec/capacity").is_none() {
+                causes.push(("spec.capacity".to_owned(), "Required value".to_owned()));
+            }
+            if empty(obj.pointer("/spec/accessModes")) {
+                causes.push((
+                    "spec.accessModes".to_owned(),
+                    "Required value: must specify at least 1 access mode".to_owned(),
+                ));
+            }
+            for (k, d) in [
+                ("persistentVolumeReclaimPolicy", "Retain"),
+                ("volumeMode", "Filesystem"),
+            ] {
+                if obj["spec"].get(k).is_none() {
+                    obj["spec"][k] = json!(d);
                 }
             }
-            Value::Array(items)
-                if !items.is_empty() && items.iter().all(|i| i["name"].is_string()) =>
-            {
-                for item in items {
-                    path.push(PathStep::Named(
-                        item["name"].as_str().unwrap_or_default().to_string(),
-                    ));
-                    walk(item, path, out);
-                    path.pop();
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        _ => {
+            if obj["provisioner"].as_str().unwrap_or_default().is_empty() {
+                causes.push(("provisioner".to_owned(), "Required value".to_owned()));
+            }
+            for (k, d) in [
+                ("reclaimPolicy", "Delete"),
+                ("volumeBindingMode", "Immediate"),
+            ] {
+                if obj.get(k).is_none() {
+                    obj[k] = json!(d);
                 }
             }
-            _ => out.push((path.clone(), v.clone())),
         }
     }
-    let mut out = Vec::new();
-    walk(doc, &mut Vec::new(), &mut out);
-    out.retain(|(p, _)| {
-        let top = |k: &str| p.first() == Some(&PathStep::Key(k.into()));
-        let meta = |k: &str| top("metadata") && p.get(1) == Some(&PathStep::Key(k.into()));
-        !(top("apiVersion")
-            || top("kind")
-            || meta("name")
-            || meta("namespace")
-            || meta("resourceVersion")
-            || p.last() == Some(&PathStep::Key("name".into()))
-                && p.len() >= 2
-                && matches!(p[p.len() - 2], PathStep::Named(_)))
-    });
-    out
-}
-
-/// A field path as the apiserver prints it: `.spec.containers[name="api"].image`.
-fn field_path(path: &[PathStep]) -> String {
-    path.iter()
-        .map(|s| match s {
-            PathStep::Key(k) => format!(".{k}"),
-            PathStep::Named(n) => format!("[name=\"{n}\"]"),
-        })
-        .collect()
-}
-
-fn remove_leaf(doc: &mut Value, path: &[PathStep]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = doc;
-    for step in parents {
-        let next = match step {
-            PathStep::Key(k) => cur.get_mut(k.as_str()),
-            PathStep::Named(n) => cur
-                .as_array_mut()
-                .and_then(|a| a.iter_mut().find(|i| i["name"] == n.as_str())),
-        };
-        match next {
-            Some(n) => cur = n,
-            None => return,
-        }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(info, &name, causes))
     }
-    match last {
-        PathStep::Key(k) => {
-            if let Some(m) = cur.as_object_mut() {
-                m.remove(k);
-            }
-        }
-        PathStep::Named(n) => {
-            if let Some(a) = cur.as_array_mut() {
-                a.retain(|i| i["name"] != n.as_str());
-            }
-        }
+}
+
+/// How a write reaches [`Api::replace`]: a patch (whose strict field
+/// errors read differently), and for an apply the fields it applies.
+struct How {
+    patched: bool,
+    applied: Option<std::collections::BTreeSet<managed::Path>>,
+}
+
+/// Which fields a write to `sub` of `info` is tracked for.
+fn managed_scope(info: &ResourceInfo, sub: Option<&str>) -> managed::Scope {
+    match sub {
+        Some("status") => managed::Scope::Status,
+        _ if info.has_subresource("status") => managed::Scope::NotStatus,
+        _ => managed::Scope::All,
     }
 }
 
@@ -2167,5 +2412,24 @@ pub fn resource_version(obj: &Value) -> u64 {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::internal(format!("{e:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Query;
+
+    #[test]
+    fn boolean_query_values_are_true_unless_zero_or_false_in_any_case() {
+        let q = Query::parse(Some("a=True&b=1&c=yes&d=&e=false&f=FALSE&g=0&h=False&bare"));
+        for key in ["a", "b", "c", "d", "bare"] {
+            assert!(q.flag(key), "{key} should be true");
+        }
+        for key in ["e", "f", "g", "h", "absent"] {
+            assert!(!q.flag(key), "{key} should be false");
+        }
+        assert_eq!(q.opt_flag("absent"), None);
+        assert_eq!(q.opt_flag("e"), Some(false));
+        assert_eq!(q.opt_flag("a"), Some(true));
     }
 }

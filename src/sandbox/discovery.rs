@@ -466,33 +466,143 @@ pub const OPENAPI_V2_PROTOBUF_ACCEPT: &str =
 /// subtype").
 pub const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-/// `GET /openapi/v2`: an empty Swagger 2.0 document (no paths, no
-/// definitions), as protobuf when the client asks for it (client-go always
-/// does) and as JSON otherwise. Returns the `Content-Type` and the body.
+/// `GET /openapi/v2` as protobuf, which client-go always asks for: an empty
+/// Swagger 2.0 document (no paths, no definitions). Returns the
+/// `Content-Type` and the body, or `None` when the client asked for JSON
+/// (then [`openapi_v2_document`] answers).
 ///
 /// kubectl 1.27 and 1.28 download it before every `create`/`apply` and fail
 /// on a 404, and 1.29+ need it for `kind: List` files (checked against the
 /// bundled kubectls); with no definitions kubectl finds no schema for any
-/// kind, so it skips client-side validation and uses its compiled-in patch
-/// metadata.
-pub fn openapi_v2(accept: Option<&str>) -> (&'static str, Vec<u8>) {
+/// kind, so it skips client-side validation (the server validates, with
+/// `fieldValidation`) and uses its compiled-in patch metadata.
+pub fn openapi_v2(accept: Option<&str>) -> Option<(&'static str, Vec<u8>)> {
     let wants_protobuf = accept.is_some_and(|accept| {
         accept.split(',').any(|range| {
             let media = range.split(';').next().map(str::trim);
             media == Some(OPENAPI_V2_PROTOBUF_ACCEPT) || media == Some(OPENAPI_V2_PROTOBUF)
         })
     });
-    if wants_protobuf {
-        (OPENAPI_V2_PROTOBUF, openapi_v2_protobuf())
-    } else {
-        let doc = json!({
-            "swagger": "2.0",
-            "info": {"title": "Kubernetes", "version": GIT_VERSION},
-            "paths": {},
-            "definitions": {},
-        });
-        (LEGACY_CONTENT_TYPE, doc.to_string().into_bytes())
+    wants_protobuf.then(|| (OPENAPI_V2_PROTOBUF, openapi_v2_protobuf()))
+}
+
+/// The Swagger 2.0 document as JSON, from the OpenAPI v3 documents of every
+/// group/version: the same paths and operations (a request body becomes
+/// the `body` parameter, response content its `schema`, query parameters
+/// carry their type inline) and the schemas as `definitions`.
+pub fn openapi_v2_document(v3_docs: &[Value]) -> Value {
+    fn refs_to_definitions(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get_mut("$ref")
+                    && let Some(name) = r.strip_prefix("#/components/schemas/")
+                {
+                    *r = format!("#/definitions/{name}");
+                }
+                m.values_mut().for_each(refs_to_definitions);
+            }
+            Value::Array(a) => a.iter_mut().for_each(refs_to_definitions),
+            _ => {}
+        }
     }
+    fn parameter(p: &Value) -> Value {
+        let mut out = p.clone();
+        if let Some(o) = out.as_object_mut()
+            && let Some(Value::Object(schema)) = o.remove("schema")
+        {
+            for (k, v) in schema {
+                o.insert(k, v);
+            }
+        }
+        out
+    }
+    fn operation(op: &Value) -> Value {
+        let mut out = op.clone();
+        let Some(o) = out.as_object_mut() else {
+            return out;
+        };
+        let mut params: Vec<Value> = o
+            .remove("parameters")
+            .and_then(|p| p.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(parameter)
+            .collect();
+        if let Some(body) = o.remove("requestBody") {
+            let content = body["content"].as_object().cloned().unwrap_or_default();
+            let schema = content
+                .values()
+                .next()
+                .map(|c| c["schema"].clone())
+                .unwrap_or(Value::Null);
+            params.insert(
+                0,
+                json!({"name": "body", "in": "body", "required": true, "schema": schema}),
+            );
+            o.insert("consumes".into(), json!(content.keys().collect::<Vec<_>>()));
+        }
+        if !params.is_empty() {
+            o.insert("parameters".into(), Value::Array(params));
+        }
+        if let Some(Value::Object(responses)) = o.get_mut("responses") {
+            for r in responses.values_mut() {
+                let schema = r["content"]
+                    .as_object()
+                    .and_then(|c| c.values().next())
+                    .map(|c| c["schema"].clone());
+                if let Some(ro) = r.as_object_mut() {
+                    ro.remove("content");
+                    if let Some(schema) = schema {
+                        ro.insert("schema".into(), schema);
+                    }
+                }
+            }
+        }
+        o.insert(
+            "produces".into(),
+            json!([
+                "application/json",
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf"
+            ]),
+        );
+        o.insert("schemes".into(), json!(["https"]));
+        out
+    }
+    let mut paths = Map::new();
+    let mut definitions = Map::new();
+    for doc in v3_docs {
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            let mut converted = Map::new();
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let value = if method == "parameters" {
+                    Value::Array(op.as_array().into_iter().flatten().map(parameter).collect())
+                } else {
+                    operation(op)
+                };
+                converted.insert(method.clone(), value);
+            }
+            paths.insert(path.clone(), Value::Object(converted));
+        }
+        for (name, schema) in doc["components"]["schemas"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            definitions.insert(name.clone(), schema.clone());
+        }
+    }
+    let mut doc = json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "paths": paths,
+        "definitions": definitions,
+        "securityDefinitions": {"BearerToken": {"description": "Bearer Token authentication",
+            "type": "apiKey", "name": "authorization", "in": "header"}},
+        "security": [{"BearerToken": []}],
+    });
+    refs_to_definitions(&mut doc);
+    doc
 }
 
 /// gnostic `openapi.v2.Document` with `swagger = 1` and `info = 2`
@@ -1383,6 +1493,7 @@ mod tests {
                 "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
+                "storage.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "metrics.k8s.io",
@@ -1588,7 +1699,7 @@ mod tests {
         ] {
             assert!(paths.contains_key(key), "{key} missing");
         }
-        assert_eq!(paths.len(), 14);
+        assert_eq!(paths.len(), 15);
         let doc = openapi_v3_group_version(&all, "apps", "v1").expect("apps/v1");
         assert_eq!(
             paths["apis/apps/v1"]["serverRelativeURL"],
@@ -1656,7 +1767,11 @@ mod tests {
         let apps = openapi_v3_group_version(&all, "apps", "v1").expect("apps");
         assert!(!patch_params_for(&apps, "apps", "v1", "Deployment").is_empty());
         let scale = patch_params_for(&apps, "autoscaling", "v1", "Scale");
-        assert_eq!(scale.len(), 2, "deployments/scale and replicasets/scale");
+        assert_eq!(
+            scale.len(),
+            3,
+            "deployments/scale, replicasets/scale and statefulsets/scale"
+        );
         let crd = openapi_v3_group_version(&all, "agentdeck.dev", "v1").expect("crd");
         let pools = patch_params_for(&crd, "agentdeck.dev", "v1", "AgentPool");
         assert!(
@@ -1741,7 +1856,8 @@ mod tests {
 
     #[test]
     fn openapi_v2_answers_client_go_with_an_empty_protobuf_document() {
-        let (content_type, body) = openapi_v2(Some(OPENAPI_V2_PROTOBUF_ACCEPT));
+        let (content_type, body) =
+            openapi_v2(Some(OPENAPI_V2_PROTOBUF_ACCEPT)).expect("protobuf asked for");
         assert_eq!(
             content_type,
             "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
@@ -1753,17 +1869,39 @@ mod tests {
         expected.extend_from_slice(&[0x12, GIT_VERSION.len() as u8]);
         expected.extend_from_slice(GIT_VERSION.as_bytes());
         assert_eq!(body, expected);
-        assert_eq!(openapi_v2(Some(OPENAPI_V2_PROTOBUF)).0, OPENAPI_V2_PROTOBUF);
+        assert_eq!(
+            openapi_v2(Some(OPENAPI_V2_PROTOBUF)).map(|(ct, _)| ct),
+            Some(OPENAPI_V2_PROTOBUF)
+        );
     }
 
     #[test]
-    fn openapi_v2_answers_json_clients_with_an_empty_swagger_document() {
+    fn openapi_v2_json_carries_the_v3_paths_and_schemas_as_swagger_2() {
         for accept in [None, Some("application/json")] {
-            let (content_type, body) = openapi_v2(accept);
-            assert_eq!(content_type, "application/json");
-            let doc: Value = serde_json::from_slice(&body).expect("json");
-            assert_eq!(doc["swagger"], "2.0");
-            assert_eq!(doc["definitions"], json!({}));
+            assert!(
+                openapi_v2(accept).is_none(),
+                "JSON is built from the v3 documents"
+            );
         }
+        let all = served();
+        let core = openapi_v3_group_version(&all, "", "v1").expect("core");
+        let doc = openapi_v2_document(&[core]);
+        assert_eq!(doc["swagger"], "2.0");
+        let create = &doc["paths"]["/api/v1/namespaces/{namespace}/pods"]["post"];
+        assert_eq!(create["parameters"][0]["in"], "body");
+        assert_eq!(
+            create["parameters"][0]["schema"]["$ref"],
+            "#/definitions/io.k8s.api.core.v1.Pod"
+        );
+        assert!(create["requestBody"].is_null());
+        let query = create["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .find(|p| p["name"] == "fieldValidation")
+            .expect("fieldValidation");
+        assert_eq!(query["type"], "string");
+        assert!(doc["definitions"]["io.k8s.api.core.v1.Pod"].is_object());
+        assert!(!doc.to_string().contains("#/components/"));
     }
 }

@@ -3,12 +3,16 @@
 //! is what `kubectl` and kube-rs see from a real kube-apiserver.
 
 pub mod api;
+pub mod bootstrap;
 pub mod builtin;
 pub mod cluster;
+pub mod convert;
 pub mod discovery;
 pub mod faults;
 pub mod jsonpath;
 pub mod kubelet;
+pub mod managed;
+pub mod namespaces;
 pub mod openapi_schemas;
 pub mod protobuf;
 pub mod registry;

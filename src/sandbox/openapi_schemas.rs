@@ -14,6 +14,7 @@ use std::sync::{Mutex, OnceLock};
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
     events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -44,6 +45,9 @@ fn add_builtin(generator: &mut SchemaGenerator, group: &str, kind: &str) -> bool
         ("", "Event") => add!(core::Event),
         ("", "Endpoints") => add!(core::Endpoints),
         ("", "PersistentVolumeClaim") => add!(core::PersistentVolumeClaim),
+        ("", "PersistentVolume") => add!(core::PersistentVolume),
+        ("", "ReplicationController") => add!(core::ReplicationController),
+        ("storage.k8s.io", "StorageClass") => add!(storage::StorageClass),
         ("apps", "Deployment") => add!(apps::Deployment),
         ("apps", "ReplicaSet") => add!(apps::ReplicaSet),
         ("apps", "StatefulSet") => add!(apps::StatefulSet),

@@ -61,6 +61,22 @@ impl ResourceInfo {
         }
     }
 
+    /// The store key of its objects: [`Self::group_resource`], except for a
+    /// view of another resource's storage. `events.k8s.io/v1` Events are
+    /// core Events, as the apiserver keeps both in one place.
+    pub fn storage_resource(&self) -> String {
+        if self.is_view() {
+            "events".to_owned()
+        } else {
+            self.group_resource()
+        }
+    }
+
+    /// Is it a second view of objects stored under another resource?
+    pub fn is_view(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
+    }
+
     /// Does it serve this subresource?
     pub fn has_subresource(&self, name: &str) -> bool {
         self.subresources.iter().any(|s| s.name == name)

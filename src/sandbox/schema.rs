@@ -15,15 +15,18 @@ use super::api::{ApiError, ApiResult, CrdExtras};
 use super::registry::ResourceInfo;
 
 /// Prunes, defaults and validates `obj` (a whole custom object) in place.
+/// Returns the unknown fields it pruned (`spec.maxReplica`), which the
+/// request's `fieldValidation` turns into an error or warnings.
 pub fn prepare_custom_object(
     info: &ResourceInfo,
     extras: &CrdExtras,
     name: &str,
     obj: &mut Value,
     _old: Option<&Value>,
-) -> ApiResult<()> {
+) -> ApiResult<Vec<String>> {
+    let mut pruned = Vec::new();
     let Some(schema) = &extras.schema else {
-        return Ok(());
+        return Ok(pruned);
     };
     if let Some(o) = obj.as_object_mut() {
         let props = schema.get("properties").and_then(Value::as_object);
@@ -41,11 +44,12 @@ pub fn prepare_custom_object(
                             o.remove(&k);
                             continue;
                         }
-                        prune_and_default(v, s);
+                        prune_and_default(v, s, &k, &mut pruned);
                     }
                 }
                 None if !preserve => {
                     o.remove(&k);
+                    pruned.push(k.clone());
                 }
                 None => {}
             }
@@ -59,7 +63,7 @@ pub fn prepare_custom_object(
                     && let Some(d) = s.get("default")
                 {
                     let mut d = d.clone();
-                    prune_and_default(&mut d, s);
+                    prune_and_default(&mut d, s, k, &mut Vec::new());
                     o.insert(k.clone(), d);
                 }
             }
@@ -84,13 +88,13 @@ pub fn prepare_custom_object(
         }
     }
     if causes.is_empty() {
-        Ok(())
+        Ok(pruned)
     } else {
         Err(ApiError::invalid(info, name, causes))
     }
 }
 
-fn prune_and_default(v: &mut Value, schema: &Value) {
+fn prune_and_default(v: &mut Value, schema: &Value, path: &str, pruned: &mut Vec<String>) {
     match v {
         Value::Object(o) => {
             if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
@@ -112,13 +116,14 @@ fn prune_and_default(v: &mut Value, schema: &Value) {
                         if drop_null {
                             o.remove(&k);
                         } else if let Some(child) = o.get_mut(&k) {
-                            prune_and_default(child, s);
+                            prune_and_default(child, s, &format!("{path}.{k}"), pruned);
                         }
                     }
                     None if preserve
                         || schema.get("additionalProperties") == Some(&Value::Bool(true)) => {}
                     None => {
                         o.remove(&k);
+                        pruned.push(format!("{path}.{k}"));
                     }
                 }
             }
@@ -128,8 +133,8 @@ fn prune_and_default(v: &mut Value, schema: &Value) {
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for it in items {
-                    prune_and_default(it, item_schema);
+                for (i, it) in items.iter_mut().enumerate() {
+                    prune_and_default(it, item_schema, &format!("{path}[{i}]"), pruned);
                 }
             }
         }
@@ -143,7 +148,7 @@ fn apply_defaults(o: &mut Map<String, Value>, props: &Map<String, Value>) {
             && let Some(d) = s.get("default")
         {
             let mut d = d.clone();
-            prune_and_default(&mut d, s);
+            prune_and_default(&mut d, s, k, &mut Vec::new());
             o.insert(k.clone(), d);
         }
     }
@@ -387,7 +392,8 @@ mod tests {
     fn unknown_fields_are_pruned_and_defaults_applied() {
         let mut obj = json!({"apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool", "metadata": {"name": "p"},
                              "spec": {"image": "x", "bogus": 1}, "extra": true});
-        prepare_custom_object(&info(), &extras(), "p", &mut obj, None).expect("valid");
+        let pruned = prepare_custom_object(&info(), &extras(), "p", &mut obj, None).expect("valid");
+        assert_eq!(pruned, ["extra", "spec.bogus"]);
         assert!(obj.get("extra").is_none());
         assert!(obj["spec"].get("bogus").is_none());
         assert_eq!(obj["spec"]["maxReplicas"], 1);

@@ -23,7 +23,7 @@ use super::selector::{
     FieldResource, FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
 };
 use super::store::{Change, EventType, rv_of};
-use super::{discovery, table};
+use super::{convert, discovery, table};
 
 /// Largest request body accepted (the real apiserver allows 3 MiB objects).
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -130,7 +130,8 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
         }
     };
     let path = parts.uri.path().to_string();
-    let query = Query::parse(parts.uri.query());
+    let mut query = Query::parse(parts.uri.query());
+    query.user_agent = header_str(&parts.headers, header::USER_AGENT).map(str::to_owned);
     let latency = api.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -156,10 +157,18 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
             format!("injected fault ({code}) for {path}"),
         ));
     }
-    match route(&api, &parts.method, &path, &query, &parts.headers, body).await {
+    let mut response = match route(&api, &parts.method, &path, &query, &parts.headers, body).await {
         Ok(r) => r,
         Err(e) => error(&e),
+    };
+    for w in query.warnings() {
+        // As the apiserver sends them: code 299, no agent, the text quoted.
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, v);
+        }
     }
+    response
 }
 
 /// `/sandbox/faults`: POST `{"dropWatches": true}`, `{"fail": FailRule}`,
@@ -259,12 +268,32 @@ async fn route(
             return Ok(json_response(200, &body, fmt.content_type()));
         }
         ["openapi", "v2"] => {
-            let (ct, bytes) = discovery::openapi_v2(accept);
-            let mut r = Response::new(Body::from(bytes));
-            if let Ok(v) = HeaderValue::from_str(ct) {
-                r.headers_mut().insert(header::CONTENT_TYPE, v);
+            if let Some((ct, bytes)) = discovery::openapi_v2(accept) {
+                let mut r = Response::new(Body::from(bytes));
+                if let Ok(v) = HeaderValue::from_str(ct) {
+                    r.headers_mut().insert(header::CONTENT_TYPE, v);
+                }
+                return Ok(r);
             }
-            return Ok(r);
+            let root = discovery::openapi_v3_root(&resources);
+            let registry = api.registry();
+            let docs: Vec<Value> = root["paths"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(key, _)| {
+                    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
+                        ["api", v] => (String::new(), v.to_string()),
+                        ["apis", g, v] => (g.to_string(), v.to_string()),
+                        _ => return None,
+                    };
+                    let mut doc =
+                        discovery::openapi_v3_group_version(&resources, &group, &version)?;
+                    super::openapi_schemas::publish(&mut doc, registry.all(), &group, &version);
+                    Some(doc)
+                })
+                .collect();
+            return Ok(ok(&discovery::openapi_v2_document(&docs)));
         }
         ["openapi", "v3"] => {
             // The hashes cover the documents as served, object schemas
@@ -366,6 +395,24 @@ async fn route(
         && !served.info.has_subresource(sub)
     {
         return Err(ApiError::no_route(path));
+    }
+    if let (Some(name), Some(sub)) = (&target.name, &target.subresource)
+        && let Some(sub_info) = served.info.subresources.iter().find(|s| &s.name == sub)
+    {
+        if is_connect(&served, sub) {
+            return connect(api, &served, &target, name, query, headers);
+        }
+        let verb = match *method {
+            Method::GET => "get",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::POST => "create",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        if !sub_info.verbs.iter().any(|v| v == verb) {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
     }
     let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
     let want_table = table::wants_table(accept);
@@ -592,6 +639,88 @@ async fn route(
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// `pods/NAME/exec|attach|portforward`: streaming subresources the real
+/// apiserver proxies to the kubelet over an upgraded connection.
+fn is_connect(served: &Served, sub: &str) -> bool {
+    served.info.group.is_empty()
+        && served.info.plural == "pods"
+        && matches!(sub, "exec" | "attach" | "portforward")
+}
+
+/// Answers a connect request as kube-apiserver does before it would proxy
+/// it: the pod must exist, the container be one of its own (and named when
+/// there are several), the pod be on a node, and the request an upgrade.
+/// The sandbox has no streaming runtime, so an upgrade request is refused.
+fn connect(
+    api: &Api,
+    served: &Served,
+    target: &Target,
+    name: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let info = &served.info;
+    let pod = api.get(
+        &info.group,
+        &info.version,
+        &info.plural,
+        target.namespace.as_deref(),
+        name,
+    )?;
+    if target.subresource.as_deref() != Some("portforward") {
+        let names: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+            .iter()
+            .flat_map(|k| pod["spec"][k].as_array().into_iter().flatten())
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        match query.get("container") {
+            Some(c) if !names.contains(&c) => {
+                return Err(ApiError::bad_request(format!(
+                    "container {c} is not valid for pod {name}"
+                )));
+            }
+            None => {
+                let main: Vec<&str> = pod["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str())
+                    .collect();
+                if main.len() > 1 {
+                    return Err(ApiError::bad_request(format!(
+                        "a container name must be specified for pod {name}, choose one of: [{}]",
+                        main.join(" ")
+                    )));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    if pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let upgrade = header_str(headers, header::CONNECTION)
+        .is_some_and(|c| c.to_ascii_lowercase().contains("upgrade"))
+        && headers.contains_key(header::UPGRADE);
+    if !upgrade {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    }
+    Err(ApiError::new_status(
+        500,
+        "InternalError",
+        format!(
+            "Internal error occurred: the agentdeck sandbox has no streaming container runtime: {} is not served",
+            target.subresource.as_deref().unwrap_or_default()
+        ),
+    ))
 }
 
 /// Simulated usage of one running container (the sandbox measures nothing).
@@ -1068,6 +1197,12 @@ impl Listed {
 
 /// LIST with selectors, limit and continue.
 fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
+    if query.opt_flag("sendInitialEvents").is_some() {
+        return Err(invalid_list_options(
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for list".into(),
+        ));
+    }
     let filter = Filter::new(served, target, query)?;
     let after = match query.get("continue").filter(|t| !t.is_empty()) {
         Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
@@ -1089,7 +1224,11 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
     let mut out: Vec<Arc<Value>> = Vec::new();
     let mut next = None;
     let mut remaining = 0usize;
-    for it in items.into_iter().filter(|o| filter.matches(o)) {
+    for it in items
+        .into_iter()
+        .map(|o| convert::present(&served.info, o))
+        .filter(|o| filter.matches(o))
+    {
         if let Some((_, ns, name)) = &after {
             let m = &it["metadata"];
             let key = (
@@ -1127,14 +1266,79 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
 
 /// A 422 about the list options, as `ValidateListOptions` words it.
 fn invalid_list_options(field: &str, message: String) -> ApiError {
+    invalid_list_options_all(vec![(field.to_owned(), message)])
+}
+
+/// A 422 naming every invalid list option, aggregated as the apiserver's
+/// `NewInvalid` does (`[a: …, b: …]` when there are several).
+fn invalid_list_options_all(errs: Vec<(String, String)>) -> ApiError {
+    let each: Vec<String> = errs.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    let all = match each.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", each.join(", ")),
+    };
+    let reason = |m: &str| {
+        if m.starts_with("Forbidden") {
+            "FieldValueForbidden"
+        } else if m.starts_with("Unsupported value") {
+            "FieldValueNotSupported"
+        } else {
+            "FieldValueInvalid"
+        }
+    };
+    let causes: Vec<Value> = errs
+        .iter()
+        .map(|(f, m)| json!({"reason": reason(m), "message": m, "field": f}))
+        .collect();
     let mut e = ApiError::new_status(
         422,
         "Invalid",
-        format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {all}"),
     );
-    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
-        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}));
+    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}));
     e
+}
+
+/// The watch-list rules of `validateWatchOptions`: `sendInitialEvents`
+/// needs `resourceVersionMatch=NotOlderThan`, which a watch may only give
+/// together with `sendInitialEvents`.
+fn validate_watch_options(query: &Query) -> ApiResult<()> {
+    let send_initial = query.opt_flag("sendInitialEvents");
+    let matching = query.get("resourceVersionMatch");
+    let mut errs = Vec::new();
+    let field = "resourceVersionMatch".to_owned();
+    if send_initial.is_some() && matching != Some("NotOlderThan") {
+        errs.push((
+            field.clone(),
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                .to_owned(),
+        ));
+    }
+    if let Some(m) = matching {
+        if send_initial.is_none() {
+            errs.push((
+                field.clone(),
+                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".to_owned(),
+            ));
+        }
+        if m != "NotOlderThan" {
+            errs.push((
+                field.clone(),
+                format!("Unsupported value: \"{m}\": supported values: \"NotOlderThan\""),
+            ));
+        }
+        if query.get("continue").is_some() {
+            errs.push((
+                field,
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided".to_owned(),
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_list_options_all(errs))
+    }
 }
 
 /// The objects a LIST reads and the resourceVersion they are at, following
@@ -1149,7 +1353,7 @@ fn read_for_list(
     after: Option<&(u64, String, String)>,
     limit: Option<usize>,
 ) -> ApiResult<(Vec<Arc<Value>>, u64)> {
-    let res = served.info.group_resource();
+    let res = served.info.storage_resource();
     let ns = filter.namespace.as_deref();
     let asked = query.get("resourceVersion").filter(|s| !s.is_empty());
     let matching = query.get("resourceVersionMatch").filter(|s| !s.is_empty());
@@ -1307,9 +1511,11 @@ async fn watch(
         table::IncludeObject::from_query(query.get("includeObject"))
             .map_err(ApiError::bad_request)?;
     }
-    let res = served.info.group_resource();
+    validate_watch_options(query)?;
+    let res = served.info.storage_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
-    let send_initial = query.flag("sendInitialEvents");
+    let send_initial_opt = query.opt_flag("sendInitialEvents");
+    let send_initial = send_initial_opt == Some(true);
     let (initial, start_rv, rx): (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>) = match asked
         .as_deref()
         .and_then(|s| s.parse::<u64>().ok())
@@ -1319,7 +1525,10 @@ async fn watch(
             Ok((past, rx)) => {
                 let evs = past
                     .into_iter()
-                    .filter_map(|c| visible(&filter, &c).map(|t| (t, c.object.clone())))
+                    .filter_map(|c| {
+                        let c = present_change(&served.info, &c);
+                        visible(&filter, &c).map(|t| (t, c.object.clone()))
+                    })
                     .collect();
                 (evs, since, rx)
             }
@@ -1336,10 +1545,17 @@ async fn watch(
                 return Ok(r);
             }
         },
+        // sendInitialEvents=false from "any" or the latest version: the
+        // changes from now on, without the current state.
+        None if send_initial_opt == Some(false) => {
+            let (_, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
+            (Vec::new(), at, rx)
+        }
         None => {
             let (items, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
             let evs = items
                 .into_iter()
+                .map(|o| convert::present(&served.info, o))
                 .filter(|o| filter.matches(o))
                 .map(|o| (EventType::Added, o))
                 .collect();
@@ -1423,6 +1639,7 @@ async fn watch(
                         if c.resource != res {
                             continue;
                         }
+                        let c = present_change(&served.info, &c);
                         if let Some(t) = visible(&filter, &c)
                             && tx.send(Ok(encode(t.as_str(), &c.object))).await.is_err()
                         {
@@ -1447,6 +1664,21 @@ async fn watch(
         HeaderValue::from_static("chunked"),
     );
     Ok(r)
+}
+
+/// A change as a client of `info` sees it (an events.k8s.io view of a
+/// core Event is converted; everything else is shared as is).
+fn present_change<'a>(
+    info: &super::registry::ResourceInfo,
+    c: &'a Change,
+) -> std::borrow::Cow<'a, Change> {
+    if !info.is_view() {
+        return std::borrow::Cow::Borrowed(c);
+    }
+    let mut view = c.clone();
+    view.object = convert::present(info, view.object);
+    view.previous = view.previous.map(|p| convert::present(info, p));
+    std::borrow::Cow::Owned(view)
 }
 
 /// How a change looks to a watch with this filter: an object entering the

@@ -619,6 +619,10 @@ fn printer_for(kind: &str) -> Option<Printer> {
         "PodDisruptionBudget" => (POD_DISRUPTION_BUDGET_COLUMNS, pod_disruption_budget_cells),
         "RoleBinding" => (ROLE_BINDING_COLUMNS, role_binding_cells),
         "ClusterRoleBinding" => (CLUSTER_ROLE_BINDING_COLUMNS, role_binding_cells),
+        "PersistentVolumeClaim" => (PVC_COLUMNS, pvc_cells),
+        "PersistentVolume" => (PV_COLUMNS, pv_cells),
+        "Ingress" => (INGRESS_COLUMNS, ingress_cells),
+        "StorageClass" => (STORAGE_CLASS_COLUMNS, storage_class_cells),
         _ => return None,
     };
     Some(Printer { columns, cells })
@@ -1742,6 +1746,247 @@ fn lease_cells(lease: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
         name(lease).into(),
         str_at(lease, "/spec/holderIdentity").into(),
         created(lease, now),
+    ];
+    (cells, None)
+}
+
+// -- storage and ingress, as kubectl's printers.go prints them
+
+/// `ReadWriteOnce` → `RWO` …, joined by commas (`GetAccessModesAsString`).
+fn access_modes(obj: &Value, pointer: &str) -> String {
+    let modes: Vec<&str> = array_at(obj, pointer)
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    [
+        "ReadWriteOnce",
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOncePod",
+    ]
+    .iter()
+    .zip(["RWO", "ROX", "RWX", "RWOP"])
+    .filter(|(long, _)| modes.contains(long))
+    .map(|(_, short)| short)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+fn or_unset(s: &str) -> String {
+    if s.is_empty() {
+        "<unset>".to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+fn volume_mode(obj: &Value) -> String {
+    match str_at(obj, "/spec/volumeMode") {
+        "" => "<unset>".to_owned(),
+        m => m.to_owned(),
+    }
+}
+
+const PVC_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Status", "string", "Status of the claim."),
+    Column::new(
+        "Volume",
+        "string",
+        "The PersistentVolume bound to the claim.",
+    ),
+    Column::new("Capacity", "string", "Capacity of the bound volume."),
+    Column::new(
+        "Access Modes",
+        "string",
+        "Access modes of the bound volume.",
+    ),
+    Column::new("StorageClass", "string", "StorageClass of the claim."),
+    Column::new(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the claim.",
+    ),
+    AGE,
+    Column::new("VolumeMode", "string", "Volume mode of the claim.").wide(),
+];
+
+fn pvc_cells(pvc: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let phase = match str_at(pvc, "/status/phase") {
+        _ if pvc.pointer("/metadata/deletionTimestamp").is_some() => "Terminating",
+        "" => "Pending",
+        p => p,
+    };
+    let bound = !str_at(pvc, "/spec/volumeName").is_empty();
+    let (capacity, modes) = if bound {
+        (
+            str_at(pvc, "/status/capacity/storage").to_owned(),
+            access_modes(pvc, "/status/accessModes"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let class = match str_at(pvc, "/spec/storageClassName") {
+        "" => str_at(
+            pvc,
+            "/metadata/annotations/volume.beta.kubernetes.io~1storage-class",
+        ),
+        c => c,
+    };
+    let cells = vec![
+        name(pvc).into(),
+        phase.into(),
+        str_at(pvc, "/spec/volumeName").into(),
+        capacity.into(),
+        modes.into(),
+        class.into(),
+        or_unset(str_at(pvc, "/spec/volumeAttributesClassName")).into(),
+        created(pvc, now),
+        volume_mode(pvc).into(),
+    ];
+    (cells, None)
+}
+
+const PV_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Capacity", "string", "Capacity of the volume."),
+    Column::new("Access Modes", "string", "Access modes of the volume."),
+    Column::new(
+        "Reclaim Policy",
+        "string",
+        "What happens to the volume when released.",
+    ),
+    Column::new("Status", "string", "Phase of the volume."),
+    Column::new("Claim", "string", "The claim bound to the volume."),
+    Column::new("StorageClass", "string", "StorageClass of the volume."),
+    Column::new(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the volume.",
+    ),
+    Column::new("Reason", "string", "Why the volume is in its phase."),
+    AGE,
+    Column::new("VolumeMode", "string", "Volume mode of the volume.").wide(),
+];
+
+fn pv_cells(pv: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let claim = match (
+        str_at(pv, "/spec/claimRef/namespace"),
+        str_at(pv, "/spec/claimRef/name"),
+    ) {
+        (_, "") => String::new(),
+        (ns, n) => format!("{ns}/{n}"),
+    };
+    let phase = match str_at(pv, "/status/phase") {
+        _ if pv.pointer("/metadata/deletionTimestamp").is_some() => "Terminating",
+        p => p,
+    };
+    let cells = vec![
+        name(pv).into(),
+        str_at(pv, "/spec/capacity/storage").into(),
+        access_modes(pv, "/spec/accessModes").into(),
+        str_at(pv, "/spec/persistentVolumeReclaimPolicy").into(),
+        phase.into(),
+        claim.into(),
+        str_at(pv, "/spec/storageClassName").into(),
+        or_unset(str_at(pv, "/spec/volumeAttributesClassName")).into(),
+        str_at(pv, "/status/reason").into(),
+        created(pv, now),
+        volume_mode(pv).into(),
+    ];
+    (cells, None)
+}
+
+const INGRESS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Class", "string", "The IngressClass of the ingress."),
+    Column::new("Hosts", "string", "Hosts the ingress routes."),
+    Column::new("Address", "string", "Address of the load balancer."),
+    Column::new("Ports", "string", "Ports the ingress serves."),
+    AGE,
+];
+
+fn ingress_cells(ing: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let hosts: Vec<&str> = array_at(ing, "/spec/rules")
+        .iter()
+        .map(|r| match str_at(r, "/host") {
+            "" => "*",
+            h => h,
+        })
+        .collect();
+    let hosts = match hosts.len() {
+        0 => "*".to_owned(),
+        1..=3 => hosts.join(","),
+        n => format!("{} + {} more...", hosts[..3].join(","), n - 3),
+    };
+    let address: Vec<&str> = array_at(ing, "/status/loadBalancer/ingress")
+        .iter()
+        .map(|i| match str_at(i, "/ip") {
+            "" => str_at(i, "/hostname"),
+            ip => ip,
+        })
+        .filter(|a| !a.is_empty())
+        .collect();
+    let ports = if array_at(ing, "/spec/tls").is_empty() {
+        "80"
+    } else {
+        "80, 443"
+    };
+    let class = match str_at(ing, "/spec/ingressClassName") {
+        "" => "<none>",
+        c => c,
+    };
+    let cells = vec![
+        name(ing).into(),
+        class.into(),
+        hosts.into(),
+        address.join(",").into(),
+        ports.into(),
+        created(ing, now),
+    ];
+    (cells, None)
+}
+
+const STORAGE_CLASS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Provisioner", "string", "The provisioner of the class."),
+    Column::new("ReclaimPolicy", "string", "Reclaim policy of its volumes."),
+    Column::new("VolumeBindingMode", "string", "When its volumes are bound."),
+    Column::new(
+        "AllowVolumeExpansion",
+        "string",
+        "Whether its volumes can grow.",
+    ),
+    AGE,
+];
+
+fn storage_class_cells(sc: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let default = [
+        "storageclass.kubernetes.io~1is-default-class",
+        "storageclass.beta.kubernetes.io~1is-default-class",
+    ]
+    .iter()
+    .any(|a| str_at(sc, &format!("/metadata/annotations/{a}")) == "true");
+    let shown = if default {
+        format!("{} (default)", name(sc))
+    } else {
+        name(sc).to_owned()
+    };
+    let or = |p: &str, d: &str| match str_at(sc, p) {
+        "" => d.to_owned(),
+        v => v.to_owned(),
+    };
+    let cells = vec![
+        shown.into(),
+        str_at(sc, "/provisioner").into(),
+        or("/reclaimPolicy", "Delete").into(),
+        or("/volumeBindingMode", "Immediate").into(),
+        sc.pointer("/allowVolumeExpansion")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            .to_string()
+            .into(),
+        created(sc, now),
     ];
     (cells, None)
 }

@@ -21,6 +21,7 @@ mod job;
 mod meta;
 mod pods;
 mod replicaset;
+pub(crate) mod rootca;
 mod scheduler;
 mod serviceaccounts;
 #[cfg(test)]
@@ -79,6 +80,7 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 cancel.clone(),
                 serviceaccounts::ServiceAccountController,
             )),
+            tokio::spawn(run(api.clone(), cancel.clone(), rootca::RootCaPublisher)),
         ];
         for task in tasks {
             let _ = task.await;

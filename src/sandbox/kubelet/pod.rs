@@ -605,12 +605,19 @@ impl Kubelet {
         let writer = tokio::spawn(self.clone().status_loop(rt.clone()));
         let mut stop_rx = rt.stop.subscribe();
         rt.changed();
+        let mut attempts = 0u32;
         let vols = loop {
             match self.setup_sandbox(&rt, &pod) {
                 Ok(v) => break Some(v),
                 Err(message) => {
-                    // The kubelet reports this as a FailedMount event; the
-                    // containers stay ContainerCreating.
+                    // The kubelet reports this as a FailedMount Warning (the
+                    // recorder folds repeats into a count; it is written on
+                    // attempts 1, 2, 4, 8 … as the kubelet's retries back
+                    // off); the containers stay ContainerCreating.
+                    attempts += 1;
+                    if attempts.is_power_of_two() {
+                        self.event(&pod, "Warning", "FailedMount", &message);
+                    }
                     tracing::debug!(pod = %rt.name, namespace = %rt.namespace, %message, "pod sandbox not ready");
                     if wait_or_stop(&mut stop_rx, Duration::from_secs(1)).await {
                         break None;

@@ -1,0 +1,206 @@
+//! Objects a fresh cluster has before anyone writes: the default
+//! ClusterRoles and ClusterRoleBinding of the apiserver's RBAC bootstrap
+//! policy (`cluster-admin`, and the user-facing `admin`, `edit` and `view`,
+//! aggregated from roles labelled `aggregate-to-<name>`, as
+//! `plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go` declares
+//! them). The sandbox stores them for the consoles and `kubectl` to list; it
+//! does not enforce RBAC.
+
+use serde_json::{Value, json};
+
+fn meta(name: &str) -> Value {
+    json!({"name": name,
+           "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+           "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
+}
+
+/// An aggregated role: `edit` is itself aggregated into `admin`, `view`
+/// into `edit`.
+fn aggregated(name: &str, rules: Value) -> Value {
+    let mut m = meta(name);
+    let into = match name {
+        "edit" => Some("admin"),
+        "view" => Some("edit"),
+        _ => None,
+    };
+    if let Some(into) = into {
+        m["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{into}")] = json!("true");
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": m,
+           "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {
+               format!("rbac.authorization.k8s.io/aggregate-to-{name}"): "true"}}]},
+           "rules": rules})
+}
+
+const READ: [&str; 3] = ["get", "list", "watch"];
+const WRITE: [&str; 7] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "patch",
+    "update",
+    "get",
+    "list",
+];
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+/// `(plural, object)` for each default RBAC object.
+pub fn default_rbac() -> Vec<(&'static str, Value)> {
+    let core_read = [
+        "configmaps",
+        "endpoints",
+        "persistentvolumeclaims",
+        "persistentvolumeclaims/status",
+        "pods",
+        "pods/log",
+        "pods/status",
+        "replicationcontrollers",
+        "replicationcontrollers/scale",
+        "replicationcontrollers/status",
+        "serviceaccounts",
+        "services",
+        "services/status",
+        "bindings",
+        "events",
+        "limitranges",
+        "namespaces",
+        "namespaces/status",
+        "resourcequotas",
+        "resourcequotas/status",
+    ];
+    let apps = [
+        "controllerrevisions",
+        "daemonsets",
+        "daemonsets/status",
+        "deployments",
+        "deployments/scale",
+        "deployments/status",
+        "replicasets",
+        "replicasets/scale",
+        "replicasets/status",
+        "statefulsets",
+        "statefulsets/scale",
+        "statefulsets/status",
+    ];
+    let batch = ["cronjobs", "cronjobs/status", "jobs", "jobs/status"];
+    let view_rules = json!([
+        rule(&[""], &core_read, &READ),
+        rule(&["apps"], &apps, &READ),
+        rule(&["batch"], &batch, &READ),
+        rule(
+            &["networking.k8s.io"],
+            &["ingresses", "ingresses/status", "networkpolicies"],
+            &READ
+        ),
+        rule(
+            &["policy"],
+            &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+            &READ
+        ),
+        rule(&["events.k8s.io"], &["events"], &READ),
+    ]);
+    let edit_rules = json!([
+        rule(
+            &[""],
+            &[
+                "pods/attach",
+                "pods/exec",
+                "pods/portforward",
+                "pods/proxy",
+                "secrets",
+                "services/proxy"
+            ],
+            &READ
+        ),
+        rule(&[""], &["serviceaccounts"], &["impersonate"]),
+        rule(
+            &[""],
+            &[
+                "pods",
+                "pods/attach",
+                "pods/exec",
+                "pods/portforward",
+                "pods/proxy"
+            ],
+            &["create", "delete", "deletecollection", "patch", "update"]
+        ),
+        rule(
+            &[""],
+            &[
+                "configmaps",
+                "events",
+                "persistentvolumeclaims",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "secrets",
+                "serviceaccounts",
+                "services",
+                "services/proxy"
+            ],
+            &["create", "delete", "deletecollection", "patch", "update"]
+        ),
+        rule(&["apps"], &apps, &WRITE),
+        rule(&["batch"], &batch, &WRITE),
+        rule(
+            &["networking.k8s.io"],
+            &["ingresses", "networkpolicies"],
+            &WRITE
+        ),
+        rule(&["policy"], &["poddisruptionbudgets"], &WRITE),
+    ]);
+    let admin_rules = json!([
+        rule(
+            &["authorization.k8s.io"],
+            &["localsubjectaccessreviews"],
+            &["create"]
+        ),
+        rule(
+            &["rbac.authorization.k8s.io"],
+            &["rolebindings", "roles"],
+            &[
+                "create",
+                "delete",
+                "deletecollection",
+                "get",
+                "list",
+                "patch",
+                "update",
+                "watch"
+            ]
+        ),
+    ]);
+    let cluster_admin = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": meta("cluster-admin"),
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                  {"nonResourceURLs": ["*"], "verbs": ["*"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": meta("cluster-admin"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]});
+    // The aggregated roles hold the union of what their aggregate-to roles
+    // grant; the sandbox writes that union directly (it runs no aggregator).
+    let union = |parts: &[&Value]| -> Value {
+        Value::Array(
+            parts
+                .iter()
+                .flat_map(|p| p.as_array().cloned().unwrap_or_default())
+                .collect(),
+        )
+    };
+    vec![
+        ("clusterroles", cluster_admin),
+        (
+            "clusterroles",
+            aggregated("admin", union(&[&view_rules, &edit_rules, &admin_rules])),
+        ),
+        (
+            "clusterroles",
+            aggregated("edit", union(&[&view_rules, &edit_rules])),
+        ),
+        ("clusterroles", aggregated("view", view_rules)),
+        ("clusterrolebindings", binding),
+    ]
+}
