@@ -16,3 +16,4 @@ pub mod sandbox;
 pub mod server;
 pub mod signal;
 pub mod telemetry;
+pub mod text;

@@ -290,7 +290,8 @@ pub fn finished_status(
         exit_code,
         finished_at: Some(k8s_time(now)),
         last_heartbeat: Some(k8s_time(now)),
-        message: Some(message),
+        // Quotes the task's own command and names: shown in kubectl and the console.
+        message: Some(crate::text::sanitize_line(&message)),
         ..current.clone()
     };
     match ending {
@@ -543,6 +544,20 @@ mod tests {
             assert!(err.0.starts_with(fragment), "{name:?}: {err:?}");
             assert!(err.0.contains("environment variable name"), "{err:?}");
         }
+    }
+
+    #[test]
+    fn a_final_message_quoting_hostile_text_is_sanitised() {
+        let current = AgentTaskStatus::default();
+        let ending = Ending::Invalid("cannot start \"\u{1b}]0;pwned\u{7}x\u{1b}[2J\ny\"".into());
+        let status = finished_status(
+            &current,
+            &ending,
+            Duration::ZERO,
+            3,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(status.message.as_deref(), Some("cannot start \"x y\""));
     }
 
     #[test]

@@ -179,6 +179,11 @@ impl PoolCtx<'_> {
         status: AgentTaskStatus,
     ) -> Result<bool> {
         let mut next = task.clone();
+        let mut status = status;
+        status.message = status.message.map(|m| crate::text::sanitize_line(&m));
+        for c in &mut status.conditions {
+            c.message = crate::text::sanitize_line(&c.message);
+        }
         next.status = Some(status);
         match self
             .tasks_api()
@@ -225,7 +230,8 @@ async fn publish(
     let ev = Event {
         type_,
         reason: reason.to_owned(),
-        note: Some(note),
+        // Notes quote pod reasons, names and messages others wrote.
+        note: Some(crate::text::sanitize_line(&note)),
         action: action.to_owned(),
         secondary: None,
     };

@@ -421,7 +421,7 @@ pub fn condition(
         type_: type_.to_owned(),
         status,
         reason: reason.to_owned(),
-        message: message.to_owned(),
+        message: crate::text::sanitize_line(message),
         observed_generation: generation,
         last_transition_time,
     }
@@ -912,5 +912,19 @@ mod tests {
             std::slice::from_ref(&first)
         ));
         assert!(!same_conditions(&[first], &[again]));
+    }
+
+    #[test]
+    fn condition_messages_carry_no_terminal_control() {
+        let c = condition(
+            &[],
+            "Unclaimed",
+            true,
+            "NotClaimed",
+            "pod x: \u{1b}[2Jwaiting\nImagePullBackOff",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(c.message, "pod x: waiting ImagePullBackOff");
     }
 }
