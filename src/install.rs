@@ -175,6 +175,9 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            // Only to say when a pool's tokenSecretRef names a missing Secret
+            // (metadata is all that is read).
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
             {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},

@@ -18,6 +18,7 @@
 
 pub mod leader;
 pub mod metrics;
+pub mod orphans;
 pub mod prober;
 mod reconcile;
 
@@ -534,6 +535,9 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         pool_ref_of_pod,
         cancel.clone(),
     ));
+
+    // Tasks naming no pool are outside every pool's reconcile.
+    tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
 
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);

@@ -136,6 +136,7 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
         retry_soon: false,
         notes: Vec::new(),
     };
+    check_token_secret(&mut ctx, &pool_pods).await;
     match pool.spec.execution_mode {
         ExecutionMode::Deployment => deployment_mode(&mut ctx, &mut tasks, &pool_pods).await,
         ExecutionMode::Job => job_mode(&mut ctx, &mut tasks, &pool_pods).await,
@@ -219,6 +220,19 @@ impl PoolCtx<'_> {
     }
 }
 
+/// Records an Event as the controller (sanitised note); failures are only
+/// logged, an Event is never worth failing a reconcile for.
+pub(super) async fn publish_event(
+    shared: &Shared,
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    publish(shared, reference, type_, reason, action, note).await;
+}
+
 async fn publish(
     shared: &Shared,
     reference: k8s_openapi::api::core::v1::ObjectReference,
@@ -264,6 +278,74 @@ fn observe_task_metrics(shared: &Shared, tasks: &[AgentTask]) {
             shared
                 .metrics
                 .task_finished(uid, end.0.duration_since(start.0).as_secs_f64());
+        }
+    }
+}
+
+/// The Degraded note of a pool whose `spec.tokenSecretRef` names a Secret
+/// that does not exist (its pods wait in ContainerCreating for the volume).
+pub(crate) fn token_secret_missing_note(secret: &str, namespace: &str) -> String {
+    format!(
+        "Secret {secret:?} named in spec.tokenSecretRef does not exist in namespace \
+         {namespace:?}; the pool's pods cannot start until it does"
+    )
+}
+
+/// Says so (Degraded note, and a Warning Event when it starts) when the
+/// pool's token Secret is missing. Asked only while some pod of the pool
+/// waits to start, or while the pool still says the Secret is missing, so
+/// a steady pool costs no request.
+async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<Pod>]) {
+    let Some(secret) = ctx
+        .pool
+        .spec
+        .token_secret_ref
+        .as_ref()
+        .map(|r| r.name.clone())
+    else {
+        return;
+    };
+    let note = token_secret_missing_note(&secret, &ctx.ns);
+    let said_before = ctx.pool.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Degraded" && c.status == "True" && c.message.contains(&note))
+    });
+    let waiting = pool_pods.iter().any(|p| {
+        p.metadata.deletion_timestamp.is_none()
+            && p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending")
+                == "Pending"
+    });
+    if !waiting && !said_before {
+        return;
+    }
+    let api: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(ctx.shared.client.clone(), &ctx.ns);
+    match api.get_metadata_opt(&secret).await {
+        Ok(Some(_)) => ctx.shared.api_ok(),
+        Ok(None) => {
+            ctx.shared.api_ok();
+            if !said_before {
+                tracing::warn!(pool = %ctx.name, namespace = %ctx.ns, %secret, "token Secret missing");
+                ctx.event(
+                    EventType::Warning,
+                    "TokenSecretMissing",
+                    "Validate",
+                    note.clone(),
+                )
+                .await;
+            }
+            ctx.notes.push(note);
+        }
+        // Forbidden or a fault: say nothing rather than something wrong.
+        Err(e) => {
+            tracing::debug!(pool = %ctx.name, %secret, error = %e, "cannot look up the token Secret");
+            if said_before {
+                ctx.notes.push(note);
+            }
         }
     }
 }

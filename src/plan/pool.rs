@@ -256,6 +256,8 @@ pub fn offline_recheck<'a>(
 /// Condition type on a Pending task no agent claimed within the pool's
 /// `taskDefaults.acquireTimeoutSeconds`.
 pub const UNCLAIMED: &str = "Unclaimed";
+/// Condition of a task whose `spec.pool` names no AgentPool (yet).
+pub const POOL_NOT_FOUND: &str = "PoolNotFound";
 
 /// What the pool looks like to a task waiting for an agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
