@@ -2,8 +2,11 @@
 //! exit code 2 and a message naming what was wrong and what is valid. Each
 //! row is input → exit code → fragments the message must hold.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 const KUBECONFIG: &str = "apiVersion: v1
 kind: Config
@@ -320,4 +323,69 @@ fn rendered_pods_opt_out_of_service_links() {
             d["metadata"]["name"]
         );
     }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+#[test]
+fn an_unreachable_api_is_said_once_naming_the_server_and_the_cause() {
+    let files = Files::new();
+    let dead = free_port();
+    files.write(
+        "dead-kubeconfig",
+        KUBECONFIG
+            .replace("https://127.0.0.1:1", &format!("http://127.0.0.1:{dead}"))
+            .as_bytes(),
+    );
+    let log = files.path("daemon.log");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("--daemon")
+        .env_clear()
+        .env("HOME", files.dir.path())
+        .env("XDG_CONFIG_HOME", files.dir.path())
+        .env("KUBECONFIG", files.path("dead-kubeconfig"))
+        .env("AGENTDECK_SERVER__PORT", free_port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("daemon starts");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::eventually_blocking("the daemon to say the API is unreachable", || {
+        read().contains("cannot reach").then_some(())
+    });
+    // Every watch, the elector and the version probe keep retrying meanwhile.
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(daemon.wait().expect("daemon ends").success());
+    let text = read();
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("cannot reach"))
+        .collect();
+    assert_eq!(said.len(), 1, "{text}");
+    assert!(
+        said[0].contains(&format!("http://127.0.0.1:{dead}")),
+        "names the server: {}",
+        said[0]
+    );
+    assert!(
+        said[0].contains("Connection refused"),
+        "names the cause: {}",
+        said[0]
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("client error (Connect)"))
+            .count(),
+        1,
+        "no other line per failed request: {text}"
+    );
+    assert!(!text.contains("controllerNamespace"), "{text}");
 }

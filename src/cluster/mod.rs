@@ -84,6 +84,19 @@ fn list(names: &[String]) -> String {
     }
 }
 
+/// The API server the last [`connect`] went to, for messages about it.
+static SERVER: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// The API server this process talks to (`https://10.96.0.1:443`), or
+/// "the configured API server" when not known.
+pub fn server_label() -> String {
+    SERVER
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+        .unwrap_or_else(|| "the configured API server".to_owned())
+}
+
 /// Checks that the kubeconfig (`KUBECONFIG` or `~/.kube/config`) can be
 /// read and has `context`, without connecting: for commands such as
 /// `manifests` that only render, so `--context nosuch` is still refused.
@@ -163,6 +176,9 @@ pub async fn connect(
             config.default_namespace.clone()
         }
     };
+    *SERVER
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(config.cluster_url.to_string());
     let client = kube::Client::try_from(config).map_err(ClusterError::Client)?;
     Ok(Connection { client, namespace })
 }

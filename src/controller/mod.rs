@@ -20,6 +20,7 @@ pub mod leader;
 pub mod metrics;
 pub mod orphans;
 pub mod prober;
+pub mod reachability;
 mod reconcile;
 
 use std::collections::{BTreeSet, HashMap};
@@ -174,6 +175,8 @@ pub(crate) struct Shared {
     pub last_reconcile: Mutex<Option<Timestamp>>,
     pub synced: Arc<AtomicBool>,
     pub api_unreachable_since: Mutex<Option<Instant>>,
+    /// One line when the API goes, reminders with back-off, one when back.
+    pub reachability: Mutex<reachability::Reachability>,
     pub started: Timestamp,
     pub identity: String,
 }
@@ -184,6 +187,18 @@ impl Shared {
             .api_unreachable_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
+        let back = self
+            .reachability
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .answered(Instant::now());
+        if let Some(reachability::Report::Back(after)) = back {
+            tracing::info!(
+                "the Kubernetes API at {} answers again after {}s",
+                crate::cluster::server_label(),
+                after.as_secs()
+            );
+        }
     }
 
     pub fn api_failed(&self, e: &kube::Error) {
@@ -199,6 +214,23 @@ impl Shared {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .get_or_insert_with(Instant::now);
+                let report = self
+                    .reachability
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .failed(Instant::now());
+                let server = crate::cluster::server_label();
+                let cause = reachability::causes(e);
+                match report {
+                    Some(reachability::Report::Lost) => tracing::warn!(
+                        "cannot reach the Kubernetes API at {server}: {cause}; retrying with back-off"
+                    ),
+                    Some(reachability::Report::StillLost(since)) => tracing::warn!(
+                        "the Kubernetes API at {server} is still unreachable after {}s: {cause}",
+                        since.as_secs()
+                    ),
+                    _ => tracing::debug!(%server, %cause, "API request failed"),
+                }
             }
         }
     }
@@ -333,9 +365,18 @@ where
                     listed = true;
                     shared_api(WatchSignal::Listed);
                 }
+                // `Init` starts a relist before anything was answered.
+                Some(Ok(watcher::Event::Init)) => {}
                 Some(Ok(_)) => shared_api(WatchSignal::Event),
                 Some(Err(e)) => {
-                    tracing::warn!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch failed; retrying with backoff");
+                    // An unreachable API is said once for every watch (see
+                    // `reachability`); an answer such as 403 is worth a line.
+                    let kind = K::kind(&K::DynamicType::default()).to_string();
+                    if watch_error_is_transport(&e) {
+                        tracing::debug!(%kind, error = %e, "watch failed; retrying with backoff");
+                    } else {
+                        tracing::warn!(%kind, error = %e, "watch failed; retrying with backoff");
+                    }
                     shared_api(WatchSignal::Failed(&e));
                 }
                 None => return,
@@ -343,6 +384,17 @@ where
         }
     });
     (reader, subscriber)
+}
+
+/// A watch failure with no answer from the API behind it (connect, TLS,
+/// timeout), as opposed to an error answer.
+fn watch_error_is_transport(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => !matches!(e, kube::Error::Api(_)),
+        _ => false,
+    }
 }
 
 fn pool_ref_from_label<K: Resource>(obj: &K) -> Option<ObjectRef<AgentPool>> {
@@ -477,6 +529,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         last_reconcile: Mutex::default(),
         synced,
         api_unreachable_since: Mutex::default(),
+        reachability: Mutex::default(),
         started: Timestamp::now(),
         identity: identity.clone(),
     });

@@ -68,7 +68,12 @@ pub(super) fn error_policy(
     error: &ControllerError,
     shared: Arc<Shared>,
 ) -> Action {
-    tracing::warn!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    // An API that does not answer is reported once, by `reachability`.
+    if matches!(error.kube_error(), Some(e) if !matches!(e, kube::Error::Api(_))) {
+        tracing::debug!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    } else {
+        tracing::warn!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    }
     let conflict = matches!(error.kube_error(), Some(kube::Error::Api(s)) if s.code == 409);
     if conflict {
         Action::requeue(Duration::from_millis(200))
