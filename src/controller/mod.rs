@@ -16,6 +16,7 @@
 // only move the allocation to the error path's callers.
 #![allow(clippy::result_large_err)]
 
+pub mod gate;
 pub mod leader;
 pub mod metrics;
 pub mod orphans;
@@ -34,7 +35,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -55,8 +56,9 @@ pub use prober::{AgentSample, HealthSamples};
 pub const FIELD_MANAGER: &str = "agentdeck";
 /// Name the controller reports Events as.
 pub const REPORTER: &str = "agentdeck-controller";
-/// Quiet time before a reconcile, so a burst of task events (100 tasks
-/// created at once) becomes one reconcile and one scaling decision.
+/// A pool is reconciled on the first event of a burst at once; the rest of
+/// the burst (100 tasks created at once) is one follow-up reconcile once
+/// the pool has seen no event for this long (see [`gate`]).
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
 
 /// Why a reconcile failed.
@@ -172,6 +174,9 @@ pub(crate) struct Shared {
     /// Last replica count written per `namespace/pool`, when (monotonic and
     /// wall clock), to bridge the Deployment store's lag.
     pub scaled: Mutex<HashMap<String, (i32, Instant, Timestamp)>>,
+    /// Per `namespace/pool`: when a burst's first scaling decision was made
+    /// and the pool's last scale time before it (see `gate`).
+    pub burst_scaled: Mutex<HashMap<String, (Instant, Option<Timestamp>)>>,
     pub last_reconcile: Mutex<Option<Timestamp>>,
     pub synced: Arc<AtomicBool>,
     pub api_unreachable_since: Mutex<Option<Instant>>,
@@ -526,6 +531,7 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         leader: leader.clone(),
         applied: Mutex::default(),
         scaled: Mutex::default(),
+        burst_scaled: Mutex::default(),
         last_reconcile: Mutex::default(),
         synced,
         api_unreachable_since: Mutex::default(),
@@ -611,17 +617,38 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         });
     }
 
-    let controller = Controller::for_shared_stream(pool_stream, pools)
-        .with_config(controller::Config::default().debounce(DEBOUNCE))
-        .owns_shared_stream(deployment_stream)
-        .watches_shared_stream(task_stream, |task: Arc<AgentTask>| {
-            task.namespace()
-                .map(|ns| ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns))
-        })
-        .watches_shared_stream(pod_stream, |pod: Arc<Pod>| pool_ref_from_label(&*pod))
-        .watches_shared_stream(job_stream, |job: Arc<Job>| pool_ref_from_label(&*job))
+    // Every trigger of a pool — its own changes, its Deployment, tasks,
+    // pods, Jobs, a health change — goes through one gate: the first event
+    // of a burst reconciles at once, the rest become one follow-up.
+    let triggers = futures::stream::select_all([
+        pool_stream
+            .map(|pool: Arc<AgentPool>| Some(ObjectRef::from_obj(&*pool)))
+            .boxed(),
+        deployment_stream
+            .map(|d: Arc<Deployment>| pool_ref_from_label(&*d))
+            .boxed(),
+        task_stream
+            .map(|task: Arc<AgentTask>| {
+                task.namespace()
+                    .map(|ns| ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns))
+            })
+            .boxed(),
+        pod_stream
+            .map(|pod: Arc<Pod>| pool_ref_from_label(&*pod))
+            .boxed(),
+        job_stream
+            .map(|job: Arc<Job>| pool_ref_from_label(&*job))
+            .boxed(),
+        tokio_stream_from(offline_rx).map(Some).boxed(),
+    ])
+    .filter_map(|pool| async move { pool });
+    let (gated_tx, gated_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(1024);
+    tasks.spawn(gate::run(triggers, gated_tx, DEBOUNCE, cancel.clone()));
+
+    // The pool stream itself goes through the gate above.
+    let controller = Controller::for_shared_stream(futures::stream::pending(), pools)
         .reconcile_all_on(tokio_stream_from(all_rx))
-        .reconcile_on(tokio_stream_from(offline_rx))
+        .reconcile_on(tokio_stream_from(gated_rx))
         .graceful_shutdown_on({
             let cancel = cancel.clone();
             async move { cancel.cancelled().await }

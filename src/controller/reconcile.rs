@@ -40,6 +40,10 @@ use crate::plan::pool::{
 const REAPPLY_AFTER: Duration = Duration::from_secs(600);
 /// How long a replica count we wrote wins over the Deployment store's.
 const STORE_LAG: Duration = Duration::from_secs(5);
+/// How long after a burst's first scaling decision its follow-up counts as
+/// part of the same decision (see `gate`: the follow-up comes once the pool
+/// has been quiet for `DEBOUNCE`).
+const BURST: Duration = Duration::from_secs(2);
 
 pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Result<Action> {
     let started = Instant::now();
@@ -666,7 +670,30 @@ async fn deployment_mode(
         last_scale_time: last_scale,
         now,
     };
-    let decision = decide(&input);
+    // A burst's follow-up finishes the burst's scale-up: the up cooldown
+    // counts from before the burst's first decision, so 100 tasks are one
+    // or two decisions reaching the target, not a partial one that sticks.
+    let burst = shared
+        .burst_scaled
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .copied()
+        .filter(|(at, _)| at.elapsed() < BURST);
+    let decision = match burst {
+        Some((_, before_burst)) => {
+            let bridged = decide(&AutoscaleInput {
+                last_scale_time: before_burst,
+                ..input.clone()
+            });
+            if bridged.direction == ScaleDirection::Up {
+                bridged
+            } else {
+                decide(&input)
+            }
+        }
+        None => decide(&input),
+    };
     let desired = to_i32(decision.desired);
 
     if desired < current {
@@ -696,6 +723,13 @@ async fn deployment_mode(
             ("down", "ScaledDown")
         };
         last_scale_time = Some(k8s_time(now));
+        if burst.is_none() {
+            shared
+                .burst_scaled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.clone(), (Instant::now(), last_scale));
+        }
         shared
             .scaled
             .lock()
