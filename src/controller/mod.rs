@@ -620,26 +620,35 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
     // Every trigger of a pool — its own changes, its Deployment, tasks,
     // pods, Jobs, a health change — goes through one gate: the first event
     // of a burst reconciles at once, the rest become one follow-up.
+    // Task events are urgent (work arrived or left); the rest is the
+    // pool's own objects moving, often in the wake of our own writes.
+    let background = |pool: Option<ObjectRef<AgentPool>>| pool.map(|p| (p, false));
     let triggers = futures::stream::select_all([
         pool_stream
-            .map(|pool: Arc<AgentPool>| Some(ObjectRef::from_obj(&*pool)))
+            .map(move |pool: Arc<AgentPool>| background(Some(ObjectRef::from_obj(&*pool))))
             .boxed(),
         deployment_stream
-            .map(|d: Arc<Deployment>| pool_ref_from_label(&*d))
+            .map(move |d: Arc<Deployment>| background(pool_ref_from_label(&*d)))
             .boxed(),
         task_stream
             .map(|task: Arc<AgentTask>| {
-                task.namespace()
-                    .map(|ns| ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns))
+                task.namespace().map(|ns| {
+                    (
+                        ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns),
+                        true,
+                    )
+                })
             })
             .boxed(),
         pod_stream
-            .map(|pod: Arc<Pod>| pool_ref_from_label(&*pod))
+            .map(move |pod: Arc<Pod>| background(pool_ref_from_label(&*pod)))
             .boxed(),
         job_stream
-            .map(|job: Arc<Job>| pool_ref_from_label(&*job))
+            .map(move |job: Arc<Job>| background(pool_ref_from_label(&*job)))
             .boxed(),
-        tokio_stream_from(offline_rx).map(Some).boxed(),
+        tokio_stream_from(offline_rx)
+            .map(move |pool| background(Some(pool)))
+            .boxed(),
     ])
     .filter_map(|pool| async move { pool });
     let (gated_tx, gated_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(1024);
