@@ -804,8 +804,12 @@ async fn a_task_whose_agent_stops_answering_is_requeued_without_waiting_for_the_
         .get(NS, &pods[0])
         .expect("the prober keeps a sample");
     assert!(sample.error.is_some(), "{sample:?}");
-    let pool = h.pool("quiet").await;
-    assert!(pool.status.expect("status").health.offline >= 1);
+    // Written by the same reconcile, after the task: awaited, not read once.
+    eventually("the pool's status counting the agent offline", || async {
+        let pool = h.pool("quiet").await;
+        (pool.status?.health.offline >= 1).then_some(())
+    })
+    .await;
     cancel.cancel();
 }
 
