@@ -9,6 +9,7 @@
 //! ```text
 //! cargo bench --bench agent
 //! AGENTDECK_BENCH_TASKS=200 cargo bench --bench agent   # a quicker race
+//! AGENTDECK_BENCH_TASKS=0 cargo bench --bench agent     # no race at all
 //! ```
 
 use std::time::{Duration, Instant};
@@ -83,12 +84,41 @@ async fn run() {
         mib(busy_rss.first().copied())
     );
 
+    // A task printing one 100 MB line without a newline: the agent cuts it
+    // into bounded pieces, so its memory must stay where it was.
+    wait_phase(&tasks, "lat-busy", |p| p.is_finished()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_of(std::slice::from_ref(&lat_pod));
+    let started = Instant::now();
+    create_task(
+        &tasks,
+        "lat-long-line",
+        "lat",
+        &["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x"],
+    )
+    .await;
+    wait_phase(&tasks, "lat-long-line", |p| p.is_finished()).await;
+    let took = started.elapsed();
+    let after = rss_of(std::slice::from_ref(&lat_pod));
+    let peak = status_field_of(std::slice::from_ref(&lat_pod), "VmHWM:");
+    println!(
+        "agent RSS around a task printing one 100 MB line: before {} MiB, after {} MiB, \
+         peak over the agent's life {} MiB (task took {:.1} s)",
+        mib(before.first().copied()),
+        mib(after.first().copied()),
+        mib(peak.first().copied()),
+        took.as_secs_f64()
+    );
+
     // Claims per second: RACERS agents, tasks created while the pool drains,
     // then the drain is lifted and every agent races for them.
     let n: usize = std::env::var("AGENTDECK_BENCH_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
+    if n == 0 {
+        return;
+    }
     let per_agent = n.div_ceil(RACERS as usize).clamp(1, 64);
     pool(
         &client,
@@ -281,6 +311,11 @@ async fn wait_phase(tasks: &Api<AgentTask>, name: &str, f: impl Fn(TaskPhase) ->
 /// VmRSS (MiB) of the agent processes serving `pods`, found by the
 /// `IAC_AGENT_NAME` in their environment.
 fn rss_of(pods: &[String]) -> Vec<f64> {
+    status_field_of(pods, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` field in kB (VmRSS, VmHWM …) as MiB, per agent.
+fn status_field_of(pods: &[String], field: &str) -> Vec<f64> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return out;
@@ -307,7 +342,7 @@ fn rss_of(pods: &[String]) -> Vec<f64> {
         let rss = std::fs::read_to_string(path.join("status"))
             .unwrap_or_default()
             .lines()
-            .find(|l| l.starts_with("VmRSS:"))
+            .find(|l| l.starts_with(field))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|kb| kb.parse::<f64>().ok())
             .map(|kb| kb / 1024.0);

@@ -54,15 +54,19 @@ impl HealthReport {
     }
 }
 
-/// How recently an agent showed signs of life.
+/// Whether an agent is alive and responsive — not whether it is busy: an
+/// idle agent that answers its probes is fresh.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Freshness {
-    /// Activity within the stale threshold.
+    /// Answered within the stale threshold, not unhealthy, and its loops
+    /// showed activity within the offline threshold.
     Fresh,
-    /// Answering, but no activity for longer than the stale threshold.
+    /// Not answering for longer than the stale threshold, answering
+    /// `unhealthy`, or not probed yet.
     Stale,
-    /// No answer (or no activity) for longer than the offline threshold.
+    /// No answer for longer than the offline threshold, or answering with no
+    /// activity for that long (its work loop is stuck).
     Offline,
 }
 
@@ -80,7 +84,7 @@ impl Freshness {
 /// Thresholds of [`classify`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FreshnessThresholds {
-    /// No activity for longer than this: stale (default 2 × probe interval).
+    /// No answer for longer than this: stale (default 2 × probe interval).
     pub stale_after: Duration,
     /// No answer or no activity for longer than this: offline.
     pub offline_after: Duration,
@@ -95,9 +99,9 @@ pub struct ProbeFacts {
     pub first_seen: Timestamp,
 }
 
-/// Classifies an agent. Activity is judged on the agent's own clock
-/// corrected by the skew measured at the last answer, so a skewed clock does
-/// not make a busy agent look stale.
+/// Classifies an agent (see [`Freshness`]). Activity is judged on the
+/// agent's own clock corrected by the skew measured at the last answer, so
+/// a skewed clock does not make an agent look stuck.
 pub fn classify(facts: &ProbeFacts, now: Timestamp, t: &FreshnessThresholds) -> Freshness {
     let since = |then: Timestamp| -> Duration {
         let d = now.duration_since(then);
@@ -128,7 +132,7 @@ pub fn classify(facts: &ProbeFacts, now: Timestamp, t: &FreshnessThresholds) -> 
             let idle = since(activity_local);
             if idle > t.offline_after {
                 Freshness::Offline
-            } else if idle > t.stale_after {
+            } else if since(*received) > t.stale_after || report.status == HealthStatus::Unhealthy {
                 Freshness::Stale
             } else {
                 Freshness::Fresh
@@ -203,6 +207,7 @@ mod tests {
                 "2026-01-01T00:01:01Z",
                 Freshness::Fresh,
             ),
+            // Idle for 30 s but answering now: alive and responsive.
             (
                 Some((
                     "2026-01-01T00:01:00Z",
@@ -210,6 +215,16 @@ mod tests {
                     "2026-01-01T00:01:00Z",
                 )),
                 "2026-01-01T00:01:01Z",
+                Freshness::Fresh,
+            ),
+            // Its last answer is 30 s old: probes go unanswered.
+            (
+                Some((
+                    "2026-01-01T00:01:00Z",
+                    "2026-01-01T00:01:00Z",
+                    "2026-01-01T00:01:00Z",
+                )),
+                "2026-01-01T00:01:30Z",
                 Freshness::Stale,
             ),
             // Answers, but has done nothing for 2 minutes.
@@ -263,6 +278,29 @@ mod tests {
                 expected,
                 "{last:?} at {now}"
             );
+        }
+    }
+
+    #[test]
+    fn an_agent_answering_unhealthy_is_stale_and_draining_stays_fresh() {
+        let at = ts("2026-01-01T00:01:00Z");
+        for (status, expected) in [
+            (HealthStatus::Healthy, Freshness::Fresh),
+            (HealthStatus::Draining, Freshness::Fresh),
+            (HealthStatus::Unhealthy, Freshness::Stale),
+        ] {
+            let facts = ProbeFacts {
+                last_report: Some((
+                    HealthReport {
+                        status,
+                        current_time: at,
+                        last_activity: at,
+                    },
+                    at,
+                )),
+                first_seen: at,
+            };
+            assert_eq!(classify(&facts, at, &thresholds()), expected, "{status:?}");
         }
     }
 

@@ -38,6 +38,18 @@ pub enum InstallError {
         /// Where it was seen again.
         second: String,
     },
+    /// `--pools` names a directory or file holding no AgentPool at all.
+    #[error(
+        "--pools {}: no AgentPool found ({files} YAML file(s) read); nothing was printed. \
+         Give a directory of AgentPool YAML such as config/, or leave out --pools",
+        path.display()
+    )]
+    NoPools {
+        /// File or directory as given.
+        path: PathBuf,
+        /// How many files were read.
+        files: usize,
+    },
     /// YAML output failed (a bug, not a user mistake).
     #[error("cannot render YAML: {0}")]
     Render(String),
@@ -163,6 +175,9 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            // Only to say when a pool's tokenSecretRef names a missing Secret
+            // (metadata is all that is read).
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
             {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
@@ -194,6 +209,9 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
                     "prometheus.io/scrape": "true", "prometheus.io/port": port.to_string(), "prometheus.io/path": "/metrics"}},
                 "spec": {
                     "serviceAccountName": CONTROLLER,
+                    // No AGENTDECK_CONTROLLER_* service-link variables: the
+                    // config loader ignores them, but nothing needs them either.
+                    "enableServiceLinks": false,
                     "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
                     "terminationGracePeriodSeconds": 10,
                     "containers": [{
@@ -246,6 +264,7 @@ pub fn load_pools(path: &Path) -> Result<Vec<(PathBuf, AgentPool)>, InstallError
     };
     let mut pools: Vec<(PathBuf, AgentPool)> = Vec::new();
     let mut bad = Vec::new();
+    let read = files.len();
     for file in files {
         let text =
             std::fs::read_to_string(&file).map_err(|source| InstallError::PoolsUnreadable {
@@ -305,11 +324,16 @@ pub fn load_pools(path: &Path) -> Result<Vec<(PathBuf, AgentPool)>, InstallError
             }
         }
     }
-    if bad.is_empty() {
-        Ok(pools)
-    } else {
-        Err(InstallError::InvalidPools(bad))
+    if !bad.is_empty() {
+        return Err(InstallError::InvalidPools(bad));
     }
+    if pools.is_empty() {
+        return Err(InstallError::NoPools {
+            path: path.to_path_buf(),
+            files: read,
+        });
+    }
+    Ok(pools)
 }
 
 /// The whole install: CRDs, daemon, then pools.

@@ -19,5 +19,6 @@ pub mod sandbox;
 pub mod server;
 pub mod signal;
 pub mod telemetry;
+pub mod text;
 pub mod tui;
 pub mod ui;

@@ -26,6 +26,14 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Some(Command::Crds) => print(&install::to_yaml_stream(&install::crd_documents())?),
         Some(Command::Manifests(args)) => {
+            // Nothing is asked of the cluster, but a context that is not
+            // there is still a mistake worth saying.
+            if let Some(context) = cli.global.context.as_deref() {
+                agentdeck::cluster::check_context(context)?;
+            }
+            if let Some(namespace) = args.install_namespace.as_deref() {
+                agentdeck::cluster::check_namespace(namespace, "--install-namespace")?;
+            }
             let (config, _) =
                 Config::load(&ConfigSources::from_process(cli.global.config.clone()))?;
             let pools = match &args.pools {

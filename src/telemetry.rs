@@ -130,13 +130,29 @@ fn parse_filter(
         return Err(invalid(String::new()));
     }
     let is_bare_word = !trimmed.contains(['=', ',', '[']);
-    if strict && is_bare_word {
+    let filter = if strict && is_bare_word {
         let level: LevelFilter = trimmed.parse().map_err(|err| invalid(format!(": {err}")))?;
-        return Ok(EnvFilter::default().add_directive(level.into()));
+        EnvFilter::default().add_directive(level.into())
+    } else {
+        EnvFilter::builder()
+            .parse(trimmed)
+            .map_err(|err| invalid(format!(": {err}")))?
+    };
+    Ok(quiet_kube_request_errors(filter, trimmed))
+}
+
+/// kube's client logs every failed request at ERROR ("failed with error
+/// client error (Connect)"), several a second while the API is away; the
+/// controller says that once, with the server and the cause. Shown again
+/// when the filter names `kube_client` itself.
+fn quiet_kube_request_errors(filter: EnvFilter, text: &str) -> EnvFilter {
+    if text.contains("kube_client") {
+        return filter;
     }
-    EnvFilter::builder()
-        .parse(trimmed)
-        .map_err(|err| invalid(format!(": {err}")))
+    match "kube_client::client::builder=off".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
 }
 
 /// The filter to start with: `RUST_LOG` when set and not empty (standard

@@ -156,6 +156,10 @@ pub fn task_env(
     task: &AgentTask,
     home: &str,
 ) -> Result<Vec<(String, String)>, EnvProblem> {
+    let bad_names = crate::crd::validate::env_errors("spec.env", &task.spec.env);
+    if !bad_names.is_empty() {
+        return Err(EnvProblem(crate::crd::validate::summary(&bad_names)));
+    }
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     if let Some(path) = agent_env.get("PATH") {
         env.insert("PATH".into(), path.clone());
@@ -286,7 +290,8 @@ pub fn finished_status(
         exit_code,
         finished_at: Some(k8s_time(now)),
         last_heartbeat: Some(k8s_time(now)),
-        message: Some(message),
+        // Quotes the task's own command and names: shown in kubectl and the console.
+        message: Some(crate::text::sanitize_line(&message)),
         ..current.clone()
     };
     match ending {
@@ -525,6 +530,34 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         assert_eq!(map, expected);
+    }
+
+    #[test]
+    fn a_task_env_name_a_process_cannot_have_is_refused_naming_the_field() {
+        for (name, fragment) in [
+            ("A=B", "spec.env[0].name: \"A=B\" is not valid"),
+            ("", "spec.env[0].name: \"\" is not valid"),
+            ("9LIVES", "spec.env[0].name: \"9LIVES\" is not valid"),
+        ] {
+            let t = env_task(json!([{"name": name, "value": "x"}]));
+            let err = task_env(&BTreeMap::new(), &[], None, &t, "/h").expect_err(name);
+            assert!(err.0.starts_with(fragment), "{name:?}: {err:?}");
+            assert!(err.0.contains("environment variable name"), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn a_final_message_quoting_hostile_text_is_sanitised() {
+        let current = AgentTaskStatus::default();
+        let ending = Ending::Invalid("cannot start \"\u{1b}]0;pwned\u{7}x\u{1b}[2J\ny\"".into());
+        let status = finished_status(
+            &current,
+            &ending,
+            Duration::ZERO,
+            3,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(status.message.as_deref(), Some("cannot start \"x y\""));
     }
 
     #[test]

@@ -269,7 +269,8 @@ fn spawn(
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| std::io::Error::other("the process has no id"))?;
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(256);
+    // Bounded: at most 32 pieces (512 KiB) wait for the writer.
+    let (tx, rx) = mpsc::channel::<Piece>(32);
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
         readers.push(tokio::spawn(read_lines(out, tx.clone())));
@@ -304,30 +305,102 @@ fn resolve_program(program: &str, vars: &[(String, String)]) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(program))
 }
 
-async fn read_lines(stream: impl AsyncRead + Unpin, tx: mpsc::Sender<Vec<u8>>) {
-    let mut reader = BufReader::new(stream);
+/// Longest piece of output handled at once: a line longer than this (a
+/// task may print 100 MB without a newline) is cut into pieces of this
+/// size, so the agent's memory stays flat whatever a task prints.
+pub const OUTPUT_PIECE: usize = 16 * 1024;
+
+/// A bounded piece of output: a whole line (ending in `\n`), the end of
+/// the stream, or [`OUTPUT_PIECE`] bytes of a longer line.
+#[derive(Debug, PartialEq, Eq)]
+struct Piece(Vec<u8>);
+
+async fn read_lines(stream: impl AsyncRead + Unpin, tx: mpsc::Sender<Piece>) {
+    let mut reader = BufReader::with_capacity(OUTPUT_PIECE, stream);
+    let mut pending: Vec<u8> = Vec::new();
     loop {
-        let mut line = Vec::new();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                if tx.send(line).await.is_err() {
-                    return;
+        let buf = match reader.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => buf,
+            _ => {
+                if !pending.is_empty() {
+                    let _ = tx.send(Piece(pending)).await;
                 }
+                return;
+            }
+        };
+        let room = OUTPUT_PIECE - pending.len();
+        let window = &buf[..buf.len().min(room)];
+        let (take, complete) = match window.iter().position(|b| *b == b'\n') {
+            Some(end) => (end + 1, true),
+            None => (window.len(), pending.len() + window.len() == OUTPUT_PIECE),
+        };
+        pending.extend_from_slice(&window[..take]);
+        reader.consume(take);
+        if complete {
+            let piece = std::mem::take(&mut pending);
+            if tx.send(Piece(piece)).await.is_err() {
+                return;
             }
         }
     }
 }
 
-fn write_output(mut rx: mpsc::Receiver<Vec<u8>>, mut log: std::fs::File, prefix: &str) {
-    while let Some(mut line) = rx.blocking_recv() {
-        if line.last() != Some(&b'\n') {
-            line.push(b'\n');
-        }
-        let _ = log.write_all(&line);
+/// The log file gets the bytes as printed; the pod log gets each piece as
+/// one prefixed line (a cut line continues on the next `[task]` line).
+fn write_output(mut rx: mpsc::Receiver<Piece>, mut log: std::fs::File, prefix: &str) {
+    while let Some(Piece(piece)) = rx.blocking_recv() {
+        let _ = log.write_all(&piece);
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(prefix.as_bytes());
-        let _ = out.write_all(&line);
+        let _ = out.write_all(&piece);
+        if piece.last() != Some(&b'\n') {
+            let _ = out.write_all(b"\n");
+        }
         let _ = out.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn pieces_of(input: Vec<u8>) -> Vec<Vec<u8>> {
+        let (tx, mut rx) = mpsc::channel(4);
+        let reader = tokio::spawn(read_lines(std::io::Cursor::new(input), tx));
+        let mut out = Vec::new();
+        while let Some(Piece(p)) = rx.recv().await {
+            assert!(p.len() <= OUTPUT_PIECE, "a piece of {} bytes", p.len());
+            out.push(p);
+        }
+        reader.await.expect("reader ends");
+        out
+    }
+
+    #[tokio::test]
+    async fn output_is_cut_into_lines_and_bounded_pieces_that_add_up_to_it() {
+        let long = vec![b'x'; OUTPUT_PIECE * 3 + 5];
+        let mut mixed = b"short\n".to_vec();
+        mixed.extend_from_slice(&long);
+        mixed.extend_from_slice(b"\nlast without newline");
+        let cases: Vec<(Vec<u8>, Vec<usize>)> = vec![
+            (b"a\nbb\n".to_vec(), vec![2, 3]),
+            (b"no newline".to_vec(), vec![10]),
+            (Vec::new(), vec![]),
+            (vec![b'y'; OUTPUT_PIECE], vec![OUTPUT_PIECE]),
+            (
+                mixed.clone(),
+                vec![6, OUTPUT_PIECE, OUTPUT_PIECE, OUTPUT_PIECE, 6, 20],
+            ),
+        ];
+        for (input, sizes) in cases {
+            let pieces = pieces_of(input.clone()).await;
+            assert_eq!(
+                pieces.iter().map(Vec::len).collect::<Vec<_>>(),
+                sizes,
+                "{:?}",
+                String::from_utf8_lossy(&input[..input.len().min(40)])
+            );
+            assert_eq!(pieces.concat(), input, "nothing lost or added");
+        }
     }
 }

@@ -6,8 +6,23 @@ use kube::config::KubeConfigOptions;
 /// Why no client could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// The kubeconfig names no such context, or cannot be read.
-    #[error("cannot load kubeconfig context {context:?}: {source}")]
+    /// `--context` names a context the kubeconfig does not have.
+    #[error(
+        "kube context {context:?} is not in the kubeconfig{}; contexts there: {}",
+        source_hint(),
+        list(known)
+    )]
+    UnknownContext {
+        /// Context asked for.
+        context: String,
+        /// The contexts the kubeconfig has.
+        known: Vec<String>,
+    },
+    /// The kubeconfig names the context but it cannot be used.
+    #[error(
+        "cannot load kubeconfig context {context:?}{}: {source}",
+        source_hint()
+    )]
     Kubeconfig {
         /// Context asked for.
         context: String,
@@ -15,22 +30,102 @@ pub enum ClusterError {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    /// Neither a kubeconfig nor the in-cluster environment was found.
+    /// The kubeconfig is missing or not a kubeconfig, and this is not a pod.
     #[error(
-        "no Kubernetes configuration found (set KUBECONFIG, or run in a pod); \
-         `agentdeck sandbox` starts a local one: {0}"
+        "no usable Kubernetes configuration: kubeconfig{}: {kubeconfig}; and not running          in a cluster (KUBERNETES_SERVICE_HOST unset). Set KUBECONFIG or --context, or start          a local API with `agentdeck sandbox`",
+        source_hint()
     )]
-    Infer(#[source] kube::config::InferConfigError),
+    Infer {
+        /// Why the kubeconfig could not be used.
+        kubeconfig: String,
+        /// kube's full answer.
+        #[source]
+        source: kube::config::InferConfigError,
+    },
+    /// In a pod, the service-account configuration could not be used.
+    #[error("cannot use the in-cluster configuration: {0}")]
+    InCluster(#[source] kube::config::InferConfigError),
+    /// `--namespace` (or the context's namespace) is not a namespace name.
+    #[error("namespace {namespace:?} (from {from}) is not valid; expected {expected}")]
+    InvalidNamespace {
+        /// The name given.
+        namespace: String,
+        /// `--namespace` or the kube context.
+        from: &'static str,
+        /// What a namespace name is.
+        expected: String,
+    },
     /// The client could not be built from the configuration.
     #[error("cannot create a Kubernetes client: {0}")]
     Client(#[source] kube::Error),
 }
 
 impl ClusterError {
-    /// A mistake in what the user gave (an unknown context).
+    /// A mistake in what the user gave: an unknown context, a kubeconfig
+    /// that is missing or not one, a bad namespace name.
     pub fn is_user_error(&self) -> bool {
-        matches!(self, ClusterError::Kubeconfig { .. })
+        !matches!(self, ClusterError::Client(_) | ClusterError::InCluster(_))
     }
+}
+
+/// ` (KUBECONFIG=…)` when the variable is set, so the message says which file.
+fn source_hint() -> String {
+    match std::env::var_os("KUBECONFIG") {
+        Some(value) if !value.is_empty() => format!(" (KUBECONFIG={})", value.to_string_lossy()),
+        _ => String::new(),
+    }
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The API server the last [`connect`] went to, for messages about it.
+static SERVER: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// The API server this process talks to (`https://10.96.0.1:443`), or
+/// "the configured API server" when not known.
+pub fn server_label() -> String {
+    SERVER
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+        .unwrap_or_else(|| "the configured API server".to_owned())
+}
+
+/// Checks that the kubeconfig (`KUBECONFIG` or `~/.kube/config`) can be
+/// read and has `context`, without connecting: for commands such as
+/// `manifests` that only render, so `--context nosuch` is still refused.
+pub fn check_context(context: &str) -> Result<(), ClusterError> {
+    let kubeconfig =
+        kube::config::Kubeconfig::read().map_err(|source| ClusterError::Kubeconfig {
+            context: context.to_owned(),
+            source,
+        })?;
+    let known: Vec<String> = kubeconfig.contexts.iter().map(|c| c.name.clone()).collect();
+    if known.iter().any(|name| name == context) {
+        Ok(())
+    } else {
+        Err(ClusterError::UnknownContext {
+            context: context.to_owned(),
+            known,
+        })
+    }
+}
+
+/// Checks a namespace name before anything is watched in it.
+pub fn check_namespace(namespace: &str, from: &'static str) -> Result<(), ClusterError> {
+    crate::config::check_namespace("namespace", namespace).map_err(|invalid| {
+        ClusterError::InvalidNamespace {
+            namespace: namespace.to_owned(),
+            from,
+            expected: invalid.expected,
+        }
+    })
 }
 
 /// A client and the namespace the configuration points at.
@@ -48,21 +143,73 @@ pub async fn connect(
     context: Option<&str>,
     namespace: Option<&str>,
 ) -> Result<Connection, ClusterError> {
+    if let Some(namespace) = namespace {
+        check_namespace(namespace, "--namespace")?;
+    }
     let config = match context {
-        Some(context) => kube::Config::from_kubeconfig(&KubeConfigOptions {
-            context: Some(context.to_owned()),
-            ..KubeConfigOptions::default()
-        })
-        .await
-        .map_err(|source| ClusterError::Kubeconfig {
-            context: context.to_owned(),
-            source,
+        Some(context) => {
+            check_context(context)?;
+            kube::Config::from_kubeconfig(&KubeConfigOptions {
+                context: Some(context.to_owned()),
+                ..KubeConfigOptions::default()
+            })
+            .await
+            .map_err(|source| ClusterError::Kubeconfig {
+                context: context.to_owned(),
+                source,
+            })?
+        }
+        None => kube::Config::infer().await.map_err(|source| {
+            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+                return ClusterError::InCluster(source);
+            }
+            let kubeconfig = std::error::Error::source(&source)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| source.to_string());
+            ClusterError::Infer { kubeconfig, source }
         })?,
-        None => kube::Config::infer().await.map_err(ClusterError::Infer)?,
     };
-    let namespace = namespace
-        .map(str::to_owned)
-        .unwrap_or_else(|| config.default_namespace.clone());
+    let namespace = match namespace {
+        Some(namespace) => namespace.to_owned(),
+        None => {
+            check_namespace(&config.default_namespace, "the kube context")?;
+            config.default_namespace.clone()
+        }
+    };
+    *SERVER
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(config.cluster_url.to_string());
     let client = kube::Client::try_from(config).map_err(ClusterError::Client)?;
     Ok(Connection { client, namespace })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_names_are_checked_before_connecting() {
+        for bad in ["Bad_NS", "", "-a", "a.b", &"n".repeat(64)] {
+            let err = check_namespace(bad, "--namespace").expect_err(bad);
+            assert!(err.is_user_error());
+            let text = err.to_string();
+            assert!(text.contains(&format!("{bad:?}")), "{text}");
+            assert!(text.contains("--namespace"), "{text}");
+            assert!(text.contains("lowercase letters"), "{text}");
+        }
+        assert!(check_namespace("team-a", "--namespace").is_ok());
+    }
+
+    #[test]
+    fn an_unknown_context_lists_the_known_ones() {
+        let err = ClusterError::UnknownContext {
+            context: "nosuch".into(),
+            known: vec!["kind".into(), "prod".into()],
+        };
+        assert!(err.is_user_error());
+        assert!(
+            err.to_string().contains("contexts there: kind, prod"),
+            "{err}"
+        );
+    }
 }

@@ -28,12 +28,16 @@ pub struct AgentConfig {
     /// Working directory of tasks.
     pub work_dir: PathBuf,
     /// Seconds between looks for Pending tasks.
+    #[schemars(range(min = 1))]
     pub poll_interval_seconds: u64,
     /// Seconds between heartbeats on the running task.
+    #[schemars(range(min = 1))]
     pub heartbeat_seconds: u64,
     /// Tasks run at once.
+    #[schemars(range(min = 1))]
     pub concurrency: u32,
     /// Port of `/healthz`.
+    #[schemars(range(min = 1))]
     pub health_port: u16,
     /// What the agent does with its task when asked to stop.
     pub stop_mode: StopMode,
@@ -89,8 +93,24 @@ impl AgentConfig {
     /// Loads `agentdeck-agent.yaml` from the first place `sources` finds it
     /// (or the defaults), applies `AGENTDECK_AGENT_*` variables and
     /// validates. Returns the file used, if any.
+    ///
+    /// Variables that name no key are ignored; each is reported once on
+    /// stderr (see [`AgentConfig::load_with_warnings`] to get them instead).
     pub fn load(sources: &ConfigSources) -> Result<(AgentConfig, Option<PathBuf>), ConfigError> {
-        load::load(sources)
+        let (config, file, warnings) = Self::load_with_warnings(sources)?;
+        for warning in warnings {
+            eprintln!("agentdeck: warning: {warning}");
+        }
+        Ok((config, file))
+    }
+
+    /// As [`AgentConfig::load`], returning the warnings (ignored variables, each
+    /// naming the closest valid one) instead of printing them.
+    pub fn load_with_warnings(
+        sources: &ConfigSources,
+    ) -> Result<(AgentConfig, Option<PathBuf>, Vec<String>), ConfigError> {
+        let loaded = load::load::<AgentConfig>(sources)?;
+        Ok((loaded.config, loaded.file, loaded.warnings))
     }
 
     /// Every settable key and its variable, as `(key path, variable)`.
@@ -312,11 +332,33 @@ mod tests {
         )
         .expect("loads");
         assert_eq!(config, AgentConfig::default());
-        let err = load_with(None, &[("AGENTDECK_AGENT_THEME", "light")]).expect_err("unknown");
+        let sources = ConfigSources {
+            env: vec![("AGENTDECK_AGENT_CONCURENCY".into(), "2".into())],
+            ..ConfigSources::none()
+        };
+        let (config, _, warnings) = AgentConfig::load_with_warnings(&sources).expect("loads");
+        assert_eq!(config, AgentConfig::default());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
-            err.to_string().contains("AGENTDECK_AGENT_CONCURRENCY"),
-            "{err}"
+            warnings[0].contains("did you mean AGENTDECK_AGENT_CONCURRENCY?"),
+            "{warnings:?}"
         );
+    }
+
+    #[test]
+    fn service_links_of_services_named_agentdeck_agent_are_ignored_silently() {
+        let sources = ConfigSources {
+            env: vec![
+                ("AGENTDECK_AGENT_X_SERVICE_HOST".into(), "10.0.0.3".into()),
+                (
+                    "AGENTDECK_AGENT_X_PORT".into(),
+                    "tcp://10.0.0.3:8080".into(),
+                ),
+            ],
+            ..ConfigSources::none()
+        };
+        let (_, _, warnings) = AgentConfig::load_with_warnings(&sources).expect("loads");
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

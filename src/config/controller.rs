@@ -21,6 +21,7 @@ pub struct Config {
     /// Namespace holding the leader Lease.
     pub controller_namespace: String,
     /// Seconds between full reconciles of every pool, on top of watch events.
+    #[schemars(range(min = 1))]
     pub resync_interval_seconds: u64,
     /// Probing of the agents' `/healthz`.
     pub health_probe: HealthProbeConfig,
@@ -63,15 +64,20 @@ impl Default for Config {
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct HealthProbeConfig {
     /// Seconds between two probes of the same agent.
+    #[schemars(range(min = 1))]
     pub interval_seconds: u64,
     /// Seconds a probe may take before it counts as no answer.
+    #[schemars(range(min = 1))]
     pub timeout_seconds: u64,
     /// Probes in flight at once.
+    #[schemars(range(min = 1))]
     pub concurrency: u32,
     /// Seconds without activity after which an agent is stale; unset means
     /// twice the interval (see [`HealthProbeConfig::stale_after`]).
+    #[schemars(range(min = 1))]
     pub stale_after_seconds: Option<u64>,
     /// Seconds without an answer or activity after which an agent is offline.
+    #[schemars(range(min = 1))]
     pub offline_after_seconds: u64,
 }
 
@@ -124,10 +130,13 @@ pub struct LeaderElectionConfig {
     /// Name of the Lease in `controllerNamespace`.
     pub lease_name: String,
     /// Seconds a Lease is valid without renewal.
+    #[schemars(range(min = 1))]
     pub lease_duration_seconds: u64,
     /// Seconds the leader keeps trying to renew before it steps down.
+    #[schemars(range(min = 1))]
     pub renew_deadline_seconds: u64,
     /// Seconds between attempts to acquire or renew.
+    #[schemars(range(min = 1))]
     pub retry_period_seconds: u64,
 }
 
@@ -168,9 +177,11 @@ pub struct ServerConfig {
     /// 127.0.0.1 outside one.
     pub bind: Option<String>,
     /// TCP port.
+    #[schemars(range(min = 1))]
     pub port: u16,
     /// `/healthz` answers 503 once the Kubernetes API has been unreachable
     /// (no answer at all, as opposed to an error answer) this many seconds.
+    #[schemars(range(min = 1))]
     pub api_unreachable_seconds: u64,
 }
 
@@ -202,6 +213,7 @@ impl ServerConfig {
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct TaskRecoveryConfig {
     /// Attempts a task gets before it is failed instead of requeued.
+    #[schemars(range(min = 1))]
     pub max_attempts: u32,
 }
 
@@ -237,8 +249,24 @@ impl Config {
     /// Loads `agentdeck.yaml` from the first place `sources` finds it (or
     /// the defaults), applies `AGENTDECK_*` variables and validates. Returns
     /// the file used, if any.
+    ///
+    /// Variables that name no key are ignored; each is reported once on
+    /// stderr (see [`Config::load_with_warnings`] to get them instead).
     pub fn load(sources: &ConfigSources) -> Result<(Config, Option<PathBuf>), ConfigError> {
-        load::load(sources)
+        let (config, file, warnings) = Self::load_with_warnings(sources)?;
+        for warning in warnings {
+            eprintln!("agentdeck: warning: {warning}");
+        }
+        Ok((config, file))
+    }
+
+    /// As [`Config::load`], returning the warnings (ignored variables, each
+    /// naming the closest valid one) instead of printing them.
+    pub fn load_with_warnings(
+        sources: &ConfigSources,
+    ) -> Result<(Config, Option<PathBuf>, Vec<String>), ConfigError> {
+        let loaded = load::load::<Config>(sources)?;
+        Ok((loaded.config, loaded.file, loaded.warnings))
     }
 
     /// Every settable key and its variable, as `(key path, variable)`.
@@ -340,7 +368,13 @@ impl Config {
                 "a directory path, or null to log to stderr only",
             ));
         }
-        check::not_blank("theme", &self.theme)?;
+        if !super::THEMES.contains(&self.theme.as_str()) {
+            return Err(InvalidField::new(
+                "theme",
+                quoted(&self.theme),
+                format!("one of {}", super::THEMES.join(", ")),
+            ));
+        }
         for (action, key) in &self.keymap {
             check::not_blank("keymap (action name)", action)?;
             check::not_blank(&format!("keymap.{action}"), key)?;
@@ -500,14 +534,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let etc = dir.path().join("etc");
         std::fs::create_dir(&etc).expect("mkdir");
-        std::fs::write(etc.join(CONFIG_FILE_NAME), "theme: from-etc\n").expect("write");
+        std::fs::write(etc.join(CONFIG_FILE_NAME), "theme: high-contrast\n").expect("write");
         let sources = ConfigSources {
             cwd: Some(dir.path().join("cwd-without-file")),
             etc: Some(etc.clone()),
             ..ConfigSources::none()
         };
         let (config, file) = Config::load(&sources).expect("loads");
-        assert_eq!(config.theme, "from-etc");
+        assert_eq!(config.theme, "high-contrast");
         assert_eq!(file, Some(etc.join(CONFIG_FILE_NAME)));
     }
 
@@ -650,36 +684,128 @@ mod tests {
     #[test]
     fn an_out_of_range_env_port_is_rejected() {
         let err = load_err(None, &[("AGENTDECK_SERVER__PORT", "70000")]);
-        assert!(err.to_string().contains("from 0 to 65535"), "{err}");
+        assert!(err.to_string().contains("from 1 to 65535"), "{err}");
+    }
+
+    /// Every value refused for one key gets the same description of what is
+    /// valid, and that description holds: the bound it names is accepted.
+    #[test]
+    fn range_messages_name_exactly_what_is_accepted() {
+        let cases: &[(&str, &[&str], &str, &str)] = &[
+            (
+                "AGENTDECK_SERVER__PORT",
+                &["0", "-1", "70000"],
+                "a whole number from 1 to 65535",
+                "1",
+            ),
+            (
+                "AGENTDECK_RESYNC_INTERVAL_SECONDS",
+                &["0", "-5"],
+                "a whole number, 1 or more",
+                "1",
+            ),
+            (
+                "AGENTDECK_HEALTH_PROBE__TIMEOUT_SECONDS",
+                &["0", "-1"],
+                "a whole number, 1 or more",
+                "1",
+            ),
+            (
+                "AGENTDECK_TASK_RECOVERY__MAX_ATTEMPTS",
+                &["0", "-1"],
+                "a whole number, 1 or more",
+                "1",
+            ),
+        ];
+        for (var, bad, expected, good) in cases {
+            for value in *bad {
+                let err = load_err(None, &[(var, value)]);
+                assert!(err.is_user_error());
+                assert!(
+                    err.to_string().ends_with(&format!("expected {expected}")),
+                    "{var}={value}: {err}"
+                );
+            }
+            assert!(load_with(None, &[(var, good)]).is_ok(), "{var}={good}");
+        }
+        for (yaml, expected) in [
+            ("server: {port: 0}", "a whole number from 1 to 65535"),
+            ("server: {port: 70000}", "a whole number from 1 to 65535"),
+            ("resyncIntervalSeconds: 0", "a whole number, 1 or more"),
+            ("resyncIntervalSeconds: -3", "a whole number, 1 or more"),
+        ] {
+            let err = load_err(Some(yaml), &[]);
+            assert!(
+                err.to_string().ends_with(&format!("expected {expected}")),
+                "{yaml}: {err}"
+            );
+        }
+    }
+
+    fn warnings_for(env: &[(&str, &str)]) -> Vec<String> {
+        let (config, _, warnings) =
+            Config::load_with_warnings(&fixture(None, env).sources).expect("loads");
+        assert_eq!(
+            config,
+            Config::default(),
+            "an ignored variable changed nothing"
+        );
+        warnings
     }
 
     #[test]
-    fn an_unknown_env_variable_lists_the_valid_ones_at_its_level() {
-        let err = load_err(None, &[("AGENTDECK_HEALTH_PROBE__INTERVAL", "5")]);
-        let ConfigError::UnknownEnvVar { var, valid, .. } = &err else {
-            panic!("expected UnknownEnvVar, got {err}");
-        };
-        assert_eq!(var, "AGENTDECK_HEALTH_PROBE__INTERVAL");
-        assert!(
-            valid.contains(&"AGENTDECK_HEALTH_PROBE__INTERVAL_SECONDS".to_owned()),
-            "{valid:?}"
-        );
+    fn an_unknown_env_variable_is_one_warning_naming_the_closest_valid_one() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "AGENTDECK_HEALTH_PROBE__INTERVAL",
+                "5",
+                "AGENTDECK_HEALTH_PROBE__INTERVAL_SECONDS",
+            ),
+            (
+                "AGENTDECK_RESYNC_INTERVAL",
+                "5",
+                "AGENTDECK_RESYNC_INTERVAL_SECONDS",
+            ),
+            ("AGENTDECK_HEALTH_PROBE", "5", "AGENTDECK_HEALTH_PROBE__"),
+            ("AGENTDECK_THEM", "light", "AGENTDECK_THEME"),
+            // A typo that looks like a port, with a value no service link has.
+            ("AGENTDECK_SERVER_PORT", "9090", "AGENTDECK_SERVER__PORT"),
+        ];
+        for (var, value, closest) in cases {
+            let warnings = warnings_for(&[(var, value)]);
+            assert_eq!(warnings.len(), 1, "{var}: {warnings:?}");
+            assert!(warnings[0].contains(var), "{warnings:?}");
+            assert!(
+                warnings[0].contains(&format!("did you mean {closest}")),
+                "{var}: {warnings:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn service_link_variables_are_never_an_error_nor_a_warning() {
+        // What Kubernetes injects for a Service `agentdeck-controller` with
+        // port `http` 8080, into every pod started after it.
+        let links: &[(&str, &str)] = &[
+            ("AGENTDECK_CONTROLLER_SERVICE_HOST", "10.96.0.5"),
+            ("AGENTDECK_CONTROLLER_SERVICE_PORT", "8080"),
+            ("AGENTDECK_CONTROLLER_SERVICE_PORT_HTTP", "8080"),
+            ("AGENTDECK_CONTROLLER_PORT", "tcp://10.96.0.5:8080"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP", "tcp://10.96.0.5:8080"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP_PROTO", "tcp"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP_PORT", "8080"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP_ADDR", "10.96.0.5"),
+            ("AGENTDECK_METRICS_PORT_9090_UDP", "udp://fd00::1:9090"),
+            ("AGENTDECK_METRICS_SERVICE_HOST", "fd00::1"),
+        ];
+        assert_eq!(warnings_for(links), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_typo_in_a_file_key_stays_an_error() {
+        let err = load_err(Some("them: light\n"), &[]);
+        assert!(matches!(err, ConfigError::UnknownKey { .. }), "{err}");
         assert!(err.is_user_error());
-
-        let err = load_err(None, &[("AGENTDECK_RESYNC_INTERVAL", "5")]);
-        let text = err.to_string();
-        assert!(text.contains("AGENTDECK_RESYNC_INTERVAL_SECONDS"), "{text}");
-        assert!(text.contains("AGENTDECK_HEALTH_PROBE__*"), "{text}");
-    }
-
-    #[test]
-    fn a_section_named_on_its_own_lists_its_keys() {
-        let err = load_err(None, &[("AGENTDECK_HEALTH_PROBE", "5")]);
-        let text = err.to_string();
-        assert!(
-            text.contains("AGENTDECK_HEALTH_PROBE__TIMEOUT_SECONDS"),
-            "{text}"
-        );
     }
 
     #[test]
@@ -796,7 +922,7 @@ mod tests {
         ] {
             let (got, expected) = invalid(yaml);
             assert_eq!(got, field, "{yaml}");
-            assert!(expected.contains("greater than 0"), "{yaml}: {expected}");
+            assert!(expected.contains("1 or more"), "{yaml}: {expected}");
         }
     }
 
@@ -857,6 +983,25 @@ mod tests {
         assert_eq!(invalid("log: {level: verbose}").0, "log.level");
         assert!(load_with(Some("log: {level: 'info,kube=warn'}"), &[]).is_ok());
         assert_eq!(invalid("theme: ' '").0, "theme");
+    }
+
+    #[test]
+    fn an_unknown_theme_is_refused_listing_the_valid_ones() {
+        for name in crate::config::THEMES {
+            assert!(
+                load_with(None, &[("AGENTDECK_THEME", name)]).is_ok(),
+                "{name}"
+            );
+        }
+        let err = load_err(None, &[("AGENTDECK_THEME", "nosuchtheme")]);
+        assert!(err.is_user_error());
+        assert_eq!(
+            err.to_string(),
+            "environment variable AGENTDECK_THEME: theme = \"nosuchtheme\": \
+             expected one of default, light, high-contrast"
+        );
+        let err = load_err(Some("theme: Dark\n"), &[]);
+        assert!(err.to_string().contains("one of default, light"), "{err}");
         assert_eq!(invalid("keymap: {scale: ''}").0, "keymap.scale");
     }
 

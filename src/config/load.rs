@@ -27,10 +27,16 @@ pub(crate) trait ConfigFile: Serialize + DeserializeOwned + JsonSchema + Default
     fn validate(&self) -> Result<(), InvalidField>;
 }
 
-/// Loads `T` from `sources`; returns it and the file it came from.
-pub(crate) fn load<T: ConfigFile>(
-    sources: &ConfigSources,
-) -> Result<(T, Option<PathBuf>), ConfigError> {
+/// A configuration as loaded, with the file it came from and what was
+/// ignored on the way (unknown variables), for the caller to report once.
+pub(crate) struct Loaded<T> {
+    pub config: T,
+    pub file: Option<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Loads `T` from `sources`; returns it, the file it came from and warnings.
+pub(crate) fn load<T: ConfigFile>(sources: &ConfigSources) -> Result<Loaded<T>, ConfigError> {
     let schema = schema_of::<T>();
     let root = Field::of(&schema);
     let file = sources.find(T::FILE_NAME)?;
@@ -43,7 +49,8 @@ pub(crate) fn load<T: ConfigFile>(
         }
         None => Value::Object(Map::new()),
     };
-    let overrides = apply_env::<T>(&mut tree, &root, &sources.env)?;
+    let mut warnings = Vec::new();
+    let overrides = apply_env::<T>(&mut tree, &root, &sources.env, &mut warnings)?;
     let origin_of_whole = match (&file, overrides.values().next()) {
         (Some(path), _) => Origin::File(path.clone()),
         (None, Some(var)) => Origin::Env(var.clone()),
@@ -62,7 +69,11 @@ pub(crate) fn load<T: ConfigFile>(
             expected: invalid.expected,
         }
     })?;
-    Ok((config, file))
+    Ok(Loaded {
+        config,
+        file,
+        warnings,
+    })
 }
 
 /// Every key that can be set, as `(key path, environment variable)`, in
@@ -105,9 +116,17 @@ fn schema_of<T: JsonSchema>() -> Value {
 }
 
 fn read_yaml(path: &Path) -> Result<Value, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFailed {
-        path: path.to_owned(),
-        source,
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::InvalidData {
+            ConfigError::NotText {
+                path: path.to_owned(),
+            }
+        } else {
+            ConfigError::ReadFailed {
+                path: path.to_owned(),
+                source,
+            }
+        }
     })?;
     if is_blank_yaml(&text) {
         return Ok(Value::Object(Map::new()));
@@ -326,7 +345,7 @@ impl<'s> Field<'s> {
                 (Some(min), Some(max)) if *max <= i128::from(u32::MAX) => {
                     format!("a whole number from {min} to {max}")
                 }
-                (Some(0), _) => "a whole number, 0 or more".to_owned(),
+                (Some(min), _) => format!("a whole number, {min} or more"),
                 _ => "a whole number".to_owned(),
             },
             Shape::Number => "a number".to_owned(),
@@ -496,12 +515,103 @@ fn env_name(prefix: &str, path: &[String]) -> String {
     format!("{prefix}{}", segments.join("__"))
 }
 
+/// Whether `name=value` has the shape of a variable Kubernetes injects for
+/// a Service (service links), checking the value too so that a typo such as
+/// `AGENTDECK_SERVER_PORT=9090` is still reported:
+///
+/// | name                               | value                 |
+/// |------------------------------------|-----------------------|
+/// | `<SVC>_SERVICE_HOST`               | an IP address         |
+/// | `<SVC>_SERVICE_PORT[_<NAME>]`      | a port number         |
+/// | `<SVC>_PORT`                       | `tcp://10.96.0.5:8080` |
+/// | `<SVC>_PORT_<n>_<PROTO>`           | `tcp://10.96.0.5:8080` |
+/// | `<SVC>_PORT_<n>_<PROTO>_PROTO`     | `tcp`                 |
+/// | `<SVC>_PORT_<n>_<PROTO>_PORT`      | a port number         |
+/// | `<SVC>_PORT_<n>_<PROTO>_ADDR`      | an IP address         |
+///
+/// A Service named `agentdeck-controller` gives every later pod of its
+/// namespace `AGENTDECK_CONTROLLER_PORT=tcp://…`: never configuration.
+pub(crate) fn is_service_link(name: &str, value: &str) -> bool {
+    let is_ip = || value.parse::<std::net::IpAddr>().is_ok();
+    let is_port = || !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    let is_url = || {
+        ["tcp://", "udp://", "sctp://"]
+            .iter()
+            .any(|scheme| value.starts_with(scheme))
+    };
+    if name.ends_with("_SERVICE_HOST") {
+        return is_ip();
+    }
+    if name.ends_with("_SERVICE_PORT") {
+        return is_port();
+    }
+    if let Some((_, port_name)) = name.rsplit_once("_SERVICE_PORT_") {
+        return !port_name.is_empty() && is_port();
+    }
+    if name.ends_with("_PORT") && is_url() {
+        return true;
+    }
+    let Some(idx) = name.rfind("_PORT_") else {
+        return false;
+    };
+    let mut parts = name[idx + "_PORT_".len()..].split('_');
+    let number = parts.next().unwrap_or_default();
+    let proto = parts.next().unwrap_or_default();
+    let suffix = parts.next();
+    let shaped = !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
+        && matches!(proto, "TCP" | "UDP" | "SCTP")
+        && parts.next().is_none();
+    shaped
+        && match suffix {
+            None => is_url(),
+            Some("PROTO") => value.eq_ignore_ascii_case(proto),
+            Some("PORT") => is_port(),
+            Some("ADDR") => is_ip(),
+            Some(_) => false,
+        }
+}
+
+/// Edit distance (insert, delete, substitute: 1 each), for "did you mean".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// The valid variable closest to `name`: one that extends it (a section or
+/// a cut-off key) first, else the fewest edits away.
+fn closest<'a>(name: &str, valid: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    valid.into_iter().min_by_key(|candidate| {
+        (
+            !candidate.starts_with(name),
+            edit_distance(name, candidate),
+            candidate.len(),
+        )
+    })
+}
+
 /// Applies the variables meant for `T` to `tree`; returns which key path each
-/// one set.
+/// one set. A variable naming no key is not an error (Kubernetes injects
+/// `AGENTDECK_*`-looking variables for Services named `agentdeck-…`):
+/// service-link shapes are skipped silently, anything else becomes one
+/// warning naming the closest valid variable.
 fn apply_env<T: ConfigFile>(
     tree: &mut Value,
     root: &Field<'_>,
     env: &[(String, String)],
+    warnings: &mut Vec<String>,
 ) -> Result<BTreeMap<String, String>, ConfigError> {
     let mut vars: Vec<&(String, String)> = env
         .iter()
@@ -515,8 +625,23 @@ fn apply_env<T: ConfigFile>(
         .collect();
     vars.sort();
     let mut applied = BTreeMap::new();
+    let mut known: Option<Vec<(String, String)>> = None;
     for (name, raw) in vars {
-        let (path, field) = resolve_env::<T>(name, root)?;
+        let (path, field) = match resolve_env::<T>(name, root) {
+            Ok(found) => found,
+            Err(ConfigError::UnknownEnvVar { .. }) if is_service_link(name, raw) => continue,
+            Err(ConfigError::UnknownEnvVar { .. }) => {
+                let known = known.get_or_insert_with(env_vars::<T>);
+                let hint = closest(name, known.iter().map(|(_, var)| var.as_str()))
+                    .map(|var| format!("; did you mean {var}?"))
+                    .unwrap_or_default();
+                warnings.push(format!(
+                    "environment variable {name} names no configuration key and is ignored{hint}"
+                ));
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
         let origin = Origin::Env(name.clone());
         let value = coerce(raw, &field).map_err(|()| ConfigError::InvalidValue {
             origin: origin.clone(),

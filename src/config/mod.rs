@@ -29,8 +29,11 @@
 //!    maps as comma-separated `name=value` pairs (lists and maps may also be
 //!    given as JSON, starting with `[` or `{`). An empty value unsets a key
 //!    whose default is `null`, and gives an empty list or map. A variable
-//!    with the prefix that names no key is an error listing the valid
-//!    variables, so typos do not go unnoticed; the controller's loader leaves
+//!    with the prefix that names no key is not an error, since Kubernetes
+//!    injects service-link variables (`AGENTDECK_CONTROLLER_PORT=tcp://…`)
+//!    for Services named `agentdeck-…`: those are ignored silently, any
+//!    other is ignored with one warning naming the closest valid variable
+//!    (a typo in a *file* key stays an error). The controller's loader leaves
 //!    `AGENTDECK_AGENT_*` to the agent's, and the names in
 //!    [`RESERVED_ENV_VARS`] (command-line flags) to the command line.
 //! 4. **Validation** ([`Config::validate`], [`AgentConfig::validate`]) checks
@@ -54,6 +57,7 @@ pub use controller::{
 };
 pub use sources::ConfigSources;
 pub use validate::InvalidField;
+pub(crate) use validate::namespace as check_namespace;
 
 /// File name of the controller and console configuration.
 pub const CONFIG_FILE_NAME: &str = "agentdeck.yaml";
@@ -63,6 +67,11 @@ pub const AGENT_CONFIG_FILE_NAME: &str = "agentdeck-agent.yaml";
 pub const ENV_PREFIX: &str = "AGENTDECK_";
 /// Prefix of the variables overriding [`AgentConfig`] keys.
 pub const AGENT_ENV_PREFIX: &str = "AGENTDECK_AGENT_";
+
+/// The console's colour themes, by name: the one list `theme` (file,
+/// `AGENTDECK_THEME`) is checked against. A theme added under `themes/`
+/// is added here too.
+pub const THEMES: &[&str] = &["default", "light", "high-contrast"];
 
 /// Variables with a config prefix that belong to command-line flags (clap
 /// `env = …`) rather than to a key; the loaders skip them.
@@ -103,6 +112,18 @@ pub enum ConfigError {
     #[error("config file {} (given with --config) does not exist", path.display())]
     ExplicitFileMissing {
         /// The path as given.
+        path: PathBuf,
+    },
+    /// `--config PATH` names a directory (or something else that is not a file).
+    #[error("--config {}: not a file (give the path of an {} file)", path.display(), CONFIG_FILE_NAME)]
+    ExplicitNotAFile {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A config file is not text (a binary or a file in another encoding).
+    #[error("config file {}: not a UTF-8 text file; expected YAML such as config/{}", path.display(), CONFIG_FILE_NAME)]
+    NotText {
+        /// The file.
         path: PathBuf,
     },
     /// A config file exists but cannot be read.

@@ -86,6 +86,9 @@ impl ConfigSources {
             if !path.exists() {
                 return Err(ConfigError::ExplicitFileMissing { path: path.clone() });
             }
+            if path.is_dir() {
+                return Err(ConfigError::ExplicitNotAFile { path: path.clone() });
+            }
             return Ok(Some(path.clone()));
         }
         Ok(self
@@ -250,6 +253,19 @@ mod tests {
         assert!(matches!(&err, ConfigError::ExplicitFileMissing { path } if *path == missing));
         assert!(err.is_user_error());
         assert!(err.to_string().contains("missing.yaml"), "{err}");
+    }
+
+    #[test]
+    fn an_explicit_directory_is_a_usage_error_naming_it() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let sources = ConfigSources {
+            explicit: Some(root.path().to_owned()),
+            ..ConfigSources::none()
+        };
+        let err = sources.find("a.yaml").expect_err("a directory");
+        assert!(matches!(err, ConfigError::ExplicitNotAFile { .. }), "{err}");
+        assert!(err.is_user_error());
+        assert!(err.to_string().contains("not a file"), "{err}");
     }
 
     #[test]

@@ -55,14 +55,18 @@ pub(crate) fn quoted(text: &str) -> String {
 /// Counts and durations that must not be zero.
 pub(crate) fn positive(field: &str, value: u64) -> Result<(), InvalidField> {
     if value == 0 {
-        return Err(InvalidField::new(field, value, "a number greater than 0"));
+        return Err(InvalidField::new(field, value, "a whole number, 1 or more"));
     }
     Ok(())
 }
 
 pub(crate) fn port(field: &str, value: u16) -> Result<(), InvalidField> {
     if value == 0 {
-        return Err(InvalidField::new(field, value, "a port from 1 to 65535"));
+        return Err(InvalidField::new(
+            field,
+            value,
+            "a whole number from 1 to 65535",
+        ));
     }
     Ok(())
 }
@@ -169,7 +173,7 @@ mod tests {
         let err = positive("healthProbe.intervalSeconds", 0).expect_err("zero");
         assert_eq!(
             err.to_string(),
-            "healthProbe.intervalSeconds = 0: expected a number greater than 0"
+            "healthProbe.intervalSeconds = 0: expected a whole number, 1 or more"
         );
     }
 }

@@ -118,13 +118,25 @@ pub async fn run(
                 if state.is_leader() && expired {
                     tracing::warn!(lease = %name, error = %e, "cannot renew the lease; stepping down");
                     state.set(false);
-                } else if !warned {
-                    // Once, loudly: a missing controllerNamespace would
-                    // otherwise leave the controller idle without a word.
+                } else if !warned && matches!(&e, kube::Error::Api(_)) {
+                    // Once, loudly: a missing controllerNamespace or a
+                    // missing permission would otherwise leave the
+                    // controller idle without a word. (An API that does not
+                    // answer at all is reported by the watches.)
                     warned = true;
+                    let hint = match &e {
+                        kube::Error::Api(s) if s.code == 404 => format!(
+                            " (namespace {api_namespace:?} does not exist: create it, or set \
+                             controllerNamespace)"
+                        ),
+                        kube::Error::Api(s) if s.code == 403 => {
+                            " (the controller's service account may not use Leases there)"
+                                .to_owned()
+                        }
+                        _ => String::new(),
+                    };
                     tracing::warn!(lease = %name, namespace = %api_namespace, error = %e,
-                        "cannot take the leader Lease; nothing is reconciled until it can \
-                         (is controllerNamespace an existing namespace?)");
+                        "cannot take the leader Lease; nothing is reconciled until it can{hint}");
                 } else {
                     tracing::debug!(lease = %name, error = %e, "lease attempt failed");
                 }

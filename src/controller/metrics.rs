@@ -137,11 +137,23 @@ impl Metrics {
             .insert((namespace.to_owned(), pool.to_owned()), gauges);
     }
 
-    /// Forgets a deleted pool.
+    /// Forgets a deleted pool: every series labelled with it goes.
     pub fn remove_pool(&self, namespace: &str, pool: &str) {
-        self.lock()
-            .pools
-            .remove(&(namespace.to_owned(), pool.to_owned()));
+        let mut inner = self.lock();
+        inner.pools.remove(&(namespace.to_owned(), pool.to_owned()));
+        inner
+            .scale_events
+            .retain(|(ns, name, _), _| (ns.as_str(), name.as_str()) != (namespace, pool));
+    }
+
+    /// Forgets every pool not in `live` (`(namespace, name)`): a pool
+    /// deleted while no reconcile saw it go leaves no series behind.
+    pub fn retain_pools(&self, live: &HashSet<(String, String)>) {
+        let mut inner = self.lock();
+        inner.pools.retain(|key, _| live.contains(key));
+        inner
+            .scale_events
+            .retain(|(ns, name, _), _| live.contains(&(ns.clone(), name.clone())));
     }
 
     /// Counts one replica change (`up` or `down`).
@@ -369,5 +381,20 @@ mod tests {
             "agentdeck_scale_events_total{namespace=\"ns\",pool=\"p\",direction=\"up\"} 1"
         ));
         assert!(text.contains("agentdeck_api_errors_total{code=\"409\"} 1"));
+    }
+
+    #[test]
+    fn a_gone_pool_leaves_no_series_behind() {
+        let m = Metrics::default();
+        for pool in ["kept", "gone"] {
+            m.set_pool("ns", pool, PoolGauges::default());
+            m.scaled("ns", pool, "up");
+        }
+        m.retain_pools(&HashSet::from([("ns".to_owned(), "kept".to_owned())]));
+        let text = m.render(false);
+        assert!(text.contains("pool=\"kept\""), "{text}");
+        assert!(!text.contains("pool=\"gone\""), "{text}");
+        m.remove_pool("ns", "kept");
+        assert!(!m.render(false).contains("pool=\""));
     }
 }

@@ -16,9 +16,12 @@
 // only move the allocation to the error path's callers.
 #![allow(clippy::result_large_err)]
 
+pub mod gate;
 pub mod leader;
 pub mod metrics;
+pub mod orphans;
 pub mod prober;
+pub mod reachability;
 mod reconcile;
 
 use std::collections::{BTreeSet, HashMap};
@@ -32,7 +35,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -53,8 +56,9 @@ pub use prober::{AgentSample, HealthSamples};
 pub const FIELD_MANAGER: &str = "agentdeck";
 /// Name the controller reports Events as.
 pub const REPORTER: &str = "agentdeck-controller";
-/// Quiet time before a reconcile, so a burst of task events (100 tasks
-/// created at once) becomes one reconcile and one scaling decision.
+/// A pool is reconciled on the first event of a burst at once; the rest of
+/// the burst (100 tasks created at once) is one follow-up reconcile once
+/// the pool has seen no event for this long (see [`gate`]).
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
 
 /// Why a reconcile failed.
@@ -226,9 +230,14 @@ pub(crate) struct Shared {
     /// Last replica count written per `namespace/pool`, when (monotonic and
     /// wall clock), to bridge the Deployment store's lag.
     pub scaled: Mutex<HashMap<String, (i32, Instant, Timestamp)>>,
+    /// Per `namespace/pool`: when a burst's first scaling decision was made
+    /// and the pool's last scale time before it (see `gate`).
+    pub burst_scaled: Mutex<HashMap<String, (Instant, Option<Timestamp>)>>,
     pub last_reconcile: Mutex<Option<Timestamp>>,
     pub synced: Arc<AtomicBool>,
     pub api_unreachable_since: Mutex<Option<Instant>>,
+    /// One line when the API goes, reminders with back-off, one when back.
+    pub reachability: Mutex<reachability::Reachability>,
     pub started: Timestamp,
     pub identity: String,
 }
@@ -239,6 +248,18 @@ impl Shared {
             .api_unreachable_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
+        let back = self
+            .reachability
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .answered(Instant::now());
+        if let Some(reachability::Report::Back(after)) = back {
+            tracing::info!(
+                "the Kubernetes API at {} answers again after {}s",
+                crate::cluster::server_label(),
+                after.as_secs()
+            );
+        }
     }
 
     pub fn api_failed(&self, e: &kube::Error) {
@@ -254,6 +275,23 @@ impl Shared {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .get_or_insert_with(Instant::now);
+                let report = self
+                    .reachability
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .failed(Instant::now());
+                let server = crate::cluster::server_label();
+                let cause = reachability::causes(e);
+                match report {
+                    Some(reachability::Report::Lost) => tracing::warn!(
+                        "cannot reach the Kubernetes API at {server}: {cause}; retrying with back-off"
+                    ),
+                    Some(reachability::Report::StillLost(since)) => tracing::warn!(
+                        "the Kubernetes API at {server} is still unreachable after {}s: {cause}",
+                        since.as_secs()
+                    ),
+                    _ => tracing::debug!(%server, %cause, "API request failed"),
+                }
             }
         }
     }
@@ -392,10 +430,19 @@ where
                     listed = true;
                     shared_api(WatchSignal::Listed);
                 }
+                // `Init` starts a relist before anything was answered.
+                Some(Ok(watcher::Event::Init)) => {}
                 Some(Ok(_)) => shared_api(WatchSignal::Event),
                 Some(Err(e)) => {
                     changes.watch_failed();
-                    tracing::warn!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch failed; retrying with backoff");
+                    // An unreachable API is said once for every watch (see
+                    // `reachability`); an answer such as 403 is worth a line.
+                    let kind = K::kind(&K::DynamicType::default()).to_string();
+                    if watch_error_is_transport(&e) {
+                        tracing::debug!(%kind, error = %e, "watch failed; retrying with backoff");
+                    } else {
+                        tracing::warn!(%kind, error = %e, "watch failed; retrying with backoff");
+                    }
                     shared_api(WatchSignal::Failed(&e));
                 }
                 None => return,
@@ -403,6 +450,17 @@ where
         }
     });
     (reader, subscriber)
+}
+
+/// A watch failure with no answer from the API behind it (connect, TLS,
+/// timeout), as opposed to an error answer.
+fn watch_error_is_transport(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => !matches!(e, kube::Error::Api(_)),
+        _ => false,
+    }
 }
 
 fn pool_ref_from_label<K: Resource>(obj: &K) -> Option<ObjectRef<AgentPool>> {
@@ -556,9 +614,11 @@ pub fn start_with(
         leader: leader.clone(),
         applied: Mutex::default(),
         scaled: Mutex::default(),
+        burst_scaled: Mutex::default(),
         last_reconcile: Mutex::default(),
         synced,
         api_unreachable_since: Mutex::default(),
+        reachability: Mutex::default(),
         started: Timestamp::now(),
         identity: identity.clone(),
     });
@@ -618,6 +678,9 @@ pub fn start_with(
         cancel.clone(),
     ));
 
+    // Tasks naming no pool are outside every pool's reconcile.
+    tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
+
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);
     {
@@ -637,17 +700,47 @@ pub fn start_with(
         });
     }
 
-    let controller = Controller::for_shared_stream(pool_stream, pools)
-        .with_config(controller::Config::default().debounce(DEBOUNCE))
-        .owns_shared_stream(deployment_stream)
-        .watches_shared_stream(task_stream, |task: Arc<AgentTask>| {
-            task.namespace()
-                .map(|ns| ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns))
-        })
-        .watches_shared_stream(pod_stream, |pod: Arc<Pod>| pool_ref_from_label(&*pod))
-        .watches_shared_stream(job_stream, |job: Arc<Job>| pool_ref_from_label(&*job))
+    // Every trigger of a pool — its own changes, its Deployment, tasks,
+    // pods, Jobs, a health change — goes through one gate: the first event
+    // of a burst reconciles at once, the rest become one follow-up.
+    // Task events are urgent (work arrived or left); the rest is the
+    // pool's own objects moving, often in the wake of our own writes.
+    let background = |pool: Option<ObjectRef<AgentPool>>| pool.map(|p| (p, false));
+    let triggers = futures::stream::select_all([
+        pool_stream
+            .map(move |pool: Arc<AgentPool>| background(Some(ObjectRef::from_obj(&*pool))))
+            .boxed(),
+        deployment_stream
+            .map(move |d: Arc<Deployment>| background(pool_ref_from_label(&*d)))
+            .boxed(),
+        task_stream
+            .map(|task: Arc<AgentTask>| {
+                task.namespace().map(|ns| {
+                    (
+                        ObjectRef::<AgentPool>::new(&task.spec.pool).within(&ns),
+                        true,
+                    )
+                })
+            })
+            .boxed(),
+        pod_stream
+            .map(move |pod: Arc<Pod>| background(pool_ref_from_label(&*pod)))
+            .boxed(),
+        job_stream
+            .map(move |job: Arc<Job>| background(pool_ref_from_label(&*job)))
+            .boxed(),
+        tokio_stream_from(offline_rx)
+            .map(move |pool| background(Some(pool)))
+            .boxed(),
+    ])
+    .filter_map(|pool| async move { pool });
+    let (gated_tx, gated_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(1024);
+    tasks.spawn(gate::run(triggers, gated_tx, DEBOUNCE, cancel.clone()));
+
+    // The pool stream itself goes through the gate above.
+    let controller = Controller::for_shared_stream(futures::stream::pending(), pools)
         .reconcile_all_on(tokio_stream_from(all_rx))
-        .reconcile_on(tokio_stream_from(offline_rx))
+        .reconcile_on(tokio_stream_from(gated_rx))
         .graceful_shutdown_on({
             let cancel = cancel.clone();
             async move { cancel.cancelled().await }

@@ -168,10 +168,47 @@ pub fn went_offline(
     out
 }
 
+/// Fresh, stale and offline agents of one pool.
+pub type ClassCounts = [u32; 3];
+
+/// Pools whose counts of fresh, stale and offline agents differ from
+/// `before` (a pool whose last agent went counts as changed too), updating
+/// `before` to the counts at `now`.
+pub fn counts_changed(
+    before: &mut HashMap<ObjectRef<AgentPool>, ClassCounts>,
+    samples: &[AgentSample],
+    owners: &HashMap<(String, String), ObjectRef<AgentPool>>,
+    now: Timestamp,
+    thresholds: &FreshnessThresholds,
+) -> Vec<ObjectRef<AgentPool>> {
+    let mut next: HashMap<ObjectRef<AgentPool>, ClassCounts> = HashMap::new();
+    for sample in samples {
+        let Some(owner) = owners.get(&(sample.namespace.clone(), sample.pod.clone())) else {
+            continue;
+        };
+        let slot = match sample.freshness(now, thresholds) {
+            Freshness::Fresh => 0,
+            Freshness::Stale => 1,
+            Freshness::Offline => 2,
+        };
+        next.entry(owner.clone()).or_default()[slot] += 1;
+    }
+    let mut changed: Vec<ObjectRef<AgentPool>> = next
+        .iter()
+        .filter(|(pool, c)| before.get(*pool) != Some(*c))
+        .map(|(pool, _)| pool.clone())
+        .chain(before.keys().filter(|p| !next.contains_key(*p)).cloned())
+        .collect();
+    changed.sort_by_key(ToString::to_string);
+    *before = next;
+    changed
+}
+
 /// Probes every running agent pod in `pods` each interval until `cancel`.
-/// When an agent turns offline, its pool's reference goes to `offline`, so
-/// the reconciler recovers its task now rather than at the next resync;
-/// `pool_of` maps a pod to its pool.
+/// When an agent turns offline — or a pool's counts of fresh, stale and
+/// offline agents change — the pool's reference goes to `offline`, so the
+/// reconciler recovers its task and reports the counts now rather than at
+/// the next resync; `pool_of` maps a pod to its pool.
 pub async fn run(
     pods: Store<Pod>,
     samples: HealthSamples,
@@ -196,6 +233,7 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let limits = thresholds(&config);
     let mut classes = HashMap::new();
+    let mut counts = HashMap::new();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -269,12 +307,23 @@ pub async fn run(
             }
         }
         let mut pools = std::collections::HashSet::new();
-        for sample in went_offline(&mut classes, &samples.snapshot(), Timestamp::now(), &limits) {
+        let snapshot = samples.snapshot();
+        let now = Timestamp::now();
+        for sample in went_offline(&mut classes, &snapshot, now, &limits) {
             tracing::info!(pod = %sample.pod, namespace = %sample.namespace, "agent went offline");
             if let Some(owner) = owners.get(&(sample.namespace, sample.pod)) {
                 pools.insert(owner.clone());
             }
         }
+        // A pool's fresh/stale/offline counts (status, metrics, console)
+        // follow the samples now, not at the next resync.
+        pools.extend(counts_changed(
+            &mut counts,
+            &snapshot,
+            &owners,
+            now,
+            &limits,
+        ));
         for pool in pools {
             // Full means reconciles are already queued; the resync backs this up.
             let _ = offline.try_send(pool);
@@ -338,6 +387,62 @@ mod tests {
             http_status: None,
             latency: None,
             error: None,
+        }
+    }
+
+    #[test]
+    fn a_pool_is_reported_when_its_counts_change_and_not_while_they_hold() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        let limits = FreshnessThresholds {
+            stale_after: Duration::from_secs(20),
+            offline_after: Duration::from_secs(60),
+        };
+        let pool = ObjectRef::<AgentPool>::new("p").within("ns");
+        let owners: HashMap<(String, String), ObjectRef<AgentPool>> = ["a", "b"]
+            .into_iter()
+            .map(|pod| (("ns".to_owned(), pod.to_owned()), pool.clone()))
+            .collect();
+        let mut before = HashMap::new();
+        let never = |pod| sample(pod, t0, None);
+        let answered = |pod, s| sample(pod, t0, Some(at(s)));
+        let steps: Vec<(i64, Vec<AgentSample>, bool, Option<ClassCounts>)> = vec![
+            // Registered, not probed yet: stale, the pool appears.
+            (0, vec![never("a"), never("b")], true, Some([0, 2, 0])),
+            (1, vec![never("a"), never("b")], false, Some([0, 2, 0])),
+            // Both answer: fresh at once.
+            (
+                2,
+                vec![answered("a", 2), answered("b", 2)],
+                true,
+                Some([2, 0, 0]),
+            ),
+            (
+                12,
+                vec![answered("a", 12), answered("b", 12)],
+                false,
+                Some([2, 0, 0]),
+            ),
+            // b stops answering: stale after 20 s, offline after 60 s.
+            (
+                40,
+                vec![answered("a", 40), answered("b", 12)],
+                true,
+                Some([1, 1, 0]),
+            ),
+            (
+                80,
+                vec![answered("a", 80), answered("b", 12)],
+                true,
+                Some([1, 0, 1]),
+            ),
+            // Every agent gone.
+            (81, vec![], true, None),
+        ];
+        for (now, samples, reported, counts) in steps {
+            let got = counts_changed(&mut before, &samples, &owners, at(now), &limits);
+            assert_eq!(got.is_empty(), !reported, "at t0+{now}s");
+            assert_eq!(before.get(&pool).copied(), counts, "at t0+{now}s");
         }
     }
 

@@ -40,6 +40,10 @@ use crate::plan::pool::{
 const REAPPLY_AFTER: Duration = Duration::from_secs(600);
 /// How long a replica count we wrote wins over the Deployment store's.
 const STORE_LAG: Duration = Duration::from_secs(5);
+/// How long after a burst's first scaling decision its follow-up counts as
+/// part of the same decision (see `gate`: the follow-up comes once the pool
+/// has been quiet for `DEBOUNCE`).
+const BURST: Duration = Duration::from_secs(2);
 
 pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Result<Action> {
     let started = Instant::now();
@@ -68,7 +72,12 @@ pub(super) fn error_policy(
     error: &ControllerError,
     shared: Arc<Shared>,
 ) -> Action {
-    tracing::warn!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    // An API that does not answer is reported once, by `reachability`.
+    if matches!(error.kube_error(), Some(e) if !matches!(e, kube::Error::Api(_))) {
+        tracing::debug!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    } else {
+        tracing::warn!(pool = %pool.name_any(), namespace = ?pool.namespace(), %error, "reconcile failed; retrying");
+    }
     let conflict = matches!(error.kube_error(), Some(kube::Error::Api(s)) if s.code == 409);
     if conflict {
         Action::requeue(Duration::from_millis(200))
@@ -136,6 +145,7 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
         retry_soon: false,
         notes: Vec::new(),
     };
+    check_token_secret(&mut ctx, &pool_pods).await;
     match pool.spec.execution_mode {
         ExecutionMode::Deployment => deployment_mode(&mut ctx, &mut tasks, &pool_pods).await,
         ExecutionMode::Job => job_mode(&mut ctx, &mut tasks, &pool_pods).await,
@@ -179,6 +189,11 @@ impl PoolCtx<'_> {
         status: AgentTaskStatus,
     ) -> Result<bool> {
         let mut next = task.clone();
+        let mut status = status;
+        status.message = status.message.map(|m| crate::text::sanitize_line(&m));
+        for c in &mut status.conditions {
+            c.message = crate::text::sanitize_line(&c.message);
+        }
         next.status = Some(status);
         match self
             .tasks_api()
@@ -214,6 +229,19 @@ impl PoolCtx<'_> {
     }
 }
 
+/// Records an Event as the controller (sanitised note); failures are only
+/// logged, an Event is never worth failing a reconcile for.
+pub(super) async fn publish_event(
+    shared: &Shared,
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    publish(shared, reference, type_, reason, action, note).await;
+}
+
 async fn publish(
     shared: &Shared,
     reference: k8s_openapi::api::core::v1::ObjectReference,
@@ -225,7 +253,8 @@ async fn publish(
     let ev = Event {
         type_,
         reason: reason.to_owned(),
-        note: Some(note),
+        // Notes quote pod reasons, names and messages others wrote.
+        note: Some(crate::text::sanitize_line(&note)),
         action: action.to_owned(),
         secondary: None,
     };
@@ -258,6 +287,74 @@ fn observe_task_metrics(shared: &Shared, tasks: &[AgentTask]) {
             shared
                 .metrics
                 .task_finished(uid, end.0.duration_since(start.0).as_secs_f64());
+        }
+    }
+}
+
+/// The Degraded note of a pool whose `spec.tokenSecretRef` names a Secret
+/// that does not exist (its pods wait in ContainerCreating for the volume).
+pub(crate) fn token_secret_missing_note(secret: &str, namespace: &str) -> String {
+    format!(
+        "Secret {secret:?} named in spec.tokenSecretRef does not exist in namespace \
+         {namespace:?}; the pool's pods cannot start until it does"
+    )
+}
+
+/// Says so (Degraded note, and a Warning Event when it starts) when the
+/// pool's token Secret is missing. Asked only while some pod of the pool
+/// waits to start, or while the pool still says the Secret is missing, so
+/// a steady pool costs no request.
+async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<Pod>]) {
+    let Some(secret) = ctx
+        .pool
+        .spec
+        .token_secret_ref
+        .as_ref()
+        .map(|r| r.name.clone())
+    else {
+        return;
+    };
+    let note = token_secret_missing_note(&secret, &ctx.ns);
+    let said_before = ctx.pool.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Degraded" && c.status == "True" && c.message.contains(&note))
+    });
+    let waiting = pool_pods.iter().any(|p| {
+        p.metadata.deletion_timestamp.is_none()
+            && p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending")
+                == "Pending"
+    });
+    if !waiting && !said_before {
+        return;
+    }
+    let api: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(ctx.shared.client.clone(), &ctx.ns);
+    match api.get_metadata_opt(&secret).await {
+        Ok(Some(_)) => ctx.shared.api_ok(),
+        Ok(None) => {
+            ctx.shared.api_ok();
+            if !said_before {
+                tracing::warn!(pool = %ctx.name, namespace = %ctx.ns, %secret, "token Secret missing");
+                ctx.event(
+                    EventType::Warning,
+                    "TokenSecretMissing",
+                    "Validate",
+                    note.clone(),
+                )
+                .await;
+            }
+            ctx.notes.push(note);
+        }
+        // Forbidden or a fault: say nothing rather than something wrong.
+        Err(e) => {
+            tracing::debug!(pool = %ctx.name, %secret, error = %e, "cannot look up the token Secret");
+            if said_before {
+                ctx.notes.push(note);
+            }
         }
     }
 }
@@ -578,7 +675,30 @@ async fn deployment_mode(
         last_scale_time: last_scale,
         now,
     };
-    let decision = decide(&input);
+    // A burst's follow-up finishes the burst's scale-up: the up cooldown
+    // counts from before the burst's first decision, so 100 tasks are one
+    // or two decisions reaching the target, not a partial one that sticks.
+    let burst = shared
+        .burst_scaled
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .copied()
+        .filter(|(at, _)| at.elapsed() < BURST);
+    let decision = match burst {
+        Some((_, before_burst)) => {
+            let bridged = decide(&AutoscaleInput {
+                last_scale_time: before_burst,
+                ..input.clone()
+            });
+            if bridged.direction == ScaleDirection::Up {
+                bridged
+            } else {
+                decide(&input)
+            }
+        }
+        None => decide(&input),
+    };
     let desired = to_i32(decision.desired);
 
     if desired < current {
@@ -608,6 +728,13 @@ async fn deployment_mode(
             ("down", "ScaledDown")
         };
         last_scale_time = Some(k8s_time(now));
+        if burst.is_none() {
+            shared
+                .burst_scaled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.clone(), (Instant::now(), last_scale));
+        }
         shared
             .scaled
             .lock()

@@ -494,13 +494,14 @@ pub struct AgentPoolStatus {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct HealthCounts {
-    /// Activity within twice the poll interval.
+    /// Alive and responsive: answered its last probes, not unhealthy.
     #[serde(default)]
     pub fresh: i32,
-    /// Answering, but no recent activity.
+    /// Probes unanswered past the stale threshold, answering unhealthy, or
+    /// not probed yet.
     #[serde(default)]
     pub stale: i32,
-    /// Not answering, or silent past the offline threshold.
+    /// Not answering, or no activity, past the offline threshold.
     #[serde(default)]
     pub offline: i32,
 }

@@ -201,8 +201,26 @@ impl AgentTaskStatus {
     /// The status an agent writes to claim a Pending task: Running on
     /// `agent`, one more attempt. Sent with the resourceVersion read, so a
     /// 409 means another agent won.
+    ///
+    /// A claim answers every "nobody runs this" condition: `Unclaimed` and
+    /// `PoolNotFound` that were True turn False (`Claimed`), so no stale
+    /// warning outlives it whatever the controller gets to see.
     pub fn claimed(&self, agent: &str, now: jiff::Timestamp) -> AgentTaskStatus {
+        let mut conditions = self.conditions.clone();
+        for c in &mut conditions {
+            let waiting = [
+                crate::plan::pool::UNCLAIMED,
+                crate::plan::pool::POOL_NOT_FOUND,
+            ];
+            if waiting.contains(&c.type_.as_str()) && c.status == "True" {
+                c.status = "False".to_owned();
+                c.reason = "Claimed".to_owned();
+                c.message = format!("claimed by {agent}");
+                c.last_transition_time = k8s_time(now);
+            }
+        }
         AgentTaskStatus {
+            conditions,
             phase: TaskPhase::Running,
             agent: Some(agent.to_owned()),
             attempts: self.attempts + 1,
@@ -293,6 +311,41 @@ mod transition_tests {
 
     fn now() -> jiff::Timestamp {
         "2026-01-01T00:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn a_claim_clears_a_stale_unclaimed_or_pool_not_found_condition() {
+        let cond = |type_: &str, status: &str| Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "Was".into(),
+            message: "before".into(),
+            observed_generation: None,
+            last_transition_time: Time("2025-01-01T00:00:00Z".parse().expect("ts")),
+        };
+        let before = AgentTaskStatus {
+            conditions: vec![
+                cond("Unclaimed", "True"),
+                cond("PoolNotFound", "True"),
+                cond("Other", "True"),
+            ],
+            ..AgentTaskStatus::default()
+        };
+        let after = before.claimed("agent-0", now());
+        let seen: Vec<(&str, &str, &str)> = after
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("Unclaimed", "False", "Claimed"),
+                ("PoolNotFound", "False", "Claimed"),
+                ("Other", "True", "Was"),
+            ]
+        );
+        assert_eq!(after.conditions[0].last_transition_time, Time(now()));
     }
 
     #[test]

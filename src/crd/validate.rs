@@ -332,12 +332,88 @@ fn parse_checked<T: DeserializeOwned>(
     }
     serde_path_to_error::deserialize::<_, T>(doc.clone()).map_err(|e| {
         let path = e.path().to_string();
-        vec![FieldError::new(
-            if path == "." { String::new() } else { path },
-            "",
-            e.into_inner().to_string(),
-        )]
+        let path = if path == "." { String::new() } else { path };
+        let segments = path_segments(&path);
+        // A wrong type or an out-of-range number: say what the schema
+        // accepts there rather than serde's "expected i32".
+        let described = schema
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|s| schema_at(&s, &segments).and_then(describe_schema))
+            .zip(value_at(doc, &segments));
+        match described {
+            Some((expected, value)) => vec![FieldError::new(path, value, expected)],
+            None => vec![FieldError::new(path, "", e.into_inner().to_string())],
+        }
     })
+}
+
+/// `spec.env[0].name` → `spec`, `env`, `[0]`, `name`.
+fn path_segments(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        match part.split_once('[') {
+            Some((key, rest)) => {
+                if !key.is_empty() {
+                    out.push(key.to_owned());
+                }
+                for index in rest.split('[') {
+                    out.push(format!("[{}", index));
+                }
+            }
+            None => out.push(part.to_owned()),
+        }
+    }
+    out
+}
+
+fn schema_at<'a>(schema: &'a Value, segments: &[String]) -> Option<&'a Value> {
+    let mut node = schema;
+    for segment in segments {
+        node = if segment.starts_with('[') {
+            node.get("items")?
+        } else {
+            node.get("properties")
+                .and_then(|p| p.get(segment))
+                .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?
+        };
+    }
+    Some(node)
+}
+
+fn value_at(doc: &Value, segments: &[String]) -> Option<String> {
+    let mut node = doc;
+    for segment in segments {
+        node = match segment.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(index) => node.get(index.parse::<usize>().ok()?)?,
+            None => node.get(segment)?,
+        };
+    }
+    Some(node.to_string())
+}
+
+/// What a scalar schema accepts, in the words [`range`] uses.
+fn describe_schema(schema: &Value) -> Option<String> {
+    let bound = |key: &str| schema.get(key).and_then(Value::as_f64).map(|f| f as i64);
+    let choices = schema.get("enum").and_then(Value::as_array);
+    match schema.get("type").and_then(Value::as_str)? {
+        _ if choices.is_some() => Some(format!(
+            "one of {}",
+            choices?
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        "integer" => Some(match (bound("minimum"), bound("maximum")) {
+            (Some(lo), Some(hi)) => format!("an integer from {lo} to {hi}"),
+            (Some(lo), None) => format!("an integer, {lo} or more"),
+            _ => "an integer".to_owned(),
+        }),
+        "boolean" => Some("true or false".to_owned()),
+        "number" => Some("a number".to_owned()),
+        "string" => Some("a string".to_owned()),
+        _ => None,
+    }
 }
 
 /// Reports every key of `doc` that the structural schema does not declare
@@ -439,6 +515,13 @@ fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
+}
+
+/// What is wrong with the names of `env` (at `path`, e.g. `spec.env`).
+pub fn env_errors(path: &str, env: &[EnvVar]) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    check_env(path, env, &mut errs);
+    errs
 }
 
 fn check_env(path: &str, env: &[EnvVar], errs: &mut Vec<FieldError>) {
@@ -573,6 +656,57 @@ mod tests {
 
     fn fields(errs: &[FieldError]) -> Vec<&str> {
         errs.iter().map(|e| e.field.as_str()).collect()
+    }
+
+    #[test]
+    fn wrong_types_and_huge_numbers_name_the_valid_range() {
+        let cases = [
+            (
+                json!({"image": "x", "maxReplicas": 99_999_999_999_i64}),
+                "spec.maxReplicas: 99999999999 is not valid; expected an integer from 0 to 10000",
+            ),
+            (
+                json!({"image": "x", "minReplicas": "two"}),
+                "spec.minReplicas: \"two\" is not valid; expected an integer from 0 to 10000",
+            ),
+            (
+                json!({"image": "x", "debug": "yes"}),
+                "spec.debug: \"yes\" is not valid; expected true or false",
+            ),
+            (
+                json!({"image": "x", "executionMode": 3}),
+                "spec.executionMode: 3 is not valid; expected one of deployment, job",
+            ),
+        ];
+        for (spec, want) in cases {
+            let errs = parse_pool(&pool(spec.clone())).expect_err("invalid");
+            assert_eq!(summary(&errs), want, "{spec}");
+        }
+    }
+
+    #[test]
+    fn task_env_names_are_checked_like_pool_env_names() {
+        let task = |env: Value| {
+            json!({"apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                   "metadata": {"name": "t"},
+                   "spec": {"pool": "p", "command": ["true"], "env": env}})
+        };
+        for (name, ok) in [
+            ("A", true),
+            ("_A1", true),
+            ("A=B", false),
+            ("1A", false),
+            ("", false),
+            ("A B", false),
+            ("A\u{1b}[2J", false),
+        ] {
+            let result = parse_task(&task(json!([{"name": name, "value": "x"}])));
+            assert_eq!(result.is_ok(), ok, "{name:?}: {result:?}");
+            if let Err(errs) = result {
+                assert_eq!(errs[0].field, "spec.env[0].name");
+                assert!(errs[0].expected.contains("environment variable name"));
+            }
+        }
     }
 
     #[test]

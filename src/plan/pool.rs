@@ -256,6 +256,8 @@ pub fn offline_recheck<'a>(
 /// Condition type on a Pending task no agent claimed within the pool's
 /// `taskDefaults.acquireTimeoutSeconds`.
 pub const UNCLAIMED: &str = "Unclaimed";
+/// Condition of a task whose `spec.pool` names no AgentPool (yet).
+pub const POOL_NOT_FOUND: &str = "PoolNotFound";
 
 /// What the pool looks like to a task waiting for an agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -421,7 +423,7 @@ pub fn condition(
         type_: type_.to_owned(),
         status,
         reason: reason.to_owned(),
-        message: message.to_owned(),
+        message: crate::text::sanitize_line(message),
         observed_generation: generation,
         last_transition_time,
     }
@@ -912,5 +914,19 @@ mod tests {
             std::slice::from_ref(&first)
         ));
         assert!(!same_conditions(&[first], &[again]));
+    }
+
+    #[test]
+    fn condition_messages_carry_no_terminal_control() {
+        let c = condition(
+            &[],
+            "Unclaimed",
+            true,
+            "NotClaimed",
+            "pod x: \u{1b}[2Jwaiting\nImagePullBackOff",
+            None,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(c.message, "pod x: waiting ImagePullBackOff");
     }
 }

@@ -75,6 +75,19 @@ pub struct Sandbox {
     /// Ends the simulated control plane and kubelets (kept across restarts).
     cluster: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
+    /// The kubelet: once `cluster` is cancelled it kills its processes and
+    /// removes its directory; a stop waits for that.
+    kubelet: Option<JoinHandle<()>>,
+}
+
+/// How long a stop waits for the kubelet to kill its processes (they get
+/// SIGKILL at once) and remove its directory.
+const KUBELET_STOP: std::time::Duration = std::time::Duration::from_secs(12);
+
+async fn wait_kubelet(kubelet: Option<JoinHandle<()>>) {
+    if let Some(kubelet) = kubelet {
+        let _ = tokio::time::timeout(KUBELET_STOP, kubelet).await;
+    }
 }
 
 impl Sandbox {
@@ -97,10 +110,10 @@ impl Sandbox {
             }
         }
         let cluster_token = CancellationToken::new();
-        let sb = Sandbox::serve(api.clone(), port, cluster_token.clone()).await?;
+        let mut sb = Sandbox::serve(api.clone(), port, cluster_token.clone()).await?;
         api.set_server_url(&sb.url());
         cluster::start(api.clone(), cluster_token.clone());
-        kubelet::start(api, cluster_token);
+        sb.kubelet = Some(kubelet::start(api, cluster_token));
         Ok(sb)
     }
 
@@ -120,6 +133,7 @@ impl Sandbox {
             cancel,
             cluster,
             task,
+            kubelet: None,
         })
     }
 
@@ -167,15 +181,19 @@ impl Sandbox {
         self.api.faults.drop_watches();
         self.cancel.cancel();
         let _ = self.task.await;
-        Sandbox::serve(api, port, cluster).await
+        let mut sb = Sandbox::serve(api, port, cluster).await?;
+        sb.kubelet = self.kubelet;
+        Ok(sb)
     }
 
-    /// Stops serving.
+    /// Stops serving; returns once the kubelet has killed its processes and
+    /// removed its directory (or after a few seconds).
     pub async fn stop(self) {
         self.cluster.cancel();
         self.cancel.cancel();
         self.api.faults.drop_watches();
         let _ = self.task.await;
+        wait_kubelet(self.kubelet).await;
     }
 
     /// Serves until `cancel` fires.
@@ -185,6 +203,7 @@ impl Sandbox {
             cancel: own,
             cluster,
             mut task,
+            kubelet,
             ..
         } = self;
         let result = tokio::select! {
@@ -197,6 +216,7 @@ impl Sandbox {
                 own.cancel();
                 api.faults.drop_watches();
                 let _ = task.await;
+                wait_kubelet(kubelet).await;
                 Ok(())
             }
             Some(Ok(Ok(()))) => Ok(()),

@@ -59,6 +59,9 @@ pub fn agent_deployment(pool: &AgentPool, replicas: i32) -> Result<Deployment> {
         spec: Some(PodSpec {
             containers: vec![agent],
             service_account_name: Some(super::service_account_name(pool)),
+            // Service links would hand every pod `AGENTDECK_*_PORT`-style
+            // variables for Services named `agentdeck-…`; nothing reads them.
+            enable_service_links: Some(false),
             security_context: Some(pod_security_context()),
             termination_grace_period_seconds: Some(termination_grace_seconds(pool)),
             volumes: Some(volumes),

@@ -208,6 +208,9 @@ pub fn task_job(pool: &AgentPool, task: &AgentTask) -> Result<Job> {
         spec: Some(PodSpec {
             containers: vec![worker, runner],
             restart_policy: Some("Never".to_string()),
+            // Service links would hand every pod `AGENTDECK_*_PORT`-style
+            // variables for Services named `agentdeck-…`; nothing reads them.
+            enable_service_links: Some(false),
             service_account_name: Some(super::service_account_name(pool)),
             // The API token is projected into the worker alone (see
             // kube_api_volume): automounting would hand it to the runner too.

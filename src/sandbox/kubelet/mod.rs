@@ -24,6 +24,7 @@
 mod env;
 mod logs;
 mod pod;
+mod root;
 pub mod runtime;
 mod status;
 pub mod volumes;
@@ -104,15 +105,15 @@ pub fn start_with(
 ) -> JoinHandle<()> {
     let (own_root, root) = match &config.root {
         Some(r) => (false, r.clone()),
-        None => (
-            true,
-            std::env::temp_dir().join(format!(
-                "agentdeck-sandbox-{}-{:08x}",
-                std::process::id(),
-                fastrand::u32(..)
-            )),
-        ),
+        None => {
+            // Sandboxes killed outright (SIGKILL) left theirs behind.
+            root::remove_stale(&std::env::temp_dir(), root::pid_alive);
+            (true, root::fresh_root(&std::env::temp_dir()))
+        }
     };
+    // Removes our own root however the kubelet's task ends (dropped with
+    // its runtime included), not only after a clean stop.
+    let guard = own_root.then(|| root::RootGuard(root.clone()));
     let shared = Arc::new(Shared::default());
     let (tx, rx) = mpsc::unbounded_channel();
     api.set_hooks(Arc::new(KubeletHooks {
@@ -134,7 +135,10 @@ pub fn start_with(
             ..IpPool::default()
         }),
     });
-    tokio::spawn(kubelet.run(rx, cancel))
+    tokio::spawn(async move {
+        let _guard = guard;
+        kubelet.run(rx, cancel).await;
+    })
 }
 
 /// The pods the node runs, by uid (shared with the API hooks).

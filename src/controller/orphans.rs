@@ -1,0 +1,242 @@
+//! Tasks whose `spec.pool` names no AgentPool (and the metric series of
+//! pools that are gone). The pool reconciler never
+//! sees them (there is no pool to reconcile), so this small loop does: such
+//! a task gets the condition `PoolNotFound=True` and a Warning Event where
+//! the user looks (`kubectl describe at …`), and the condition turns False
+//! as soon as the pool exists — whose own reconcile, triggered by the pool's
+//! creation, then scales for the task at once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::PostParams;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use crate::crd::{AgentPool, AgentTask};
+use crate::plan::pool::{POOL_NOT_FOUND, condition};
+
+/// How often the stores are looked at: an in-memory scan, no API call.
+const EVERY: Duration = Duration::from_millis(500);
+
+/// One condition to write on one task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolNotFoundChange {
+    pub namespace: String,
+    pub task: String,
+    pub condition: Condition,
+}
+
+/// Which unfinished tasks must get (or lose) `PoolNotFound`: True when
+/// their pool is not among `pools` (`(namespace, name)`), False when it is
+/// and the task still says True. Tasks already saying the right thing are
+/// left out, so a steady cluster writes nothing.
+pub fn pool_not_found(
+    tasks: &[Arc<AgentTask>],
+    pools: &HashSet<(String, String)>,
+    now: jiff::Timestamp,
+) -> Vec<PoolNotFoundChange> {
+    let mut out = Vec::new();
+    for task in tasks {
+        if task.phase().is_finished() || task.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(namespace) = task.namespace() else {
+            continue;
+        };
+        let previous: &[Condition] = task
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let current = previous.iter().find(|c| c.type_ == POOL_NOT_FOUND);
+        let exists = pools.contains(&(namespace.clone(), task.spec.pool.clone()));
+        let want = match (exists, current.map(|c| c.status.as_str())) {
+            (false, Some("True")) | (true, None | Some("False")) => continue,
+            (false, _) => condition(
+                previous,
+                POOL_NOT_FOUND,
+                true,
+                POOL_NOT_FOUND,
+                &format!(
+                    "AgentPool {:?} does not exist in namespace {namespace:?}; \
+                     the task waits until it does",
+                    task.spec.pool
+                ),
+                task.metadata.generation,
+                now,
+            ),
+            (true, _) => condition(
+                previous,
+                POOL_NOT_FOUND,
+                false,
+                "PoolFound",
+                &format!("AgentPool {:?} exists", task.spec.pool),
+                task.metadata.generation,
+                now,
+            ),
+        };
+        out.push(PoolNotFoundChange {
+            namespace,
+            task: task.name_any(),
+            condition: want,
+        });
+    }
+    out
+}
+
+/// Runs until `cancel`: while leading and synced, writes the changes
+/// [`pool_not_found`] asks for, with a Warning Event when one turns True.
+pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+    // What was last written per task uid, so a store that lags behind our
+    // own write does not make us write (and warn) twice.
+    let mut written: HashMap<String, String> = HashMap::new();
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        let pools: HashSet<(String, String)> = shared
+            .view
+            .pools
+            .state()
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p: &Arc<AgentPool>| Some((p.namespace()?, p.name_any())))
+            .collect();
+        // A deleted pool's series go with it.
+        shared.metrics.retain_pools(&pools);
+        if !shared.leader.is_leader() {
+            continue;
+        }
+        let tasks: Vec<Arc<AgentTask>> = shared
+            .view
+            .tasks
+            .state()
+            .into_iter()
+            .filter(|t| {
+                t.namespace()
+                    .is_some_and(|ns| shared.namespaces.contains(&ns))
+            })
+            .collect();
+        let live: HashSet<String> = tasks.iter().filter_map(|t| t.uid()).collect();
+        written.retain(|uid, _| live.contains(uid));
+        for change in pool_not_found(&tasks, &pools, jiff::Timestamp::now()) {
+            let Some(task) = tasks.iter().find(|t| {
+                t.namespace().as_deref() == Some(&change.namespace) && t.name_any() == change.task
+            }) else {
+                continue;
+            };
+            let uid = task.uid().unwrap_or_default();
+            if written.get(&uid) == Some(&change.condition.status) {
+                continue;
+            }
+            if write(&shared, task, &change).await {
+                written.insert(uid, change.condition.status.clone());
+            }
+        }
+    }
+}
+
+async fn write(shared: &Shared, task: &AgentTask, change: &PoolNotFoundChange) -> bool {
+    let mut next = task.clone();
+    let mut status = next.status.take().unwrap_or_default();
+    status.conditions.retain(|c| c.type_ != POOL_NOT_FOUND);
+    status.conditions.push(change.condition.clone());
+    next.status = Some(status);
+    let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &change.namespace);
+    // With the resourceVersion read: a 409 means an agent or the
+    // reconciler wrote first; the next look decides again.
+    match api
+        .replace_status(&change.task, &PostParams::default(), &next)
+        .await
+    {
+        Ok(_) => shared.api_ok(),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return false,
+        Err(e) => {
+            shared.api_failed(&e);
+            tracing::debug!(task = %change.task, error = %e, "cannot write PoolNotFound");
+            return false;
+        }
+    }
+    if change.condition.status == "True" {
+        tracing::warn!(task = %change.task, namespace = %change.namespace, pool = %task.spec.pool, "task names no existing pool");
+        super::reconcile::publish_event(
+            shared,
+            task.object_ref(&()),
+            EventType::Warning,
+            POOL_NOT_FOUND,
+            "Validate",
+            change.condition.message.clone(),
+        )
+        .await;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(name: &str, pool: &str, status: serde_json::Value) -> Arc<AgentTask> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": name, "namespace": "ns", "uid": name},
+                "spec": {"pool": pool, "command": ["true"]},
+                "status": status,
+            }))
+            .expect("task"),
+        )
+    }
+
+    fn flagged(status: &str) -> serde_json::Value {
+        json!({"phase": "Pending", "conditions": [{
+            "type": "PoolNotFound", "status": status, "reason": "x", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+    }
+
+    #[test]
+    fn tasks_of_missing_pools_are_flagged_once_and_cleared_when_the_pool_exists() {
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().expect("ts");
+        let pools: HashSet<(String, String)> = [("ns".to_owned(), "real".to_owned())].into();
+        let tasks = vec![
+            task("new-missing", "nosuch", json!({"phase": "Pending"})),
+            task("known-missing", "nosuch", flagged("True")),
+            task("found-again", "real", flagged("True")),
+            task("fine", "real", json!({"phase": "Pending"})),
+            task("fine-cleared", "real", flagged("False")),
+            task("done-missing", "nosuch", json!({"phase": "Succeeded"})),
+            task("no-status", "gone", serde_json::Value::Null),
+        ];
+        let changes: Vec<(String, String, String)> = pool_not_found(&tasks, &pools, now)
+            .into_iter()
+            .map(|c| (c.task, c.condition.status, c.condition.reason))
+            .collect();
+        let want = [
+            ("new-missing", "True", "PoolNotFound"),
+            ("found-again", "False", "PoolFound"),
+            ("no-status", "True", "PoolNotFound"),
+        ]
+        .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()));
+        assert_eq!(changes, want);
+        let message = pool_not_found(&tasks[..1], &pools, now)[0]
+            .condition
+            .message
+            .clone();
+        assert_eq!(
+            message,
+            "AgentPool \"nosuch\" does not exist in namespace \"ns\"; the task waits until it does"
+        );
+    }
+}

@@ -1,0 +1,391 @@
+//! Every mistake a user can make on the command line gets one clear answer:
+//! exit code 2 and a message naming what was wrong and what is valid. Each
+//! row is input → exit code → fragments the message must hold.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: 'https://127.0.0.1:1'}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: kind-dev
+  context: {cluster: c, user: u, namespace: default}
+- name: prod
+  context: {cluster: c, user: u}
+current-context: kind-dev
+";
+
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new() -> Self {
+        let files = Files {
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        files.write("kubeconfig", KUBECONFIG.as_bytes());
+        files.write("garbage-kubeconfig", b"{{{ not: [yaml");
+        files.write("binary.yaml", &[0xff, 0xfe, 0x00, 0x81, 0x9f, 0x00]);
+        std::fs::create_dir(files.path("empty-dir")).expect("mkdir");
+        files.write(
+            "huge-max.yaml",
+            b"apiVersion: agentdeck.dev/v1alpha1\nkind: AgentPool\nmetadata: {name: p}\n\
+              spec: {image: x, maxReplicas: 99999999999}\n",
+        );
+        files.write(
+            "two-min.yaml",
+            b"apiVersion: agentdeck.dev/v1alpha1\nkind: AgentPool\nmetadata: {name: p}\n\
+              spec: {image: x, minReplicas: two}\n",
+        );
+        files
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) {
+        std::fs::write(self.path(name), bytes).expect("write fixture");
+    }
+
+    /// Runs agentdeck with `args` (`@name` is replaced by the fixture's
+    /// path), a clean environment plus `env`, and `kubeconfig` as KUBECONFIG.
+    fn run(&self, args: &[&str], env: &[(&str, &str)], kubeconfig: &str) -> Output {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match a.strip_prefix('@') {
+                Some(name) => self.path(name).display().to_string(),
+                None => (*a).to_owned(),
+            })
+            .collect();
+        let kubeconfig = match kubeconfig.strip_prefix('@') {
+            Some(name) => self.path(name),
+            None => PathBuf::from(kubeconfig),
+        };
+        Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+            .args(&args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("XDG_CONFIG_HOME", self.dir.path())
+            .env("KUBECONFIG", &kubeconfig)
+            .envs(env.iter().copied())
+            .current_dir(self.dir.path())
+            .output()
+            .expect("agentdeck runs")
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+struct Case {
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+    kubeconfig: &'static str,
+    code: i32,
+    fragments: &'static [&'static str],
+}
+
+fn check(files: &Files, case: &Case) {
+    let out = files.run(case.args, case.env, case.kubeconfig);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(case.code),
+        "{:?} {:?}: stderr {stderr}",
+        case.env,
+        case.args
+    );
+    for fragment in case.fragments {
+        assert!(
+            stderr.contains(fragment),
+            "{:?} {:?}: stderr lacks {fragment:?}:\n{stderr}",
+            case.env,
+            case.args
+        );
+    }
+    if case.code == 2 {
+        assert!(
+            out.stdout.is_empty(),
+            "a refused command prints nothing: {:?}",
+            case.args
+        );
+        assert!(
+            stderr.starts_with("agentdeck: ") && !stderr.contains("panicked"),
+            "a message, not a trace: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn usage_mistakes_exit_2_with_a_message_naming_the_value_and_what_is_valid() {
+    let files = Files::new();
+    let cases = [
+        Case {
+            args: &["--daemon", "-n", "Bad_NS"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["\"Bad_NS\"", "--namespace", "lowercase letters"],
+        },
+        Case {
+            args: &["manifests", "--context", "nosuch"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["\"nosuch\"", "contexts there: kind-dev, prod"],
+        },
+        Case {
+            args: &["manifests", "--install-namespace", "Ops_Team"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["\"Ops_Team\"", "--install-namespace"],
+        },
+        Case {
+            args: &["manifests"],
+            env: &[("AGENTDECK_THEME", "nosuchtheme")],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &[
+                "AGENTDECK_THEME",
+                "\"nosuchtheme\"",
+                "one of default, light, high-contrast",
+            ],
+        },
+        Case {
+            args: &["manifests", "--pools", "@empty-dir"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["empty-dir", "no AgentPool found (0 YAML file(s) read)"],
+        },
+        Case {
+            args: &["manifests", "--pools", "/dev/null"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["/dev/null", "no AgentPool found (1 YAML file(s) read)"],
+        },
+        Case {
+            args: &["manifests", "--pools", "@huge-max.yaml"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &[
+                "spec.maxReplicas: 99999999999 is not valid; expected an integer from 0 to 10000",
+            ],
+        },
+        Case {
+            args: &["manifests", "--pools", "@two-min.yaml"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &[
+                "spec.minReplicas: \"two\" is not valid; expected an integer from 0 to 10000",
+            ],
+        },
+        Case {
+            args: &["manifests", "--config", "@binary.yaml"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["binary.yaml", "not a UTF-8 text file"],
+        },
+        Case {
+            args: &["manifests", "--config", "@empty-dir"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["empty-dir", "not a file"],
+        },
+        Case {
+            args: &["--daemon"],
+            env: &[],
+            kubeconfig: "/nonexistent/kubeconfig",
+            code: 2,
+            fragments: &[
+                "no usable Kubernetes configuration",
+                "KUBECONFIG=/nonexistent/kubeconfig",
+                "agentdeck sandbox",
+            ],
+        },
+        Case {
+            args: &["--daemon"],
+            env: &[],
+            kubeconfig: "@garbage-kubeconfig",
+            code: 2,
+            fragments: &["no usable Kubernetes configuration", "garbage-kubeconfig"],
+        },
+        Case {
+            args: &["--daemon", "--context", "nosuch"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["contexts there: kind-dev, prod"],
+        },
+        Case {
+            args: &["manifests"],
+            env: &[("AGENTDECK_SERVER__PORT", "70000")],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["server.port = 70000: expected a whole number from 1 to 65535"],
+        },
+        Case {
+            args: &["manifests"],
+            env: &[("AGENTDECK_SERVER__PORT", "0")],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["server.port = 0: expected a whole number from 1 to 65535"],
+        },
+        Case {
+            args: &["manifests"],
+            env: &[("AGENTDECK_RESYNC_INTERVAL_SECONDS", "-1")],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["resyncIntervalSeconds = -1: expected a whole number, 1 or more"],
+        },
+        Case {
+            args: &["manifests"],
+            env: &[("AGENTDECK_RESYNC_INTERVAL_SECONDS", "0")],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["resyncIntervalSeconds = 0: expected a whole number, 1 or more"],
+        },
+    ];
+    for case in &cases {
+        check(&files, case);
+    }
+}
+
+#[test]
+fn service_link_variables_are_ignored_and_other_unknown_ones_warned_about_once() {
+    let files = Files::new();
+    // What Kubernetes injects into every pod started after the rendered
+    // Service `agentdeck-controller`.
+    let links = [
+        ("AGENTDECK_CONTROLLER_SERVICE_HOST", "10.96.0.5"),
+        ("AGENTDECK_CONTROLLER_SERVICE_PORT", "8080"),
+        ("AGENTDECK_CONTROLLER_SERVICE_PORT_HTTP", "8080"),
+        ("AGENTDECK_CONTROLLER_PORT", "tcp://10.96.0.5:8080"),
+        ("AGENTDECK_CONTROLLER_PORT_8080_TCP", "tcp://10.96.0.5:8080"),
+        ("AGENTDECK_CONTROLLER_PORT_8080_TCP_PROTO", "tcp"),
+        ("AGENTDECK_CONTROLLER_PORT_8080_TCP_PORT", "8080"),
+        ("AGENTDECK_CONTROLLER_PORT_8080_TCP_ADDR", "10.96.0.5"),
+    ];
+    let out = files.run(&["manifests"], &links, "@kubeconfig");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "service links are silent");
+    assert!(text(&out.stdout).contains("kind: Deployment"));
+
+    let out = files.run(
+        &["manifests"],
+        &[("AGENTDECK_THEM", "light")],
+        "@kubeconfig",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "agentdeck: warning: environment variable AGENTDECK_THEM names no configuration key \
+         and is ignored; did you mean AGENTDECK_THEME?\n"
+    );
+}
+
+#[test]
+fn rendered_pods_opt_out_of_service_links() {
+    let files = Files::new();
+    let pools = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let pools = pools.display().to_string();
+    let out = files.run(&["manifests", "--pools", &pools], &[], "@kubeconfig");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text(&out.stdout)).expect("YAML");
+    let deployments: Vec<&serde_json::Value> =
+        docs.iter().filter(|d| d["kind"] == "Deployment").collect();
+    assert!(!deployments.is_empty());
+    for d in deployments {
+        assert_eq!(
+            d["spec"]["template"]["spec"]["enableServiceLinks"],
+            serde_json::json!(false),
+            "{}",
+            d["metadata"]["name"]
+        );
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+#[test]
+fn an_unreachable_api_is_said_once_naming_the_server_and_the_cause() {
+    let files = Files::new();
+    let dead = free_port();
+    files.write(
+        "dead-kubeconfig",
+        KUBECONFIG
+            .replace("https://127.0.0.1:1", &format!("http://127.0.0.1:{dead}"))
+            .as_bytes(),
+    );
+    let log = files.path("daemon.log");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("--daemon")
+        .env_clear()
+        .env("HOME", files.dir.path())
+        .env("XDG_CONFIG_HOME", files.dir.path())
+        .env("KUBECONFIG", files.path("dead-kubeconfig"))
+        .env("AGENTDECK_SERVER__PORT", free_port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("daemon starts");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::eventually_blocking("the daemon to say the API is unreachable", || {
+        read().contains("cannot reach").then_some(())
+    });
+    // Every watch, the elector and the version probe keep retrying meanwhile.
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(daemon.wait().expect("daemon ends").success());
+    let text = read();
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("cannot reach"))
+        .collect();
+    assert_eq!(said.len(), 1, "{text}");
+    assert!(
+        said[0].contains(&format!("http://127.0.0.1:{dead}")),
+        "names the server: {}",
+        said[0]
+    );
+    assert!(
+        said[0].contains("Connection refused"),
+        "names the cause: {}",
+        said[0]
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("client error (Connect)"))
+            .count(),
+        1,
+        "no other line per failed request: {text}"
+    );
+    assert!(!text.contains("controllerNamespace"), "{text}");
+}
