@@ -40,6 +40,12 @@ pub enum Error {
     /// The agent runtime stopped with an error.
     #[error(transparent)]
     Agent(#[from] crate::agent::AgentError),
+    /// A support bundle could not be written.
+    #[error(transparent)]
+    Bundle(#[from] crate::ops::bundle::BundleError),
+    /// A debug pod could not be made, listed or removed.
+    #[error(transparent)]
+    Debug(#[from] crate::ops::debug::DebugError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -60,6 +66,8 @@ impl Error {
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
             Error::Agent(e) if e.is_user_error() => EXIT_USAGE,
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
+            Error::Bundle(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Debug(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

@@ -11,6 +11,7 @@ pub mod crd;
 pub mod error;
 pub mod health;
 pub mod install;
+pub mod ops;
 pub mod plan;
 pub mod sandbox;
 pub mod server;

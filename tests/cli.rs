@@ -76,7 +76,7 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn modes_not_built_yet_exit_2_with_a_clear_message() {
-    for args in [&["bundle"][..], &["drain", "p"]] {
+    for args in [&["drain", "p"][..]] {
         let o = agentdeck(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
@@ -86,6 +86,16 @@ fn modes_not_built_yet_exit_2_with_a_clear_message() {
         );
         assert!(!stderr(&o).contains("panicked"));
     }
+}
+
+#[test]
+fn bundle_with_a_bad_size_or_duration_exits_2_naming_the_valid_forms() {
+    let o = agentdeck(&["bundle", "--max-bytes-per-log", "3T"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("K, M, G"), "{}", stderr(&o));
+    let o = agentdeck(&["bundle", "--since", "yesterday"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("15m"), "{}", stderr(&o));
 }
 
 #[test]

@@ -16,10 +16,12 @@
 // only move the allocation to the error path's callers.
 #![allow(clippy::result_large_err)]
 
+mod debugpods;
 pub mod leader;
 pub mod metrics;
 pub mod prober;
 mod reconcile;
+pub mod tails;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -534,6 +536,13 @@ pub fn start(conn: Connection, config: &Config, cancel: CancellationToken) -> Co
         pool_ref_of_pod,
         cancel.clone(),
     ));
+
+    // The final log lines of pods that terminate, for support bundles.
+    for ns in shared.namespaces.iter().cloned() {
+        tasks.spawn(tails::run(shared.clone(), ns, cancel.clone()));
+    }
+    // Debug pods past their TTL.
+    tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
 
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);
