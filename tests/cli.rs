@@ -76,7 +76,8 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn modes_not_built_yet_exit_2_with_a_clear_message() {
-    for args in [&["drain", "p"][..]] {
+    {
+        let args = &["drain", "p"][..];
         let o = agentdeck(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
