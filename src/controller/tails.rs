@@ -12,16 +12,16 @@
 //! [`MAX_TOTAL_BYTES`] (512 KiB) in all, well under the 1 MiB an object
 //! may hold.
 //!
-//! **When.** The leader watches agentdeck-managed pods (debug pods
-//! excepted) and captures a pod's tails when it starts terminating (its
-//! `deletionTimestamp` appears, while the kubelet still serves its logs)
-//! and again once it finished (phase Succeeded/Failed or every container
-//! terminated), the later capture replacing the earlier.
+//! **When.** The leader follows the log of every container of the
+//! agentdeck-managed pods (debug pods excepted), keeping its last
+//! [`TAIL_BYTES`] in memory (at most [`MAX_FOLLOWED`] containers), and
+//! stores them when the stream ends because the pod went, is terminating
+//! or finished. A container that restarts is followed on.
 //!
 //! Tails are redacted before they are stored: a ConfigMap is often readable
 //! by more people than pod logs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -145,33 +145,34 @@ pub fn merge(
     data.retain(|k, _| index.iter().any(|e| &e.key == k));
 }
 
-/// Why a pod's tails are due now, if they are.
-fn capture_reason(pod: &Pod) -> Option<&'static str> {
-    let status = pod.status.as_ref();
-    match status.and_then(|s| s.phase.as_deref()) {
-        Some("Succeeded") => return Some("Succeeded"),
-        Some("Failed") => return Some("Failed"),
-        _ => {}
-    }
-    let statuses = status.and_then(|s| s.container_statuses.as_ref());
-    let all_terminated = statuses.is_some_and(|cs| {
-        !cs.is_empty()
-            && cs
-                .iter()
-                .all(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
-    });
+/// Why a pod's tails are final now, if they are (`None`: it still runs).
+fn final_reason(pod: Option<&Pod>) -> Option<&'static str> {
+    let Some(pod) = pod else {
+        return Some("Deleted");
+    };
     if pod.metadata.deletion_timestamp.is_some() {
-        return Some(if all_terminated {
-            "Terminated"
-        } else {
-            "Terminating"
-        });
+        return Some("Terminating");
     }
-    None
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => Some("Succeeded"),
+        Some("Failed") => Some("Failed"),
+        _ => None,
+    }
 }
 
-/// Runs until `cancel`: watches managed pods in `namespace` and keeps the
-/// tails of those that terminate (only while leading).
+/// Most containers followed at once; beyond, new pods are not kept.
+pub const MAX_FOLLOWED: usize = 2000;
+
+/// Runs until `cancel`: while leading, follows the log of every container
+/// of the agentdeck-managed pods in `namespace` (debug pods excepted),
+/// keeping the last [`TAIL_BYTES`] in memory, and stores them once the
+/// pod is gone, terminating or finished.
+///
+/// Following rather than fetching at deletion: a pod's log is only served
+/// while the pod exists, and a deleted pod can be gone before anyone asks
+/// (in milliseconds on the sandbox); following also keeps what the agent
+/// printed after SIGTERM. A finalizer would hold deleted pods instead, but
+/// would leave them stuck whenever the controller is not running.
 pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: CancellationToken) {
     let pods: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
@@ -179,10 +180,9 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
         .default_backoff()
         .applied_objects();
     tokio::pin!(stream);
-    // uid → reasons already captured (a pod is captured at most twice).
-    let mut seen: HashMap<String, Vec<&'static str>> = HashMap::new();
+    let followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
     let redactor = Arc::new(Redactor::new(&[]));
-    let locks: Arc<tokio::sync::Mutex<()>> = Arc::default();
+    let writer: Arc<tokio::sync::Mutex<()>> = Arc::default();
     loop {
         let next = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -196,86 +196,153 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
             }
             None => return,
         };
-        if !shared.leader.is_leader() || pod.labels().contains_key(LABEL_DEBUG) {
+        if !shared.leader.is_leader()
+            || pod.labels().contains_key(LABEL_DEBUG)
+            || final_reason(Some(&pod)).is_some()
+        {
             continue;
         }
-        let (Some(reason), Some(uid), Some(pool)) = (
-            capture_reason(&pod),
-            pod.uid(),
-            pod.labels().get(LABEL_POOL).cloned(),
-        ) else {
+        let (Some(uid), Some(pool)) = (pod.uid(), pod.labels().get(LABEL_POOL).cloned()) else {
             continue;
         };
-        let done = seen.entry(uid).or_default();
-        let finished = reason != "Terminating";
-        if done.contains(&reason) || (done.len() >= 2) || (!finished && !done.is_empty()) {
-            continue;
-        }
-        done.push(reason);
-        if seen.len() > 4096 {
-            // Old pods are gone; forget the record (bounded memory).
-            seen.clear();
-        }
-        let shared = shared.clone();
-        let pods = pods.clone();
-        let redactor = redactor.clone();
-        let locks = locks.clone();
-        let namespace = namespace.clone();
-        tokio::spawn(async move {
-            let new = capture(&pods, &pod, reason, &redactor).await;
-            if new.is_empty() {
-                return;
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        for c in statuses {
+            // Only once a container has started is there a log to follow.
+            if c.state.as_ref().is_none_or(|s| s.waiting.is_some()) && c.restart_count == 0 {
+                continue;
             }
-            let _one_writer = locks.lock().await;
-            if let Err(e) = store(&shared, &namespace, &pool, new).await {
-                tracing::warn!(pod = %pod.name_any(), error = %e, "cannot keep the pod's final log lines");
+            let key = format!("{uid}/{}", c.name);
+            {
+                let mut f = followed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if f.len() >= MAX_FOLLOWED || !f.insert(key.clone()) {
+                    continue;
+                }
             }
-        });
+            let follower = Follower {
+                shared: shared.clone(),
+                pods: pods.clone(),
+                namespace: namespace.clone(),
+                pool: pool.clone(),
+                pod: pod.name_any(),
+                uid: uid.clone(),
+                container: c.name.clone(),
+                redactor: redactor.clone(),
+                writer: writer.clone(),
+            };
+            let followed = followed.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = follower.run() => {}
+                }
+                followed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&key);
+            });
+        }
     }
 }
 
-async fn capture(
-    pods: &Api<Pod>,
-    pod: &Pod,
-    reason: &'static str,
-    redactor: &Redactor,
-) -> Vec<(TailEntry, String)> {
-    let name = pod.name_any();
-    let containers: Vec<String> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
-        .collect();
-    let now = Timestamp::now().to_string();
-    let mut out = Vec::new();
-    for container in containers {
-        let lp = LogParams {
-            container: Some(container.clone()),
-            tail_lines: Some(400),
-            ..LogParams::default()
-        };
-        let log = match tokio::time::timeout(Duration::from_secs(10), pods.logs(&name, &lp)).await {
-            Ok(Ok(l)) => l,
-            Ok(Err(e)) => {
-                tracing::debug!(pod = %name, %container, error = %e, "no log to keep");
-                continue;
+/// Follows one container's log.
+struct Follower {
+    shared: Arc<Shared>,
+    pods: Api<Pod>,
+    namespace: String,
+    pool: String,
+    pod: String,
+    uid: String,
+    container: String,
+    redactor: Arc<Redactor>,
+    writer: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Follower {
+    async fn run(self) {
+        let mut ring: Vec<u8> = Vec::new();
+        let mut since: Option<i64> = None;
+        loop {
+            let lp = LogParams {
+                container: Some(self.container.clone()),
+                follow: true,
+                tail_lines: if since.is_none() { Some(400) } else { None },
+                since_seconds: since,
+                ..LogParams::default()
+            };
+            if let Ok(stream) = self.pods.log_stream(&self.pod, &lp).await {
+                let mut stream = std::pin::pin!(stream);
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    match futures::AsyncReadExt::read(&mut stream, &mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            ring.extend_from_slice(&buf[..n]);
+                            if ring.len() > 2 * TAIL_BYTES {
+                                ring.drain(..ring.len() - TAIL_BYTES);
+                            }
+                        }
+                    }
+                }
             }
-            Err(_) => continue,
-        };
-        let mut counts = RedactionCounts::new();
-        let text = redactor.redact_str(tail_of(&log, TAIL_BYTES), &mut counts);
-        out.push((
-            TailEntry {
-                pod: name.clone(),
-                key: data_key(&name, &container),
-                container,
-                captured_at: now.clone(),
-                reason: reason.to_owned(),
-            },
-            text,
-        ));
+            // The stream ended: the pod went, or its container restarted,
+            // or the connection broke.
+            let now = self.pods.get_opt(&self.pod).await;
+            let reason = match &now {
+                Ok(p)
+                    if p.as_ref()
+                        .is_some_and(|p| p.uid().as_deref() != Some(&self.uid)) =>
+                {
+                    Some("Deleted")
+                }
+                Ok(p) => final_reason(p.as_ref()),
+                Err(_) => None,
+            };
+            if let Some(reason) = reason {
+                self.keep(&ring, reason).await;
+                return;
+            }
+            since = Some(2);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
-    out
+
+    async fn keep(&self, ring: &[u8], reason: &'static str) {
+        if ring.is_empty() || !self.shared.leader.is_leader() {
+            return;
+        }
+        let text = String::from_utf8_lossy(ring);
+        let mut counts = RedactionCounts::new();
+        let text = self
+            .redactor
+            .redact_str(tail_of(&text, TAIL_BYTES), &mut counts);
+        let entry = TailEntry {
+            pod: self.pod.clone(),
+            container: self.container.clone(),
+            key: data_key(&self.pod, &self.container),
+            captured_at: Timestamp::now().to_string(),
+            reason: reason.to_owned(),
+        };
+        let _one_writer = self.writer.lock().await;
+        if let Err(e) = store(
+            &self.shared,
+            &self.namespace,
+            &self.pool,
+            vec![(entry, text)],
+        )
+        .await
+        {
+            tracing::warn!(pod = %self.pod, container = %self.container, error = %e, "cannot keep the final log lines");
+        } else {
+            tracing::debug!(pod = %self.pod, container = %self.container, reason, "kept the final log lines");
+        }
+    }
 }
 
 async fn store(
