@@ -737,6 +737,28 @@ async fn a_debug_copy_waits_in_a_shell_is_listed_and_is_deleted_when_expired() {
         pods.get_opt("agent-x").await.expect("get").is_some(),
         "the target stays"
     );
+    // Ephemeral mode: a container added to the running pod, aimed at the
+    // agent container.
+    let eph = debug::create(
+        &client,
+        &DebugOptions {
+            mode: DebugMode::Ephemeral,
+            ..opts.clone()
+        },
+    )
+    .await
+    .expect("ephemeral container added");
+    assert_eq!(eph.name, "agent-x");
+    let with = pods.get("agent-x").await.expect("target");
+    let added = with
+        .spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.clone())
+        .unwrap_or_default();
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert_eq!(added[0].name, eph.container);
+    assert_eq!(added[0].target_container_name.as_deref(), Some("agent"));
+    assert_eq!(added[0].image.as_deref(), Some("busybox:1.36"));
     // --cleanup removes the rest now.
     let deleted = debug::cleanup(&client, NS, None, None)
         .await
