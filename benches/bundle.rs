@@ -66,22 +66,32 @@ fn redaction() {
         input.extend_from_slice(line.as_bytes());
         i += 1;
     }
-    let redactor = Redactor::new(&[b"pool-token-0123456789".to_vec()]);
-    for _ in 0..3 {
+    // Sparse: realistic logs. Dense: a secret on every line (a pathological
+    // agent that prints its token with each request).
+    let dense: Vec<u8> = b"2026-11-24T08:00:00Z INFO request done status=200 token=abc123secret\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(input.len() / 4)
+        .collect();
+    let literals: Vec<Vec<u8>> = (0..50)
+        .map(|i| format!("secret-value-{i:04}-xyz").into_bytes())
+        .collect();
+    let redactor = Redactor::new(&literals);
+    for (what, data) in [("sparse", &input), ("sparse", &input), ("dense", &dense)] {
         let started = Instant::now();
         let mut s = RedactStream::new(&redactor, std::io::sink());
-        for piece in input.chunks(64 * 1024) {
+        for piece in data.chunks(64 * 1024) {
             s.write_all(piece).expect("sink");
         }
         let (_, counts) = s.finish().expect("sink");
         let secs = started.elapsed().as_secs_f64();
         println!(
-            "redaction: {:.0} MB in {:.3} s on one core = {:.0} MB/s; {} matches {:?}",
-            input.len() as f64 / 1e6,
+            "redaction ({what}, 50 known secrets): {:.0} MB in {:.3} s on one core = {:.0} MB/s; {} matches",
+            data.len() as f64 / 1e6,
             secs,
-            input.len() as f64 / 1e6 / secs,
+            data.len() as f64 / 1e6 / secs,
             counts.values().sum::<u64>(),
-            counts
         );
     }
 }
@@ -104,7 +114,13 @@ fn compare() {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sandbox.kubeconfig(NS)).expect("kubeconfig");
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let line = "2026-11-24T08:00:00Z INFO agentdeck::agent: task step finished task=apply-7 step=plan duration_ms=1234 token=abc123secret";
+    // Agent-like output: the lines of the redaction benchmark, one in 16
+    // with a secret.
+    let block: String = LINES
+        .iter()
+        .map(|l| l.replace('\'', ""))
+        .collect::<String>();
+    let line = block.trim_end();
     rt.block_on(async {
         for i in 0..pods {
             let script = format!(

@@ -19,9 +19,11 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use aho_corasick::{AhoCorasick, MatchKind};
 use regex::bytes::Regex;
 
+/// Secrets whose hash a stream remembers.
+const HASH_CACHE: usize = 4096;
 /// Bytes gathered before a chunk is processed.
 const CHUNK: usize = 256 * 1024;
 /// A line longer than this without a newline is cut into segments.
@@ -87,12 +89,17 @@ const HARMLESS_SUFFIXES: &[&str] = &[
 
 /// Whether a variable/key name says its value is a secret.
 pub fn sensitive_name(name: &[u8]) -> bool {
-    let lower: Vec<u8> = name
-        .iter()
-        .filter(|b| !matches!(b, b'"' | b'\''))
-        .map(u8::to_ascii_lowercase)
-        .collect();
-    let Ok(lower) = std::str::from_utf8(&lower) else {
+    // On the stack: this runs once per candidate match.
+    let mut buf = [0u8; 128];
+    let mut n = 0;
+    for b in name.iter().filter(|b| !matches!(b, b'"' | b'\'' | b'\\')) {
+        if n == buf.len() {
+            break;
+        }
+        buf[n] = b.to_ascii_lowercase();
+        n += 1;
+    }
+    let Ok(lower) = std::str::from_utf8(&buf[..n]) else {
         return false;
     };
     if matches!(lower, "pwd" | "oldpwd") || lower.contains("authorization") {
@@ -172,7 +179,7 @@ fn rules() -> Vec<Rule> {
                 "sharedaccesskey",
             ],
             regex: re(
-                r#"(?-u)(?i)(?:^|[;"'])[ \t]*(?:password|pwd|user id|uid|accountkey|sharedaccesskey)[ \t]*=[ \t]*([^;"'\s/][^;"'\s]*)"#,
+                r#"(?-u)(?i)(?m)(?:^|[;"'])[ \t]*(?:password|pwd|user id|uid|accountkey|sharedaccesskey)[ \t]*=[ \t]*([^;"'\s/][^;"'\s]*)"#,
             ),
             group: 1,
             name_group: None,
@@ -323,9 +330,16 @@ pub const MIN_LITERAL: usize = 6;
 /// The compiled rules, shared by every stream of one bundle.
 pub struct Redactor {
     rules: Vec<Rule>,
-    matcher: AhoCorasick,
-    /// Pattern id → rule index, or `None` for a literal secret.
-    pattern_rule: Vec<Option<usize>>,
+    /// Every rule's keywords, lower-case, longest first, searched
+    /// leftmost-first in a lower-cased copy of the input (case-sensitive
+    /// automata keep their SIMD prefilter; case-insensitive ones lose it and
+    /// run four times slower).
+    keywords: AhoCorasick,
+    /// Keyword id → the rules it selects: its own and those of every
+    /// keyword it contains (a leftmost-first match hides the shorter ones).
+    keyword_rules: Vec<u64>,
+    /// The literal secrets, lower-case, longest first.
+    literals: Option<AhoCorasick>,
     pem: usize,
     key: ring::hmac::Key,
 }
@@ -334,7 +348,11 @@ impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redactor")
             .field("rules", &self.rules.len())
-            .field("patterns", &self.pattern_rule.len())
+            .field("keywords", &self.keyword_rules.len())
+            .field(
+                "literals",
+                &self.literals.as_ref().map_or(0, AhoCorasick::patterns_len),
+            )
             .finish()
     }
 }
@@ -364,43 +382,48 @@ impl Redactor {
 
     fn with_key(literals: &[Vec<u8>], key: ring::hmac::Key) -> Redactor {
         let rules = rules();
-        let mut patterns: Vec<Vec<u8>> = Vec::new();
-        let mut pattern_rule = Vec::new();
-        for (i, r) in rules.iter().enumerate() {
-            for k in r.keywords {
-                patterns.push(k.as_bytes().to_vec());
-                pattern_rule.push(Some(i));
-            }
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for l in literals {
-            if l.len() >= MIN_LITERAL && seen.insert(l.clone()) {
-                patterns.push(l.clone());
-                pattern_rule.push(None);
-            }
-        }
-        let matcher = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&patterns)
-            .or_else(|_| {
-                // Many literals can make the DFA too big; the NFA is slower
-                // but takes any number.
-                AhoCorasick::builder()
-                    .ascii_case_insensitive(true)
-                    .match_kind(MatchKind::Standard)
-                    .build(&patterns)
+        let mut words: Vec<&'static str> = rules
+            .iter()
+            .flat_map(|r| r.keywords.iter().copied())
+            .collect();
+        words.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        words.dedup();
+        let keyword_rules: Vec<u64> = words
+            .iter()
+            .map(|w| {
+                rules
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.keywords.iter().any(|k| w.contains(k)))
+                    .fold(0u64, |m, (i, _)| m | (1u64 << i))
             })
+            .collect();
+        let keywords = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&words)
             .expect("keyword automaton builds");
+        let mut lits: Vec<Vec<u8>> = literals
+            .iter()
+            .filter(|l| l.len() >= MIN_LITERAL)
+            .map(|l| l.to_ascii_lowercase())
+            .collect();
+        lits.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        lits.dedup();
+        let literals = (!lits.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(&lits)
+                .expect("literal automaton builds")
+        });
         let pem = rules
             .iter()
             .position(|r| r.name == PEM_RULE)
             .expect("the PEM rule exists");
         Redactor {
             rules,
-            matcher,
-            pattern_rule,
+            keywords,
+            keyword_rules,
+            literals,
             pem,
             key,
         }
@@ -416,12 +439,23 @@ impl Redactor {
 
     /// The placeholder for `secret` found by `rule`.
     pub fn placeholder(&self, rule: &str, secret: &[u8]) -> String {
-        let tag = ring::hmac::sign(&self.key, secret);
-        let h = tag.as_ref();
+        let hash = self.hash(secret);
         format!(
-            "***REDACTED:{rule}:{:02x}{:02x}{:02x}{:02x}{:02x}***",
-            h[0], h[1], h[2], h[3], h[4]
+            "***REDACTED:{rule}:{}***",
+            std::str::from_utf8(&hash).unwrap_or_default()
         )
+    }
+
+    /// The keyed hash of a secret, as 10 hex digits.
+    fn hash(&self, secret: &[u8]) -> [u8; 10] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let tag = ring::hmac::sign(&self.key, secret);
+        let mut out = [0u8; 10];
+        for (i, b) in tag.as_ref()[..5].iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
+        out
     }
 
     /// Redacts a whole buffer (small inputs, object fields).
@@ -449,31 +483,50 @@ impl Redactor {
     /// chunk's last line in this read (end of input, or a cut segment).
     /// Returns the matches and how many bytes of `chunk` may be written (less
     /// than its length when a PEM key began whose END has not arrived yet).
-    fn scan(&self, chunk: &[u8], complete: bool, found: &mut Vec<Found>) -> usize {
+    fn scan(
+        &self,
+        chunk: &[u8],
+        lower: &mut Vec<u8>,
+        complete: bool,
+        found: &mut Vec<Found>,
+    ) -> usize {
         found.clear();
-        let mut masks: Vec<(usize, usize, u64)> = Vec::new();
-        for m in self.matcher.find_overlapping_iter(chunk) {
-            match self.pattern_rule[m.pattern().as_usize()] {
-                None => found.push(Found {
+        lower.clear();
+        lower.extend_from_slice(chunk);
+        lower.make_ascii_lowercase();
+        if let Some(lits) = &self.literals {
+            for m in lits.find_iter(lower.as_slice()) {
+                found.push(Found {
                     start: m.start(),
                     end: m.end(),
                     rule: KNOWN_SECRET,
-                }),
-                Some(rule) => {
-                    let bit = 1u64 << rule;
-                    if let Some(last) = masks.last_mut()
-                        && m.start() >= last.0
-                        && m.end() <= last.1
-                    {
-                        last.2 |= bit;
-                        continue;
-                    }
-                    let start = memchr::memrchr(b'\n', &chunk[..m.start()]).map_or(0, |p| p + 1);
-                    let end = memchr::memchr(b'\n', &chunk[m.start()..])
-                        .map_or(chunk.len(), |p| m.start() + p);
-                    masks.push((start, end, bit));
-                }
+                });
             }
+        }
+        let mut masks: Vec<(usize, usize, u64)> = Vec::new();
+        for m in self.keywords.find_iter(lower.as_slice()) {
+            let bits = self.keyword_rules[m.pattern().as_usize()];
+            if let Some(last) = masks.last_mut()
+                && m.start() >= last.0
+                && m.end() <= last.1
+            {
+                last.2 |= bits;
+                continue;
+            }
+            let start = memchr::memrchr(b'\n', &chunk[..m.start()]).map_or(0, |p| p + 1);
+            let end =
+                memchr::memchr(b'\n', &chunk[m.start()..]).map_or(chunk.len(), |p| m.start() + p);
+            // Consecutive lines with keywords become one span: one regex
+            // run over many lines costs far less than one per line.
+            if let Some(last) = masks.last_mut()
+                && start == last.1 + 1
+                && end - last.0 <= 64 * 1024
+            {
+                last.1 = end;
+                last.2 |= bits;
+                continue;
+            }
+            masks.push((start, end, bits));
         }
         let mut limit = chunk.len();
         for &(start, end, mask) in &masks {
@@ -486,24 +539,36 @@ impl Redactor {
                     continue;
                 }
                 if i == self.pem {
-                    if let Some(held) = self.scan_pem(chunk, start, complete, found) {
+                    if let Some(held) = self.scan_pem(chunk, (start, end), complete, found) {
                         limit = limit.min(held);
                     }
                     continue;
                 }
-                for caps in rule.regex.captures_iter(line) {
-                    let Some(m) = caps.get(rule.group) else {
+                // One set of capture slots for every match (captures_iter
+                // allocates per match, which dominates on dense input).
+                let mut locs = rule.regex.capture_locations();
+                let mut at = 0;
+                while at <= line.len() {
+                    let Some(whole) = rule.regex.captures_read_at(&mut locs, line, at) else {
+                        break;
+                    };
+                    at = if whole.end() > whole.start() {
+                        whole.end()
+                    } else {
+                        whole.end() + 1
+                    };
+                    let Some((ms, me)) = locs.get(rule.group) else {
                         continue;
                     };
                     if let Some(g) = rule.name_group {
-                        let name = caps.get(g).map_or(&b""[..], |n| n.as_bytes());
+                        let name = locs.get(g).map_or(&b""[..], |(a, b)| &line[a..b]);
                         if !sensitive_name(name) {
                             continue;
                         }
                     }
-                    let (mut s, mut e) = (m.start(), m.end());
+                    let (mut s, mut e) = (ms, me);
                     // Keep the quotes around a value, hide what is inside.
-                    let v = m.as_bytes();
+                    let v = &line[ms..me];
                     if rule.name_group.is_some() {
                         let lead = (v.len() - trim_quotes(v).len()) / 2;
                         s += lead;
@@ -534,18 +599,18 @@ impl Redactor {
     fn scan_pem(
         &self,
         chunk: &[u8],
-        line_start: usize,
+        span: (usize, usize),
         complete: bool,
         found: &mut Vec<Found>,
     ) -> Option<usize> {
         let rule = &self.rules[self.pem];
-        let mut from = line_start;
+        let mut from = span.0;
         while let Some(b) = rule.regex.find_at(chunk, from) {
-            let body_start = b.end();
-            let line_end = memchr::memchr(b'\n', &chunk[from..]).map_or(chunk.len(), |p| from + p);
-            if b.start() > line_end {
+            if b.start() > span.1 {
                 return None;
             }
+            let body_start = b.end();
+            let line_start = memchr::memrchr(b'\n', &chunk[..b.start()]).map_or(0, |p| p + 1);
             let end_marker = memchr::memmem::find(&chunk[body_start..], b"-----END");
             match end_marker {
                 Some(p) if p <= PEM_MAX => {
@@ -556,12 +621,10 @@ impl Redactor {
                     });
                     from = body_start + p + 1;
                 }
-                _ if !complete && chunk.len() - line_start < PEM_MAX && line_start > 0 => {
-                    return Some(line_start);
-                }
+                // END may come with more input: write up to the BEGIN line
+                // (or, when the key starts the chunk, ask for more input).
                 _ if !complete && chunk.len() - line_start < PEM_MAX => {
-                    // The key starts this chunk: ask for more input.
-                    return Some(0);
+                    return Some(line_start);
                 }
                 _ => {
                     // No END within reach: hide up to PEM_MAX.
@@ -588,6 +651,8 @@ pub struct RedactStream<'r, W: Write> {
     out: W,
     pending: Vec<u8>,
     found: Vec<Found>,
+    lower: Vec<u8>,
+    hashes: std::collections::HashMap<Vec<u8>, [u8; 10]>,
     counts: RedactionCounts,
     bytes_in: u64,
 }
@@ -600,6 +665,8 @@ impl<'r, W: Write> RedactStream<'r, W> {
             out,
             pending: Vec::new(),
             found: Vec::new(),
+            lower: Vec::new(),
+            hashes: std::collections::HashMap::new(),
             counts: RedactionCounts::new(),
             bytes_in: 0,
         }
@@ -615,9 +682,11 @@ impl<'r, W: Write> RedactStream<'r, W> {
     fn process(&mut self, end: usize, complete: bool) -> io::Result<bool> {
         let mut found = std::mem::take(&mut self.found);
         let chunk = &self.pending[..end];
-        let mut limit = self.redactor.scan(chunk, complete, &mut found);
+        let mut limit = self
+            .redactor
+            .scan(chunk, &mut self.lower, complete, &mut found);
         if limit == 0 && end > 0 && (complete || end >= PEM_MAX) {
-            limit = self.redactor.scan(chunk, true, &mut found);
+            limit = self.redactor.scan(chunk, &mut self.lower, true, &mut found);
         }
         found.retain(|f| f.start < limit);
         found.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
@@ -630,8 +699,24 @@ impl<'r, W: Write> RedactStream<'r, W> {
                 continue;
             }
             self.out.write_all(&chunk[at..start])?;
-            let ph = self.redactor.placeholder(f.rule, &chunk[start..f_end]);
-            self.out.write_all(ph.as_bytes())?;
+            let secret = &chunk[start..f_end];
+            // A log repeats its secrets: hash each once per stream.
+            let hash = match self.hashes.get(secret) {
+                Some(h) => *h,
+                None => {
+                    let h = self.redactor.hash(secret);
+                    if self.hashes.len() >= HASH_CACHE {
+                        self.hashes.clear();
+                    }
+                    self.hashes.insert(secret.to_vec(), h);
+                    h
+                }
+            };
+            self.out.write_all(b"***REDACTED:")?;
+            self.out.write_all(f.rule.as_bytes())?;
+            self.out.write_all(b":")?;
+            self.out.write_all(&hash)?;
+            self.out.write_all(b"***")?;
             *self.counts.entry(f.rule).or_default() += 1;
             at = f_end;
         }
