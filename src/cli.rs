@@ -2,8 +2,9 @@
 //! plus one-shot commands.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::telemetry::LogFormat;
 
@@ -70,12 +71,18 @@ pub enum Command {
     Bundle(BundleArgs),
     /// Launch a debug pod: a copy of an agent pod, cleaned up after a TTL.
     Debug(DebugArgs),
-    /// Set a pool's replica bounds (or pin its replicas).
+    /// Set a pool's replica bounds, or hold its replicas for a while (previewed, confirmed, audited).
     Scale(ScaleArgs),
-    /// Drain a pool: no new work, scale to zero once agents are idle (--undo to resume).
+    /// Drain a pool or one agent: finish the current task, claim nothing new (--undo to resume).
     Drain(DrainArgs),
-    /// Switch a pool's agents' debug logs on or off, live, without a restart.
+    /// Switch debug logs of a pool's agents (or one agent) on or off, live, without a restart.
     DebugLogs(DebugLogsArgs),
+    /// Cancel or retry AgentTasks by name or label selector.
+    Task(TaskArgs),
+    /// Each pool's health verdict (OK, Degraded, Stuck), replicas, queue and hold.
+    Status(StatusArgs),
+    /// The actions taken from this machine, from the local audit file.
+    Audit(AuditArgs),
     /// Print the AgentPool and AgentTask CustomResourceDefinitions as YAML.
     Crds,
     /// Print everything needed to install the daemon (and given pools) as YAML for `kubectl apply -f -`.
@@ -262,20 +269,67 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok(v)
 }
 
+/// A replica count: 0 or more (negative numbers reach this parser, so
+/// the message names the flag instead of clap mistaking `-1` for a flag).
+fn replica_count(text: &str) -> Result<i32, String> {
+    let n: i32 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    if n < 0 {
+        return Err(format!("{n} is negative; replica counts are 0 or more"));
+    }
+    if n > crate::ops::plan::MAX_REPLICAS {
+        return Err(format!(
+            "{n} is above the limit of {}",
+            crate::ops::plan::MAX_REPLICAS
+        ));
+    }
+    Ok(n)
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    crate::ops::duration::parse(text)
+}
+
+/// Preview and confirmation, shared by every action.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct ConfirmArgs {
+    /// Print the change (the API's server-side dry run) and its impact; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply without asking for confirmation (for scripts).
+    #[arg(long, short = 'y', conflicts_with = "dry_run")]
+    pub yes: bool,
+}
+
 /// `agentdeck scale`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("change").required(true).multiple(true).args(["min", "max", "replicas", "clear"])))]
 pub struct ScaleArgs {
     /// Pool to scale.
     pub pool: String,
     /// New minReplicas.
-    #[arg(long)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = replica_count)]
     pub min: Option<i32>,
     /// New maxReplicas.
-    #[arg(long)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = replica_count)]
     pub max: Option<i32>,
-    /// Pin the pool: min = max = N.
-    #[arg(long, conflicts_with_all = ["min", "max"])]
+    /// Hold the pool at N replicas: the autoscaler keeps N until the hold ends or is cleared.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = replica_count,
+          conflicts_with_all = ["min", "max"])]
     pub replicas: Option<i32>,
+    /// How long the hold lasts (90s, 30m, 2h, 1h30m); default: until --clear.
+    #[arg(long = "for", value_name = "DURATION", value_parser = duration,
+          conflicts_with_all = ["min", "max", "clear"])]
+    pub hold_for: Option<Duration>,
+    /// Remove the hold: the autoscaler decides again.
+    #[arg(long, conflicts_with_all = ["min", "max", "replicas"])]
+    pub clear: bool,
+    /// With --replicas outside the pool's bounds: widen the bounds to fit (said in the preview).
+    #[arg(long, conflicts_with_all = ["min", "max", "clear"])]
+    pub force: bool,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `agentdeck drain`.
@@ -283,9 +337,19 @@ pub struct ScaleArgs {
 pub struct DrainArgs {
     /// Pool to drain.
     pub pool: String,
-    /// Resume the pool instead.
+    /// Drain only this agent (pod) of the pool.
+    pub agent: Option<String>,
+    /// Resume instead: claim work again.
     #[arg(long)]
     pub undo: bool,
+    /// Show progress until every drained agent is idle.
+    #[arg(long, conflicts_with_all = ["undo", "dry_run"])]
+    pub wait: bool,
+    /// With --wait: give up after this long (exit 1).
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = duration)]
+    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
 }
 
 /// `on` / `off`.
@@ -302,9 +366,94 @@ pub enum Switch {
 pub struct DebugLogsArgs {
     /// Pool whose agents to switch.
     pub pool: String,
-    /// Debug logs on or off.
-    #[arg(value_enum)]
-    pub state: Switch,
+    /// `[AGENT] on|off`: one agent (pod) of the pool, or all of them.
+    #[arg(value_name = "[AGENT] on|off", num_args = 1..=2, required = true)]
+    pub rest: Vec<String>,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
+impl DebugLogsArgs {
+    /// The agent named, if any, and the switch; the error names what was typed.
+    pub fn target(&self) -> Result<(Option<String>, Switch), String> {
+        let (agent, state) = match self.rest.as_slice() {
+            [state] => (None, state),
+            [agent, state] => (Some(agent.clone()), state),
+            _ => return Err("give [AGENT] on|off".into()),
+        };
+        let switch = Switch::from_str(state, true)
+            .map_err(|_| format!("on|off: expected on or off, got {state:?}"))?;
+        Ok((agent, switch))
+    }
+}
+
+/// `agentdeck task`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    #[command(subcommand)]
+    pub command: TaskCommand,
+}
+
+/// What to do with the tasks.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Stop tasks: Running ones get SIGTERM, then SIGKILL; Pending ones never start.
+    Cancel(TaskSelectArgs),
+    /// Run Failed or Errored tasks again; their earlier runs stay in status.history.
+    Retry(TaskSelectArgs),
+}
+
+/// Tasks by name and/or label selector.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).multiple(true).args(["names", "selector"])))]
+pub struct TaskSelectArgs {
+    /// Task names.
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Label selector (e.g. `run=nightly`).
+    #[arg(long, short = 'l', value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
+/// Output of `status`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StatusOutput {
+    /// More columns: mode, bounds, health, switches.
+    Wide,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// `agentdeck status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this pool.
+    pub pool: Option<String>,
+    /// Output format (default: a table).
+    #[arg(long, short = 'o', value_enum)]
+    pub output: Option<StatusOutput>,
+}
+
+/// Output of `audit`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum AuditOutput {
+    /// One JSON record per line, as stored.
+    Json,
+}
+
+/// `agentdeck audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only actions within this long (90s, 30m, 2h, 1d).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub since: Option<Duration>,
+    /// Output format (default: a table).
+    #[arg(long, short = 'o', value_enum)]
+    pub output: Option<AuditOutput>,
 }
 
 /// `agentdeck manifests`.
@@ -412,6 +561,58 @@ mod tests {
             .is_ok()
         );
         assert!(Cli::try_parse_from(["agentdeck", "debug", "--list", "--attach"]).is_err());
+    }
+
+    #[test]
+    fn action_flags_that_cannot_go_together_are_refused_naming_them() {
+        let cases: [(&[&str], &str); 12] = [
+            (&["scale", "p"], "--min"),
+            (&["scale", "p", "--min", "-1"], "--min"),
+            (&["scale", "p", "--max=-3"], "-3 is negative"),
+            (&["scale", "p", "--replicas", "x"], "--replicas"),
+            (&["scale", "p", "--min", "1", "--for", "30m"], "--for"),
+            (
+                &["scale", "p", "--replicas", "2", "--for", "30x"],
+                "is not a duration",
+            ),
+            (&["scale", "p", "--replicas", "2", "--clear"], "--clear"),
+            (&["scale", "p", "--min", "1", "--force"], "--force"),
+            (&["drain", "p", "--wait", "--dry-run"], "--dry-run"),
+            (&["drain", "p", "--undo", "--wait"], "--wait"),
+            (&["task", "retry"], "NAME"),
+            (
+                &["scale", "p", "--min", "1", "--yes", "--dry-run"],
+                "--dry-run",
+            ),
+        ];
+        for (args, needle) in cases {
+            let mut argv = vec!["agentdeck"];
+            argv.extend_from_slice(args);
+            let err = Cli::try_parse_from(&argv).expect_err(&format!("{args:?} refused"));
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(err.to_string().contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn debug_logs_takes_an_optional_agent_before_on_or_off() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["agentdeck", "debug-logs"];
+            argv.extend_from_slice(args);
+            match Cli::try_parse_from(&argv).expect("parses").command {
+                Some(Command::DebugLogs(a)) => a.target(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(parse(&["p", "on"]), Ok((None, Switch::On)));
+        assert_eq!(
+            parse(&["p", "a-0", "off"]),
+            Ok((Some("a-0".into()), Switch::Off))
+        );
+        assert_eq!(
+            parse(&["p", "maybe"]),
+            Err("on|off: expected on or off, got \"maybe\"".into())
+        );
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub enum Error {
     /// A debug pod could not be made, listed or removed.
     #[error(transparent)]
     Debug(#[from] crate::ops::debug::DebugError),
+    /// An operator action was refused or failed.
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -65,6 +68,7 @@ impl Error {
             Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
             Error::Agent(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Ops(e) if e.is_user_error() => EXIT_USAGE,
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             Error::Bundle(e) if e.is_user_error() => EXIT_USAGE,
             Error::Debug(e) if e.is_user_error() => EXIT_USAGE,

@@ -5,6 +5,7 @@ use agentdeck::cli::{Cli, Command};
 use agentdeck::config::{AgentConfig, Config, ConfigSources};
 use agentdeck::error::{Error, Result};
 use agentdeck::install;
+use agentdeck::ops;
 use clap::{CommandFactory, Parser};
 
 fn main() -> ExitCode {
@@ -83,13 +84,90 @@ fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Bundle(args)) => bundle(&cli.global, args),
         Some(Command::Debug(args)) => debug(&cli.global, args),
-        Some(Command::Scale(_)) => not_built("scale", "scaling a pool through the controller"),
-        Some(Command::Drain(_)) => not_built("drain", "draining a pool through the controller"),
-        Some(Command::DebugLogs(_)) => not_built("debug-logs", "live debug-log toggling"),
+        Some(Command::Scale(args)) => {
+            let action = ops::cli::scale_action(&args);
+            act(&cli.global, &action, args.confirm)
+        }
+        Some(Command::Drain(args)) => {
+            let action = ops::cli::drain_action(&args);
+            with_cluster(&cli.global, async |conn| {
+                let mut out = std::io::stdout().lock();
+                ops::cli::run(
+                    &conn,
+                    cli.global.context.as_deref(),
+                    &action,
+                    args.confirm,
+                    &mut out,
+                    &mut std::io::stdin().lock(),
+                )
+                .await?;
+                // Also when it was drained already (nothing to change).
+                if args.wait {
+                    ops::cli::wait_drained(&conn, &args, &mut out).await?;
+                }
+                Ok(())
+            })
+        }
+        Some(Command::DebugLogs(args)) => {
+            let action = ops::cli::debug_logs_action(&args)?;
+            act(&cli.global, &action, args.confirm)
+        }
+        Some(Command::Task(args)) => {
+            let (action, confirm) = ops::cli::task_action(&args.command);
+            act(&cli.global, &action, confirm)
+        }
+        Some(Command::Status(args)) => with_cluster(&cli.global, async |conn| {
+            ops::cli::print_status(&conn, &args, &mut std::io::stdout().lock()).await?;
+            Ok(())
+        }),
+        Some(Command::Audit(args)) => {
+            ops::cli::print_audit(&args, &mut std::io::stdout().lock())?;
+            Ok(())
+        }
         None if cli.daemon => daemon(&cli),
         None if cli.demo => not_built("--demo", "the sandbox demo with live agents"),
         None => not_built("(console)", "the terminal console"),
     }
+}
+
+/// Connects (context and namespace from the flags) and runs `f` on a runtime.
+fn with_cluster(
+    global: &agentdeck::cli::GlobalArgs,
+    f: impl AsyncFnOnce(agentdeck::cluster::Connection) -> Result<()>,
+) -> Result<()> {
+    let _logs = agentdeck::telemetry::init(
+        global
+            .log_format
+            .unwrap_or(agentdeck::telemetry::LogFormat::Plain),
+        "warn",
+        None,
+    )?;
+    runtime()?.block_on(async {
+        let conn =
+            agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
+                .await?;
+        f(conn).await
+    })
+}
+
+/// One action: preview, confirm (unless `--yes`), apply, audit.
+fn act(
+    global: &agentdeck::cli::GlobalArgs,
+    action: &ops::Action,
+    confirm: agentdeck::cli::ConfirmArgs,
+) -> Result<()> {
+    with_cluster(global, async |conn| {
+        ops::cli::run(
+            &conn,
+            global.context.as_deref(),
+            action,
+            confirm,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stdin().lock(),
+        )
+        .await?;
+        Ok(())
+    })
 }
 
 /// `agentdeck --daemon`: the controller headless, with its health and

@@ -50,6 +50,9 @@ fn help_explains_every_mode_in_one_line() {
         "scale",
         "drain",
         "debug-logs",
+        "task",
+        "status",
+        "audit",
         "crds",
         "manifests",
         "completions",
@@ -77,7 +80,7 @@ fn version_prints_the_crate_version() {
 #[test]
 fn modes_not_built_yet_exit_2_with_a_clear_message() {
     {
-        let args = &["drain", "p"][..];
+        let args = &["--demo"][..];
         let o = agentdeck(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
@@ -385,8 +388,8 @@ fn sandbox_serves_kubectl_then_stops_cleanly_on_sigterm() {
             break s;
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "sandbox did not stop within 5 s of SIGTERM"
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "sandbox did not stop within 60 s of SIGTERM"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };

@@ -167,7 +167,7 @@ fn a_kube_watcher_sees_changes_and_recovers_from_dropped_watches_and_compaction(
         api.create(&PostParams::default(), &cm("w1"))
             .await
             .expect("created");
-        let first = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+        let first = tokio::time::timeout(Duration::from_secs(60), stream.try_next())
             .await
             .expect("in time");
         assert_eq!(first.expect("ok").expect("item").name_any(), "w1");
@@ -180,7 +180,7 @@ fn a_kube_watcher_sees_changes_and_recovers_from_dropped_watches_and_compaction(
         let mut seen = Vec::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while !seen.contains(&"w2".to_string()) && tokio::time::Instant::now() < deadline {
-            match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+            match tokio::time::timeout(Duration::from_secs(60), stream.next()).await {
                 Ok(Some(Ok(o))) => seen.push(o.name_any()),
                 Ok(Some(Err(_))) => continue,
                 _ => break,

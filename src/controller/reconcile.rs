@@ -23,10 +23,10 @@ use super::{ControllerError, Result, Shared, resync};
 use crate::crd::validate::{summary, validate_pool};
 use crate::crd::{
     AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, ExecutionMode, HealthCounts,
-    LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase, k8s_time,
+    HoldStatus, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase, k8s_time,
 };
 use crate::health::Freshness;
-use crate::plan::autoscale::{AutoscaleInput, ScaleDirection, decide};
+use crate::plan::autoscale::{AutoscaleInput, HoldInput, ScaleDirection, decide};
 use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
@@ -570,6 +570,11 @@ async fn deployment_mode(
         ),
         frozen: frozen.as_ref().map(|f| f.reason.clone()),
         draining: pool.spec.drain,
+        hold: pool.spec.hold.as_ref().map(|h| HoldInput {
+            replicas: clamp_u32(h.replicas),
+            until: h.until.as_ref().map(|t| t.0),
+            set_by: h.set_by.clone(),
+        }),
         last_scale_time: last_scale,
         now,
     };
@@ -642,6 +647,16 @@ async fn deployment_mode(
         }
         notes.join("; ")
     };
+    let hold = HoldStatus::of(pool.spec.hold.as_ref(), now);
+    if let (Some(ended), None) = (&old.hold, &hold) {
+        ctx.event(
+            EventType::Normal,
+            "HoldEnded",
+            "Scale",
+            format!("the replica hold ({}) ended", ended.summary),
+        )
+        .await;
+    }
     let ready_ok = ready >= desired;
     let status = AgentPoolStatus {
         replicas: to_i32(agents.live),
@@ -652,6 +667,7 @@ async fn deployment_mode(
         frozen: frozen.is_some(),
         frozen_reason: frozen_reason.clone(),
         draining: pool.spec.drain,
+        hold,
         health,
         last_scale_time,
         scale_reason: Some(decision.reason.clone()),
@@ -700,7 +716,12 @@ async fn deployment_mode(
     write_pool_status(pool, shared, &old, status).await?;
 
     let mut next = shared.config.resync_interval().max(Duration::from_secs(1));
-    if let Some(left) = decision.cooldown_left {
+    if let Some(left) = decision
+        .cooldown_left
+        .into_iter()
+        .chain(decision.hold_left)
+        .min()
+    {
         next = next.min(left + Duration::from_millis(50));
     }
     if decision.direction != ScaleDirection::Hold || ctx.retry_soon {
@@ -1130,6 +1151,7 @@ async fn job_mode(
         frozen: false,
         frozen_reason: None,
         draining: pool.spec.drain,
+        hold: None,
         health,
         last_scale_time: old.last_scale_time.clone(),
         scale_reason: Some(format!(

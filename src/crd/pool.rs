@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
     ),
     printcolumn(name = "Min", type_ = "integer", json_path = ".spec.minReplicas"),
     printcolumn(name = "Max", type_ = "integer", json_path = ".spec.maxReplicas"),
+    printcolumn(name = "Hold", type_ = "string", json_path = ".status.hold.summary"),
     printcolumn(
         name = "Pending",
         type_ = "integer",
@@ -106,6 +107,10 @@ pub struct AgentPoolSpec {
     /// Stop handing out new work and scale to zero once the agents are idle.
     #[serde(default)]
     pub drain: bool,
+    /// An operator's pin on the replica count (`agentdeck scale --replicas`),
+    /// respected by the autoscaler until `until` passes or it is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<ReplicaHold>,
     /// Port the agents serve `/healthz` and `/metrics` on.
     #[serde(default = "default_health_port")]
     #[schemars(range(min = 1, max = 65535))]
@@ -359,6 +364,80 @@ impl Default for TaskDefaults {
     }
 }
 
+/// An operator's pin on a pool's replica count.
+///
+/// Kept in the spec, not in an annotation: it is the operator's intent (like
+/// `drain`), so it is schema-validated, shows in `kubectl get -o yaml` and
+/// `kubectl explain`, bumps the generation, and any controller that leads
+/// (or takes over later) carries it out. The status says whether it is in
+/// force.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaHold {
+    /// Replicas to keep, whatever the pending work (busy agents are never removed).
+    #[schemars(range(min = 0, max = 10000))]
+    pub replicas: i32,
+    /// When the hold ends; absent means until it is cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
+    /// Who set it (the kube user of the context).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub set_by: String,
+    /// When it was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_at: Option<Time>,
+}
+
+impl ReplicaHold {
+    /// In force at `now`: no end, or an end still ahead.
+    pub fn active_at(&self, now: jiff::Timestamp) -> bool {
+        self.until.as_ref().is_none_or(|u| u.0 > now)
+    }
+
+    /// `3 by alice until 2026-11-24T10:30:00Z` (or `… until cleared`).
+    pub fn summary(&self) -> String {
+        let by = if self.set_by.is_empty() {
+            String::new()
+        } else {
+            format!(" by {}", self.set_by)
+        };
+        match &self.until {
+            Some(u) => format!("{}{by} until {}", self.replicas, u.0),
+            None => format!("{}{by} until cleared", self.replicas),
+        }
+    }
+}
+
+/// The hold in force, as the controller reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldStatus {
+    /// Replicas held.
+    pub replicas: i32,
+    /// When it ends; absent means until cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
+    /// Who set it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub set_by: String,
+    /// One line for `kubectl get ap` and the console.
+    #[serde(default)]
+    pub summary: String,
+}
+
+impl HoldStatus {
+    /// The status of `hold` when it is in force at `now`.
+    pub fn of(hold: Option<&ReplicaHold>, now: jiff::Timestamp) -> Option<HoldStatus> {
+        let hold = hold.filter(|h| h.active_at(now))?;
+        Some(HoldStatus {
+            replicas: hold.replicas,
+            until: hold.until.clone(),
+            set_by: hold.set_by.clone(),
+            summary: hold.summary(),
+        })
+    }
+}
+
 /// What the controller last saw of a pool.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -387,6 +466,11 @@ pub struct AgentPoolStatus {
     /// Draining: no new work is handed out.
     #[serde(default)]
     pub draining: bool,
+    /// The operator's replica hold in force, if any (an expired one is absent).
+    /// Written as `null` when there is none, so the controller's merge patch
+    /// of the status removes an ended hold.
+    #[serde(default)]
+    pub hold: Option<HoldStatus>,
     /// Agents by health freshness.
     #[serde(default)]
     pub health: HealthCounts,

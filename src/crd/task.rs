@@ -151,6 +151,38 @@ pub struct AgentTaskStatus {
     /// Invalid, Claimed, Requeued …
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Earlier runs that ended before an operator retried the task, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<AttemptRecord>,
+}
+
+/// How one run of a task ended, kept when the task is retried.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRecord {
+    /// Attempts counted when this run ended.
+    #[serde(default)]
+    pub attempts: i32,
+    /// Final phase of that run.
+    pub phase: TaskPhase,
+    /// Agent (pod) that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Exit code of its process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// Who asked for the retry that closed this record.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub retried_by: String,
 }
 
 impl AgentTask {
@@ -222,6 +254,39 @@ impl AgentTaskStatus {
     }
 }
 
+impl AgentTaskStatus {
+    /// The status of a finished task an operator runs again: Pending, with
+    /// the ended run appended to `history` and `attempts` kept (the next
+    /// claim counts one more), so nothing of what happened is lost.
+    pub fn retried(&self, by: &str, now: jiff::Timestamp) -> AgentTaskStatus {
+        let mut history = self.history.clone();
+        history.push(AttemptRecord {
+            attempts: self.attempts,
+            phase: self.phase,
+            agent: self.agent.clone(),
+            exit_code: self.exit_code,
+            message: self.message.clone(),
+            started_at: self.started_at.clone().or(self.claimed_at.clone()),
+            finished_at: self.finished_at.clone(),
+            retried_by: by.to_owned(),
+        });
+        AgentTaskStatus {
+            phase: TaskPhase::Pending,
+            agent: None,
+            attempts: self.attempts,
+            job: None,
+            claimed_at: None,
+            started_at: None,
+            finished_at: None,
+            last_heartbeat: None,
+            exit_code: None,
+            message: Some(format!("retried by {by} at {now}")),
+            conditions: Vec::new(),
+            history,
+        }
+    }
+}
+
 #[cfg(test)]
 mod transition_tests {
     use super::*;
@@ -265,6 +330,42 @@ mod transition_tests {
                 .as_deref()
                 .unwrap_or("")
                 .contains("gave up after 3 of 3")
+        );
+    }
+
+    #[test]
+    fn a_retried_task_is_pending_again_with_its_earlier_run_in_history() {
+        let failed = AgentTaskStatus {
+            phase: TaskPhase::Failed,
+            exit_code: Some(2),
+            finished_at: Some(Time(now())),
+            message: Some("exit 2".into()),
+            ..AgentTaskStatus::default().claimed("agent-0", now())
+        };
+        let again = failed.retried("alice", now());
+        assert_eq!(again.phase, TaskPhase::Pending);
+        assert_eq!(again.attempts, 1, "attempts kept");
+        assert_eq!((again.agent.clone(), again.exit_code), (None, None));
+        assert_eq!(again.history.len(), 1);
+        let h = &again.history[0];
+        assert_eq!(
+            (
+                h.phase,
+                h.exit_code,
+                h.agent.as_deref(),
+                h.retried_by.as_str()
+            ),
+            (TaskPhase::Failed, Some(2), Some("agent-0"), "alice")
+        );
+        let twice = AgentTaskStatus {
+            phase: TaskPhase::Errored,
+            ..again.claimed("agent-1", now())
+        }
+        .retried("bob", now());
+        assert_eq!(twice.attempts, 2);
+        assert_eq!(
+            twice.history.iter().map(|h| h.phase).collect::<Vec<_>>(),
+            [TaskPhase::Failed, TaskPhase::Errored]
         );
     }
 }

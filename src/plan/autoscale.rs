@@ -13,20 +13,25 @@
 //!    ignored, and a drain never adds agents (desired ≤ current). Drain wins
 //!    over a freeze window: an operator asked for it explicitly, while a
 //!    freeze is a standing schedule.
-//! 3. **Freeze** (`frozen`): hold the current count, whatever else is true;
+//! 3. **Hold** (`hold`, an operator's `agentdeck scale --replicas N`): until
+//!    it ends, desired = N clamped to `[min, max]`, without cooldown, but
+//!    never below the busy agents (they follow as they become idle). A hold
+//!    wins over a freeze window for the same reason drain does; drain wins
+//!    over a hold. A hold whose end has passed is ignored.
+//! 4. **Freeze** (`frozen`): hold the current count, whatever else is true;
 //!    the reason says what the autoscaler would otherwise do. This includes
-//!    the bound corrections of rule 4, which wait for the window to end.
-//! 4. **Out of bounds**: a count below `min` or above `max` is corrected at
+//!    the bound corrections of rule 5, which wait for the window to end.
+//! 5. **Out of bounds**: a count below `min` or above `max` is corrected at
 //!    once, without cooldown. Below `min` it goes to `min`, or further if
-//!    rule 5 would (without waiting); above `max` it goes to `max`, but not
+//!    rule 6 would (without waiting); above `max` it goes to `max`, but not
 //!    below the busy agents (those follow as they become idle).
-//! 5. **Scale up** when need > current: to need, or by at most `scale_up_step`
+//! 6. **Scale up** when need > current: to need, or by at most `scale_up_step`
 //!    when set; held while `cooldown_up` since `last_scale_time` has not
 //!    passed (the boundary itself is outside the cooldown).
-//! 6. **Scale down** when need < current: to max(need, busy), never removing
+//! 7. **Scale down** when need < current: to max(need, busy), never removing
 //!    a busy agent; held while `cooldown_down` since `last_scale_time` has not
 //!    passed. When the busy agents keep the count where it is, hold.
-//! 7. Otherwise **steady**.
+//! 8. Otherwise **steady**.
 //!
 //! Reasons are one human line with concrete numbers, shown in the console and
 //! in Kubernetes Events, e.g.
@@ -63,9 +68,21 @@ pub struct AutoscaleInput {
     /// Reason from the freeze planner when inside a freeze window.
     pub frozen: Option<String>,
     pub draining: bool,
+    /// An operator's replica hold, if one is set (expired or not).
+    pub hold: Option<HoldInput>,
     /// When the replica count last changed.
     pub last_scale_time: Option<Timestamp>,
     pub now: Timestamp,
+}
+
+/// An operator's replica hold as the autoscaler needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldInput {
+    pub replicas: u32,
+    /// End of the hold; `None` holds until cleared.
+    pub until: Option<Timestamp>,
+    /// Who set it, for the reason line.
+    pub set_by: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +105,9 @@ pub struct ScaleDecision {
     /// Set when holding only because of a cooldown: how long until it ends,
     /// so the caller can decide again then instead of polling.
     pub cooldown_left: Option<Duration>,
+    /// Set while a hold with an end is in force: how long until it ends,
+    /// so the caller decides again right then.
+    pub hold_left: Option<Duration>,
 }
 
 /// Decides the replica count for one pool (rules in the module doc).
@@ -95,6 +115,11 @@ pub fn decide(input: &AutoscaleInput) -> ScaleDecision {
     let need = Need::of(input);
     if input.draining {
         return drain(input, &need);
+    }
+    if let Some(hold) = &input.hold
+        && let Some(left) = hold_left(hold, input.now)
+    {
+        return held(input, &need, hold, left);
     }
     let plan = plan(input, &need);
     match &input.frozen {
@@ -111,6 +136,7 @@ pub fn decide(input: &AutoscaleInput) -> ScaleDecision {
                 need: need.clamped,
                 reason: format!("frozen: {freeze}; {otherwise}"),
                 cooldown_left: None,
+                hold_left: None,
             }
         }
         None => plan,
@@ -163,6 +189,71 @@ impl Need {
     }
 }
 
+/// Time a hold still has: `Some(None)` when it has no end, `None` once
+/// its end has passed (at exactly `until` it has).
+fn hold_left(hold: &HoldInput, now: Timestamp) -> Option<Option<Duration>> {
+    match hold.until {
+        None => Some(None),
+        Some(until) if until > now => Some(Some(
+            Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO),
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Rule 3.
+fn held(
+    input: &AutoscaleInput,
+    need: &Need,
+    hold: &HoldInput,
+    left: Option<Duration>,
+) -> ScaleDecision {
+    let current = input.current_replicas;
+    let busy = input.busy_agents;
+    let target = hold.replicas.clamp(need.min, need.max);
+    let desired = target.max(busy.min(current));
+    let by = if hold.set_by.is_empty() {
+        String::new()
+    } else {
+        format!(" by {}", hold.set_by)
+    };
+    let until = match hold.until {
+        Some(u) => format!(" until {u}"),
+        None => " until cleared".to_string(),
+    };
+    let mut notes = Vec::new();
+    if target != hold.replicas {
+        notes.push(format!(
+            "{} is outside min {} / max {}, holding {target}",
+            hold.replicas, need.min, need.max
+        ));
+    }
+    if desired > target {
+        notes.push(format!("keeping {}", busy_agents(u64::from(busy))));
+    }
+    if input.frozen.is_some() {
+        notes.push("freeze window ignored while held".to_string());
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", notes.join("; "))
+    };
+    let change = if desired == current {
+        format!("hold at {current}")
+    } else {
+        format!("scale {current}→{desired}")
+    };
+    ScaleDecision {
+        desired,
+        direction: direction(current, desired),
+        need: need.clamped,
+        reason: format!("held: {change}, {} held{by}{until}{notes}", hold.replicas),
+        cooldown_left: None,
+        hold_left: left,
+    }
+}
+
 /// Rule 2.
 fn drain(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     let current = input.current_replicas;
@@ -192,10 +283,11 @@ fn drain(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         need: need.clamped,
         reason,
         cooldown_left: None,
+        hold_left: None,
     }
 }
 
-/// Rules 4 to 7, as if no freeze applied.
+/// Rules 5 to 8, as if no freeze applied.
 fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     let current = input.current_replicas;
     let busy = input.busy_agents;
@@ -214,6 +306,7 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         need: need.clamped,
         reason,
         cooldown_left,
+        hold_left: None,
     };
     let work = need.describe();
 
@@ -386,6 +479,7 @@ mod tests {
             cooldown_down: Duration::from_secs(300),
             frozen: None,
             draining: false,
+            hold: None,
             last_scale_time: None,
             now: t0(),
         }
@@ -1174,5 +1268,137 @@ mod tests {
         });
         assert_eq!(decision.cooldown_left, None);
         assert_eq!(decision.reason, "frozen: f; would hold at 2");
+    }
+
+    fn hold(replicas: u32, until: Option<i64>) -> Option<HoldInput> {
+        Some(HoldInput {
+            replicas,
+            until: until.map(secs),
+            set_by: "alice".to_string(),
+        })
+    }
+
+    #[test]
+    fn an_operator_hold_pins_the_replicas_until_it_ends() {
+        check(vec![
+            Case {
+                name: "a hold scales up at once, ignoring the cooldown and the work",
+                input: AutoscaleInput {
+                    hold: hold(5, Some(1800)),
+                    last_scale_time: Some(t0()),
+                    ..base()
+                },
+                desired: 5,
+                direction: Up,
+                need: 0,
+                reason: "held: scale 1→5, 5 held by alice until 2025-01-10T12:30:00Z",
+            },
+            Case {
+                name: "a hold keeps the count down although work is pending",
+                input: AutoscaleInput {
+                    hold: hold(2, None),
+                    pending_tasks: 20,
+                    current_replicas: 2,
+                    ..base()
+                },
+                desired: 2,
+                direction: Hold,
+                need: 10,
+                reason: "held: hold at 2, 2 held by alice until cleared",
+            },
+            Case {
+                name: "a hold below the busy agents keeps them",
+                input: AutoscaleInput {
+                    hold: hold(1, None),
+                    running_tasks: 3,
+                    busy_agents: 3,
+                    current_replicas: 4,
+                    ..base()
+                },
+                desired: 3,
+                direction: Down,
+                need: 3,
+                reason: "held: scale 4→3, 1 held by alice until cleared; keeping 3 busy agents",
+            },
+            Case {
+                name: "a hold outside bounds changed since is clamped and says so",
+                input: AutoscaleInput {
+                    hold: hold(8, None),
+                    max_replicas: 4,
+                    current_replicas: 2,
+                    ..base()
+                },
+                desired: 4,
+                direction: Up,
+                need: 0,
+                reason: "held: scale 2→4, 8 held by alice until cleared; 8 is outside min 0 / max 4, holding 4",
+            },
+            Case {
+                name: "a hold wins over a freeze window",
+                input: AutoscaleInput {
+                    hold: hold(3, None),
+                    frozen: Some("release".to_string()),
+                    ..base()
+                },
+                desired: 3,
+                direction: Up,
+                need: 0,
+                reason: "held: scale 1→3, 3 held by alice until cleared; freeze window ignored while held",
+            },
+            Case {
+                name: "drain wins over a hold",
+                input: AutoscaleInput {
+                    hold: hold(3, None),
+                    draining: true,
+                    ..base()
+                },
+                desired: 0,
+                direction: Down,
+                need: 0,
+                reason: "draining: scale down 1→0, no agent is busy",
+            },
+            Case {
+                name: "an expired hold is ignored: the autoscaler decides again",
+                input: AutoscaleInput {
+                    hold: hold(5, Some(-1)),
+                    pending_tasks: 2,
+                    ..base()
+                },
+                desired: 2,
+                direction: Up,
+                need: 2,
+                reason: "scale up 1→2: 2 pending, 0 running, need 2 agents",
+            },
+            Case {
+                name: "a hold ending exactly now has ended",
+                input: AutoscaleInput {
+                    hold: hold(5, Some(0)),
+                    ..base()
+                },
+                desired: 0,
+                direction: Down,
+                need: 0,
+                reason: "scale down 1→0: 0 pending, 0 running, need 0 agents",
+            },
+        ]);
+    }
+
+    #[test]
+    fn a_hold_with_an_end_says_when_to_decide_again() {
+        let d = decide(&AutoscaleInput {
+            hold: hold(5, Some(90)),
+            ..base()
+        });
+        assert_eq!(d.hold_left, Some(Duration::from_secs(90)));
+        let forever = decide(&AutoscaleInput {
+            hold: hold(5, None),
+            ..base()
+        });
+        assert_eq!(forever.hold_left, None);
+        let ended = decide(&AutoscaleInput {
+            hold: hold(5, Some(-5)),
+            ..base()
+        });
+        assert_eq!(ended.hold_left, None);
     }
 }

@@ -6,3 +6,4 @@ pub mod manifests;
 pub mod names;
 pub mod pool;
 pub mod strategic_merge;
+pub mod verdict;

@@ -135,7 +135,18 @@ pub fn err(o: &Output) -> String {
 pub const POLL_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Polls `check` until it gives `Some`, or fails naming `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_within(POLL_DEADLINE, what, check).await
+}
+
+/// [`eventually`] with a deadline of its own: for behaviour that must come
+/// well before some slower alternative (say, a 300 s resync), give a
+/// deadline generous for a busy machine yet far below that alternative.
+pub async fn eventually_within<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -146,8 +157,8 @@ where
             return v;
         }
         assert!(
-            started.elapsed() < POLL_DEADLINE,
-            "timed out after {POLL_DEADLINE:?} waiting for {what}"
+            started.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -57,11 +57,17 @@ until [ -f "$task/run.sh" ] && [ -f "$task/ready" ]; do
   if [ -f "$task/abort" ]; then exit 0; fi
   sleep 1
 done
+# Trapped before the task starts, so a TERM that comes while it is being
+# started is not lost: it is forwarded as soon as the task has a pid.
+child=
+term=
+trap 'term=1; if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi' TERM INT
 (
   if [ -f "$task/env" ]; then set -a; . "$task/env"; set +a; fi
   exec sh "$task/run.sh"
 ) &
 child=$!
+if [ -n "$term" ]; then kill -TERM "$child" 2>/dev/null; fi
 # The stop watcher: until the task ends (the main shell reaps it), look for
 # `stop` every second; then TERM, and KILL once the grace is over.
 (
@@ -79,7 +85,6 @@ child=$!
   kill -KILL "$child" 2>/dev/null
 ) </dev/null >/dev/null 2>&1 &
 watcher=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
 code=0
 wait "$child" || code=$?
 # A trapped signal interrupts wait before the task ends: wait for its status.
@@ -705,7 +710,7 @@ mod tests {
     }
 
     fn wait_for(runner: &mut Runner) -> i32 {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = runner.0.try_wait().expect("wait works") {
                 return status.code().expect("exited normally");
@@ -768,7 +773,7 @@ mod tests {
     }
 
     fn wait_started(started: &Path) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !started.exists() {
             assert!(Instant::now() < deadline, "task never started");
             std::thread::sleep(Duration::from_millis(20));
@@ -840,7 +845,7 @@ mod tests {
         .expect("write run.sh");
         std::fs::write(dir.path().join("ready"), "").expect("write ready");
         let mut child = spawn_runner(dir.path());
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !started.exists() {
             assert!(Instant::now() < deadline, "task never started");
             std::thread::sleep(Duration::from_millis(20));

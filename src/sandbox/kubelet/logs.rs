@@ -365,14 +365,14 @@ mod tests {
         };
         assert_eq!(first, b"a\n");
         logs.append("c1", at(2), b"b\n".to_vec());
-        let next = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        let next = tokio::time::timeout(Duration::from_secs(30), rx.recv())
             .await
             .expect("in time");
         assert_eq!(next.as_deref(), Some(&b"b\n"[..]));
         logs.append("c1", at(3), b"c\n".to_vec());
         logs.close("c1");
         let mut rest = Vec::new();
-        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
             .await
             .expect("in time")
         {
@@ -406,7 +406,7 @@ mod tests {
         assert_eq!(first, b"abc\n");
         logs.append("c1", at(2), b"defg\n".to_vec());
         let mut rest = Vec::new();
-        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
             .await
             .expect("in time")
         {

@@ -17,7 +17,8 @@ use crate::plan::manifests::RUNNER_SCRIPT;
 use crate::sandbox::api::{Query, Target};
 use crate::sandbox::builtin::builtin_resources;
 
-const WAIT: Duration = Duration::from_secs(15);
+/// Generous: these tests run real processes, and CI machines are busy.
+const WAIT: Duration = Duration::from_secs(60);
 
 struct Node {
     api: Arc<Api>,
