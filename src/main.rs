@@ -316,6 +316,15 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
 /// `agentdeck debug`: makes, lists or removes debug pods.
 fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -> Result<()> {
     use agentdeck::ops::debug::{self, DebugOptions};
+    if args.attach {
+        // Refused before anything is created.
+        return Err(debug::DebugError::AttachUnavailable(
+            "--attach is not built yet; nothing was done. Run without it: the \
+             `kubectl exec -it` command for a shell is printed"
+                .into(),
+        )
+        .into());
+    }
     let rt = runtime()?;
     let text = rt.block_on(async {
         let conn =
@@ -386,12 +395,6 @@ fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -
             "shell: kubectl exec -it -n {ns} {} -c {} -- sh\n",
             made.name, made.container
         ));
-        if args.attach {
-            return Err(debug::DebugError::AttachUnavailable(format!(
-                "{out}--attach is not built yet: open the shell with the kubectl command above"
-            ))
-            .into());
-        }
         Ok(out)
     })?;
     print(&text)

@@ -63,7 +63,9 @@ impl DebugError {
     pub fn is_user_error(&self) -> bool {
         matches!(
             self,
-            DebugError::PodNotFound { .. } | DebugError::NoContainer(_)
+            DebugError::PodNotFound { .. }
+                | DebugError::NoContainer(_)
+                | DebugError::AttachUnavailable(_)
         )
     }
 }
