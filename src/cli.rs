@@ -137,10 +137,31 @@ pub struct BundleArgs {
     /// Zip file to write (default: agentdeck-bundle-<namespace>-<time>.zip).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Only log lines newer than this (30s, 15m, 2h, 1d).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub since: Option<std::time::Duration>,
+    /// Keep at most this much of each log, its end (bytes; K, M, G suffixes).
+    #[arg(long, value_name = "N", default_value = "10M", value_parser = parse_bytes)]
+    pub max_bytes_per_log: u64,
+    /// Write secrets as they are (redaction is on by default).
+    #[arg(long)]
+    pub no_redact: bool,
+    /// Stop collecting after this long and write what was collected.
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration)]
+    pub deadline: std::time::Duration,
+    /// Timeout of each API request (and of each read of a log stream).
+    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_duration)]
+    pub request_timeout: std::time::Duration,
+    /// Requests in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
+    /// The controller's base URL, to add its /healthz and /metrics (e.g. http://127.0.0.1:8080).
+    #[arg(long, value_name = "URL")]
+    pub controller_url: Option<String>,
 }
 
 /// Profiles of `kubectl debug`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum DebugProfile {
     /// Default privileges.
     General,
@@ -154,20 +175,106 @@ pub enum DebugProfile {
     Sysadmin,
 }
 
+/// How a debug container reaches the pod.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
+pub enum DebugMode {
+    /// A new pod copied from the target, its agent container waiting in a shell.
+    #[default]
+    Copy,
+    /// An ephemeral container added to the running pod.
+    Ephemeral,
+}
+
 /// `agentdeck debug`.
 #[derive(Debug, Args)]
 pub struct DebugArgs {
-    /// Agent pod to copy.
-    pub pod: String,
+    /// Agent pod to debug.
+    #[arg(required_unless_present_any = ["list", "cleanup"])]
+    pub pod: Option<String>,
+    /// Copy the pod (default) or add an ephemeral container to it.
+    #[arg(long, value_enum, default_value = "copy")]
+    pub mode: DebugMode,
     /// Security profile of the debug container.
     #[arg(long, value_enum, default_value = "general")]
     pub profile: DebugProfile,
-    /// Delete the debug pod after this many seconds.
-    #[arg(long, default_value_t = 3600)]
-    pub ttl_seconds: u64,
+    /// Delete the debug pod after this long (30m, 2h).
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = parse_duration)]
+    pub ttl: std::time::Duration,
     /// Image of the debug container (default: the agent's image).
     #[arg(long)]
     pub image: Option<String>,
+    /// Open a shell in it once it runs.
+    #[arg(long)]
+    pub attach: bool,
+    /// List debug pods and their expiry.
+    #[arg(long, conflicts_with_all = ["pod", "cleanup", "attach"])]
+    pub list: bool,
+    /// Delete debug pods now (all of them, or those of POD).
+    #[arg(long, conflicts_with_all = ["attach"])]
+    pub cleanup: bool,
+}
+
+/// Parses `90`, `30s`, `15m`, `2h`, `1d`, `1h30m` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{s:?} is not a duration; use e.g. 30s, 15m, 2h, 1d or 1h30m");
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(n) = t.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(n));
+    }
+    let mut total = 0u64;
+    let mut num = String::new();
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(bad()),
+        };
+        let n: u64 = num.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+        num.clear();
+    }
+    if !num.is_empty() {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs(total))
+}
+
+/// Parses a byte count: `1048576`, `512K`, `10M`, `1G` (powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let bad = || format!("{s:?} is not a size; use bytes or K, M, G (e.g. 512K, 10M)");
+    let t = s.trim();
+    let (digits, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (t, 1u64),
+        Some((i, _)) => {
+            let unit = t[i..].trim_end_matches(['i', 'B', 'b']);
+            let mult = match unit {
+                "K" | "k" => 1 << 10,
+                "M" | "m" => 1 << 20,
+                "G" | "g" => 1 << 30,
+                "" => 1,
+                _ => return Err(bad()),
+            };
+            (&t[..i], mult)
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let v = n.checked_mul(mult).ok_or_else(bad)?;
+    if v == 0 {
+        return Err(format!("{s:?}: the size must be at least 1 byte"));
+    }
+    Ok(v)
 }
 
 /// A replica count: 0 or more (negative numbers reach this parser, so
@@ -403,6 +510,65 @@ mod tests {
             msg.contains("plain") && msg.contains("json") && msg.contains("dev"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn durations_and_sizes_parse_and_bad_ones_name_the_valid_forms() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        for bad in ["", "5x", "m", "1h30"] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains("30s, 15m"), "{e}");
+        }
+        assert_eq!(parse_bytes("10M"), Ok(10 << 20));
+        assert_eq!(parse_bytes("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("3T").expect_err("T").contains("K, M, G"));
+    }
+
+    #[test]
+    fn bundle_and_debug_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "agentdeck",
+            "bundle",
+            "-n",
+            "ops",
+            "--pool",
+            "p",
+            "-o",
+            "b.zip",
+            "--since",
+            "1h",
+            "--max-bytes-per-log",
+            "1M",
+            "--no-redact",
+        ])
+        .expect("parses");
+        let Some(Command::Bundle(b)) = cli.command else {
+            panic!("bundle expected");
+        };
+        assert_eq!(b.max_bytes_per_log, 1 << 20);
+        assert!(b.no_redact);
+        assert_eq!(b.since, Some(std::time::Duration::from_secs(3600)));
+        assert!(Cli::try_parse_from(["agentdeck", "debug"]).is_err());
+        assert!(Cli::try_parse_from(["agentdeck", "debug", "--list"]).is_ok());
+        assert!(
+            Cli::try_parse_from([
+                "agentdeck",
+                "debug",
+                "p",
+                "--mode",
+                "ephemeral",
+                "--ttl",
+                "30m"
+            ])
+            .is_ok()
+        );
+        assert!(Cli::try_parse_from(["agentdeck", "debug", "--list", "--attach"]).is_err());
     }
 
     #[test]

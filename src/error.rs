@@ -40,6 +40,12 @@ pub enum Error {
     /// The agent runtime stopped with an error.
     #[error(transparent)]
     Agent(#[from] crate::agent::AgentError),
+    /// A support bundle could not be written.
+    #[error(transparent)]
+    Bundle(#[from] crate::ops::bundle::BundleError),
+    /// A debug pod could not be made, listed or removed.
+    #[error(transparent)]
+    Debug(#[from] crate::ops::debug::DebugError),
     /// An operator action was refused or failed.
     #[error(transparent)]
     Ops(#[from] crate::ops::OpsError),
@@ -82,6 +88,8 @@ impl Error {
             Error::Ops(e) if e.is_user_error() => EXIT_USAGE,
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             Error::Theme(_) | Error::Keymap { .. } => EXIT_USAGE,
+            Error::Bundle(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Debug(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }
     }

@@ -22,7 +22,6 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let not_built = |mode, what| Err(Error::NotBuilt { mode, what });
     match cli.command {
         Some(Command::Crds) => print(&install::to_yaml_stream(&install::crd_documents())?),
         Some(Command::Manifests(args)) => {
@@ -90,8 +89,8 @@ fn run(cli: Cli) -> Result<()> {
             ))?;
             Ok(())
         }
-        Some(Command::Bundle(_)) => not_built("bundle", "the redacted support bundle"),
-        Some(Command::Debug(_)) => not_built("debug", "debug pods with a TTL"),
+        Some(Command::Bundle(args)) => bundle(&cli.global, args),
+        Some(Command::Debug(args)) => debug(&cli.global, args),
         Some(Command::Scale(args)) => {
             let action = ops::cli::scale_action(&args);
             act(&cli.global, &action, args.confirm)
@@ -323,6 +322,187 @@ fn current_context(asked: Option<&str>) -> String {
         .ok()
         .and_then(|k| k.current_context)
         .unwrap_or_else(|| "in-cluster".to_owned())
+}
+
+/// `agentdeck bundle`: collects, shows a progress bar on a terminal, prints
+/// where the zip is and what could not be collected.
+fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs) -> Result<()> {
+    use agentdeck::ops::bundle::{self, BundleOptions, Phase};
+    use std::io::IsTerminal;
+    let rt = runtime()?;
+    let summary = rt.block_on(async {
+        let conn =
+            agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
+                .await?;
+        let output = args.output.clone().unwrap_or_else(|| {
+            bundle::default_file_name(&conn.namespace, jiff::Timestamp::now()).into()
+        });
+        let mut opts = BundleOptions::new(conn.namespace.clone(), output);
+        opts.pool = args.pool.clone();
+        opts.since = args.since;
+        opts.max_bytes_per_log = args.max_bytes_per_log;
+        opts.redact = !args.no_redact;
+        opts.deadline = args.deadline;
+        opts.request_timeout = args.request_timeout;
+        opts.parallelism = usize::from(args.parallel);
+        opts.controller_url = args.controller_url.clone();
+        opts.context = global.context.clone();
+        // Values to hide that only the operator knows (tokens of the
+        // platform the agents talk to), one per line.
+        if let Ok(values) = std::env::var("AGENTDECK_BUNDLE_REDACT") {
+            opts.literals
+                .extend(values.lines().map(|l| l.trim().as_bytes().to_vec()));
+        }
+        if let Ok(config) = Config::load(&ConfigSources::from_process(global.config.clone())) {
+            opts.controller_namespace = Some(config.0.controller_namespace);
+        }
+        let bar = if std::io::stderr().is_terminal() {
+            indicatif::ProgressBar::new(0)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {msg:12} [{bar:30}] {pos}/{len} files, {prefix}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let b = bar.clone();
+        let summary = bundle::collect(conn.client, opts, move |p| {
+            b.set_length(p.files_expected.max(p.files_done));
+            b.set_position(p.files_done);
+            b.set_prefix(format!("{:.1} MB", p.bytes_written as f64 / 1e6));
+            b.set_message(match p.phase {
+                Phase::Listing => "listing",
+                Phase::Collecting => "collecting",
+                Phase::Finishing => "finishing",
+                Phase::Done => "done",
+            });
+        })
+        .await;
+        bar.finish_and_clear();
+        Ok::<_, Error>(summary?)
+    })?;
+    let mut out = format!(
+        "wrote {} ({} files, {:.1} MB compressed from {:.1} MB, {} secrets hidden) in {:.1} s\n",
+        summary.path.display(),
+        summary.files,
+        summary.zip_bytes as f64 / 1e6,
+        summary.bytes as f64 / 1e6,
+        summary.redactions,
+        summary.elapsed.as_secs_f64()
+    );
+    if !summary.errors.is_empty() {
+        out.push_str(&format!(
+            "{} things could not be collected (all listed in manifest.json){}:\n",
+            summary.errors.len(),
+            if summary.deadline_reached {
+                "; the deadline was reached"
+            } else {
+                ""
+            }
+        ));
+        for e in summary.errors.iter().take(10) {
+            let container = e
+                .container
+                .as_deref()
+                .map(|c| format!("/{c}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {} {} {}{}: {}\n",
+                e.what, e.kind, e.name, container, e.message
+            ));
+        }
+    }
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    print(&out)
+}
+
+/// `agentdeck debug`: makes, lists or removes debug pods.
+fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -> Result<()> {
+    use agentdeck::ops::debug::{self, DebugOptions};
+    if args.attach {
+        // Refused before anything is created.
+        return Err(debug::DebugError::AttachUnavailable(
+            "--attach is not built yet; nothing was done. Run without it: the \
+             `kubectl exec -it` command for a shell is printed"
+                .into(),
+        )
+        .into());
+    }
+    let rt = runtime()?;
+    let text = rt.block_on(async {
+        let conn =
+            agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
+                .await?;
+        let ns = conn.namespace.clone();
+        if args.list {
+            let pods = debug::list(&conn.client, &ns).await?;
+            if pods.is_empty() {
+                return Ok::<_, Error>(format!("no debug pods in {ns}\n"));
+            }
+            let mut out = format!("{:<56} {:<40} {:<10} EXPIRES\n", "NAME", "TARGET", "PHASE");
+            for p in pods {
+                out.push_str(&format!(
+                    "{:<56} {:<40} {:<10} {}\n",
+                    p.name,
+                    p.target,
+                    p.phase.unwrap_or_default(),
+                    p.expires_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into())
+                ));
+            }
+            return Ok(out);
+        }
+        if args.cleanup {
+            let deleted = debug::cleanup(&conn.client, &ns, args.pod.as_deref(), None).await?;
+            return Ok(if deleted.is_empty() {
+                format!("no debug pods to delete in {ns}\n")
+            } else {
+                deleted
+                    .iter()
+                    .map(|n| format!("deleted pod/{n}\n"))
+                    .collect()
+            });
+        }
+        let pod = args.pod.clone().unwrap_or_default();
+        let made = debug::create(
+            &conn.client,
+            &DebugOptions {
+                namespace: ns.clone(),
+                pod,
+                image: args.image.clone(),
+                mode: args.mode,
+                profile: args.profile,
+                ttl: args.ttl,
+            },
+        )
+        .await?;
+        let mut out = match made.expires_at {
+            Some(t) => format!(
+                "created pod/{} (a copy of {}), deleted by the controller at {t}\n",
+                made.name, made.target
+            ),
+            None => format!(
+                "added ephemeral container {} to pod/{}\n",
+                made.container, made.name
+            ),
+        };
+        if !made.original_command.is_empty() {
+            out.push_str(&format!(
+                "original command of container {}: {}\n",
+                made.container,
+                made.original_command.join(" ")
+            ));
+        }
+        out.push_str(&format!(
+            "shell: kubectl exec -it -n {ns} {} -c {} -- sh\n",
+            made.name, made.container
+        ));
+        Ok(out)
+    })?;
+    print(&text)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -78,17 +78,30 @@ fn version_prints_the_crate_version() {
 }
 
 #[test]
-fn modes_not_built_yet_exit_2_with_a_clear_message() {
-    for args in [&["bundle"][..], &["debug", "some-pod"]] {
-        let o = agentdeck(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
-        assert!(
-            stderr(&o).contains("not built yet"),
-            "{args:?}: {}",
-            stderr(&o)
-        );
-        assert!(!stderr(&o).contains("panicked"));
-    }
+fn debug_attach_is_refused_with_exit_2_before_anything_is_done() {
+    let o = agentdeck(&[
+        "debug",
+        "some-pod",
+        "--attach",
+        "--context",
+        "no-such-context",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--attach is not built yet"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bundle_with_a_bad_size_or_duration_exits_2_naming_the_valid_forms() {
+    let o = agentdeck(&["bundle", "--max-bytes-per-log", "3T"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("K, M, G"), "{}", stderr(&o));
+    let o = agentdeck(&["bundle", "--since", "yesterday"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("15m"), "{}", stderr(&o));
 }
 
 #[test]

@@ -16,6 +16,7 @@
 // only move the allocation to the error path's callers.
 #![allow(clippy::result_large_err)]
 
+mod debugpods;
 pub mod gate;
 pub mod leader;
 pub mod metrics;
@@ -23,6 +24,7 @@ pub mod orphans;
 pub mod prober;
 pub mod reachability;
 mod reconcile;
+pub mod tails;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -680,6 +682,12 @@ pub fn start_with(
 
     // Tasks naming no pool are outside every pool's reconcile.
     tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
+    // The final log lines of pods that terminate, for support bundles.
+    for ns in shared.namespaces.iter().cloned() {
+        tasks.spawn(tails::run(shared.clone(), ns, cancel.clone()));
+    }
+    // Debug pods past their TTL.
+    tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
 
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);

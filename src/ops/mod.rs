@@ -8,7 +8,9 @@
 
 pub mod action;
 pub mod audit;
+pub mod bundle;
 pub mod cli;
+pub mod debug;
 pub mod diff;
 pub mod duration;
 pub mod error;

@@ -1,0 +1,492 @@
+//! The final log lines of agent and task pods that terminate, kept so that
+//! a support bundle taken after an incident still has them.
+//!
+//! **Where.** One ConfigMap per pool, `agentdeck-log-tails-<pool>`,
+//! labelled `agentdeck.dev/log-tails=true` and owned by the pool: it
+//! survives controller restarts and failover (unlike memory), needs no
+//! volume (unlike a file), is read by the bundle through the API with the
+//! permissions it already has, and goes away with its pool.
+//!
+//! **Bounds.** Per container the last [`TAIL_BYTES`] (16 KiB) of its log; per
+//! pool the last [`MAX_PODS`] (20) pods, oldest dropped first, and at most
+//! [`MAX_TOTAL_BYTES`] (512 KiB) in all, well under the 1 MiB an object
+//! may hold.
+//!
+//! **When.** The leader follows the log of every container of the
+//! agentdeck-managed pods (debug pods excepted), keeping its last
+//! [`TAIL_BYTES`] in memory (at most [`MAX_FOLLOWED`] containers), and
+//! stores them when the stream ends because the pod went, is terminating
+//! or finished. A container that restarts is followed on.
+//!
+//! Tails are redacted before they are stored: a ConfigMap is often readable
+//! by more people than pod logs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, LogParams, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use crate::crd::{AgentPool, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
+use crate::ops::bundle::LABEL_LOG_TAILS;
+use crate::ops::bundle::redact::{RedactionCounts, Redactor};
+
+/// Bytes kept of each container's log.
+pub const TAIL_BYTES: usize = 16 * 1024;
+/// Pods kept per pool.
+pub const MAX_PODS: usize = 20;
+/// Bytes kept per pool, over all its pods.
+pub const MAX_TOTAL_BYTES: usize = 512 * 1024;
+/// Annotation holding the index (`[{pod, container, key, capturedAt, reason}]`).
+pub const ANNOTATION_INDEX: &str = "agentdeck.dev/log-tails-index";
+/// Label of debug pods, whose logs are not kept.
+pub const LABEL_DEBUG: &str = crate::ops::debug::LABEL_DEBUG_POD;
+
+/// Name of the pool's tails ConfigMap.
+pub fn configmap_name(pool: &str) -> String {
+    format!("agentdeck-log-tails-{pool}")
+}
+
+/// One kept tail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TailEntry {
+    /// The pod.
+    pub pod: String,
+    /// The container.
+    pub container: String,
+    /// Its key in `data`.
+    pub key: String,
+    /// When it was captured.
+    pub captured_at: String,
+    /// Why (`Terminating`, `Succeeded`, `Failed`, `Terminated`).
+    pub reason: String,
+}
+
+fn data_key(pod: &str, container: &str) -> String {
+    // `__` cannot occur in pod or container names (DNS names), so the key
+    // splits back unambiguously; keys allow [-._a-zA-Z0-9].
+    format!("{pod}__{container}.log")
+}
+
+/// The tails in a tails ConfigMap (as JSON): pod, container, text.
+pub fn entries(cm: &Value) -> Vec<(String, String, String)> {
+    let index: Vec<TailEntry> = cm["metadata"]["annotations"][ANNOTATION_INDEX]
+        .as_str()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    index
+        .into_iter()
+        .filter_map(|e| {
+            let text = cm["data"][&e.key].as_str()?.to_owned();
+            Some((e.pod, e.container, text))
+        })
+        .collect()
+}
+
+/// Keeps the last whole lines within `max` bytes of `log`.
+pub fn tail_of(log: &str, max: usize) -> &str {
+    if log.len() <= max {
+        return log;
+    }
+    let mut from = log.len() - max;
+    while !log.is_char_boundary(from) {
+        from += 1;
+    }
+    match log[from..].find('\n') {
+        Some(p) if from + p + 1 < log.len() => &log[from + p + 1..],
+        _ => &log[from..],
+    }
+}
+
+/// Adds `new` tails (replacing those of the same pod and container) to a
+/// ConfigMap's index and data, then drops the oldest pods until the bounds
+/// hold. Pure.
+pub fn merge(
+    index: &mut Vec<TailEntry>,
+    data: &mut BTreeMap<String, String>,
+    new: Vec<(TailEntry, String)>,
+) {
+    for (entry, text) in new {
+        index.retain(|e| e.key != entry.key);
+        data.insert(entry.key.clone(), text);
+        index.push(entry);
+    }
+    index.sort_by(|a, b| a.captured_at.cmp(&b.captured_at));
+    loop {
+        let mut pods: Vec<&str> = Vec::new();
+        for e in index.iter() {
+            if !pods.contains(&e.pod.as_str()) {
+                pods.push(&e.pod);
+            }
+        }
+        let total: usize = index
+            .iter()
+            .filter_map(|e| data.get(&e.key))
+            .map(String::len)
+            .sum();
+        if pods.len() <= MAX_PODS && total <= MAX_TOTAL_BYTES {
+            break;
+        }
+        let Some(oldest) = pods.first().map(|p| (*p).to_owned()) else {
+            break;
+        };
+        index.retain(|e| e.pod != oldest);
+    }
+    data.retain(|k, _| index.iter().any(|e| &e.key == k));
+}
+
+/// Why a pod's tails are final now, if they are (`None`: it still runs).
+fn final_reason(pod: Option<&Pod>) -> Option<&'static str> {
+    let Some(pod) = pod else {
+        return Some("Deleted");
+    };
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Some("Terminating");
+    }
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => Some("Succeeded"),
+        Some("Failed") => Some("Failed"),
+        _ => None,
+    }
+}
+
+/// Most containers followed at once; beyond, new pods are not kept.
+pub const MAX_FOLLOWED: usize = 2000;
+
+/// Runs until `cancel`: while leading, follows the log of every container
+/// of the agentdeck-managed pods in `namespace` (debug pods excepted),
+/// keeping the last [`TAIL_BYTES`] in memory, and stores them once the
+/// pod is gone, terminating or finished.
+///
+/// Following rather than fetching at deletion: a pod's log is only served
+/// while the pod exists, and a deleted pod can be gone before anyone asks
+/// (in milliseconds on the sandbox); following also keeps what the agent
+/// printed after SIGTERM. A finalizer would hold deleted pods instead, but
+/// would leave them stuck whenever the controller is not running.
+pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: CancellationToken) {
+    let pods: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let stream = watcher(pods.clone(), config)
+        .default_backoff()
+        .applied_objects();
+    tokio::pin!(stream);
+    let followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
+    let redactor = Arc::new(Redactor::new(&[]));
+    let writer: Arc<tokio::sync::Mutex<()>> = Arc::default();
+    loop {
+        let next = tokio::select! {
+            _ = cancel.cancelled() => return,
+            n = stream.next() => n,
+        };
+        let pod = match next {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "log tails: pod watch failed; retrying");
+                continue;
+            }
+            None => return,
+        };
+        if !shared.leader.is_leader()
+            || pod.labels().contains_key(LABEL_DEBUG)
+            || final_reason(Some(&pod)).is_some()
+        {
+            continue;
+        }
+        let (Some(uid), Some(pool)) = (pod.uid(), pod.labels().get(LABEL_POOL).cloned()) else {
+            continue;
+        };
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        for c in statuses {
+            // Only once a container has started is there a log to follow.
+            if c.state.as_ref().is_none_or(|s| s.waiting.is_some()) && c.restart_count == 0 {
+                continue;
+            }
+            let key = format!("{uid}/{}", c.name);
+            {
+                let mut f = followed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if f.len() >= MAX_FOLLOWED || !f.insert(key.clone()) {
+                    continue;
+                }
+            }
+            let follower = Follower {
+                shared: shared.clone(),
+                pods: pods.clone(),
+                namespace: namespace.clone(),
+                pool: pool.clone(),
+                pod: pod.name_any(),
+                uid: uid.clone(),
+                container: c.name.clone(),
+                redactor: redactor.clone(),
+                writer: writer.clone(),
+            };
+            let followed = followed.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = follower.run() => {}
+                }
+                followed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&key);
+            });
+        }
+    }
+}
+
+/// Follows one container's log.
+struct Follower {
+    shared: Arc<Shared>,
+    pods: Api<Pod>,
+    namespace: String,
+    pool: String,
+    pod: String,
+    uid: String,
+    container: String,
+    redactor: Arc<Redactor>,
+    writer: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Follower {
+    async fn run(self) {
+        let mut ring: Vec<u8> = Vec::new();
+        let mut since: Option<i64> = None;
+        loop {
+            let lp = LogParams {
+                container: Some(self.container.clone()),
+                follow: true,
+                tail_lines: if since.is_none() { Some(400) } else { None },
+                since_seconds: since,
+                ..LogParams::default()
+            };
+            if let Ok(stream) = self.pods.log_stream(&self.pod, &lp).await {
+                let mut stream = std::pin::pin!(stream);
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    match futures::AsyncReadExt::read(&mut stream, &mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            ring.extend_from_slice(&buf[..n]);
+                            if ring.len() > 2 * TAIL_BYTES {
+                                ring.drain(..ring.len() - TAIL_BYTES);
+                            }
+                        }
+                    }
+                }
+            }
+            // The stream ended: the pod went, or its container restarted,
+            // or the connection broke.
+            let now = self.pods.get_opt(&self.pod).await;
+            let reason = match &now {
+                Ok(p)
+                    if p.as_ref()
+                        .is_some_and(|p| p.uid().as_deref() != Some(&self.uid)) =>
+                {
+                    Some("Deleted")
+                }
+                Ok(p) => final_reason(p.as_ref()),
+                Err(_) => None,
+            };
+            if let Some(reason) = reason {
+                self.keep(&ring, reason).await;
+                return;
+            }
+            since = Some(2);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn keep(&self, ring: &[u8], reason: &'static str) {
+        if ring.is_empty() || !self.shared.leader.is_leader() {
+            return;
+        }
+        let text = String::from_utf8_lossy(ring);
+        let mut counts = RedactionCounts::new();
+        let text = self
+            .redactor
+            .redact_str(tail_of(&text, TAIL_BYTES), &mut counts);
+        let entry = TailEntry {
+            pod: self.pod.clone(),
+            container: self.container.clone(),
+            key: data_key(&self.pod, &self.container),
+            captured_at: Timestamp::now().to_string(),
+            reason: reason.to_owned(),
+        };
+        let _one_writer = self.writer.lock().await;
+        if let Err(e) = store(
+            &self.shared,
+            &self.namespace,
+            &self.pool,
+            vec![(entry, text)],
+        )
+        .await
+        {
+            tracing::warn!(pod = %self.pod, container = %self.container, error = %e, "cannot keep the final log lines");
+        } else {
+            tracing::debug!(pod = %self.pod, container = %self.container, reason, "kept the final log lines");
+        }
+    }
+}
+
+async fn store(
+    shared: &Shared,
+    namespace: &str,
+    pool: &str,
+    new: Vec<(TailEntry, String)>,
+) -> Result<(), kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), namespace);
+    let name = configmap_name(pool);
+    for _attempt in 0..5 {
+        let existing = api.get_opt(&name).await?;
+        let mut cm = existing.clone().unwrap_or_else(|| ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(BTreeMap::from([
+                    (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
+                    (LABEL_POOL.to_owned(), pool.to_owned()),
+                    (LABEL_LOG_TAILS.to_owned(), "true".to_owned()),
+                ])),
+                owner_references: owner(shared, namespace, pool),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        });
+        let mut index: Vec<TailEntry> = cm
+            .annotations()
+            .get(ANNOTATION_INDEX)
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or_default();
+        let mut data = cm.data.take().unwrap_or_default();
+        merge(&mut index, &mut data, new.clone());
+        cm.data = Some(data);
+        cm.annotations_mut().insert(
+            ANNOTATION_INDEX.to_owned(),
+            serde_json::to_string(&index).unwrap_or_default(),
+        );
+        let result = if existing.is_some() {
+            api.replace(&name, &PostParams::default(), &cm).await
+        } else {
+            api.create(&PostParams::default(), &cm).await
+        };
+        match result {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn owner(
+    shared: &Shared,
+    namespace: &str,
+    pool: &str,
+) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>> {
+    let p = shared
+        .view
+        .pools
+        .get(&kube::runtime::reflector::ObjectRef::<AgentPool>::new(pool).within(namespace))?;
+    Some(vec![p.controller_owner_ref(&())?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pod: &str, container: &str, at: &str) -> TailEntry {
+        TailEntry {
+            pod: pod.into(),
+            container: container.into(),
+            key: data_key(pod, container),
+            captured_at: at.into(),
+            reason: "Terminated".into(),
+        }
+    }
+
+    #[test]
+    fn a_tail_keeps_the_last_whole_lines_within_the_bound() {
+        assert_eq!(tail_of("a\nbb\nccc\n", 6), "ccc\n");
+        assert_eq!(tail_of("short\n", 100), "short\n");
+        assert_eq!(tail_of("ééé", 3), "é");
+    }
+
+    #[test]
+    fn the_oldest_pods_go_first_and_the_bounds_hold() {
+        let mut index = Vec::new();
+        let mut data = BTreeMap::new();
+        for i in 0..(MAX_PODS + 5) {
+            let at = format!("2026-01-01T00:00:{i:02}Z");
+            merge(
+                &mut index,
+                &mut data,
+                vec![
+                    (entry(&format!("p{i}"), "worker", &at), format!("w{i}\n")),
+                    (entry(&format!("p{i}"), "runner", &at), format!("r{i}\n")),
+                ],
+            );
+        }
+        let pods: std::collections::BTreeSet<_> = index.iter().map(|e| e.pod.clone()).collect();
+        assert_eq!(pods.len(), MAX_PODS);
+        assert!(!pods.contains("p0") && pods.contains(&format!("p{}", MAX_PODS + 4)));
+        assert_eq!(data.len(), 2 * MAX_PODS);
+        // A bigger tail evicts by bytes.
+        let big = "x".repeat(TAIL_BYTES);
+        for i in 0..40 {
+            merge(
+                &mut index,
+                &mut data,
+                vec![(
+                    entry(
+                        &format!("big{i}"),
+                        "c",
+                        &format!("2027-01-01T00:00:{i:02}Z"),
+                    ),
+                    big.clone(),
+                )],
+            );
+        }
+        assert!(data.values().map(String::len).sum::<usize>() <= MAX_TOTAL_BYTES);
+        assert!(index.iter().any(|e| e.pod == "big39"));
+    }
+
+    #[test]
+    fn entries_read_back_what_merge_wrote() {
+        let mut index = Vec::new();
+        let mut data = BTreeMap::new();
+        merge(
+            &mut index,
+            &mut data,
+            vec![(entry("my.pod-1", "agent", "t"), "last line\n".into())],
+        );
+        let cm = serde_json::json!({
+            "metadata": {"annotations": {ANNOTATION_INDEX: serde_json::to_string(&index).expect("json")}},
+            "data": data,
+        });
+        assert_eq!(
+            entries(&cm),
+            vec![(
+                "my.pod-1".to_owned(),
+                "agent".to_owned(),
+                "last line\n".to_owned()
+            )]
+        );
+    }
+}

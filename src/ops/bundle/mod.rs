@@ -1,0 +1,1076 @@
+//! The support bundle: logs, events and objects of a namespace (or one
+//! pool) in one redacted zip a support engineer can read without agentdeck.
+//!
+//! [`collect`] lists and fetches with bounded parallelism, a timeout per
+//! request and an overall deadline: a broken API yields a partial bundle
+//! whose `manifest.json` lists every error, never a hang. Collected files go
+//! through a bounded channel to one blocking thread ([`zipper`]) that
+//! redacts and compresses them; logs travel as spool files, so memory stays
+//! flat whatever their size. The zip is written under a hidden temporary
+//! name and renamed when complete.
+//!
+//! Layout of the zip:
+//! - `manifest.json`: when, tool version, context, namespace, scope, every
+//!   file with its sizes, every collection error;
+//! - `pods/<pod>/<container>.log` and `.previous.log`; `.final.log` for the
+//!   last lines the controller kept of pods already gone
+//!   ([`crate::controller::tails`]);
+//! - `objects/<kind>.yaml` (a YAML stream), `objects/secrets.yaml` with
+//!   names and keys only, `events.yaml`;
+//! - `health/agents.json` (each agent's `/healthz`), `health/controller.*`;
+//! - `redactions.json`: per file, per rule, how many matches were hidden.
+
+pub mod objects;
+pub mod redact;
+pub mod zipper;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::AsyncReadExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, LogParams};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
+use redact::Redactor;
+use zipper::{Body, Entry};
+
+/// Label of the ConfigMaps in which the controller keeps the final log
+/// lines of terminated pods.
+pub const LABEL_LOG_TAILS: &str = "agentdeck.dev/log-tails";
+
+/// Why no bundle could be written at all (collection problems are not
+/// errors: they are recorded in the manifest).
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The output file could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateOutput {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing into the zip failed (disk full …).
+    #[error("cannot write {entry} into {}: {source}", path.display())]
+    Write {
+        /// The zip being written.
+        path: PathBuf,
+        /// The entry being written.
+        entry: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The finished zip could not be moved into place.
+    #[error("cannot rename {} to {}: {source}", from.display(), to.display())]
+    Rename {
+        /// The temporary file.
+        from: PathBuf,
+        /// The target.
+        to: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The blocking writer panicked or was cancelled.
+    #[error("the zip writer stopped: {0}")]
+    WriterStopped(String),
+    /// A bad option.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl BundleError {
+    /// A mistake in what the user gave.
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self,
+            BundleError::Invalid(_) | BundleError::CreateOutput { .. }
+        )
+    }
+}
+
+/// What to collect and how.
+#[derive(Debug, Clone)]
+pub struct BundleOptions {
+    /// Namespace to collect.
+    pub namespace: String,
+    /// Only this pool's pods and objects.
+    pub pool: Option<String>,
+    /// Zip file to write.
+    pub output: PathBuf,
+    /// Only log lines newer than this.
+    pub since: Option<Duration>,
+    /// Keep at most this many bytes of each log (its end).
+    pub max_bytes_per_log: u64,
+    /// Redact (on by default; off only on explicit request).
+    pub redact: bool,
+    /// Secrets handed to the tool, hidden wherever they show up.
+    pub literals: Vec<Vec<u8>>,
+    /// Requests in flight at once.
+    pub parallelism: usize,
+    /// Timeout of each request (for a log: of each read).
+    pub request_timeout: Duration,
+    /// Everything is collected within this; what is missing then is listed
+    /// in the manifest as not collected.
+    pub deadline: Duration,
+    /// Where the controller's leader Lease lives (its Leases are collected).
+    pub controller_namespace: Option<String>,
+    /// The controller's `/healthz` and `/metrics` base URL, when reachable.
+    pub controller_url: Option<String>,
+    /// kubeconfig context, for the manifest.
+    pub context: Option<String>,
+}
+
+impl BundleOptions {
+    /// Defaults for `namespace`, writing `output`.
+    pub fn new(namespace: impl Into<String>, output: impl Into<PathBuf>) -> Self {
+        BundleOptions {
+            namespace: namespace.into(),
+            pool: None,
+            output: output.into(),
+            since: None,
+            max_bytes_per_log: DEFAULT_MAX_BYTES_PER_LOG,
+            redact: true,
+            literals: Vec::new(),
+            parallelism: 16,
+            request_timeout: Duration::from_secs(15),
+            deadline: Duration::from_secs(300),
+            controller_namespace: None,
+            controller_url: None,
+            context: None,
+        }
+    }
+}
+
+/// Default cap of one log file: 10 MiB, the kubelet's default rotation size.
+pub const DEFAULT_MAX_BYTES_PER_LOG: u64 = 10 * 1024 * 1024;
+
+/// Where a bundle is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// Listing objects and planning what to fetch.
+    Listing,
+    /// Fetching logs and writing files.
+    Collecting,
+    /// Writing the manifest and renaming the zip.
+    Finishing,
+    /// Written.
+    Done,
+}
+
+/// A progress report (for a bar or a gauge).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// Where the bundle is.
+    pub phase: Phase,
+    /// Files written so far.
+    pub files_done: u64,
+    /// Files planned so far (grows while listing).
+    pub files_expected: u64,
+    /// Uncompressed bytes written so far.
+    pub bytes_written: u64,
+    /// The file just written.
+    pub current: String,
+}
+
+/// Progress callback, called from the writer thread.
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// One thing that could not be collected.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CollectionError {
+    /// What was being collected (`logs`, `previous logs`, `list`, `health` …).
+    pub what: String,
+    /// Kind of the object.
+    pub kind: String,
+    /// Its name (empty for a list).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The container, for logs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// The outcome of a bundle.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// The zip written.
+    pub path: PathBuf,
+    /// Files in it (manifest and report included).
+    pub files: usize,
+    /// Size of the zip.
+    pub zip_bytes: u64,
+    /// Uncompressed bytes of the collected files.
+    pub bytes: u64,
+    /// What could not be collected.
+    pub errors: Vec<CollectionError>,
+    /// Matches hidden, over all files.
+    pub redactions: u64,
+    /// The overall deadline cut the collection short.
+    pub deadline_reached: bool,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// The kinds written as YAML, in the order listed.
+fn kinds() -> Vec<(ApiResource, &'static str)> {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    vec![
+        (ApiResource::erase::<AgentPool>(&()), "agentpools"),
+        (ApiResource::erase::<AgentTask>(&()), "agenttasks"),
+        (ApiResource::erase::<Pod>(&()), "pods"),
+        (ApiResource::erase::<Deployment>(&()), "deployments"),
+        (ApiResource::erase::<ReplicaSet>(&()), "replicasets"),
+        (ApiResource::erase::<Job>(&()), "jobs"),
+        (ApiResource::erase::<Service>(&()), "services"),
+        (ApiResource::erase::<ConfigMap>(&()), "configmaps"),
+        (ApiResource::erase::<NetworkPolicy>(&()), "networkpolicies"),
+        (ApiResource::erase::<Lease>(&()), "leases"),
+    ]
+}
+
+/// Errors and bookkeeping shared by the collecting tasks.
+#[derive(Default)]
+struct Record {
+    errors: Mutex<Vec<CollectionError>>,
+    /// Logs planned (`pod/container[/previous]`) and not yet sent.
+    pending_logs: Mutex<BTreeSet<String>>,
+}
+
+impl Record {
+    fn error(&self, e: CollectionError) {
+        self.errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(e);
+    }
+}
+
+fn err(
+    what: &str,
+    kind: &str,
+    name: &str,
+    container: Option<&str>,
+    message: String,
+) -> CollectionError {
+    CollectionError {
+        what: what.to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        container: container.map(str::to_owned),
+        message,
+    }
+}
+
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({}): {}", s.reason, s.code, s.message),
+        other => other.to_string(),
+    }
+}
+
+async fn timed<T>(
+    d: Duration,
+    f: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(d, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(api_message(&e)),
+        Err(_) => Err(format!("no answer within {} s", d.as_secs_f64())),
+    }
+}
+
+/// Collects the bundle `opts` describes, calling `progress` as files are
+/// written. Returns once the zip is complete and in place; collection
+/// problems are in the summary and the manifest, not errors.
+pub async fn collect(
+    client: Client,
+    opts: BundleOptions,
+    progress: impl Fn(Progress) + Send + Sync + 'static,
+) -> Result<Summary, BundleError> {
+    let started = Instant::now();
+    let started_at = Timestamp::now();
+    let deadline = started + opts.deadline;
+    if opts.max_bytes_per_log == 0 {
+        return Err(BundleError::Invalid(
+            "--max-bytes-per-log must be at least 1".into(),
+        ));
+    }
+    let progress: ProgressFn = Arc::new(progress);
+    let record = Arc::new(Record::default());
+    let expected = Arc::new(AtomicU64::new(0));
+    progress(Progress {
+        phase: Phase::Listing,
+        files_done: 0,
+        files_expected: 0,
+        bytes_written: 0,
+        current: String::new(),
+    });
+
+    // Secrets first: their values teach the redactor what to hide.
+    let ns = opts.namespace.clone();
+    let secrets_api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+    );
+    let mut literals = opts.literals.clone();
+    let mut secret_summaries = Vec::new();
+    let listed = tokio::time::timeout_at(
+        deadline,
+        timed(
+            opts.request_timeout,
+            secrets_api.list(&ListParams::default()),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| Err("the bundle deadline was reached".into()));
+    match listed {
+        Ok(list) => {
+            for s in list.items {
+                let v = serde_json::to_value(&s).unwrap_or_default();
+                if opts.pool.as_deref().is_none_or(|p| in_pool(&v, p)) {
+                    secret_summaries.push(objects::secret_summary(&v));
+                }
+                literals.extend(objects::secret_values(&v));
+            }
+        }
+        Err(m) => record.error(err(
+            "list (values hidden from logs need it)",
+            "Secret",
+            "",
+            None,
+            m,
+        )),
+    }
+    let redactor = opts.redact.then(|| Arc::new(Redactor::new(&literals)));
+
+    let partial = zipper::partial_path(&opts.output);
+    let (tx, rx) = mpsc::channel::<Entry>(8);
+    let writer = {
+        let partial = partial.clone();
+        let redactor = redactor.clone();
+        let progress = progress.clone();
+        let expected = expected.clone();
+        tokio::task::spawn_blocking(move || zipper::run(&partial, rx, redactor, progress, expected))
+    };
+
+    let scope = Scope {
+        client: client.clone(),
+        opts: opts.clone(),
+        redactor: redactor.clone(),
+        record: record.clone(),
+        expected: expected.clone(),
+        tx: tx.clone(),
+        limit: Arc::new(Semaphore::new(opts.parallelism.max(1))),
+    };
+    scope
+        .send_value(
+            "objects/secrets.yaml",
+            &Value::Array(secret_summaries),
+            false,
+        )
+        .await;
+
+    let mut work = JoinSet::new();
+    let collected = tokio::time::timeout_at(deadline, scope.clone().run(&mut work)).await;
+    let deadline_reached = collected.is_err();
+    if deadline_reached {
+        work.abort_all();
+        while work.join_next().await.is_some() {}
+        record.error(err(
+            "bundle",
+            "",
+            "",
+            None,
+            format!(
+                "the overall deadline of {} s was reached; what is listed below as not collected is missing",
+                opts.deadline.as_secs()
+            ),
+        ));
+        let missing: Vec<String> = record
+            .pending_logs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        for m in missing {
+            let mut parts = m.splitn(3, '/');
+            let pod = parts.next().unwrap_or_default();
+            let container = parts.next();
+            let what = if parts.next().is_some() {
+                "previous logs"
+            } else {
+                "logs"
+            };
+            record.error(err(
+                what,
+                "Pod",
+                pod,
+                container,
+                "not collected before the deadline".into(),
+            ));
+        }
+    }
+    drop(scope);
+    drop(tx);
+
+    let (zip, written) = writer
+        .await
+        .map_err(|e| BundleError::WriterStopped(e.to_string()))??;
+    progress(Progress {
+        phase: Phase::Finishing,
+        files_done: written.files.len() as u64,
+        files_expected: expected.load(Ordering::Relaxed),
+        bytes_written: written.files.iter().map(|f| f.bytes).sum(),
+        current: "manifest.json".into(),
+    });
+    let errors = std::mem::take(&mut *record.errors.lock().unwrap_or_else(PoisonError::into_inner));
+    let redactions: u64 = written.redactions.values().flat_map(|c| c.values()).sum();
+    let bytes: u64 = written.files.iter().map(|f| f.bytes).sum();
+    let manifest = serde_json::json!({
+        "tool": "agentdeck",
+        "version": env!("CARGO_PKG_VERSION"),
+        "startedAt": started_at.to_string(),
+        "finishedAt": Timestamp::now().to_string(),
+        "context": opts.context,
+        "namespaces": [opts.namespace],
+        "pool": opts.pool,
+        "options": {
+            "since": opts.since.map(|d| d.as_secs()),
+            "maxBytesPerLog": opts.max_bytes_per_log,
+            "redacted": opts.redact,
+            "deadlineSeconds": opts.deadline.as_secs(),
+            "requestTimeoutSeconds": opts.request_timeout.as_secs_f64(),
+            "parallelism": opts.parallelism,
+        },
+        "deadlineReached": deadline_reached,
+        "files": written.files,
+        "bytes": bytes,
+        "redactions": redactions,
+        "errors": errors,
+    });
+    let report = serde_json::json!({
+        "rules": redactor.as_ref().map(|r| r.rule_names()).unwrap_or_default(),
+        "placeholder": "***REDACTED:<rule>:<keyed hash of the secret, the same for one secret across this bundle>***",
+        "files": written.redactions,
+    });
+    let files = written.files.len() + 2;
+    let last = vec![
+        (
+            "manifest.json".to_owned(),
+            serde_json::to_vec_pretty(&manifest).unwrap_or_default(),
+        ),
+        (
+            "redactions.json".to_owned(),
+            serde_json::to_vec_pretty(&report).unwrap_or_default(),
+        ),
+    ];
+    let target = opts.output.clone();
+    let zip_bytes =
+        tokio::task::spawn_blocking(move || zipper::finish(zip, last, &partial, &target))
+            .await
+            .map_err(|e| BundleError::WriterStopped(e.to_string()))??;
+    progress(Progress {
+        phase: Phase::Done,
+        files_done: files as u64,
+        files_expected: files as u64,
+        bytes_written: bytes,
+        current: String::new(),
+    });
+    Ok(Summary {
+        path: opts.output,
+        files,
+        zip_bytes,
+        bytes,
+        errors,
+        redactions,
+        deadline_reached,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Whether an object belongs to `pool`: its pool label, its name for the
+/// AgentPool, its `spec.pool` for an AgentTask.
+fn in_pool(v: &Value, pool: &str) -> bool {
+    v["metadata"]["labels"][LABEL_POOL].as_str() == Some(pool)
+        || (v["kind"] == "AgentPool" && v["metadata"]["name"].as_str() == Some(pool))
+        || (v["kind"] == "AgentTask" && v["spec"]["pool"].as_str() == Some(pool))
+}
+
+/// What every collecting task shares.
+#[derive(Clone)]
+struct Scope {
+    client: Client,
+    opts: BundleOptions,
+    redactor: Option<Arc<Redactor>>,
+    record: Arc<Record>,
+    expected: Arc<AtomicU64>,
+    tx: mpsc::Sender<Entry>,
+    limit: Arc<Semaphore>,
+}
+
+impl Scope {
+    async fn send(&self, entry: Entry) {
+        // The writer only stops on a fatal error, which collect() reports.
+        let _ = self.tx.send(entry).await;
+    }
+
+    /// Sends `value` (a list of objects, or any JSON) as YAML, redacted
+    /// field by field.
+    async fn send_value(&self, path: &str, value: &Value, redact: bool) {
+        self.expected.fetch_add(1, Ordering::Relaxed);
+        let mut value = value.clone();
+        let mut counts = redact::RedactionCounts::new();
+        if redact && let Some(r) = &self.redactor {
+            objects::redact_value(r, &mut value, &mut counts);
+        }
+        let text = match &value {
+            Value::Array(items) => objects::to_yaml_stream(items),
+            other => objects::to_yaml_stream(std::slice::from_ref(other)),
+        };
+        self.send(Entry {
+            path: path.to_owned(),
+            body: Body::Bytes(text.into_bytes()),
+            cap: None,
+            // Already redacted field by field; a second pass would only
+            // re-find its own placeholders.
+            redact: false,
+            counts,
+        })
+        .await;
+    }
+
+    async fn list(&self, ar: &ApiResource, namespace: Option<&str>) -> Result<Vec<Value>, String> {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        };
+        let _permit = self.limit.acquire().await;
+        let list = timed(self.opts.request_timeout, api.list(&ListParams::default())).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|o| {
+                let mut v = serde_json::to_value(&o).unwrap_or_default();
+                v["apiVersion"] = ar.api_version.clone().into();
+                v["kind"] = ar.kind.clone().into();
+                objects::trim(&ar.kind, &mut v);
+                v
+            })
+            .collect())
+    }
+
+    async fn run(self, work: &mut JoinSet<()>) {
+        let ns = self.opts.namespace.clone();
+        let pool = self.opts.pool.clone();
+        // Lists, in parallel.
+        let mut lists = JoinSet::new();
+        for (ar, file) in kinds() {
+            let s = self.clone();
+            let ns = ns.clone();
+            lists.spawn(async move {
+                let r = s.list(&ar, Some(&ns)).await;
+                (ar, file, r)
+            });
+        }
+        {
+            let s = self.clone();
+            lists.spawn(async move {
+                let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&());
+                let r = s.list(&ar, None).await;
+                (ar, "nodes", r)
+            });
+        }
+        if let Some(cns) = self.opts.controller_namespace.clone().filter(|c| *c != ns) {
+            let s = self.clone();
+            lists.spawn(async move {
+                let ar = ApiResource::erase::<k8s_openapi::api::coordination::v1::Lease>(&());
+                let r = s.list(&ar, Some(&cns)).await;
+                (ar, "controller-leases", r)
+            });
+        }
+        let events_scope = Arc::new(Mutex::new(BTreeSet::<String>::new()));
+        let mut pods: Vec<Value> = Vec::new();
+        let mut tails: Vec<Value> = Vec::new();
+        let mut pools: Vec<Value> = Vec::new();
+        let mut lists_done = Vec::new();
+        while let Some(joined) = lists.join_next().await {
+            let Ok((ar, file, result)) = joined else {
+                continue;
+            };
+            match result {
+                Ok(mut items) => {
+                    if let Some(p) = &pool
+                        && ar.kind != "Node"
+                        && ar.kind != "Lease"
+                    {
+                        items.retain(|v| in_pool(v, p));
+                    }
+                    if ar.kind == "ConfigMap" {
+                        for cm in &mut items {
+                            if cm["metadata"]["labels"][LABEL_LOG_TAILS] == "true" {
+                                tails.push(cm.clone());
+                                // Their content is in pods/<pod>/*.final.log.
+                                cm["data"] = Value::String("(see pods/*/*.final.log)".into());
+                            }
+                        }
+                    }
+                    if ar.kind == "Pod" {
+                        pods = items.clone();
+                    }
+                    if ar.kind == "AgentPool" {
+                        pools = items.clone();
+                    }
+                    {
+                        let mut names = events_scope.lock().unwrap_or_else(PoisonError::into_inner);
+                        for v in &items {
+                            if let Some(n) = v["metadata"]["name"].as_str() {
+                                names.insert(format!("{}/{n}", ar.kind));
+                            }
+                        }
+                    }
+                    lists_done.push((format!("objects/{file}.yaml"), Value::Array(items)));
+                }
+                Err(m) => self.record.error(err("list", &ar.kind, "", None, m)),
+            }
+        }
+        // With a pool, the tail ConfigMaps of the pool are the ones labelled
+        // with it; they are found in the unfiltered list above only if
+        // labelled, which the controller does.
+        for (path, v) in lists_done {
+            self.send_value(&path, &v, true).await;
+        }
+
+        // Events (filtered to the pool's objects when a pool is given).
+        {
+            let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&());
+            match self.list(&ar, Some(&ns)).await {
+                Ok(mut events) => {
+                    if pool.is_some() {
+                        let names = events_scope.lock().unwrap_or_else(PoisonError::into_inner);
+                        events.retain(|e| {
+                            let o = &e["involvedObject"];
+                            names.contains(&format!(
+                                "{}/{}",
+                                o["kind"].as_str().unwrap_or_default(),
+                                o["name"].as_str().unwrap_or_default()
+                            ))
+                        });
+                    }
+                    events.sort_by_key(event_time);
+                    self.send_value("events.yaml", &Value::Array(events), true)
+                        .await;
+                }
+                Err(m) => self.record.error(err("list", "Event", "", None, m)),
+            }
+        }
+
+        // Final log tails the controller kept.
+        let live: BTreeSet<String> = pods
+            .iter()
+            .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        for cm in &tails {
+            for (pod, container, text) in crate::controller::tails::entries(cm) {
+                let state = if live.contains(&pod) {
+                    ""
+                } else {
+                    " (pod gone)"
+                };
+                tracing::debug!(%pod, %container, "kept tail{state}");
+                self.expected.fetch_add(1, Ordering::Relaxed);
+                self.send(Entry {
+                    path: format!("pods/{pod}/{container}.final.log"),
+                    body: Body::Bytes(text.into_bytes()),
+                    cap: Some(self.opts.max_bytes_per_log),
+                    redact: true,
+                    counts: Default::default(),
+                })
+                .await;
+            }
+        }
+
+        // Logs and health, in parallel under the limit.
+        let health = Arc::new(Mutex::new(Vec::<Value>::new()));
+        let health_ports: BTreeMap<String, i64> = pools
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p["metadata"]["name"].as_str()?.to_owned(),
+                    p["spec"]["healthPort"].as_i64().unwrap_or(8080),
+                ))
+            })
+            .collect();
+        let http = reqwest::Client::builder()
+            .timeout(self.opts.request_timeout.min(Duration::from_secs(5)))
+            .build()
+            .ok();
+        for pod in &pods {
+            let Some(name) = pod["metadata"]["name"].as_str().map(str::to_owned) else {
+                continue;
+            };
+            for (container, previous) in log_plan(pod) {
+                let key = format!(
+                    "{name}/{container}{}",
+                    if previous { "/previous" } else { "" }
+                );
+                self.record
+                    .pending_logs
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone());
+                self.expected.fetch_add(1, Ordering::Relaxed);
+                let s = self.clone();
+                let name = name.clone();
+                work.spawn(async move {
+                    s.fetch_log(&name, &container, previous).await;
+                    s.record
+                        .pending_logs
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&key);
+                });
+            }
+            let labels = &pod["metadata"]["labels"];
+            if labels[LABEL_MANAGED_BY] == MANAGED_BY
+                && let (Some(ip), Some(http)) = (pod["status"]["podIP"].as_str(), http.clone())
+            {
+                let port = labels[LABEL_POOL]
+                    .as_str()
+                    .and_then(|p| health_ports.get(p))
+                    .copied()
+                    .unwrap_or(8080);
+                let url = format!("http://{ip}:{port}/healthz");
+                let s = self.clone();
+                let health = health.clone();
+                let name = name.clone();
+                work.spawn(async move {
+                    let sample = s.probe(&http, &name, &url).await;
+                    health
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(sample);
+                });
+            }
+        }
+        if let (Some(base), Some(http)) = (self.opts.controller_url.clone(), http.clone()) {
+            for (what, path) in [
+                ("healthz", "controller-healthz.json"),
+                ("metrics", "controller-metrics.txt"),
+            ] {
+                let s = self.clone();
+                let http = http.clone();
+                let url = format!("{}/{what}", base.trim_end_matches('/'));
+                work.spawn(async move {
+                    s.fetch_url(&http, &url, &format!("health/{path}")).await;
+                });
+            }
+        }
+        while work.join_next().await.is_some() {}
+        let mut samples =
+            std::mem::take(&mut *health.lock().unwrap_or_else(PoisonError::into_inner));
+        samples.sort_by(|a, b| a["pod"].as_str().cmp(&b["pod"].as_str()));
+        self.expected.fetch_add(1, Ordering::Relaxed);
+        self.send(Entry {
+            path: "health/agents.json".into(),
+            body: Body::Bytes(serde_json::to_vec_pretty(&samples).unwrap_or_default()),
+            cap: None,
+            redact: true,
+            counts: Default::default(),
+        })
+        .await;
+    }
+
+    async fn probe(&self, http: &reqwest::Client, pod: &str, url: &str) -> Value {
+        let _permit = self.limit.acquire().await;
+        let at = Timestamp::now();
+        let t = Instant::now();
+        let (status, body, error) = match http.get(url).send().await {
+            Ok(r) => {
+                let code = r.status().as_u16();
+                let text = r.text().await.unwrap_or_default();
+                let body = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
+                (Some(code), body, None)
+            }
+            Err(e) => (None, Value::Null, Some(e.to_string())),
+        };
+        serde_json::json!({
+            "pod": pod,
+            "url": url,
+            "at": at.to_string(),
+            "latencyMs": t.elapsed().as_millis() as u64,
+            "status": status,
+            "body": body,
+            "error": error,
+        })
+    }
+
+    async fn fetch_url(&self, http: &reqwest::Client, url: &str, path: &str) {
+        let _permit = self.limit.acquire().await;
+        self.expected.fetch_add(1, Ordering::Relaxed);
+        match http.get(url).send().await {
+            Ok(r) => {
+                let body = r.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+                drop(_permit);
+                self.send(Entry {
+                    path: path.to_owned(),
+                    body: Body::Bytes(body),
+                    cap: Some(self.opts.max_bytes_per_log),
+                    redact: true,
+                    counts: Default::default(),
+                })
+                .await;
+            }
+            Err(e) => self
+                .record
+                .error(err("controller", "", url, None, e.to_string())),
+        }
+    }
+
+    /// Streams one log into a spool file, then hands it to the writer.
+    async fn fetch_log(&self, pod: &str, container: &str, previous: bool) {
+        let what = if previous { "previous logs" } else { "logs" };
+        let path = format!(
+            "pods/{pod}/{container}{}.log",
+            if previous { ".previous" } else { "" }
+        );
+        let permit = self.limit.acquire().await;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        let lp = LogParams {
+            container: Some(container.to_owned()),
+            previous,
+            since_seconds: self.opts.since.map(|d| d.as_secs().max(1) as i64),
+            ..LogParams::default()
+        };
+        let stream = match timed(self.opts.request_timeout, api.log_stream(pod, &lp)).await {
+            Ok(s) => s,
+            Err(m) => {
+                self.record.error(err(what, "Pod", pod, Some(container), m));
+                return;
+            }
+        };
+        let spool = match tempfile::tempfile() {
+            Ok(f) => f,
+            Err(e) => {
+                self.record.error(err(
+                    what,
+                    "Pod",
+                    pod,
+                    Some(container),
+                    format!("no spool file: {e}"),
+                ));
+                return;
+            }
+        };
+        let mut file = tokio::fs::File::from_std(spool);
+        let mut stream = std::pin::pin!(stream);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut len = 0u64;
+        // A log longer than this many caps is not read further: only its
+        // last cap is kept anyway, and the API may be streaming forever.
+        let read_limit = self.opts.max_bytes_per_log.saturating_mul(16);
+        loop {
+            match tokio::time::timeout(self.opts.request_timeout, stream.read(&mut buf)).await {
+                Ok(Ok(0)) => break,
+                Ok(Ok(n)) => {
+                    if let Err(e) = file.write_all(&buf[..n]).await {
+                        self.record.error(err(
+                            what,
+                            "Pod",
+                            pod,
+                            Some(container),
+                            format!("spool write: {e}"),
+                        ));
+                        return;
+                    }
+                    len += n as u64;
+                    if len >= read_limit {
+                        self.record.error(err(
+                            what,
+                            "Pod",
+                            pod,
+                            Some(container),
+                            format!("log longer than {read_limit} bytes; stopped reading"),
+                        ));
+                        break;
+                    }
+                }
+                Ok(Err(e)) => {
+                    self.record.error(err(
+                        what,
+                        "Pod",
+                        pod,
+                        Some(container),
+                        format!("log stream broke after {len} bytes: {e}"),
+                    ));
+                    break;
+                }
+                Err(_) => {
+                    self.record.error(err(
+                        what,
+                        "Pod",
+                        pod,
+                        Some(container),
+                        format!(
+                            "log stream stalled for {} s after {len} bytes; kept what arrived",
+                            self.opts.request_timeout.as_secs_f64()
+                        ),
+                    ));
+                    break;
+                }
+            }
+        }
+        if let Err(e) = file.flush().await {
+            self.record.error(err(
+                what,
+                "Pod",
+                pod,
+                Some(container),
+                format!("spool write: {e}"),
+            ));
+            return;
+        }
+        drop(permit);
+        let file = file.into_std().await;
+        self.send(Entry {
+            path,
+            body: Body::Spool { file, len },
+            cap: Some(self.opts.max_bytes_per_log),
+            redact: true,
+            counts: Default::default(),
+        })
+        .await;
+    }
+}
+
+fn event_time(e: &Value) -> String {
+    ["lastTimestamp", "eventTime", "firstTimestamp"]
+        .iter()
+        .find_map(|k| e[*k].as_str())
+        .or_else(|| e["metadata"]["creationTimestamp"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Which logs to fetch for a pod: every container (init, regular,
+/// ephemeral) current, and previous for those that restarted.
+pub fn log_plan(pod: &Value) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for field in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in pod["spec"][field].as_array().into_iter().flatten() {
+            if let Some(name) = c["name"].as_str() {
+                out.push((name.to_owned(), false));
+            }
+        }
+    }
+    let restarted: BTreeSet<&str> = [
+        "initContainerStatuses",
+        "containerStatuses",
+        "ephemeralContainerStatuses",
+    ]
+    .iter()
+    .flat_map(|f| pod["status"][*f].as_array().into_iter().flatten())
+    .filter(|s| {
+        s["restartCount"].as_i64().unwrap_or(0) > 0 || s["lastState"]["terminated"].is_object()
+    })
+    .filter_map(|s| s["name"].as_str())
+    .collect();
+    let previous: Vec<(String, bool)> = out
+        .iter()
+        .filter(|(n, _)| restarted.contains(n.as_str()))
+        .map(|(n, _)| (n.clone(), true))
+        .collect();
+    out.extend(previous);
+    out
+}
+
+/// The default file name: `agentdeck-bundle-<namespace>-<UTC time>.zip`.
+pub fn default_file_name(namespace: &str, now: Timestamp) -> String {
+    let t = now.strftime("%Y%m%dT%H%M%SZ");
+    format!("agentdeck-bundle-{namespace}-{t}.zip")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_container_is_planned_and_previous_only_after_a_restart() {
+        let pod = json!({
+            "spec": {
+                "initContainers": [{"name": "init"}],
+                "containers": [{"name": "agent"}, {"name": "runner"}]
+            },
+            "status": {"containerStatuses": [
+                {"name": "agent", "restartCount": 3},
+                {"name": "runner", "restartCount": 0}
+            ]}
+        });
+        assert_eq!(
+            log_plan(&pod),
+            vec![
+                ("init".to_owned(), false),
+                ("agent".to_owned(), false),
+                ("runner".to_owned(), false),
+                ("agent".to_owned(), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn pool_scope_takes_labelled_objects_the_pool_and_its_tasks() {
+        assert!(in_pool(
+            &json!({"metadata": {"labels": {LABEL_POOL: "a"}}}),
+            "a"
+        ));
+        assert!(in_pool(
+            &json!({"kind": "AgentPool", "metadata": {"name": "a"}}),
+            "a"
+        ));
+        assert!(in_pool(
+            &json!({"kind": "AgentTask", "metadata": {"name": "t"}, "spec": {"pool": "a"}}),
+            "a"
+        ));
+        assert!(!in_pool(
+            &json!({"kind": "AgentTask", "metadata": {"name": "t"}, "spec": {"pool": "b"}}),
+            "a"
+        ));
+        assert!(!in_pool(&json!({"metadata": {"name": "a"}}), "a"));
+    }
+
+    #[test]
+    fn the_default_file_name_says_namespace_and_time() {
+        let t: Timestamp = "2026-11-24T08:00:00Z".parse().expect("time");
+        assert_eq!(
+            default_file_name("ops", t),
+            "agentdeck-bundle-ops-20261124T080000Z.zip"
+        );
+    }
+}

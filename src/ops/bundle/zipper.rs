@@ -1,0 +1,313 @@
+//! The blocking side of a bundle: one thread owns the zip file, takes the
+//! collected files from a bounded channel, redacts them while it compresses
+//! them, and at the end writes the manifest and renames the finished zip
+//! into place. Log bodies arrive as spool files on disk, so memory stays
+//! flat however large the logs are.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+use zip::ZipWriter;
+use zip::write::SimpleFileOptions;
+
+use super::redact::{RedactStream, RedactionCounts, Redactor};
+use super::{BundleError, Progress, ProgressFn};
+
+/// The body of one file of the bundle.
+pub enum Body {
+    /// Small content built in memory (objects, events, health).
+    Bytes(Vec<u8>),
+    /// A log spooled to an unnamed temporary file.
+    Spool {
+        /// The file, at any position.
+        file: File,
+        /// Bytes in it.
+        len: u64,
+    },
+}
+
+/// One file to add.
+pub struct Entry {
+    /// Path inside the zip.
+    pub path: String,
+    /// Content.
+    pub body: Body,
+    /// Keep at most this many bytes (the end of the content), with a
+    /// marker line saying what was left out.
+    pub cap: Option<u64>,
+    /// Run the redactor over it (objects are redacted field by field before).
+    pub redact: bool,
+    /// Matches hidden before it was sent (objects), for the report.
+    pub counts: RedactionCounts,
+}
+
+/// A file in the finished bundle, for the manifest.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRecord {
+    /// Path inside the zip.
+    pub path: String,
+    /// Bytes collected.
+    pub source_bytes: u64,
+    /// Bytes written (after the cap and redaction).
+    pub bytes: u64,
+    /// The cap cut the start of the content.
+    pub truncated: bool,
+}
+
+/// What the writer did.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub files: Vec<FileRecord>,
+    /// Per file, per rule, how many matches were hidden.
+    pub redactions: BTreeMap<String, RedactionCounts>,
+}
+
+/// Compression: level 1 deflate — logs compress well even at the fastest
+/// level, and a bundle is written while someone waits for it.
+fn options() -> SimpleFileOptions {
+    SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .compression_level(Some(1))
+        .unix_permissions(0o644)
+}
+
+/// Where the bundle is written until complete: beside the target, hidden,
+/// so a rename puts it in place atomically and a crash leaves no file that
+/// looks whole.
+pub fn partial_path(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "bundle.zip".into());
+    target.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Runs the writer until `rx` closes; returns the zip still open so the
+/// manifest can be added by [`finish`].
+pub fn run(
+    zip_path: &Path,
+    mut rx: mpsc::Receiver<Entry>,
+    redactor: Option<Arc<Redactor>>,
+    progress: ProgressFn,
+    expected: Arc<std::sync::atomic::AtomicU64>,
+) -> Result<(ZipWriter<File>, Written), BundleError> {
+    let file = File::create(zip_path).map_err(|source| BundleError::CreateOutput {
+        path: zip_path.to_path_buf(),
+        source,
+    })?;
+    let mut zip = ZipWriter::new(file);
+    let mut written = Written::default();
+    let mut bytes_total = 0u64;
+    while let Some(entry) = rx.blocking_recv() {
+        let path = entry.path.clone();
+        let record =
+            write_entry(&mut zip, entry, redactor.as_deref(), &mut written).map_err(|source| {
+                BundleError::Write {
+                    path: zip_path.to_path_buf(),
+                    entry: path.clone(),
+                    source,
+                }
+            })?;
+        bytes_total += record.bytes;
+        written.files.push(record);
+        progress(Progress {
+            phase: super::Phase::Collecting,
+            files_done: written.files.len() as u64,
+            files_expected: expected.load(std::sync::atomic::Ordering::Relaxed),
+            bytes_written: bytes_total,
+            current: path,
+        });
+    }
+    Ok((zip, written))
+}
+
+fn write_entry(
+    zip: &mut ZipWriter<File>,
+    entry: Entry,
+    redactor: Option<&Redactor>,
+    written: &mut Written,
+) -> io::Result<FileRecord> {
+    zip.start_file(entry.path.as_str(), options())
+        .map_err(io::Error::other)?;
+    let mut counting = Counting { inner: zip, n: 0 };
+    let redactor = redactor.filter(|_| entry.redact);
+    if !entry.counts.is_empty() {
+        written
+            .redactions
+            .insert(entry.path.clone(), entry.counts.clone());
+    }
+    let (source_bytes, truncated) = match entry.body {
+        Body::Bytes(bytes) => {
+            let len = bytes.len() as u64;
+            let start = match entry.cap {
+                Some(cap) if len > cap => {
+                    let from = (len - cap) as usize;
+                    from + line_skip(&bytes[from..bytes.len().min(from + 64 * 1024)])
+                }
+                _ => 0,
+            };
+            let cut = (start > 0).then_some((start as u64, entry.cap.unwrap_or(0)));
+            copy_through(
+                &mut &bytes[start..],
+                &mut counting,
+                redactor,
+                &entry.path,
+                written,
+                cut,
+            )?;
+            (len, cut.is_some())
+        }
+        Body::Spool { mut file, len } => {
+            let start = match entry.cap {
+                Some(cap) if len > cap => {
+                    let from = len - cap;
+                    file.seek(SeekFrom::Start(from))?;
+                    let mut head = Vec::new();
+                    (&mut file).take(64 * 1024).read_to_end(&mut head)?;
+                    from + line_skip(&head) as u64
+                }
+                _ => 0,
+            };
+            file.seek(SeekFrom::Start(start))?;
+            let cut = (start > 0).then_some((start, entry.cap.unwrap_or(0)));
+            copy_through(
+                &mut BufReader::with_capacity(64 * 1024, file),
+                &mut counting,
+                redactor,
+                &entry.path,
+                written,
+                cut,
+            )?;
+            (len, cut.is_some())
+        }
+    };
+    Ok(FileRecord {
+        path: entry.path,
+        source_bytes,
+        bytes: counting.n,
+        truncated,
+    })
+}
+
+/// How many bytes to skip at a cut so that kept content starts at a line:
+/// up to the first newline in `head`, or none when there is none (a cut
+/// mid-line is better than losing a whole long line).
+fn line_skip(head: &[u8]) -> usize {
+    memchr::memchr(b'\n', head).map_or(0, |p| p + 1)
+}
+
+fn copy_through(
+    input: &mut impl Read,
+    out: &mut Counting<'_>,
+    redactor: Option<&Redactor>,
+    path: &str,
+    written: &mut Written,
+    cut: Option<(u64, u64)>,
+) -> io::Result<()> {
+    if let Some((omitted, cap)) = cut {
+        writeln!(
+            out,
+            "[agentdeck bundle: the first {omitted} bytes of this log are left out; \
+             the last {cap} bytes at most are kept (--max-bytes-per-log)]"
+        )?;
+    }
+    match redactor {
+        Some(r) => {
+            let mut s = RedactStream::new(r, &mut *out);
+            io::copy(input, &mut s)?;
+            let (_, counts) = s.finish()?;
+            if !counts.is_empty() {
+                let e = written.redactions.entry(path.to_owned()).or_default();
+                for (k, v) in counts {
+                    *e.entry(k).or_default() += v;
+                }
+            }
+        }
+        None => {
+            io::copy(input, out)?;
+        }
+    }
+    Ok(())
+}
+
+struct Counting<'a> {
+    inner: &'a mut ZipWriter<File>,
+    n: u64,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Adds the last files (manifest, redaction report), closes the zip and
+/// renames it to `target`.
+pub fn finish(
+    mut zip: ZipWriter<File>,
+    last: Vec<(String, Vec<u8>)>,
+    partial: &Path,
+    target: &Path,
+) -> Result<u64, BundleError> {
+    let write_err = |entry: &str, source: io::Error| BundleError::Write {
+        path: partial.to_path_buf(),
+        entry: entry.to_owned(),
+        source,
+    };
+    for (name, bytes) in last {
+        zip.start_file(name.as_str(), options())
+            .map_err(|e| write_err(&name, io::Error::other(e)))?;
+        zip.write_all(&bytes).map_err(|e| write_err(&name, e))?;
+    }
+    let file = zip
+        .finish()
+        .map_err(|e| write_err("(central directory)", io::Error::other(e)))?;
+    file.sync_all()
+        .map_err(|e| write_err("(central directory)", e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| write_err("(central directory)", e))?
+        .len();
+    drop(file);
+    std::fs::rename(partial, target).map_err(|source| BundleError::Rename {
+        from: partial.to_path_buf(),
+        to: target.to_path_buf(),
+        source,
+    })?;
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_starts_at_the_next_line() {
+        assert_eq!(line_skip(b"two\nline three\n"), 4);
+        assert_eq!(line_skip(b"no newline at all"), 0);
+    }
+
+    #[test]
+    fn the_partial_file_is_hidden_beside_the_target() {
+        let p = partial_path(Path::new("/tmp/x/b.zip"));
+        assert_eq!(p.parent(), Some(Path::new("/tmp/x")));
+        assert!(
+            p.file_name()
+                .expect("name")
+                .to_string_lossy()
+                .starts_with(".b.zip.partial-")
+        );
+    }
+}
