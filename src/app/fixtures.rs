@@ -131,8 +131,17 @@ fn agent_pod(
     )
 }
 
-fn sample(now: Timestamp, pod: &str, pool: &str, idle_secs: i64, skew_secs: i64) -> AgentSample {
-    let received = now - SignedDuration::from_secs(1);
+/// A health sample: the agent last answered `answered_secs` ago, idle for
+/// `idle_secs` then, its clock `skew_secs` ahead.
+fn sample(
+    now: Timestamp,
+    pod: &str,
+    pool: &str,
+    answered_secs: i64,
+    idle_secs: i64,
+    skew_secs: i64,
+) -> AgentSample {
+    let received = now - SignedDuration::from_secs(answered_secs);
     AgentSample {
         namespace: NS.into(),
         pod: pod.into(),
@@ -246,10 +255,11 @@ pub fn sources(now: Timestamp, tasks: usize) -> Sources {
         ));
     }
     let samples = vec![
-        sample(now, "iac-agent-platform-7d9f-a1", "platform", 2, 0),
-        sample(now, "iac-agent-platform-7d9f-b2", "platform", 30, 0),
-        sample(now, "iac-agent-platform-7d9f-c3", "platform", 3, 45),
-        sample(now, "iac-agent-legacy-55c-x9", "legacy", 400, 0),
+        sample(now, "iac-agent-platform-7d9f-a1", "platform", 1, 2, 0),
+        // Its answers stopped coming 25 s ago: stale.
+        sample(now, "iac-agent-platform-7d9f-b2", "platform", 25, 6, 0),
+        sample(now, "iac-agent-platform-7d9f-c3", "platform", 1, 3, 45),
+        sample(now, "iac-agent-legacy-55c-x9", "legacy", 1, 400, 0),
     ];
     let events = vec![
         event(
