@@ -18,7 +18,8 @@ use crate::app::logs::wrapped_rows;
 use crate::app::rows::{AgentRow, EventRow, PoolRow, Row, TaskRow};
 use crate::app::verdict::Level;
 use crate::app::{
-    App, FOOTER_LINES, HEADER_LINES, Prompt, Role as AppRole, Screen, ViewKind, WatchState,
+    App, FOOTER_LINES, HEADER_LINES, PreviewState, Prompt, Role as AppRole, Screen, ViewKind,
+    WatchState,
 };
 use crate::crd::TaskPhase;
 use crate::health::Freshness;
@@ -845,7 +846,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             if let Some(c) = crate::app::complete(value) {
                 spans.push(Span::styled(
                     c[value.trim().len().min(c.len())..].to_owned(),
-                    theme.style(Role::Suggestion),
+                    theme.style(Role::Muted),
                 ));
             }
             let x = area.x + 1 + input.visual_cursor() as u16;
@@ -985,6 +986,28 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     }
     if let Some(e) = &d.error {
         lines.push(Line::styled(e.clone(), theme.style(Role::Danger)));
+    }
+    match &d.preview {
+        PreviewState::None => {}
+        PreviewState::Loading => {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                "Preview (dry run): asking the API…",
+                theme.style(Role::Muted),
+            ));
+        }
+        PreviewState::Lines(impact) => {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("Preview (dry run):", theme.style(Role::Title)));
+            lines.extend(impact.iter().map(|l| Line::raw(format!("• {l}"))));
+        }
+        PreviewState::Failed(why) => {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                format!("No preview: {why}"),
+                theme.style(Role::Danger),
+            ));
+        }
     }
     lines.push(Line::raw(""));
     lines.push(Line::from(if d.input.is_some() {
