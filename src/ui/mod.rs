@@ -1015,8 +1015,13 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     } else {
         "y/enter apply · n/esc cancel"
     }));
-    let h = lines.len() as u16 + 2;
-    let r = centered(area, 64, h);
+    // Lines wrap inside the 64-wide box (62 inside its borders).
+    let h: usize = lines.iter().map(|l| l.width().div_ceil(62).max(1)).sum();
+    let r = centered(
+        area,
+        64,
+        u16::try_from(h).unwrap_or(u16::MAX).saturating_add(2),
+    );
     frame.render_widget(Clear, r);
     let block = Block::default()
         .borders(Borders::ALL)
