@@ -10,7 +10,6 @@ pub mod keymap;
 pub mod logs;
 pub mod rows;
 pub mod text;
-pub mod verdict;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

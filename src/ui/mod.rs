@@ -16,13 +16,13 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, 
 use crate::app::keymap::Action;
 use crate::app::logs::wrapped_rows;
 use crate::app::rows::{AgentRow, EventRow, PoolRow, Row, TaskRow};
-use crate::app::verdict::Level;
 use crate::app::{
     App, FOOTER_LINES, HEADER_LINES, PreviewState, Prompt, Role as AppRole, Screen, ViewKind,
     WatchState,
 };
 use crate::crd::TaskPhase;
 use crate::health::Freshness;
+use crate::plan::verdict::VerdictLevel as Level;
 pub use theme::{Role, Theme};
 
 /// A table column: title, width, which columns go first when space is
