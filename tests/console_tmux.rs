@@ -477,6 +477,19 @@ fn drain_from_the_console_previews_then_reaches_the_api_and_the_audit_trail() {
             p.spec.drain.then_some(())
         },
     ));
+    // An Event on the pool names the operator's drain, as from the CLI.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(sb.client(), "default");
+    sb.rt
+        .block_on(common::eventually("an OperatorDrained Event", || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("OperatorDrained")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("quiet")
+                })
+                .then_some(())
+        }));
     let audit = state.path().join("agentdeck").join("audit.jsonl");
     let line = eventually_blocking("an audit line for the drain", || {
         let text = std::fs::read_to_string(&audit).ok()?;
