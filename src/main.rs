@@ -300,7 +300,9 @@ fn console(cli: &Cli) -> Result<()> {
             },
             theme,
             all_namespaces: cli.all_namespaces,
-            actions: None,
+            // Read-only refuses actions in the app; no runner either.
+            actions: (!cli.read_only)
+                .then(|| agentdeck::tui::actions::ops_runner(cli.global.context.clone())),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         let result = agentdeck::tui::run(setup, cancel).await;

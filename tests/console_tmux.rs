@@ -440,3 +440,69 @@ fn next_to_a_leading_daemon_the_console_is_an_observer() {
     cancel.cancel();
     sb.rt.block_on(daemon.join());
 }
+
+#[test]
+fn drain_from_the_console_previews_then_reaches_the_api_and_the_audit_trail() {
+    let sb = sandbox_with_a_pool();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[("KUBECONFIG", &kubeconfig), ("XDG_STATE_HOME", &state_dir)],
+        110,
+        32,
+    );
+    // Leader or observer alike: an action is an object change.
+    t.wait("synced", |s| {
+        s.contains("watch synced") && s.contains("quiet")
+    });
+    // The only pool is selected: `d` asks, and the dialog shows what the
+    // API's dry run says once the worker has it.
+    t.send(&["d"]);
+    t.wait_for("Drain pool quiet");
+    let s = t.wait("the preview", |s| {
+        s.contains("Preview (dry run):") && !s.contains("asking the API")
+    });
+    assert!(s.contains("AgentPool/quiet"), "{s}");
+    // Nothing is changed by the preview.
+    let pools: Api<AgentPool> = Api::namespaced(sb.client(), "default");
+    let before = sb.rt.block_on(pools.get("quiet")).expect("pool readable");
+    assert!(!before.spec.drain);
+    t.send(&["y"]);
+    sb.rt.block_on(common::eventually(
+        "the pool is drained in the API",
+        || async {
+            let p = pools.get("quiet").await.ok()?;
+            p.spec.drain.then_some(())
+        },
+    ));
+    // An Event on the pool names the operator's drain, as from the CLI.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(sb.client(), "default");
+    sb.rt
+        .block_on(common::eventually("an OperatorDrained Event", || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("OperatorDrained")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("quiet")
+                })
+                .then_some(())
+        }));
+    let audit = state.path().join("agentdeck").join("audit.jsonl");
+    let line = eventually_blocking("an audit line for the drain", || {
+        let text = std::fs::read_to_string(&audit).ok()?;
+        text.lines()
+            .find(|l| l.contains("\"action\":\"drain\""))
+            .map(str::to_owned)
+    });
+    let record: serde_json::Value = serde_json::from_str(&line).expect("audit JSON");
+    assert_eq!(record["via"], "console", "{line}");
+    assert_eq!(record["outcome"], "applied", "{line}");
+    assert_eq!(record["namespace"], "default", "{line}");
+    // The outcome comes back as a toast naming the change.
+    t.wait_for("drain pool quiet: AgentPool/quiet changed");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}

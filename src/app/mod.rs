@@ -10,7 +10,6 @@ pub mod keymap;
 pub mod logs;
 pub mod rows;
 pub mod text;
-pub mod verdict;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -194,6 +193,8 @@ pub enum Command {
     LoadYaml(ObjectKey),
     /// An action, after confirmation.
     Action(ActionRequest),
+    /// What an action would change (server-side dry run), for its dialog.
+    PreviewAction(ActionRequest),
 }
 
 /// Everything that can happen to the console.
@@ -221,6 +222,12 @@ pub enum Msg {
     ActionDone {
         request: ActionRequest,
         result: Result<String, String>,
+    },
+    /// The dry-run preview of an action whose dialog may still be open:
+    /// its impact, one line each.
+    ActionPreview {
+        request: ActionRequest,
+        result: Result<Vec<String>, String>,
     },
 }
 
@@ -297,6 +304,22 @@ pub struct Dialog {
     pub request: ActionRequest,
     /// Error shown under the input.
     pub error: Option<String>,
+    /// What the API's dry run says the action changes.
+    pub preview: PreviewState,
+}
+
+/// The dry-run preview shown in a dialog.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PreviewState {
+    /// Not asked for (nothing destructive, or the dialog takes an input).
+    #[default]
+    None,
+    /// Asked; the worker has not answered yet.
+    Loading,
+    /// The impact, in words.
+    Lines(Vec<String>),
+    /// Why no preview could be had.
+    Failed(String),
 }
 
 /// A short message in the corner.
@@ -515,6 +538,17 @@ impl App {
                 }
                 Vec::new()
             }
+            Msg::ActionPreview { request, result } => {
+                if let Some(d) = &mut self.dialog
+                    && d.request == request
+                {
+                    d.preview = match result {
+                        Ok(lines) => PreviewState::Lines(lines),
+                        Err(why) => PreviewState::Failed(why),
+                    };
+                }
+                Vec::new()
+            }
             Msg::ActionDone { request, result } => {
                 match result {
                     Ok(what) => self.toast(format!("{}: {what}", request.describe()), false),
@@ -672,8 +706,7 @@ impl App {
             Action::SortStatus => self.sort(SortKey::Status),
             Action::SortPool => self.sort(SortKey::Pool),
             Action::Scale | Action::Drain | Action::DebugLogs | Action::CancelTask => {
-                self.ask(action);
-                Vec::new()
+                self.ask(action)
             }
             Action::Follow => {
                 if let Some(l) = &mut self.logs {
@@ -925,9 +958,11 @@ impl App {
         }
     }
 
-    fn ask(&mut self, action: Action) {
+    /// Opens the confirmation of `action`; destructive ones also ask the
+    /// worker for the API's dry-run preview.
+    fn ask(&mut self, action: Action) -> Vec<Command> {
         let Some((kind, _)) = self.table_kind() else {
-            return;
+            return Vec::new();
         };
         let s = self.snapshot.clone();
         let pool = match kind {
@@ -952,6 +987,7 @@ impl App {
                     max: p.max,
                 },
                 error: None,
+                preview: PreviewState::None,
             },
             (Action::Drain, Some(p)) => Dialog {
                 title: format!(
@@ -977,6 +1013,11 @@ impl App {
                     undo: p.draining,
                 },
                 error: None,
+                preview: if p.draining {
+                    PreviewState::None
+                } else {
+                    PreviewState::Loading
+                },
             },
             (Action::DebugLogs, Some(p)) => Dialog {
                 title: format!(
@@ -995,6 +1036,7 @@ impl App {
                     on: !p.debug,
                 },
                 error: None,
+                preview: PreviewState::None,
             },
             (Action::CancelTask, _) if kind == ViewKind::Tasks => {
                 let t = self.table(kind);
@@ -1012,7 +1054,7 @@ impl App {
                 }
                 let Some((namespace, _)) = names.first().cloned() else {
                     self.toast("no unfinished task selected or marked".into(), true);
-                    return;
+                    return Vec::new();
                 };
                 let tasks: Vec<String> = names
                     .into_iter()
@@ -1037,6 +1079,7 @@ impl App {
                     input: None,
                     request: ActionRequest::CancelTasks { namespace, tasks },
                     error: None,
+                    preview: PreviewState::Loading,
                 }
             }
             _ => {
@@ -1052,10 +1095,16 @@ impl App {
                     ),
                     true,
                 );
-                return;
+                return Vec::new();
             }
         };
+        let cmds = if dialog.preview == PreviewState::Loading {
+            vec![Command::PreviewAction(dialog.request.clone())]
+        } else {
+            Vec::new()
+        };
         self.dialog = Some(dialog);
+        cmds
     }
 
     fn dialog_key(&mut self, k: KeyEvent) -> Vec<Command> {

@@ -12,13 +12,13 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::ResourceExt;
 
 use super::text::clean;
-use super::verdict::{PoolFacts, Verdict, verdict};
 use crate::controller::AgentSample;
 use crate::crd::{
     AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,
 };
 use crate::health::{Freshness, FreshnessThresholds};
 use crate::plan::manifests::{COMPONENT_AGENT, COMPONENT_TASK};
+use crate::plan::verdict::{Verdict, unclaimed_tasks, verdict};
 
 /// Labels of a row, for `-l` selectors.
 pub type Labels = BTreeMap<String, String>;
@@ -504,7 +504,6 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
         let ns = p.namespace().unwrap_or_default();
         let name = p.name_any();
         let st = p.status.clone().unwrap_or_default();
-        let job_mode = p.spec.execution_mode == ExecutionMode::Job;
         let (fresh, stale, offline) = health_counts
             .get(&(ns.as_str(), name.as_str()))
             .copied()
@@ -513,34 +512,30 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
         let mut finished = queue.map(|q| q.finished.clone()).unwrap_or_default();
         finished.sort_by_key(|f| std::cmp::Reverse(f.0));
         finished.truncate(RECENT_TASKS);
-        let invalid = st
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Invalid" && c.status == "True")
-            .map(|c| clean(&c.message));
         let frozen = st
             .frozen
             .then(|| clean(st.frozen_reason.as_deref().unwrap_or("frozen")));
         let pending = queue.map_or(0, |q| q.pending);
         let running = queue.map_or(0, |q| q.running);
-        let facts = PoolFacts {
-            job_mode,
-            invalid,
-            desired: st.desired_replicas,
-            ready: st.ready_replicas,
-            max: p.spec.max_replicas,
-            pending,
-            running,
-            oldest_pending: queue.and_then(|q| q.oldest_pending).map(|c| since(now, c)),
-            fresh,
-            stale,
-            offline,
-            frozen: frozen.clone(),
-            draining: st.draining || p.spec.drain,
-            recent_failed: finished.iter().filter(|f| f.1).count(),
-            recent_finished: finished.len(),
-        };
-        let verdict = verdict(&facts);
+        // The one verdict (`agentdeck status` shows it too), on the pool
+        // as the console sees it live: its queue from the tasks, its
+        // agents' freshness from the health samples.
+        let mut live = AgentPool::clone(p);
+        if let Some(ls) = live.status.as_mut() {
+            ls.pending_tasks = pending;
+            ls.running_tasks = running;
+            ls.health.fresh = fresh;
+            ls.health.stale = stale;
+            ls.health.offline = offline;
+        }
+        let unclaimed = unclaimed_tasks(
+            &name,
+            src.tasks
+                .iter()
+                .map(|t| &**t)
+                .filter(|t| t.namespace().as_deref() == Some(ns.as_str())),
+        );
+        let verdict = verdict(&live, unclaimed, now);
         let name = clean(&name);
         let scale_reason = clean(st.scale_reason.as_deref().unwrap_or_default());
         let search = lc(&[
@@ -564,7 +559,7 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
             pending,
             running,
             frozen,
-            draining: facts.draining,
+            draining: st.draining || p.spec.drain,
             debug: p.spec.debug,
             fresh,
             stale,

@@ -333,8 +333,18 @@ fn space_marks_rows_and_cancel_asks_before_acting_on_them() {
     send(&mut a, [code(KeyCode::Enter), key(' '), key(' ')]);
     assert_eq!(a.table(ViewKind::Tasks).marks.len(), 2);
     let marked: Vec<String> = visible_names(&a, ViewKind::Tasks)[..2].to_vec();
-    // ctrl-k asks first; nothing is sent until confirmed.
-    assert!(send(&mut a, [ctrl('k')]).is_empty());
+    // ctrl-k asks first; nothing is done until confirmed, only the
+    // API's dry-run preview is asked for.
+    let mut tasks = marked.clone();
+    tasks.sort();
+    let request = ActionRequest::CancelTasks {
+        namespace: fixtures::NS.into(),
+        tasks: tasks.clone(),
+    };
+    assert_eq!(
+        send(&mut a, [ctrl('k')]),
+        vec![Command::PreviewAction(request.clone())]
+    );
     let d = a.dialog.as_ref().expect("a confirmation");
     assert!(d.title.contains("Cancel 2"), "{}", d.title);
     assert!(
@@ -342,9 +352,36 @@ fn space_marks_rows_and_cancel_asks_before_acting_on_them() {
         "{:?}",
         d.body
     );
+    assert_eq!(d.preview, PreviewState::Loading);
+    // A preview of another request (an older dialog) is ignored.
+    send(
+        &mut a,
+        [Msg::ActionPreview {
+            request: ActionRequest::CancelTasks {
+                namespace: fixtures::NS.into(),
+                tasks: vec!["other".into()],
+            },
+            result: Ok(vec!["wrong".into()]),
+        }],
+    );
+    assert_eq!(
+        a.dialog.as_ref().map(|d| d.preview.clone()),
+        Some(PreviewState::Loading)
+    );
+    send(
+        &mut a,
+        [Msg::ActionPreview {
+            request: request.clone(),
+            result: Ok(vec!["2 running tasks are stopped".into()]),
+        }],
+    );
+    assert_eq!(
+        a.dialog.as_ref().map(|d| d.preview.clone()),
+        Some(PreviewState::Lines(vec![
+            "2 running tasks are stopped".into()
+        ]))
+    );
     let cmds = send(&mut a, [key('y')]);
-    let mut tasks = marked.clone();
-    tasks.sort();
     assert_eq!(
         cmds,
         vec![Command::Action(ActionRequest::CancelTasks {
@@ -406,8 +443,13 @@ fn scale_takes_bounds_in_its_dialog_and_refuses_bad_ones() {
             max: 8,
         })]
     );
-    // Esc cancels without a command.
-    send(&mut a, [key('d')]);
+    // Scale (typed bounds) asks no preview; drain does. Esc cancels
+    // without a command.
+    let cmds = send(&mut a, [key('d')]);
+    assert!(
+        matches!(cmds.as_slice(), [Command::PreviewAction(ActionRequest::DrainPool { pool, undo: false, .. })] if pool == "platform"),
+        "{cmds:?}"
+    );
     assert!(a.dialog.is_some());
     assert!(send(&mut a, [code(KeyCode::Esc)]).is_empty());
     assert!(a.dialog.is_none());

@@ -33,10 +33,24 @@ use crate::controller::{self, ClusterView, ControllerHandle, StartOptions};
 use crate::health::FreshnessThresholds;
 use crate::ui::{self, Theme};
 
-/// Carries out an action the user confirmed; `Ok` is the outcome in words.
+pub mod actions;
+
+/// Carries out (or previews) an action; `Ok` is the outcome in words (for
+/// a preview: the impact, one line each).
 pub type ActionFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
-/// The action layer the console calls (the ops module plugs in here).
-pub type ActionRunner = Arc<dyn Fn(Client, ActionRequest) -> ActionFuture + Send + Sync>;
+/// The action layer the console calls ([`actions::ops_runner`] plugs the
+/// ops module in here).
+pub type ActionRunner =
+    Arc<dyn Fn(Client, ActionRequest, ActionMode) -> ActionFuture + Send + Sync>;
+
+/// What the runner is asked to do with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActionMode {
+    /// Server-side dry run: what it would change, in words.
+    Preview,
+    /// Do it (and audit it).
+    Apply,
+}
 
 /// What the console runs with.
 pub struct ConsoleSetup {
@@ -81,7 +95,7 @@ pub struct Workers {
     pub rx: mpsc::Receiver<Msg>,
     logs: watch::Sender<Option<(StreamId, LogSource, bool)>>,
     yaml: mpsc::Sender<ObjectKey>,
-    actions: mpsc::Sender<ActionRequest>,
+    actions: mpsc::Sender<(ActionRequest, ActionMode)>,
 }
 
 impl Workers {
@@ -168,7 +182,10 @@ impl Workers {
                 let _ = self.yaml.try_send(key);
             }
             Command::Action(req) => {
-                let _ = self.actions.try_send(req);
+                let _ = self.actions.try_send((req, ActionMode::Apply));
+            }
+            Command::PreviewAction(req) => {
+                let _ = self.actions.try_send((req, ActionMode::Preview));
             }
         }
         true
@@ -571,27 +588,30 @@ pub fn yaml_of(view: &ClusterView, events: &Store<Event>, key: &ObjectKey) -> St
 async fn action_runner(
     client: Client,
     runner: Option<ActionRunner>,
-    mut rx: mpsc::Receiver<ActionRequest>,
+    mut rx: mpsc::Receiver<(ActionRequest, ActionMode)>,
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 ) {
     loop {
-        let req = tokio::select! {
+        let (req, mode) = tokio::select! {
             _ = cancel.cancelled() => return,
             r = rx.recv() => match r { Some(r) => r, None => return },
         };
         let result = match &runner {
-            Some(run) => run(client.clone(), req.clone()).await,
-            None => Err("actions are not available in this build yet".to_owned()),
+            Some(run) => run(client.clone(), req.clone(), mode).await,
+            None => Err("actions are off in this console (read-only)".to_owned()),
         };
-        if tx
-            .send(Msg::ActionDone {
+        let msg = match mode {
+            ActionMode::Apply => Msg::ActionDone {
                 request: req,
                 result,
-            })
-            .await
-            .is_err()
-        {
+            },
+            ActionMode::Preview => Msg::ActionPreview {
+                request: req,
+                result: result.map(|t| t.lines().map(str::to_owned).collect()),
+            },
+        };
+        if tx.send(msg).await.is_err() {
             return;
         }
     }

@@ -16,12 +16,13 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, 
 use crate::app::keymap::Action;
 use crate::app::logs::wrapped_rows;
 use crate::app::rows::{AgentRow, EventRow, PoolRow, Row, TaskRow};
-use crate::app::verdict::Level;
 use crate::app::{
-    App, FOOTER_LINES, HEADER_LINES, Prompt, Role as AppRole, Screen, ViewKind, WatchState,
+    App, FOOTER_LINES, HEADER_LINES, PreviewState, Prompt, Role as AppRole, Screen, ViewKind,
+    WatchState,
 };
 use crate::crd::TaskPhase;
 use crate::health::Freshness;
+use crate::plan::verdict::VerdictLevel as Level;
 pub use theme::{Role, Theme};
 
 /// A table column: title, width, which columns go first when space is
@@ -845,7 +846,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             if let Some(c) = crate::app::complete(value) {
                 spans.push(Span::styled(
                     c[value.trim().len().min(c.len())..].to_owned(),
-                    theme.style(Role::Suggestion),
+                    theme.style(Role::Muted),
                 ));
             }
             let x = area.x + 1 + input.visual_cursor() as u16;
@@ -986,14 +987,41 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     if let Some(e) = &d.error {
         lines.push(Line::styled(e.clone(), theme.style(Role::Danger)));
     }
+    match &d.preview {
+        PreviewState::None => {}
+        PreviewState::Loading => {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                "Preview (dry run): asking the API…",
+                theme.style(Role::Muted),
+            ));
+        }
+        PreviewState::Lines(impact) => {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("Preview (dry run):", theme.style(Role::Title)));
+            lines.extend(impact.iter().map(|l| Line::raw(format!("• {l}"))));
+        }
+        PreviewState::Failed(why) => {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                format!("No preview: {why}"),
+                theme.style(Role::Danger),
+            ));
+        }
+    }
     lines.push(Line::raw(""));
     lines.push(Line::from(if d.input.is_some() {
         "enter apply · esc cancel"
     } else {
         "y/enter apply · n/esc cancel"
     }));
-    let h = lines.len() as u16 + 2;
-    let r = centered(area, 64, h);
+    // Lines wrap inside the 64-wide box (62 inside its borders).
+    let h: usize = lines.iter().map(|l| l.width().div_ceil(62).max(1)).sum();
+    let r = centered(
+        area,
+        64,
+        u16::try_from(h).unwrap_or(u16::MAX).saturating_add(2),
+    );
     frame.render_widget(Clear, r);
     let block = Block::default()
         .borders(Borders::ALL)
