@@ -243,6 +243,144 @@ fn field_validation_is_strict_for_kubectl_and_warn_or_ignore_when_asked() {
     );
 }
 
+fn deployment_with_typo(name: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicaz: 3\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: c\n        image: busybox\n"
+    )
+}
+
+#[test]
+fn kubectl_validation_finds_unknown_fields_in_built_in_kinds() {
+    let sb = TestSandbox::start();
+    let strict = sb.kubectl_in(&["apply", "-f", "-"], &deployment_with_typo("web"));
+    assert!(!strict.status.success(), "{}", out(&strict));
+    assert!(
+        err(&strict).contains(
+            r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.replicaz""#
+        ),
+        "{}",
+        err(&strict)
+    );
+    assert!(!sb.kubectl(&["get", "deployment", "web"]).status.success());
+
+    let warned = sb.kubectl_in(
+        &["apply", "--validate=warn", "-f", "-"],
+        &deployment_with_typo("web"),
+    );
+    assert!(warned.status.success(), "{}", err(&warned));
+    assert!(
+        err(&warned).contains(r#"Warning: unknown field "spec.replicaz""#),
+        "{}",
+        err(&warned)
+    );
+    let replicas = sb.kubectl_ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(
+        replicas, "1",
+        "the unknown field was dropped, the default kept"
+    );
+
+    let ignored = sb.kubectl_in(
+        &["create", "--validate=false", "-f", "-"],
+        &deployment_with_typo("quiet"),
+    );
+    assert!(ignored.status.success(), "{}", err(&ignored));
+    assert!(
+        !err(&ignored).contains("unknown field"),
+        "{}",
+        err(&ignored)
+    );
+    let stored = sb.kubectl_ok(&["get", "deployment", "quiet", "-o", "json"]);
+    assert!(!stored.contains("replicaz"), "{stored}");
+
+    // A typo deep in a list, in an existing object: kubectl apply patches
+    // with Strict and the path names the list index.
+    let pod_typo = deployment_with_typo("web")
+        .replace("  replicaz: 3\n", "")
+        .replace(
+            "image: busybox",
+            "image: busybox\n        imagePullPolicz: Always",
+        );
+    let applied = sb.kubectl_in(&["apply", "-f", "-"], &pod_typo);
+    assert!(!applied.status.success(), "{}", out(&applied));
+    assert!(
+        err(&applied).contains(
+            r#"strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolicz""#
+        ),
+        "{}",
+        err(&applied)
+    );
+    // A correct file still applies cleanly, with no warning.
+    let clean = sb.kubectl_in(
+        &["apply", "-f", "-"],
+        &deployment_with_typo("web").replace("replicaz", "replicas"),
+    );
+    assert!(clean.status.success(), "{}", err(&clean));
+    assert!(!err(&clean).contains("Warning"), "{}", err(&clean));
+}
+
+/// Raw HTTP (the Python client validates bodies itself and refuses the
+/// typo before sending it), then the Python client reads back what was kept.
+const BUILTIN_FIELD_VALIDATION: &str = r#"
+import json, sys, urllib.request, urllib.error
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+base = sys.argv[2]
+seen = {}
+def create(name, mode):
+    body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"port": 80, "protocoll": "TCP"}]}}
+    req = urllib.request.Request(
+        base + "/api/v1/namespaces/default/services?fieldValidation=" + mode,
+        data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"})
+    try:
+        r = urllib.request.urlopen(req)
+        return [r.status, r.headers.get("Warning")]
+    except urllib.error.HTTPError as e:
+        return [e.code, json.loads(e.read())["message"]]
+seen["strict"] = create("strict", "Strict")
+seen["warned"] = create("warned", "Warn")
+seen["ignored"] = create("ignored", "Ignore")
+seen["stored"] = client.CoreV1Api().read_namespaced_service("ignored", "default").to_dict()["spec"]["ports"]
+print(json.dumps(seen, default=str))
+"#;
+
+#[test]
+fn python_client_field_validation_strict_warn_ignore_for_a_service() {
+    if !python_client() {
+        return;
+    }
+    let sb = TestSandbox::start();
+    let seen = python(&sb, BUILTIN_FIELD_VALIDATION);
+    assert_eq!(
+        seen["strict"],
+        json!([
+            400,
+            r#"Service in version "v1" cannot be handled as a Service: strict decoding error: unknown field "spec.ports[0].protocoll""#
+        ])
+    );
+    assert_eq!(seen["warned"][0], 201);
+    let warning = seen["warned"][1].as_str().unwrap_or_default();
+    assert!(
+        warning.starts_with("299 - ")
+            && warning.contains(r#"unknown field \"spec.ports[0].protocoll\""#),
+        "{warning}"
+    );
+    assert_eq!(seen["ignored"], json!([201, null]));
+    assert_eq!(seen["stored"][0]["port"], 80);
+    assert!(
+        !seen["stored"].to_string().contains("protocoll"),
+        "{}",
+        seen["stored"]
+    );
+}
+
 const FAILING_PODS: &str = r#"
 apiVersion: v1
 kind: Pod
@@ -859,4 +997,125 @@ fn openapi_v2_is_the_real_document_and_each_namespace_gets_kube_root_ca_crt() {
     sb.kubectl_ok(&["delete", "configmap", "kube-root-ca.crt", "-n", "fresh"]);
     let again = common::eventually_blocking("kube-root-ca.crt to come back", || ca("fresh"));
     assert_eq!(again, pem);
+}
+
+/// Reads protobuf wire format: (field number, bytes) of each
+/// length-delimited field; other wire types are skipped.
+fn protobuf_fields(mut b: &[u8]) -> Vec<(u64, &[u8])> {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = b[0];
+            *b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        v
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let key = varint(&mut b);
+        match key & 7 {
+            0 => {
+                varint(&mut b);
+            }
+            1 => b = &b[8..],
+            2 => {
+                let len = varint(&mut b) as usize;
+                out.push((key >> 3, &b[..len]));
+                b = &b[len..];
+            }
+            w => panic!("wire type {w} is not used by gnostic's messages"),
+        }
+    }
+    out
+}
+
+#[test]
+fn openapi_v2_protobuf_is_the_served_document_and_kubectl_explains_from_it() {
+    let sb = TestSandbox::start();
+    quickstart_pool(&sb);
+    let url = format!("{}/openapi/v2", sb.sandbox().url());
+    let (content_type, body) = sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let resp = reqwest::Client::new()
+            .get(&url)
+            .header(
+                "Accept",
+                "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            )
+            .send()
+            .await
+            .expect("request");
+        let ct = resp.headers()["content-type"]
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        (ct, resp.bytes().await.expect("body").to_vec())
+    });
+    assert_eq!(
+        content_type,
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    // openapi.v2.Document: swagger = 1, definitions = 9 (Definitions, whose
+    // field 1 repeats NamedSchema {name = 1, value = 2}).
+    let top = protobuf_fields(&body);
+    let swagger = top.iter().find(|(n, _)| *n == 1).expect("swagger");
+    assert_eq!(swagger.1, b"2.0");
+    let definitions = top.iter().find(|(n, _)| *n == 9).expect("definitions").1;
+    let names: Vec<String> = protobuf_fields(definitions)
+        .into_iter()
+        .map(|(_, named)| {
+            let name = protobuf_fields(named)[0].1;
+            String::from_utf8(name.to_vec()).expect("utf-8")
+        })
+        .collect();
+    let (_, json_doc) = raw_get(&sb, "/openapi/v2");
+    let mut json_names: Vec<String> = json_doc["definitions"]
+        .as_object()
+        .expect("definitions")
+        .keys()
+        .cloned()
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    json_names.sort();
+    assert_eq!(
+        sorted, json_names,
+        "both encodings carry the same definitions"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "dev.agentdeck.v1alpha1.AgentPool")
+    );
+
+    let containers = sb.kubectl_ok(&[
+        "explain",
+        "pods.spec.containers",
+        "--output=plaintext-openapiv2",
+    ]);
+    assert!(
+        containers.contains("RESOURCE: containers <[]Object>"),
+        "{containers}"
+    );
+    assert!(
+        containers.contains("imagePullPolicy\t<string>"),
+        "{containers}"
+    );
+    // A described reference (`allOf` of one `$ref` in v3) is followed.
+    let selector = sb.kubectl_ok(&[
+        "explain",
+        "deployments.spec.selector",
+        "--output=plaintext-openapiv2",
+    ]);
+    assert!(
+        selector.contains("matchLabels\t<map[string]string>"),
+        "{selector}"
+    );
+    let pool = sb.kubectl_ok(&["explain", "agentpools.spec", "--output=plaintext-openapiv2"]);
+    assert!(pool.contains("KIND:     AgentPool"), "{pool}");
+    assert!(pool.contains("maxReplicas\t<integer>"), "{pool}");
 }

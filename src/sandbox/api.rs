@@ -743,6 +743,19 @@ impl Api {
             o.remove("status");
         }
         query.field_validation("CreateOptions")?;
+        if s.crd.is_none() {
+            let unknown = super::openapi_schemas::prune_unknown_fields(
+                &s.info.group,
+                &s.info.version,
+                &s.info.kind,
+                &mut obj,
+            );
+            query.check_unknown_fields(
+                &unknown,
+                "CreateOptions",
+                Some((&s.info.kind, &s.info.version)),
+            )?;
+        }
         self.admit_create(&s, &ns, &mut obj)?;
         if let Some(extras) = &s.crd {
             let unknown =
@@ -1012,6 +1025,26 @@ impl Api {
         } else {
             "UpdateOptions"
         })?;
+        let mut new = new;
+        if s.crd.is_none() && matches!(sub, None | Some("status")) {
+            // The apiserver's typed decoder drops what the kind does not
+            // know, and `fieldValidation` says whether that is an error.
+            let unknown = super::openapi_schemas::prune_unknown_fields(
+                &info.group,
+                &info.version,
+                &info.kind,
+                &mut new,
+            );
+            if patched {
+                query.check_unknown_fields(&unknown, "PatchOptions", None)?;
+            } else {
+                query.check_unknown_fields(
+                    &unknown,
+                    "UpdateOptions",
+                    Some((&info.kind, &info.version)),
+                )?;
+            }
+        }
         let mut new = convert::to_storage(info, new);
         let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
         let is_namespace = info.kind == "Namespace" && info.group.is_empty();

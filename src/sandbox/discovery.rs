@@ -466,24 +466,73 @@ pub const OPENAPI_V2_PROTOBUF_ACCEPT: &str =
 /// subtype").
 pub const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-/// `GET /openapi/v2` as protobuf, which client-go always asks for: an empty
-/// Swagger 2.0 document (no paths, no definitions). Returns the
-/// `Content-Type` and the body, or `None` when the client asked for JSON
-/// (then [`openapi_v2_document`] answers).
+/// `GET /openapi/v2` as served: the Swagger 2.0 document as JSON and in
+/// gnostic's `openapi.v2.Document` protobuf encoding, which client-go
+/// always asks for.
 ///
 /// kubectl 1.27 and 1.28 download it before every `create`/`apply` and fail
 /// on a 404, and 1.29+ need it for `kind: List` files (checked against the
-/// bundled kubectls); with no definitions kubectl finds no schema for any
-/// kind, so it skips client-side validation (the server validates, with
-/// `fieldValidation`) and uses its compiled-in patch metadata.
-pub fn openapi_v2(accept: Option<&str>) -> Option<(&'static str, Vec<u8>)> {
-    let wants_protobuf = accept.is_some_and(|accept| {
-        accept.split(',').any(|range| {
-            let media = range.split(';').next().map(str::trim);
-            media == Some(OPENAPI_V2_PROTOBUF_ACCEPT) || media == Some(OPENAPI_V2_PROTOBUF)
+/// bundled kubectls); `kubectl explain --output=plaintext-openapiv2` reads
+/// it, as does kubectl's client-side validation where a server lacks
+/// `fieldValidation`.
+pub struct OpenApiV2 {
+    json: axum::body::Bytes,
+    protobuf: axum::body::Bytes,
+}
+
+impl OpenApiV2 {
+    /// Encodes `doc` (from [`openapi_v2_document`]) both ways.
+    pub fn new(doc: &Value) -> Self {
+        OpenApiV2 {
+            json: serde_json::to_vec(doc).unwrap_or_default().into(),
+            protobuf: super::gnostic::encode_document(doc).into(),
+        }
+    }
+
+    /// The `Content-Type` and body for a request's `Accept` header:
+    /// protobuf when asked for, JSON otherwise.
+    pub fn body(&self, accept: Option<&str>) -> (&'static str, axum::body::Bytes) {
+        let wants_protobuf = accept.is_some_and(|accept| {
+            accept.split(',').any(|range| {
+                let media = range.split(';').next().map(str::trim);
+                media == Some(OPENAPI_V2_PROTOBUF_ACCEPT) || media == Some(OPENAPI_V2_PROTOBUF)
+            })
+        });
+        if wants_protobuf {
+            (OPENAPI_V2_PROTOBUF, self.protobuf.clone())
+        } else {
+            ("application/json", self.json.clone())
+        }
+    }
+}
+
+/// The `/openapi/v2` document for what `served` holds, built once per
+/// distinct set of served resources (building it takes most of a second in
+/// a debug build, and kubectl 1.27/1.28 ask for it before every write).
+pub fn openapi_v2_served(served: &[super::api::Served]) -> std::sync::Arc<OpenApiV2> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    /// The fingerprint of what was served, and its document.
+    type Cached = Option<(String, Arc<OpenApiV2>)>;
+    static CACHE: OnceLock<Mutex<Cached>> = OnceLock::new();
+    let key = openapi_v3_hash(&Value::String(format!("{served:?}")));
+    let cache = CACHE.get_or_init(|| Mutex::new(None));
+    if let Some((k, doc)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
+        && *k == key
+    {
+        return Arc::clone(doc);
+    }
+    let resources: Vec<ResourceInfo> = served.iter().map(|s| s.info.clone()).collect();
+    let docs: Vec<Value> = all_group_versions(&resources)
+        .into_iter()
+        .filter_map(|(group, version)| {
+            let mut doc = openapi_v3_group_version(&resources, group, version)?;
+            super::openapi_schemas::publish(&mut doc, served, group, version);
+            Some(doc)
         })
-    });
-    wants_protobuf.then(|| (OPENAPI_V2_PROTOBUF, openapi_v2_protobuf()))
+        .collect();
+    let built = Arc::new(OpenApiV2::new(&openapi_v2_document(&docs)));
+    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, Arc::clone(&built)));
+    built
 }
 
 /// The Swagger 2.0 document as JSON, from the OpenAPI v3 documents of every
@@ -494,6 +543,21 @@ pub fn openapi_v2_document(v3_docs: &[Value]) -> Value {
     fn refs_to_definitions(v: &mut Value) {
         match v {
             Value::Object(m) => {
+                // Swagger 2.0 documents write a described reference as a
+                // `$ref` with siblings, as the apiserver's does; kubectl's
+                // v2 reader does not follow a one-element `allOf`.
+                let single_ref = match m.get("allOf").and_then(Value::as_array) {
+                    Some(all)
+                        if all.len() == 1 && all[0].as_object().is_some_and(|o| o.len() == 1) =>
+                    {
+                        all[0].get("$ref").cloned()
+                    }
+                    _ => None,
+                };
+                if let Some(r) = single_ref {
+                    m.remove("allOf");
+                    m.insert("$ref".into(), r);
+                }
                 if let Some(Value::String(r)) = m.get_mut("$ref")
                     && let Some(name) = r.strip_prefix("#/components/schemas/")
                 {
@@ -602,29 +666,6 @@ pub fn openapi_v2_document(v3_docs: &[Value]) -> Value {
         "security": [{"BearerToken": []}],
     });
     refs_to_definitions(&mut doc);
-    doc
-}
-
-/// gnostic `openapi.v2.Document` with `swagger = 1` and `info = 2`
-/// (`Info.title = 1`, `Info.version = 2`), in protobuf wire format.
-fn openapi_v2_protobuf() -> Vec<u8> {
-    fn field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
-        // Wire type 2 (length-delimited); field numbers here are < 16.
-        out.push((number << 3) | 2);
-        let mut len = bytes.len();
-        while len >= 0x80 {
-            out.push((len as u8 & 0x7f) | 0x80);
-            len >>= 7;
-        }
-        out.push(len as u8);
-        out.extend_from_slice(bytes);
-    }
-    let mut info = Vec::new();
-    field(&mut info, 1, b"Kubernetes");
-    field(&mut info, 2, GIT_VERSION.as_bytes());
-    let mut doc = Vec::new();
-    field(&mut doc, 1, b"2.0");
-    field(&mut doc, 2, &info);
     doc
 }
 
@@ -1855,9 +1896,11 @@ mod tests {
     }
 
     #[test]
-    fn openapi_v2_answers_client_go_with_an_empty_protobuf_document() {
-        let (content_type, body) =
-            openapi_v2(Some(OPENAPI_V2_PROTOBUF_ACCEPT)).expect("protobuf asked for");
+    fn openapi_v2_answers_client_go_with_the_document_in_protobuf() {
+        let doc =
+            json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": GIT_VERSION}});
+        let served = OpenApiV2::new(&doc);
+        let (content_type, body) = served.body(Some(OPENAPI_V2_PROTOBUF_ACCEPT));
         assert_eq!(
             content_type,
             "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
@@ -1868,21 +1911,23 @@ mod tests {
         expected.extend_from_slice(b"Kubernetes");
         expected.extend_from_slice(&[0x12, GIT_VERSION.len() as u8]);
         expected.extend_from_slice(GIT_VERSION.as_bytes());
-        assert_eq!(body, expected);
+        assert_eq!(body.as_ref(), expected.as_slice());
         assert_eq!(
-            openapi_v2(Some(OPENAPI_V2_PROTOBUF)).map(|(ct, _)| ct),
-            Some(OPENAPI_V2_PROTOBUF)
+            served.body(Some(OPENAPI_V2_PROTOBUF)).0,
+            OPENAPI_V2_PROTOBUF
         );
+        for accept in [None, Some("application/json")] {
+            let (ct, body) = served.body(accept);
+            assert_eq!(ct, "application/json");
+            assert_eq!(
+                serde_json::from_slice::<Value>(&body).ok(),
+                Some(doc.clone())
+            );
+        }
     }
 
     #[test]
     fn openapi_v2_json_carries_the_v3_paths_and_schemas_as_swagger_2() {
-        for accept in [None, Some("application/json")] {
-            assert!(
-                openapi_v2(accept).is_none(),
-                "JSON is built from the v3 documents"
-            );
-        }
         let all = served();
         let core = openapi_v3_group_version(&all, "", "v1").expect("core");
         let doc = openapi_v2_document(&[core]);

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod convert;
 pub mod discovery;
 pub mod faults;
+pub mod gnostic;
 pub mod jsonpath;
 pub mod kubelet;
 pub mod managed;
@@ -95,6 +96,7 @@ impl Sandbox {
     /// simulated nodes.
     pub async fn start(port: u16, nodes: u32) -> Result<Sandbox, SandboxError> {
         let api = Arc::new(Api::new(builtin::builtin_resources()));
+        openapi_schemas::warm_up();
         let q = api::Query::default();
         for i in 0..nodes {
             // Like a kubelet: register the node, then post its status.

@@ -9,7 +9,7 @@
 //! apiextensions server does.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
@@ -71,22 +71,23 @@ fn add_builtin(generator: &mut SchemaGenerator, group: &str, kind: &str) -> bool
 }
 
 /// The built-in definitions of one group/version, computed once.
-fn builtin_definitions(group: &str, version: &str, kinds: &[String]) -> Map<String, Value> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Map<String, Value>>>> = OnceLock::new();
+fn builtin_definitions(group: &str, version: &str, kinds: &[String]) -> Arc<Map<String, Value>> {
+    type Cache = Mutex<HashMap<String, Arc<Map<String, Value>>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let key = format!("{group}/{version}:{}", kinds.join(","));
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(defs) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return defs.clone();
+        return Arc::clone(defs);
     }
     let mut generator = SchemaSettings::openapi3().into_generator();
     for kind in kinds {
         add_builtin(&mut generator, group, kind);
     }
-    let defs = generator.take_definitions(true);
+    let defs = Arc::new(generator.take_definitions(true));
     cache
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(key, defs.clone());
+        .insert(key, Arc::clone(&defs));
     defs
 }
 
@@ -116,8 +117,8 @@ pub fn publish(doc: &mut Value, served: &[Served], group: &str, version: &str) {
         .map(|s| s.info.kind.clone())
         .collect();
     if !builtin_kinds.is_empty() {
-        for (name, schema) in builtin_definitions(group, version, &builtin_kinds) {
-            schemas.insert(name, schema);
+        for (name, schema) in builtin_definitions(group, version, &builtin_kinds).iter() {
+            schemas.insert(name.clone(), schema.clone());
         }
     }
     if in_gv.iter().any(|s| s.crd.is_some()) {
@@ -149,14 +150,135 @@ pub fn publish(doc: &mut Value, served: &[Served], group: &str, version: &str) {
     }
 }
 
+/// Drops from `obj` (a whole built-in object of `group`/`version`/`kind`, as
+/// the client sent it) every field its schema does not know, as the
+/// apiserver's typed decoder does, and returns their paths in the
+/// decoder's spelling (`spec.replicaz`,
+/// `spec.template.spec.containers[0].imagez`) for `fieldValidation`. A kind
+/// without a schema here, and any part of a schema that is open
+/// (`x-kubernetes-preserve-unknown-fields`, or no properties at all), keeps
+/// what it was given.
+pub fn prune_unknown_fields(
+    group: &str,
+    version: &str,
+    kind: &str,
+    obj: &mut Value,
+) -> Vec<String> {
+    let defs = all_builtin_definitions();
+    let mut unknown = Vec::new();
+    if let Some(root) = defs.get(&component_name(group, version, kind, false)) {
+        prune(obj, root, defs, "", &mut unknown);
+    }
+    unknown
+}
+
+/// Every built-in kind's definitions, generated once per process (tens of
+/// milliseconds in a debug build, which a first write should not pay).
+fn all_builtin_definitions() -> &'static Map<String, Value> {
+    static ALL: OnceLock<Map<String, Value>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut generator = SchemaSettings::openapi3().into_generator();
+        for r in super::builtin::builtin_resources() {
+            add_builtin(&mut generator, &r.group, &r.kind);
+        }
+        generator.take_definitions(true)
+    })
+}
+
+/// Generates the built-in schemas on a background thread, so that the
+/// sandbox's first writes do not wait for them.
+pub fn warm_up() {
+    std::thread::spawn(|| {
+        all_builtin_definitions();
+    });
+}
+
+/// Follows `$ref` (bare, or wrapped in a one-element `allOf` as schemars
+/// and the apiserver's v3 documents write a described reference).
+fn resolve<'a>(mut schema: &'a Value, defs: &'a Map<String, Value>) -> &'a Value {
+    for _ in 0..8 {
+        let target = schema
+            .get("$ref")
+            .or_else(|| match schema.get("allOf").and_then(Value::as_array) {
+                Some(all) if all.len() == 1 => all[0].get("$ref"),
+                _ => None,
+            })
+            .and_then(Value::as_str)
+            .and_then(|r| r.rsplit('/').next())
+            .and_then(|name| defs.get(name));
+        match target {
+            Some(t) => schema = t,
+            None => break,
+        }
+    }
+    schema
+}
+
+fn prune(
+    value: &mut Value,
+    schema: &Value,
+    defs: &Map<String, Value>,
+    path: &str,
+    unknown: &mut Vec<String>,
+) {
+    let schema = resolve(schema, defs);
+    match value {
+        Value::Object(o) => {
+            if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+                return;
+            }
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            if props.is_none() && additional.is_none() {
+                return;
+            }
+            let keys: Vec<String> = o.keys().cloned().collect();
+            for k in keys {
+                let child_path = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match props.and_then(|p| p.get(&k)).or(additional) {
+                    Some(child_schema) => {
+                        if let Some(child) = o.get_mut(&k) {
+                            prune(child, child_schema, defs, &child_path, unknown);
+                        }
+                    }
+                    None => {
+                        o.remove(&k);
+                        unknown.push(child_path);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune(item, item_schema, defs, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The component name the apiserver gives a kind's schema.
 fn top_name(s: &Served) -> String {
-    let (g, v, k) = (&s.info.group, &s.info.version, &s.info.kind);
-    if s.crd.is_some() {
+    component_name(
+        &s.info.group,
+        &s.info.version,
+        &s.info.kind,
+        s.crd.is_some(),
+    )
+}
+
+fn component_name(g: &str, v: &str, k: &str, custom: bool) -> String {
+    if custom {
         let reversed: Vec<&str> = g.split('.').rev().collect();
         return format!("{}.{v}.{k}", reversed.join("."));
     }
-    match g.as_str() {
+    match g {
         "" => format!("io.k8s.api.core.{v}.{k}"),
         "apiextensions.k8s.io" => {
             format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{v}.{k}")
@@ -180,5 +302,51 @@ mod tests {
         assert!(d["properties"]["spec"].is_object(), "{d}");
         assert!(defs.contains_key("io.k8s.api.core.v1.PodSpec"));
         assert!(defs.contains_key(OBJECT_META));
+    }
+
+    #[test]
+    fn unknown_fields_of_built_in_kinds_are_dropped_and_named_as_the_decoder_names_them() {
+        let mut deployment = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "labelz": {"a": "b"}, "labels": {"app": "web"}},
+            "spec": {
+                "replicaz": 3,
+                "selector": {"matchLabels": {"app": "web"}, "matchLabelz": {}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [
+                        {"name": "a", "image": "nginx"},
+                        {"name": "b", "imagez": "nginx", "resources": {"limits": {"cpu": "1"}}},
+                    ]},
+                },
+            },
+        });
+        let unknown = prune_unknown_fields("apps", "v1", "Deployment", &mut deployment);
+        assert_eq!(
+            unknown,
+            [
+                "metadata.labelz",
+                "spec.replicaz",
+                "spec.selector.matchLabelz",
+                "spec.template.spec.containers[1].imagez",
+            ]
+        );
+        assert!(deployment["spec"].get("replicaz").is_none());
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][1]["resources"]["limits"]["cpu"],
+            "1"
+        );
+        assert_eq!(deployment["metadata"]["labels"]["app"], "web");
+    }
+
+    #[test]
+    fn open_parts_of_a_schema_and_unknown_kinds_keep_everything() {
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"any-key": "v"}});
+        assert!(prune_unknown_fields("", "v1", "ConfigMap", &mut cm).is_empty());
+        assert_eq!(cm["data"]["any-key"], "v");
+        let mut odd = json!({"whatever": 1});
+        assert!(prune_unknown_fields("example.com", "v1", "Thing", &mut odd).is_empty());
+        assert_eq!(odd["whatever"], 1);
     }
 }

@@ -268,32 +268,13 @@ async fn route(
             return Ok(json_response(200, &body, fmt.content_type()));
         }
         ["openapi", "v2"] => {
-            if let Some((ct, bytes)) = discovery::openapi_v2(accept) {
-                let mut r = Response::new(Body::from(bytes));
-                if let Ok(v) = HeaderValue::from_str(ct) {
-                    r.headers_mut().insert(header::CONTENT_TYPE, v);
-                }
-                return Ok(r);
+            let served = discovery::openapi_v2_served(api.registry().all());
+            let (ct, bytes) = served.body(accept);
+            let mut r = Response::new(Body::from(bytes));
+            if let Ok(v) = HeaderValue::from_str(ct) {
+                r.headers_mut().insert(header::CONTENT_TYPE, v);
             }
-            let root = discovery::openapi_v3_root(&resources);
-            let registry = api.registry();
-            let docs: Vec<Value> = root["paths"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(key, _)| {
-                    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
-                        ["api", v] => (String::new(), v.to_string()),
-                        ["apis", g, v] => (g.to_string(), v.to_string()),
-                        _ => return None,
-                    };
-                    let mut doc =
-                        discovery::openapi_v3_group_version(&resources, &group, &version)?;
-                    super::openapi_schemas::publish(&mut doc, registry.all(), &group, &version);
-                    Some(doc)
-                })
-                .collect();
-            return Ok(ok(&discovery::openapi_v2_document(&docs)));
+            return Ok(r);
         }
         ["openapi", "v3"] => {
             // The hashes cover the documents as served, object schemas
