@@ -1,5 +1,5 @@
 //! The daemon's HTTP server: `/healthz` (the agents' JSON shape), `/readyz`
-//! and `/metrics` (Prometheus text format).
+//! and `/metrics` (OpenMetrics text format, which Prometheus scrapes).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -94,7 +94,7 @@ async fn metrics(State(c): State<Arc<ControllerHandle>>) -> Response {
         StatusCode::OK,
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            crate::controller::metrics::CONTENT_TYPE,
         )],
         c.metrics_text(),
     )

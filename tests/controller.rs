@@ -1094,6 +1094,23 @@ async fn the_server_answers_healthz_readyz_and_metrics() {
         },
     )
     .await;
+    // OpenMetrics, as Prometheus negotiates it: the content type says so
+    // and the exposition ends with `# EOF`.
+    let scraped = http
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .expect("metrics");
+    assert_eq!(
+        scraped.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = scraped.text().await.expect("metrics text");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.contains("# TYPE agentdeck_reconciles counter\n"),
+        "{text}"
+    );
     // The API going away turns /healthz unhealthy only past a threshold
     // (see healthz_turns_503_…); here it stays up.
     assert_eq!(c.health().status, agentdeck::health::HealthStatus::Healthy);

@@ -1,10 +1,22 @@
-//! The controller's Prometheus metrics, rendered in the text exposition
-//! format. Hand-written rather than a client library: a dozen families, no
-//! label churn beyond pools, and no extra dependency to build.
+//! The controller's Prometheus metrics, through `prometheus-client` (the
+//! Prometheus project's Rust client), exposed in the OpenMetrics text format
+//! (`application/openmetrics-text; version=1.0.0`), which Prometheus
+//! scrapes natively. Counters are registered without their `_total` suffix:
+//! OpenMetrics names the family `agentdeck_reconciles` and its sample
+//! `agentdeck_reconciles_total`, so the series names stay what they were.
 
-use std::collections::{BTreeMap, HashSet};
-use std::fmt::Write;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, PoisonError};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// The `Content-Type` of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Buckets (seconds) of the reconcile duration histogram.
 const RECONCILE_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
@@ -12,55 +24,6 @@ const RECONCILE_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 const TASK_BUCKETS: &[f64] = &[
     1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 ];
-
-/// A cumulative histogram.
-#[derive(Debug, Clone)]
-struct Histogram {
-    bounds: &'static [f64],
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn new(bounds: &'static [f64]) -> Self {
-        Histogram {
-            bounds,
-            counts: vec![0; bounds.len()],
-            sum: 0.0,
-            count: 0,
-        }
-    }
-
-    fn observe(&mut self, v: f64) {
-        for (i, b) in self.bounds.iter().enumerate() {
-            if v <= *b {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (b, c) in self.bounds.iter().zip(&self.counts) {
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {c}");
-        }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
-            self.count
-        );
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
-    }
-}
 
 /// Gauges of one pool, as of its last reconcile.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,137 +40,66 @@ pub struct PoolGauges {
     pub offline: i64,
 }
 
-/// Name, help and getter of one per-pool gauge.
-type Gauge = (&'static str, &'static str, fn(&PoolGauges) -> i64);
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct PoolLabels {
+    namespace: String,
+    pool: String,
+}
 
-#[derive(Debug)]
-struct Inner {
-    pools: BTreeMap<(String, String), PoolGauges>,
-    scale_events: BTreeMap<(String, String, &'static str), u64>,
-    task_duration: Histogram,
-    queue_to_start: Histogram,
-    seen_started: HashSet<String>,
-    seen_finished: HashSet<String>,
-    reconciles: u64,
-    reconcile_errors: u64,
-    reconcile_duration: Histogram,
-    api_errors: BTreeMap<String, u64>,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HealthLabels {
+    namespace: String,
+    pool: String,
+    freshness: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScaleLabels {
+    namespace: String,
+    pool: String,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabels {
+    code: String,
+}
+
+/// Reads one per-pool gauge out of [`PoolGauges`].
+type GetGauge = fn(&PoolGauges) -> i64;
+/// One per-pool gauge family and what it reads.
+type PoolGauge = (Family<PoolLabels, Gauge>, GetGauge);
+
+/// Task uids already observed, so that each task counts once.
+#[derive(Debug, Default)]
+struct Seen {
+    started: HashSet<String>,
+    finished: HashSet<String>,
+    /// Pools with series, to forget them when they go.
+    pools: BTreeSet<PoolLabels>,
 }
 
 /// Every metric the controller exports.
 #[derive(Debug)]
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    pool_gauges: Vec<PoolGauge>,
+    health: Family<HealthLabels, Gauge>,
+    scale_events: Family<ScaleLabels, Counter>,
+    task_duration: Histogram,
+    queue_to_start: Histogram,
+    reconciles: Counter,
+    reconcile_errors: Counter,
+    reconcile_duration: Histogram,
+    api_errors: Family<CodeLabels, Counter>,
+    leader: Gauge,
+    seen: Mutex<Seen>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics {
-            inner: Mutex::new(Inner {
-                pools: BTreeMap::new(),
-                scale_events: BTreeMap::new(),
-                task_duration: Histogram::new(TASK_BUCKETS),
-                queue_to_start: Histogram::new(TASK_BUCKETS),
-                seen_started: HashSet::new(),
-                seen_finished: HashSet::new(),
-                reconciles: 0,
-                reconcile_errors: 0,
-                reconcile_duration: Histogram::new(RECONCILE_BUCKETS),
-                api_errors: BTreeMap::new(),
-            }),
-        }
-    }
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-impl Metrics {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Records a pool's state after a reconcile.
-    pub fn set_pool(&self, namespace: &str, pool: &str, gauges: PoolGauges) {
-        self.lock()
-            .pools
-            .insert((namespace.to_owned(), pool.to_owned()), gauges);
-    }
-
-    /// Forgets a deleted pool: every series labelled with it goes.
-    pub fn remove_pool(&self, namespace: &str, pool: &str) {
-        let mut inner = self.lock();
-        inner.pools.remove(&(namespace.to_owned(), pool.to_owned()));
-        inner
-            .scale_events
-            .retain(|(ns, name, _), _| (ns.as_str(), name.as_str()) != (namespace, pool));
-    }
-
-    /// Forgets every pool not in `live` (`(namespace, name)`): a pool
-    /// deleted while no reconcile saw it go leaves no series behind.
-    pub fn retain_pools(&self, live: &HashSet<(String, String)>) {
-        let mut inner = self.lock();
-        inner.pools.retain(|key, _| live.contains(key));
-        inner
-            .scale_events
-            .retain(|(ns, name, _), _| live.contains(&(ns.clone(), name.clone())));
-    }
-
-    /// Counts one replica change (`up` or `down`).
-    pub fn scaled(&self, namespace: &str, pool: &str, direction: &'static str) {
-        *self
-            .lock()
-            .scale_events
-            .entry((namespace.to_owned(), pool.to_owned(), direction))
-            .or_default() += 1;
-    }
-
-    /// Observes a task's queue-to-start latency once per task uid.
-    pub fn task_started(&self, uid: &str, latency_seconds: f64) {
-        let mut inner = self.lock();
-        if inner.seen_started.insert(uid.to_owned()) {
-            inner.queue_to_start.observe(latency_seconds.max(0.0));
-        }
-    }
-
-    /// Observes a task's run duration once per task uid.
-    pub fn task_finished(&self, uid: &str, duration_seconds: f64) {
-        let mut inner = self.lock();
-        if inner.seen_finished.insert(uid.to_owned()) {
-            inner.task_duration.observe(duration_seconds.max(0.0));
-        }
-    }
-
-    /// Counts a reconcile and its duration.
-    pub fn reconciled(&self, seconds: f64, failed: bool) {
-        let mut inner = self.lock();
-        inner.reconciles += 1;
-        if failed {
-            inner.reconcile_errors += 1;
-        }
-        inner.reconcile_duration.observe(seconds);
-    }
-
-    /// Counts an API error by HTTP code (`transport` when none).
-    pub fn api_error(&self, code: Option<u16>) {
-        let code = code.map_or_else(|| "transport".to_owned(), |c| c.to_string());
-        *self.lock().api_errors.entry(code).or_default() += 1;
-    }
-
-    /// Reconciles so far, and how many failed.
-    pub fn reconcile_counts(&self) -> (u64, u64) {
-        let inner = self.lock();
-        (inner.reconciles, inner.reconcile_errors)
-    }
-
-    /// The text exposition.
-    pub fn render(&self, leader: bool) -> String {
-        let inner = self.lock();
-        let mut out = String::with_capacity(4096);
-        let pool_gauges: [Gauge; 7] = [
+        let mut registry = Registry::default();
+        let gauges: [(&str, &str, GetGauge); 7] = [
             (
                 "agentdeck_pool_desired_replicas",
                 "Replicas the autoscaler wants.",
@@ -242,101 +134,224 @@ impl Metrics {
                 |g| g.idle,
             ),
         ];
-        for (name, help, get) in pool_gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for ((ns, pool), g) in &inner.pools {
-                let _ = writeln!(
-                    out,
-                    "{name}{{namespace=\"{}\",pool=\"{}\"}} {}",
-                    escape(ns),
-                    escape(pool),
-                    get(g)
-                );
-            }
-        }
-        let name = "agentdeck_pool_agents_health";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Agents by /healthz freshness.\n# TYPE {name} gauge"
+        let pool_gauges = gauges
+            .into_iter()
+            .map(|(name, help, get)| {
+                let family = Family::<PoolLabels, Gauge>::default();
+                registry.register(name, help, family.clone());
+                (family, get)
+            })
+            .collect();
+        let health = Family::<HealthLabels, Gauge>::default();
+        registry.register(
+            "agentdeck_pool_agents_health",
+            "Agents by /healthz freshness.",
+            health.clone(),
         );
-        for ((ns, pool), g) in &inner.pools {
-            for (class, v) in [
-                ("fresh", g.fresh),
-                ("stale", g.stale),
-                ("offline", g.offline),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "{name}{{namespace=\"{}\",pool=\"{}\",freshness=\"{class}\"}} {v}",
-                    escape(ns),
-                    escape(pool)
-                );
-            }
-        }
-        let name = "agentdeck_scale_events_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Replica changes made by the autoscaler.\n# TYPE {name} counter"
+        let scale_events = Family::<ScaleLabels, Counter>::default();
+        registry.register(
+            "agentdeck_scale_events",
+            "Replica changes made by the autoscaler.",
+            scale_events.clone(),
         );
-        for ((ns, pool, dir), v) in &inner.scale_events {
-            let _ = writeln!(
-                out,
-                "{name}{{namespace=\"{}\",pool=\"{}\",direction=\"{dir}\"}} {v}",
-                escape(ns),
-                escape(pool)
-            );
-        }
-        for (name, help, h) in [
-            (
-                "agentdeck_task_duration_seconds",
-                "Time from a task's start to its end.",
-                &inner.task_duration,
-            ),
-            (
-                "agentdeck_task_queue_to_start_seconds",
-                "Time from a task's creation to its start (claim).",
-                &inner.queue_to_start,
-            ),
-            (
-                "agentdeck_reconcile_duration_seconds",
-                "Time one pool reconcile takes.",
-                &inner.reconcile_duration,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-            h.render(&mut out, name, "");
-        }
-        for (name, help, v) in [
-            (
-                "agentdeck_reconciles_total",
-                "Pool reconciles run.",
-                inner.reconciles,
-            ),
-            (
-                "agentdeck_reconcile_errors_total",
-                "Pool reconciles that failed.",
-                inner.reconcile_errors,
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        }
-        let name = "agentdeck_api_errors_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Kubernetes API errors by HTTP code.\n# TYPE {name} counter"
+        let histogram = |registry: &mut Registry, name: &str, help: &str, buckets: &[f64]| {
+            let h = Histogram::new(buckets.iter().copied());
+            registry.register(name, help, h.clone());
+            h
+        };
+        let task_duration = histogram(
+            &mut registry,
+            "agentdeck_task_duration_seconds",
+            "Time from a task's start to its end.",
+            TASK_BUCKETS,
         );
-        for (code, v) in &inner.api_errors {
-            let _ = writeln!(out, "{name}{{code=\"{code}\"}} {v}");
-        }
-        let name = "agentdeck_leader";
-        let _ = writeln!(
-            out,
-            "# HELP {name} 1 when this controller holds the leader Lease.\n# TYPE {name} gauge\n{name} {}",
-            u8::from(leader)
+        let queue_to_start = histogram(
+            &mut registry,
+            "agentdeck_task_queue_to_start_seconds",
+            "Time from a task's creation to its start (claim).",
+            TASK_BUCKETS,
         );
+        let reconcile_duration = histogram(
+            &mut registry,
+            "agentdeck_reconcile_duration_seconds",
+            "Time one pool reconcile takes.",
+            RECONCILE_BUCKETS,
+        );
+        let reconciles = Counter::default();
+        registry.register(
+            "agentdeck_reconciles",
+            "Pool reconciles run.",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Counter::default();
+        registry.register(
+            "agentdeck_reconcile_errors",
+            "Pool reconciles that failed.",
+            reconcile_errors.clone(),
+        );
+        let api_errors = Family::<CodeLabels, Counter>::default();
+        registry.register(
+            "agentdeck_api_errors",
+            "Kubernetes API errors by HTTP code.",
+            api_errors.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "agentdeck_leader",
+            "1 when this controller holds the leader Lease.",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            pool_gauges,
+            health,
+            scale_events,
+            task_duration,
+            queue_to_start,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            api_errors,
+            leader,
+            seen: Mutex::new(Seen::default()),
+        }
+    }
+}
+
+const FRESHNESS: [&str; 3] = ["fresh", "stale", "offline"];
+const DIRECTIONS: [&str; 2] = ["up", "down"];
+
+impl Metrics {
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a pool's state after a reconcile.
+    pub fn set_pool(&self, namespace: &str, pool: &str, gauges: PoolGauges) {
+        let labels = PoolLabels {
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+        };
+        for (family, get) in &self.pool_gauges {
+            family.get_or_create(&labels).set(get(&gauges));
+        }
+        for (freshness, v) in
+            FRESHNESS
+                .into_iter()
+                .zip([gauges.fresh, gauges.stale, gauges.offline])
+        {
+            self.health
+                .get_or_create(&HealthLabels {
+                    namespace: namespace.to_owned(),
+                    pool: pool.to_owned(),
+                    freshness,
+                })
+                .set(v);
+        }
+        self.seen().pools.insert(labels);
+    }
+
+    /// Forgets a deleted pool: every series labelled with it goes.
+    pub fn remove_pool(&self, namespace: &str, pool: &str) {
+        let labels = PoolLabels {
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+        };
+        self.forget(&labels);
+        self.seen().pools.remove(&labels);
+    }
+
+    fn forget(&self, labels: &PoolLabels) {
+        for (family, _) in &self.pool_gauges {
+            family.remove(labels);
+        }
+        for freshness in FRESHNESS {
+            self.health.remove(&HealthLabels {
+                namespace: labels.namespace.clone(),
+                pool: labels.pool.clone(),
+                freshness,
+            });
+        }
+        for direction in DIRECTIONS {
+            self.scale_events.remove(&ScaleLabels {
+                namespace: labels.namespace.clone(),
+                pool: labels.pool.clone(),
+                direction,
+            });
+        }
+    }
+
+    /// Forgets every pool not in `live` (`(namespace, name)`): a pool
+    /// deleted while no reconcile saw it go leaves no series behind.
+    pub fn retain_pools(&self, live: &HashSet<(String, String)>) {
+        let mut seen = self.seen();
+        let gone: Vec<PoolLabels> = seen
+            .pools
+            .iter()
+            .filter(|l| !live.contains(&(l.namespace.clone(), l.pool.clone())))
+            .cloned()
+            .collect();
+        for labels in gone {
+            self.forget(&labels);
+            seen.pools.remove(&labels);
+        }
+    }
+
+    /// Counts one replica change (`up` or `down`).
+    pub fn scaled(&self, namespace: &str, pool: &str, direction: &'static str) {
+        self.scale_events
+            .get_or_create(&ScaleLabels {
+                namespace: namespace.to_owned(),
+                pool: pool.to_owned(),
+                direction,
+            })
+            .inc();
+        self.seen().pools.insert(PoolLabels {
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+        });
+    }
+
+    /// Observes a task's queue-to-start latency once per task uid.
+    pub fn task_started(&self, uid: &str, latency_seconds: f64) {
+        if self.seen().started.insert(uid.to_owned()) {
+            self.queue_to_start.observe(latency_seconds.max(0.0));
+        }
+    }
+
+    /// Observes a task's run duration once per task uid.
+    pub fn task_finished(&self, uid: &str, duration_seconds: f64) {
+        if self.seen().finished.insert(uid.to_owned()) {
+            self.task_duration.observe(duration_seconds.max(0.0));
+        }
+    }
+
+    /// Counts a reconcile and its duration.
+    pub fn reconciled(&self, seconds: f64, failed: bool) {
+        self.reconciles.inc();
+        if failed {
+            self.reconcile_errors.inc();
+        }
+        self.reconcile_duration.observe(seconds);
+    }
+
+    /// Counts an API error by HTTP code (`transport` when none).
+    pub fn api_error(&self, code: Option<u16>) {
+        let code = code.map_or_else(|| "transport".to_owned(), |c| c.to_string());
+        self.api_errors.get_or_create(&CodeLabels { code }).inc();
+    }
+
+    /// Reconciles so far, and how many failed.
+    pub fn reconcile_counts(&self) -> (u64, u64) {
+        (self.reconciles.get(), self.reconcile_errors.get())
+    }
+
+    /// The OpenMetrics text exposition (see [`CONTENT_TYPE`]).
+    pub fn render(&self, leader: bool) -> String {
+        self.leader.set(i64::from(leader));
+        let mut out = String::with_capacity(4096);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -352,10 +367,11 @@ mod tests {
         m.task_started("u1", 2.0);
         m.task_started("u2", 40.0);
         let text = m.render(true);
-        assert!(text.contains("agentdeck_task_queue_to_start_seconds_bucket{le=\"5\"} 1"));
-        assert!(text.contains("agentdeck_task_queue_to_start_seconds_bucket{le=\"60\"} 2"));
+        assert!(text.contains("agentdeck_task_queue_to_start_seconds_bucket{le=\"5.0\"} 1"));
+        assert!(text.contains("agentdeck_task_queue_to_start_seconds_bucket{le=\"60.0\"} 2"));
         assert!(text.contains("agentdeck_task_queue_to_start_seconds_count 2"));
         assert!(text.contains("agentdeck_leader 1"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]
@@ -396,5 +412,24 @@ mod tests {
         assert!(!text.contains("pool=\"gone\""), "{text}");
         m.remove_pool("ns", "kept");
         assert!(!m.render(false).contains("pool=\""));
+    }
+
+    #[test]
+    fn counters_are_openmetrics_families_whose_samples_end_in_total() {
+        let m = Metrics::default();
+        m.reconciled(0.02, true);
+        let text = m.render(false);
+        assert!(
+            text.contains("# TYPE agentdeck_reconciles counter\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nagentdeck_reconciles_total 1\n"), "{text}");
+        assert!(
+            text.contains("\nagentdeck_reconcile_errors_total 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("agentdeck_reconcile_duration_seconds_bucket{le=\"0.025\"} 1"));
+        assert!(text.contains("agentdeck_leader 0"));
+        assert_eq!(m.reconcile_counts(), (1, 1));
     }
 }
