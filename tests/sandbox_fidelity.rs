@@ -1119,3 +1119,53 @@ fn openapi_v2_protobuf_is_the_served_document_and_kubectl_explains_from_it() {
     assert!(pool.contains("KIND:     AgentPool"), "{pool}");
     assert!(pool.contains("maxReplicas\t<integer>"), "{pool}");
 }
+
+const TWO_CONTAINERS: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: two}
+spec:
+  selector: {matchLabels: {app: two}}
+  template:
+    metadata: {labels: {app: two}}
+    spec:
+      containers:
+      - name: a
+        image: busybox
+        env: [{name: "X", value: "1"}, {name: "Y", value: "2"}]
+      - {name: b, image: busybox}
+"#;
+
+const ONE_CONTAINER: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: two}
+spec:
+  selector: {matchLabels: {app: two}}
+  template:
+    metadata: {labels: {app: two}}
+    spec:
+      containers:
+      - name: a
+        image: busybox
+        env: [{name: "Y", value: "3"}]
+"#;
+
+#[test]
+fn kubectl_apply_removes_list_elements_by_their_merge_key_from_the_published_patch_metadata() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], TWO_CONTAINERS);
+    sb.kubectl_in_ok(&["apply", "-f", "-"], ONE_CONTAINER);
+    // kubectl computes the patch from the OpenAPI document's
+    // x-kubernetes-patch-merge-key: with it, `b` and `X` are deleted by key;
+    // without it, the lists would be sent whole and merged by the server,
+    // keeping both.
+    let containers = sb.kubectl_ok(&[
+        "get",
+        "deployment",
+        "two",
+        "-o",
+        "jsonpath={range .spec.template.spec.containers[*]}{.name}={.env[*].name}:{.env[*].value};{end}",
+    ]);
+    assert_eq!(containers, "a=Y:3;");
+}

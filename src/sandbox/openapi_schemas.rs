@@ -83,7 +83,9 @@ fn builtin_definitions(group: &str, version: &str, kinds: &[String]) -> Arc<Map<
     for kind in kinds {
         add_builtin(&mut generator, group, kind);
     }
-    let defs = Arc::new(generator.take_definitions(true));
+    let mut defs = generator.take_definitions(true);
+    add_patch_extensions(&mut defs);
+    let defs = Arc::new(defs);
     cache
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -91,10 +93,34 @@ fn builtin_definitions(group: &str, version: &str, kinds: &[String]) -> Arc<Map<
     defs
 }
 
+/// Marks the fields whose strategic-merge strategy is not the default, as
+/// the apiserver's documents do: kubectl's client-side apply computes its
+/// patch from these (a list without a merge key is replaced whole, so
+/// without them removing a container or an env entry from a file would not
+/// remove it from the object).
+fn add_patch_extensions(defs: &mut Map<String, Value>) {
+    for ext in crate::plan::strategic_merge::patch_extensions() {
+        let Some(property) = defs
+            .get_mut(&ext.definition)
+            .and_then(|d| d.get_mut("properties"))
+            .and_then(|p| p.get_mut(ext.field))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        property.insert("x-kubernetes-patch-strategy".into(), json!(ext.strategy));
+        if let Some(key) = ext.merge_key {
+            property.insert("x-kubernetes-patch-merge-key".into(), json!(key));
+        }
+    }
+}
+
 fn object_meta_definitions() -> Map<String, Value> {
     let mut generator = SchemaSettings::openapi3().into_generator();
     generator.subschema_for::<ObjectMeta>();
-    generator.take_definitions(true)
+    let mut defs = generator.take_definitions(true);
+    add_patch_extensions(&mut defs);
+    defs
 }
 
 /// Fills `doc`'s `components.schemas` with real object schemas for the
@@ -348,5 +374,20 @@ mod tests {
         let mut odd = json!({"whatever": 1});
         assert!(prune_unknown_fields("example.com", "v1", "Thing", &mut odd).is_empty());
         assert_eq!(odd["whatever"], 1);
+    }
+
+    #[test]
+    fn merging_lists_carry_the_apiservers_patch_extensions() {
+        let defs = builtin_definitions("apps", "v1", &["Deployment".to_string()]);
+        let containers = &defs["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        let ports = &defs["io.k8s.api.core.v1.Container"]["properties"]["ports"];
+        assert_eq!(ports["x-kubernetes-patch-merge-key"], "containerPort");
+        let finalizers = &defs[OBJECT_META]["properties"]["finalizers"];
+        assert_eq!(finalizers["x-kubernetes-patch-strategy"], "merge");
+        assert!(finalizers.get("x-kubernetes-patch-merge-key").is_none());
+        let args = &defs["io.k8s.api.core.v1.Container"]["properties"]["args"];
+        assert!(args.get("x-kubernetes-patch-strategy").is_none());
     }
 }

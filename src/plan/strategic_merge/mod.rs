@@ -36,6 +36,52 @@ mod tests;
 
 use serde_json::{Map, Value};
 
+/// One field's patch extensions as the apiserver's OpenAPI documents carry
+/// them (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchExtension {
+    /// The OpenAPI definition (`io.k8s.api.core.v1.PodSpec`).
+    pub definition: String,
+    /// The property (`containers`).
+    pub field: &'static str,
+    /// `merge` or `replace`.
+    pub strategy: &'static str,
+    /// The merge key of a merging list of objects (`name`).
+    pub merge_key: Option<&'static str>,
+}
+
+/// Every field of the built-in kinds whose patch strategy is not the
+/// default, from the same table the merge itself follows.
+pub fn patch_extensions() -> Vec<PatchExtension> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<&'static schema::TypeSchema> =
+        schema::KINDS.iter().map(|(_, _, s)| *s).collect();
+    while let Some(type_schema) = stack.pop() {
+        if !seen.insert(std::ptr::from_ref(type_schema)) {
+            continue;
+        }
+        let definition = schema::definition_name(type_schema);
+        for field in type_schema.fields {
+            stack.extend(field.child);
+            let (strategy, merge_key) = match field.strategy {
+                schema::Strategy::Default => continue,
+                schema::Strategy::Merge { key } => ("merge", key),
+                schema::Strategy::Replace => ("replace", None),
+            };
+            if let Some(definition) = &definition {
+                out.push(PatchExtension {
+                    definition: definition.clone(),
+                    field: field.name,
+                    strategy,
+                    merge_key,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Why a patch could not be applied. [`MergeError::http_status`] gives the
 /// status kube-apiserver answers with for the same failure.
 #[derive(Debug, thiserror::Error)]

@@ -40,10 +40,6 @@ pub(super) struct TypeSchema {
     /// The OpenAPI definition name without its `io.k8s.api.` or
     /// `io.k8s.apimachinery.pkg.apis.` prefix; the test that checks the table
     /// against k8s-openapi's definitions is what reads it.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "read by the table's cross-check test")
-    )]
     pub(super) name: &'static str,
     pub(super) fields: &'static [Field],
 }
@@ -56,6 +52,18 @@ pub(super) struct Field {
     /// when nothing below the field has a patch strategy.
     pub(super) child: Option<&'static TypeSchema>,
     pub(super) strategy: Strategy,
+}
+
+/// The full OpenAPI definition name of `schema`, or `None` for the shared
+/// metadata-only stand-in, which names no real type.
+pub(super) fn definition_name(schema: &TypeSchema) -> Option<String> {
+    if schema.name.starts_with('(') {
+        return None;
+    }
+    Some(match schema.name.strip_prefix("meta.") {
+        Some(rest) => format!("io.k8s.apimachinery.pkg.apis.meta.{rest}"),
+        None => format!("io.k8s.api.{}", schema.name),
+    })
 }
 
 /// What the merge needs to know about one field of a value.
