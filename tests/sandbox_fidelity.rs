@@ -315,6 +315,22 @@ fn kubectl_validation_finds_unknown_fields_in_built_in_kinds() {
         "{}",
         err(&applied)
     );
+    // Server-side apply types the applied configuration first: an
+    // undeclared field is an error whatever `fieldValidation` says.
+    for validate in ["--validate=strict", "--validate=false"] {
+        let ssa = sb.kubectl_in(
+            &["apply", "--server-side", validate, "-f", "-"],
+            &deployment_with_typo("web"),
+        );
+        assert!(!ssa.status.success(), "{}", out(&ssa));
+        assert!(
+            err(&ssa).contains(
+                "failed to create typed patch object (apps/v1, Kind=Deployment): .spec.replicaz: field not declared in schema"
+            ),
+            "{validate}: {}",
+            err(&ssa)
+        );
+    }
     // A correct file still applies cleanly, with no warning.
     let clean = sb.kubectl_in(
         &["apply", "-f", "-"],

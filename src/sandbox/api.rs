@@ -1331,6 +1331,7 @@ impl Api {
                     )
                 })?;
                 let applied = parse_apply_body(body)?;
+                check_applied_fields(&s, &applied)?;
                 let key = (
                     s.info.group_resource(),
                     ns.clone(),
@@ -1415,6 +1416,7 @@ impl Api {
             )
         })?;
         let mut obj = parse_apply_body(body)?;
+        check_applied_fields(s, &obj)?;
         obj["metadata"]["name"] = json!(name);
         let ns_opt = if s.info.namespaced { Some(ns) } else { None };
         let applied = apply_leaves(&obj).into_iter().map(|(p, _)| p).collect();
@@ -2262,6 +2264,40 @@ fn validate_meta(meta: &Map<String, Value>) -> Vec<(String, String)> {
 fn parse_json(body: &[u8]) -> ApiResult<Value> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+}
+
+/// Server-side apply converts the applied configuration to its typed
+/// form before anything else, whatever `fieldValidation` says, so a field
+/// the kind does not declare is a 400 in structured-merge-diff's words.
+fn check_applied_fields(s: &Served, applied: &Value) -> ApiResult<()> {
+    if s.crd.is_some() {
+        return Ok(());
+    }
+    let mut typed = applied.clone();
+    let unknown = super::openapi_schemas::prune_unknown_fields(
+        &s.info.group,
+        &s.info.version,
+        &s.info.kind,
+        &mut typed,
+    );
+    let errors: Vec<String> = unknown
+        .iter()
+        .map(|f| format!(".{f}: field not declared in schema"))
+        .collect();
+    let message = match errors.as_slice() {
+        [] => return Ok(()),
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    Err(ApiError::bad_request(format!(
+        "failed to create typed patch object ({}, Kind={}): {message}",
+        if s.info.group.is_empty() {
+            format!("/{}", s.info.version)
+        } else {
+            s.info.api_version()
+        },
+        s.info.kind
+    )))
 }
 
 fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
