@@ -72,7 +72,7 @@
 //!   built-ins. Strategic merge is listed for built-ins only, as the real
 //!   server does (CRDs accept JSON patch, merge patch and apply patch).
 //! - `get`, `patch`, `scale`, `wait` fetch no OpenAPI at all (discovery only).
-//! - `kubectl explain` needs full schemas; it is not supported.
+//! - `kubectl explain` reads the v3 schemas (v2 with `--output=plaintext-openapiv2`).
 //! - **`/openapi/v2`** cannot be a 404. Against a mock serving these
 //!   documents, the bundled kubectl 1.27 and 1.28 fetch it in
 //!   `Validator` before every `create`/`apply` (observed; 1.29+ load it lazily,
@@ -84,9 +84,11 @@
 //!   answer's `Content-Type` with Go's `mime`, which rejects the `@`
 //!   spelling: the real server answers
 //!   `application/com.github.proto-openapi.spec.v2.v1.0+protobuf`. We serve
-//!   an empty protobuf Swagger document ([`openapi_v2`]): no definitions, so
-//!   kubectl finds no schema, skips client-side validation and uses its
-//!   compiled-in patch metadata. With it, kubectl 1.27–1.33 all get past
+//!   the full document in gnostic's protobuf encoding ([`OpenApiV2`],
+//!   `super::gnostic`): its definitions carry the same schemas, GVK tags and
+//!   patch strategies as v3, so `kubectl explain --output=plaintext-openapiv2`
+//!   works and client-side apply gets the real patch metadata. Since the v3
+//!   documents declare `fieldValidation`, kubectl 1.27–1.33 skip client-side
 //!   validation and send `create`, `apply`, `apply --server-side` and `List`
 //!   requests with `fieldValidation=Strict`, and resolve `get all`, `ev`,
 //!   `crd`, CRD short names and `scale deploy` from discovery.
