@@ -1134,6 +1134,23 @@ fn openapi_v2_protobuf_is_the_served_document_and_kubectl_explains_from_it() {
     let pool = sb.kubectl_ok(&["explain", "agentpools.spec", "--output=plaintext-openapiv2"]);
     assert!(pool.contains("KIND:     AgentPool"), "{pool}");
     assert!(pool.contains("maxReplicas\t<integer>"), "{pool}");
+
+    // kubectl validates a `kind: List` file's items against this document
+    // on its own side: the type meta every object carries is declared, an
+    // unknown field is not.
+    let list = |spec: &str| {
+        format!(
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: agentdeck.dev/v1alpha1\n  kind: AgentTask\n  metadata: {{generateName: listed-}}\n  spec: {{pool: quickstart, command: [\"true\"]{spec}}}\n"
+        )
+    };
+    sb.kubectl_in_ok(&["create", "-f", "-"], &list(""));
+    let typo = sb.kubectl_in(&["create", "-f", "-"], &list(", timeoutSecondz: 5"));
+    assert!(!typo.status.success(), "{}", out(&typo));
+    assert!(
+        err(&typo).contains(r#"unknown field "timeoutSecondz""#),
+        "{}",
+        err(&typo)
+    );
 }
 
 const TWO_CONTAINERS: &str = r#"

@@ -160,6 +160,13 @@ pub fn publish(doc: &mut Value, served: &[Served], group: &str, version: &str) {
                     .schema
                     .clone()
                     .unwrap_or_else(|| json!({"type": "object"}));
+                // As the apiextensions server publishes a CRD's schema:
+                // with the type meta every object has (kubectl validates a
+                // `kind: List` file's items against it) and standard metadata.
+                schema["properties"]["apiVersion"] = json!({"type": "string",
+                    "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"});
+                schema["properties"]["kind"] = json!({"type": "string",
+                    "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"});
                 schema["properties"]["metadata"] =
                     json!({"$ref": format!("#/components/schemas/{OBJECT_META}")});
                 schema
