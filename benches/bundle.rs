@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench --bench bundle
-//! AGENTDECK_BENCH_MB=256 AGENTDECK_BENCH_PODS=200 AGENTDECK_BENCH_LOG_KB=2048 cargo bench --bench bundle
+//! AGENTDECK_BENCH_MB=32 AGENTDECK_BENCH_PODS=50 AGENTDECK_BENCH_LOG_KB=512 cargo bench --bench bundle   # quicker
 //! ```
 //!
 //! Prints what it measured; asserts nothing.
@@ -99,8 +99,8 @@ fn redaction() {
 /// Bundle vs the shell loop of the chart's documentation on one sandbox
 /// namespace.
 fn compare() {
-    let pods: usize = env_or("AGENTDECK_BENCH_PODS", 100);
-    let log_kb: usize = env_or("AGENTDECK_BENCH_LOG_KB", 1024);
+    let pods: usize = env_or("AGENTDECK_BENCH_PODS", 200);
+    let log_kb: usize = env_or("AGENTDECK_BENCH_LOG_KB", 2048);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -153,7 +153,7 @@ pub struct BundleArgs {
     #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,
     /// Requests in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallel: u16,
     /// The controller's base URL, to add its /healthz and /metrics (e.g. http://127.0.0.1:8080).
     #[arg(long, value_name = "URL")]

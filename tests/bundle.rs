@@ -283,10 +283,11 @@ async fn a_bundle_of_a_busy_namespace_has_every_container_and_no_planted_secret(
         .map(String::from),
     );
 
-    // Many pods, two containers each, each printing planted secrets.
+    // 46 pods, two containers each, each printing planted secrets; with the
+    // four special pods below, 50 in all.
     let mut expected_containers: Vec<(String, String)> = Vec::new();
     let mut n = 0;
-    for p in 0..24 {
+    for p in 0..46 {
         let name = format!("agent-{p:02}");
         let mut scripts = Vec::new();
         for c in ["agent", "runner"] {

@@ -146,7 +146,7 @@ impl BundleOptions {
             max_bytes_per_log: DEFAULT_MAX_BYTES_PER_LOG,
             redact: true,
             literals: Vec::new(),
-            parallelism: 16,
+            parallelism: 8,
             request_timeout: Duration::from_secs(15),
             deadline: Duration::from_secs(300),
             controller_namespace: None,

@@ -47,6 +47,38 @@ struct Rule {
     name_group: Option<usize>,
     /// The secret must look like a token, not a word (`basic settings`).
     token_like: bool,
+    /// Finds the name and secret groups in a whole match by hand, exactly
+    /// as the regex's captures would: a capture search costs a second
+    /// pass over every match, which dominated on logs with a secret on
+    /// every line.
+    split: Option<Split>,
+}
+
+/// `(name, secret)` byte ranges within a match.
+type Split = fn(&[u8]) -> Option<((usize, usize), (usize, usize))>;
+
+/// The key-value rule's groups: the name runs up to the first blank or
+/// separator (it cannot contain either); the separator is one `=` or `:`
+/// (the regex's leftmost-first alternation always prefers the one-byte
+/// branch, as a value may begin with `=` or `>`); blanks follow; the value
+/// is the rest of the match.
+fn split_key_value(m: &[u8]) -> Option<((usize, usize), (usize, usize))> {
+    let name_end = m
+        .iter()
+        .position(|b| matches!(b, b' ' | b'\t' | b'=' | b':'))?;
+    let sep = name_end
+        + m[name_end..]
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t'))?;
+    if !matches!(m[sep], b'=' | b':') {
+        return None;
+    }
+    let value = sep
+        + 1
+        + m[sep + 1..]
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t'))?;
+    Some(((0, name_end), (value, m.len())))
 }
 
 /// Name of the rule for literal secrets handed to the tool.
@@ -184,6 +216,7 @@ fn rules() -> Vec<Rule> {
             group: 1,
             name_group: None,
             token_like: false,
+            split: None,
         },
         // `DB_PASSWORD=…`, `export API_TOKEN=…`, `password: …`, `"token": "…"`,
         // `client_secret=…&`, `--password=…`.
@@ -207,6 +240,7 @@ fn rules() -> Vec<Rule> {
             group: 2,
             name_group: Some(1),
             token_like: false,
+            split: Some(split_key_value),
         },
         // `{"name":"DB_PASSWORD","value":"…"}` (container env as JSON).
         Rule {
@@ -218,6 +252,7 @@ fn rules() -> Vec<Rule> {
             group: 2,
             name_group: Some(1),
             token_like: false,
+            split: None,
         },
         // `scheme://user:pass@host`.
         Rule {
@@ -227,6 +262,7 @@ fn rules() -> Vec<Rule> {
             group: 1,
             name_group: None,
             token_like: false,
+            split: None,
         },
         // `Authorization: Bearer …`, `Authorization: token …`, `Bearer …`.
         Rule {
@@ -238,6 +274,7 @@ fn rules() -> Vec<Rule> {
             group: 1,
             name_group: None,
             token_like: true,
+            split: None,
         },
         Rule {
             name: "jwt",
@@ -246,6 +283,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "aws-access-key",
@@ -254,6 +292,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "gcp-key",
@@ -262,6 +301,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         // Azure SAS signatures in URLs (`…&sig=…`).
         Rule {
@@ -271,6 +311,7 @@ fn rules() -> Vec<Rule> {
             group: 1,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "github-token",
@@ -279,6 +320,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "gitlab-token",
@@ -287,6 +329,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "pulumi-token",
@@ -295,6 +338,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "terraform-token",
@@ -303,6 +347,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: "slack-token",
@@ -311,6 +356,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
         Rule {
             name: PEM_RULE,
@@ -319,6 +365,7 @@ fn rules() -> Vec<Rule> {
             group: 0,
             name_group: None,
             token_like: false,
+            split: None,
         },
     ]
 }
@@ -549,22 +596,35 @@ impl Redactor {
                 let mut locs = rule.regex.capture_locations();
                 let mut at = 0;
                 while at <= line.len() {
-                    let Some(whole) = rule.regex.captures_read_at(&mut locs, line, at) else {
-                        break;
+                    let (whole, groups) = match rule.split {
+                        Some(split) => {
+                            let Some(w) = rule.regex.find_at(line, at) else {
+                                break;
+                            };
+                            let g = split(w.as_bytes()).map(|((ns, ne), (vs, ve))| {
+                                let o = w.start();
+                                ((o + ns, o + ne), (o + vs, o + ve))
+                            });
+                            (w.range(), g)
+                        }
+                        None => {
+                            let Some(w) = rule.regex.captures_read_at(&mut locs, line, at) else {
+                                break;
+                            };
+                            let name = rule.name_group.and_then(|g| locs.get(g)).unwrap_or((0, 0));
+                            (w.range(), locs.get(rule.group).map(|v| (name, v)))
+                        }
                     };
-                    at = if whole.end() > whole.start() {
-                        whole.end()
+                    at = if whole.end > whole.start {
+                        whole.end
                     } else {
-                        whole.end() + 1
+                        whole.end + 1
                     };
-                    let Some((ms, me)) = locs.get(rule.group) else {
+                    let Some(((ns, ne), (ms, me))) = groups else {
                         continue;
                     };
-                    if let Some(g) = rule.name_group {
-                        let name = locs.get(g).map_or(&b""[..], |(a, b)| &line[a..b]);
-                        if !sensitive_name(name) {
-                            continue;
-                        }
+                    if rule.name_group.is_some() && !sensitive_name(&line[ns..ne]) {
+                        continue;
                     }
                     let (mut s, mut e) = (ms, me);
                     // Keep the quotes around a value, hide what is inside.

@@ -88,8 +88,33 @@ pub fn partial_path(target: &Path) -> PathBuf {
     target.with_file_name(format!(".{name}.partial-{}", std::process::id()))
 }
 
+/// Entries smaller than this are written by the assembling thread itself;
+/// larger ones (logs) are redacted and compressed by the workers.
+const INLINE_MAX: usize = 64 * 1024;
+
+/// One entry compressed by a worker: a single-file zip in an unnamed
+/// temporary file, copied into the bundle without recompressing.
+struct Compressed {
+    part: File,
+    record: FileRecord,
+    counts: RedactionCounts,
+}
+
+/// How many threads redact and compress: one per core, at most four (the
+/// API is read at the same time).
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
 /// Runs the writer until `rx` closes; returns the zip still open so the
 /// manifest can be added by [`finish`].
+///
+/// Redaction and compression are the costly part of a bundle, and each log
+/// is independent: a pool of [`workers`] threads each turn one log into a
+/// single-entry zip on disk, and this thread copies the compressed entries
+/// into the bundle as they come (`raw_copy_file`: no second compression).
+/// Small entries are written here directly. Memory stays flat: logs are
+/// spool files, parts are temporary files, and both queues are bounded.
 pub fn run(
     zip_path: &Path,
     mut rx: mpsc::Receiver<Entry>,
@@ -104,16 +129,41 @@ pub fn run(
     let mut zip = ZipWriter::new(file);
     let mut written = Written::default();
     let mut bytes_total = 0u64;
-    while let Some(entry) = rx.blocking_recv() {
-        let path = entry.path.clone();
-        let record =
-            write_entry(&mut zip, entry, redactor.as_deref(), &mut written).map_err(|source| {
-                BundleError::Write {
-                    path: zip_path.to_path_buf(),
-                    entry: path.clone(),
-                    source,
+    let n = workers();
+    let (job_tx, job_rx) = std::sync::mpsc::sync_channel::<Entry>(n);
+    let job_rx = Arc::new(std::sync::Mutex::new(job_rx));
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<(String, io::Result<Compressed>)>(n);
+    let pool: Vec<_> = (0..n)
+        .map(|_| {
+            let job_rx = job_rx.clone();
+            let done_tx = done_tx.clone();
+            let redactor = redactor.clone();
+            std::thread::spawn(move || {
+                loop {
+                    let job = job_rx
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .recv();
+                    let Ok(entry) = job else { break };
+                    let path = entry.path.clone();
+                    let part = compress_part(entry, redactor.as_deref());
+                    if done_tx.send((path, part)).is_err() {
+                        break;
+                    }
                 }
-            })?;
+            })
+        })
+        .collect();
+    drop(done_tx);
+    let mut add = |written: &mut Written,
+                   path: String,
+                   result: io::Result<FileRecord>|
+     -> Result<(), BundleError> {
+        let record = result.map_err(|source| BundleError::Write {
+            path: zip_path.to_path_buf(),
+            entry: path.clone(),
+            source,
+        })?;
         bytes_total += record.bytes;
         written.files.push(record);
         progress(Progress {
@@ -123,12 +173,116 @@ pub fn run(
             bytes_written: bytes_total,
             current: path,
         });
+        Ok(())
+    };
+    let mut in_flight = 0usize;
+    let mut outcome = Ok(());
+    'entries: while let Some(entry) = rx.blocking_recv() {
+        // Copy in what the workers finished, so their queue keeps moving.
+        while let Ok((path, part)) = done_rx.try_recv() {
+            in_flight -= 1;
+            let r = copy_part(&mut zip, part, &mut written);
+            if let Err(e) = add(&mut written, path, r) {
+                outcome = Err(e);
+                break 'entries;
+            }
+        }
+        let small = match &entry.body {
+            Body::Bytes(b) => b.len() <= INLINE_MAX,
+            Body::Spool { len, .. } => *len <= INLINE_MAX as u64,
+        };
+        if small || n <= 1 {
+            let path = entry.path.clone();
+            let r = write_entry(&mut zip, entry, redactor.as_deref(), &mut written);
+            if let Err(e) = add(&mut written, path, r) {
+                outcome = Err(e);
+                break;
+            }
+            continue;
+        }
+        // Hand it to a worker; while every worker is busy, copy in what
+        // they finish.
+        let mut job = entry;
+        loop {
+            match job_tx.try_send(job) {
+                Ok(()) => {
+                    in_flight += 1;
+                    break;
+                }
+                Err(std::sync::mpsc::TrySendError::Full(back)) => {
+                    job = back;
+                    let Ok((path, part)) = done_rx.recv() else {
+                        break 'entries;
+                    };
+                    in_flight -= 1;
+                    let r = copy_part(&mut zip, part, &mut written);
+                    if let Err(e) = add(&mut written, path, r) {
+                        outcome = Err(e);
+                        break 'entries;
+                    }
+                }
+                Err(std::sync::mpsc::TrySendError::Disconnected(_)) => break 'entries,
+            }
+        }
     }
+    drop(job_tx);
+    while in_flight > 0 {
+        let Ok((path, part)) = done_rx.recv() else {
+            break;
+        };
+        in_flight -= 1;
+        if outcome.is_ok() {
+            let r = copy_part(&mut zip, part, &mut written);
+            outcome = add(&mut written, path, r);
+        }
+    }
+    for t in pool {
+        let _ = t.join();
+    }
+    outcome?;
     Ok((zip, written))
 }
 
-fn write_entry(
+/// A worker's job: the entry redacted and compressed into a one-file zip.
+fn compress_part(entry: Entry, redactor: Option<&Redactor>) -> io::Result<Compressed> {
+    let mut part = ZipWriter::new(tempfile::tempfile()?);
+    let mut written = Written::default();
+    let record = write_entry(&mut part, entry, redactor, &mut written)?;
+    let part = part.finish().map_err(io::Error::other)?;
+    let counts = written.redactions.into_values().next().unwrap_or_default();
+    Ok(Compressed {
+        part,
+        record,
+        counts,
+    })
+}
+
+/// Copies a worker's entry into the bundle as it is (already compressed).
+fn copy_part(
     zip: &mut ZipWriter<File>,
+    part: io::Result<Compressed>,
+    written: &mut Written,
+) -> io::Result<FileRecord> {
+    let Compressed {
+        mut part,
+        record,
+        counts,
+    } = part?;
+    part.seek(SeekFrom::Start(0))?;
+    let mut archive = zip::ZipArchive::new(BufReader::new(part)).map_err(io::Error::other)?;
+    let file = archive.by_index_raw(0).map_err(io::Error::other)?;
+    zip.raw_copy_file(file).map_err(io::Error::other)?;
+    if !counts.is_empty() {
+        let e = written.redactions.entry(record.path.clone()).or_default();
+        for (k, v) in counts {
+            *e.entry(k).or_default() += v;
+        }
+    }
+    Ok(record)
+}
+
+fn write_entry<W: Write + Seek>(
+    zip: &mut ZipWriter<W>,
     entry: Entry,
     redactor: Option<&Redactor>,
     written: &mut Written,
@@ -204,7 +358,7 @@ fn line_skip(head: &[u8]) -> usize {
 
 fn copy_through(
     input: &mut impl Read,
-    out: &mut Counting<'_>,
+    out: &mut impl Write,
     redactor: Option<&Redactor>,
     path: &str,
     written: &mut Written,
@@ -236,12 +390,12 @@ fn copy_through(
     Ok(())
 }
 
-struct Counting<'a> {
-    inner: &'a mut ZipWriter<File>,
+struct Counting<'a, W: Write + Seek> {
+    inner: &'a mut ZipWriter<W>,
     n: u64,
 }
 
-impl Write for Counting<'_> {
+impl<W: Write + Seek> Write for Counting<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.n += n as u64;

@@ -536,3 +536,52 @@ fn sensitive_names_are_told_from_references_to_secrets() {
         assert!(!sensitive_name(n.as_bytes()), "{n}");
     }
 }
+
+#[test]
+fn the_hand_split_of_a_key_value_match_finds_the_groups_the_captures_find() {
+    let rules = rules();
+    let rule = rules
+        .iter()
+        .find(|r| r.split.is_some())
+        .expect("a rule splits by hand");
+    let split = rule.split.expect("split");
+    let mut lines: Vec<&str> = CORPUS.iter().map(|c| c.1).collect();
+    lines.extend(HARMLESS);
+    // Separators the alternation could read either way, blanks, quotes,
+    // escaped JSON, values that start with a separator.
+    lines.extend([
+        "token:=abc123",
+        "token=>abc123",
+        "password := \"quoted value\"",
+        "api_key:\t 'single'",
+        "{\\\"client_secret\\\": \\\"s3cr3t-in-escaped-json\\\"}",
+        "x-auth-token:=\"q\" and secret_key = v2 and pwd:",
+        "AUTH_TOKEN==double",
+        "session:  :colon",
+    ]);
+    let mut compared = 0;
+    for line in lines {
+        let line = line.as_bytes();
+        let mut locs = rule.regex.capture_locations();
+        let mut at = 0;
+        while let Some(m) = rule.regex.captures_read_at(&mut locs, line, at) {
+            let name = locs
+                .get(rule.name_group.expect("name group"))
+                .expect("name");
+            let value = locs.get(rule.group).expect("value");
+            let o = m.start();
+            let by_hand =
+                split(m.as_bytes()).map(|((a, b), (c, d))| ((o + a, o + b), (o + c, o + d)));
+            assert_eq!(
+                by_hand,
+                Some((name, value)),
+                "groups of {:?} in {:?}",
+                String::from_utf8_lossy(m.as_bytes()),
+                String::from_utf8_lossy(line)
+            );
+            compared += 1;
+            at = m.end().max(m.start() + 1);
+        }
+    }
+    assert!(compared >= 20, "only {compared} matches compared");
+}
