@@ -373,3 +373,36 @@ fn the_audit_view_the_hold_dialog_and_the_bundle_gauge_match_their_snapshots() {
         insta::assert_snapshot!(format!("bundle_gauge_{w}x{h}"), text(&a));
     }
 }
+
+#[test]
+fn a_held_pool_and_a_drained_agent_show_in_their_tables() {
+    let mut snap = snapshot(40);
+    let p = snap
+        .pools
+        .iter_mut()
+        .find(|p| p.name == "platform")
+        .expect("pool platform");
+    p.hold = Some("6 by alice until 2026-11-24T10:30:00Z".into());
+    let idle = snap
+        .agents
+        .iter()
+        .position(|a| a.component == "agent" && a.task.is_none())
+        .expect("an idle agent");
+    snap.agents[idle].draining = true;
+    let name = snap.agents[idle].name.clone();
+    let mut a = app(200, 30);
+    a.update(Msg::Snapshot(Arc::new(snap)));
+    let screen = text(&a);
+    let row = screen
+        .lines()
+        .find(|l| l.contains("platform"))
+        .expect("platform row");
+    assert!(row.contains("6 by alice until"), "{screen}");
+    keys(&mut a, "2");
+    let screen = text(&a);
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&name))
+        .expect("the agent's row");
+    assert!(row.contains("idle (drain)"), "{row}");
+}

@@ -560,6 +560,23 @@ fn help_is_built_from_the_live_keymap() {
     // Any key closes it.
     send(&mut a, [key('x')]);
     assert!(!a.help);
+    // The new action keys are in it; read-only leaves out those that write
+    // but keeps the bundle and the audit view, which only read.
+    let help = a.opts.keymap.help(false);
+    for (keys, what) in [
+        ("r", "retry"),
+        ("shift-d", "debug pod"),
+        ("b", "support bundle"),
+        ("5", "audit"),
+    ] {
+        assert!(
+            help.iter().any(|(_, k, w)| k == keys && w.contains(what)),
+            "{keys} {what}: {help:?}"
+        );
+    }
+    let ro = a.opts.keymap.help(true);
+    assert!(ro.iter().any(|(_, k, _)| k == "b") && ro.iter().any(|(_, k, _)| k == "5"));
+    assert!(!ro.iter().any(|(_, k, _)| k == "r" || k == "shift-d"));
 }
 
 fn ns_app() -> App {

@@ -274,9 +274,20 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
             Some(s) => o(format!("{s:+}s"), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
-        col("TASK", 20, 1, |r, _| match &r.task {
-            Some(task) => (Cow::Borrowed(task.as_str()), Role::Running),
-            None => (Cow::Borrowed("idle"), Role::Muted),
+        col("TASK", 20, 1, |r, _| {
+            // An operator's per-agent drain or debug logs show beside it.
+            let flags = match (r.draining, r.debug) {
+                (false, false) => "",
+                (true, false) => " (drain)",
+                (false, true) => " (debug)",
+                (true, true) => " (drain, debug)",
+            };
+            match (&r.task, flags) {
+                (Some(task), "") => (Cow::Borrowed(task.as_str()), Role::Running),
+                (Some(task), f) => o(format!("{task}{f}"), Role::Warn),
+                (None, "") => (Cow::Borrowed("idle"), Role::Muted),
+                (None, f) => o(format!("idle{f}"), Role::Warn),
+            }
         }),
         col("NODE", 14, 6, |r, _| t(dash(&r.node))),
         num("RST", 3, 4, |r, _| {
