@@ -710,3 +710,82 @@ fn b_writes_a_bundle_of_the_pool_and_shift_d_makes_a_debug_pod() {
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
+
+#[test]
+fn as_observer_the_console_holds_a_pool_and_the_leading_daemon_carries_it_out() {
+    let sb = sandbox_with_a_pool();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let config = agentdeck::config::Config {
+        controller_namespace: "default".into(),
+        ..agentdeck::config::Config::default()
+    };
+    let daemon = {
+        let _g = sb.rt.enter();
+        agentdeck::controller::start(
+            agentdeck::cluster::Connection {
+                client: sb.client(),
+                namespace: "default".into(),
+            },
+            &config,
+            cancel.clone(),
+        )
+    };
+    sb.rt
+        .block_on(common::eventually("the daemon leads", || async {
+            daemon.leader().is_leader().then_some(())
+        }));
+    eventually_blocking("the daemon scales the pool to 2", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("XDG_STATE_HOME", &state_dir),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        110,
+        32,
+    );
+    t.wait("observer, synced", |s| {
+        s.contains("role observer") && s.contains("watch synced") && s.contains("quiet")
+    });
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.send(&["C-u"]);
+    t.type_text("=1");
+    t.send(&["Enter"]);
+    t.wait("the hold's preview", |s| {
+        s.contains("hold pool quiet at 1 until cleared")
+            && s.contains("Preview (dry run):")
+            && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    eventually_blocking("the daemon holds the Deployment at 1", || {
+        (deployment_replicas(&sb, "quiet") == Some(1)).then_some(())
+    });
+    let hold = audit_line(&state.path().join("agentdeck").join("audit.jsonl"), "hold");
+    assert_eq!(hold["via"], "console");
+    // Cleared from the same dialog: the autoscaler decides again (5
+    // pending tasks want 2).
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.send(&["C-u"]);
+    t.type_text("clear");
+    t.send(&["Enter"]);
+    t.wait("the clear's preview", |s| {
+        s.contains("clear the hold of pool quiet") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    eventually_blocking("back to 2 once the hold is cleared", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    assert!(sb.rt.block_on(async { daemon.leader().is_leader() }));
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    cancel.cancel();
+    sb.rt.block_on(daemon.join());
+}
