@@ -743,6 +743,9 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
     }
 }
 
+/// How long a toast naming a zip path or a debug pod stays.
+pub const LONG_TOAST_FOR: Duration = Duration::from_secs(20);
+
 /// A support bundle on its way, for the console's gauge.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BundleGauge {
@@ -792,14 +795,25 @@ impl App {
                     Ok(path) => self.toast(format!("bundle written: {path}"), false),
                     Err(why) => self.toast(format!("bundle failed: {why}"), true),
                 }
+                self.keep_toast();
             }
-            Msg::DebugPodCreated(result) => match result {
-                Ok(what) => self.toast(what, false),
-                Err(why) => self.toast(format!("debug pod failed: {why}"), true),
-            },
+            Msg::DebugPodCreated(result) => {
+                match result {
+                    Ok(what) => self.toast(what, false),
+                    Err(why) => self.toast(format!("debug pod failed: {why}"), true),
+                }
+                self.keep_toast();
+            }
             _ => {}
         }
         Vec::new()
+    }
+
+    /// A toast that names something to copy (a path, a pod) stays longer.
+    fn keep_toast(&mut self) {
+        if let Some(t) = &mut self.toast {
+            t.until = self.now.checked_add(LONG_TOAST_FOR).unwrap_or(t.until);
+        }
     }
 
     /// `b`: a bundle of the pool in view (the selected one in Pools, the

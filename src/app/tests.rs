@@ -816,6 +816,12 @@ fn b_takes_a_bundle_with_a_gauge_and_a_toast_with_its_path() {
             .as_ref()
             .is_some_and(|t| !t.error && t.text.contains("/tmp/agentdeck-bundle-x.zip"))
     );
+    // It stays long enough to copy the path, then goes.
+    let now = a.now;
+    send(&mut a, [Msg::Tick(now + Duration::from_secs(10))]);
+    assert!(a.toast.is_some());
+    send(&mut a, [Msg::Tick(now + Duration::from_secs(21))]);
+    assert!(a.toast.is_none());
     // A progress report after the end does not bring the gauge back.
     send(
         &mut a,
