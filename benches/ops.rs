@@ -4,12 +4,15 @@
 //!   `healthy` again), with real `agentdeck agent` processes;
 //! - hold the pool's replicas → the Deployment's replicas follow.
 //!
-//! Measured twice: with the controller leading in this process (the
-//! console leading), and with `agentdeck --daemon` leading in its own
-//! process while this one only acts (the console as observer, or the CLI).
-//! The clock starts when `ops::apply` is called (the user confirmed) and
-//! stops when the effect is seen through the API or the agent. Prints what
-//! it measured; asserts nothing.
+//! Measured with the controller leading in this process (the console
+//! leading), and with `agentdeck --daemon` leading in its own process while
+//! this one only acts (the console as observer, or the CLI). The clock
+//! starts when `ops::apply` is called (the user confirmed) and stops when
+//! the effect is seen through the API or the agent. A third run goes the
+//! console's whole way with its controller leading: `y` pressed in the
+//! confirmation dialog → `App::update` → the action queue → the ops runner
+//! (audit line included) → the effect. Prints what it measured; asserts
+//! nothing.
 //!
 //! ```text
 //! cargo bench --bench ops
@@ -19,12 +22,17 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agentdeck::app::{
+    ActionRequest, App, AppOptions, Command as AppCommand, Dialog, Msg, PreviewState,
+};
 use agentdeck::cluster::Connection;
 use agentdeck::config::Config;
 use agentdeck::crd::{AgentPool, AgentTask};
 use agentdeck::health::{HealthReport, HealthStatus};
 use agentdeck::ops::{self, Action, Actor};
 use agentdeck::sandbox::Sandbox;
+use agentdeck::tui::queue::ActionQueue;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -215,9 +223,102 @@ async fn measure(label: &str, conn: &Connection, pool: &str, n: usize) {
         .expect("cleared");
 }
 
+/// The console's way: a confirmation dialog open on `request`, `y`
+/// pressed, the command handed to the action queue as the event loop
+/// does; returns when the queue has taken it.
+async fn confirm_in_console(app: &mut App, queue: &ActionQueue, request: ActionRequest) -> Instant {
+    app.dialog = Some(Dialog {
+        title: "bench".into(),
+        body: Vec::new(),
+        input: None,
+        request,
+        error: None,
+        preview: PreviewState::Lines(Vec::new()),
+    });
+    let start = Instant::now();
+    for cmd in app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('y'),
+        KeyModifiers::NONE,
+    ))) {
+        if let AppCommand::Action(req) = cmd {
+            queue.apply(req);
+        }
+    }
+    start
+}
+
+/// Drain one agent and hold the pool, confirmed in the console.
+async fn measure_console(label: &str, conn: &Connection, pool: &str, n: usize) {
+    let http = reqwest::Client::new();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+    let cancel = CancellationToken::new();
+    let queue = ActionQueue::start(
+        conn.client.clone(),
+        Some(agentdeck::tui::actions::ops_runner(None)),
+        tx,
+        cancel.clone(),
+    );
+    // Outcomes come back to the app as messages; drain them.
+    let done = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let mut app = App::new(AppOptions::default(), jiff::Timestamp::now());
+    let agents = healthy_agents(&conn.client, &http, pool, 2).await;
+    let (agent, ip) = agents[0].clone();
+    let (mut drained, mut held) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        for (undo, want) in [
+            (false, HealthStatus::Draining),
+            (true, HealthStatus::Healthy),
+        ] {
+            let req = ActionRequest::DrainAgent {
+                namespace: NS.into(),
+                pool: pool.into(),
+                agent: agent.clone(),
+                undo,
+            };
+            let start = confirm_in_console(&mut app, &queue, req).await;
+            until("the agent's health", || async {
+                (health(&http, &ip).await == Some(want)).then_some(())
+            })
+            .await;
+            if !undo {
+                drained.push(start.elapsed());
+            }
+        }
+        let target = if i % 2 == 0 { 3 } else { 2 };
+        let req = ActionRequest::HoldReplicas {
+            namespace: NS.into(),
+            pool: pool.into(),
+            replicas: target,
+            for_secs: Some(3600),
+            force: false,
+        };
+        let start = confirm_in_console(&mut app, &queue, req).await;
+        until("the Deployment's replicas", || async {
+            (replicas(&conn.client, pool).await == Some(target)).then_some(())
+        })
+        .await;
+        held.push(start.elapsed());
+    }
+    report(
+        &format!("{label}: `y` → drain agent → /healthz draining"),
+        drained,
+    );
+    report(
+        &format!("{label}: `y` → hold replicas → Deployment replicas"),
+        held,
+    );
+    cancel.cancel();
+    done.abort();
+}
+
 fn main() {
+    // The console's runner appends audit lines: keep them out of $HOME.
+    let state = tempfile::tempdir().expect("state dir");
     // SAFETY: set before the sandbox (and any other thread) starts.
-    unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
+    unsafe {
+        std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck"));
+        std::env::set_var("XDG_STATE_HOME", state.path());
+    };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -249,6 +350,19 @@ fn main() {
         let handle = agentdeck::controller::start(conn.clone(), &cfg, cancel.clone());
         create_pool(&client, "leading").await;
         measure("leader in this process", &conn, "leading", n).await;
+        ops::apply(
+            &conn,
+            &Action::ClearHold {
+                pool: "leading".into(),
+            },
+            &Actor {
+                user: "bench".into(),
+                via: "console".into(),
+            },
+        )
+        .await
+        .expect("cleared");
+        measure_console("console leading", &conn, "leading", n).await;
         cancel.cancel();
         handle.join().await;
 

@@ -506,3 +506,286 @@ fn drain_from_the_console_previews_then_reaches_the_api_and_the_audit_trail() {
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
+
+/// The replicas of the pool's Deployment, once it exists.
+fn deployment_replicas(sb: &TestSandbox, pool: &str) -> Option<i32> {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(sb.client(), "default");
+    let d = sb
+        .rt
+        .block_on(deployments.get_opt(&format!("iac-agent-{pool}")))
+        .ok()??;
+    d.spec?.replicas
+}
+
+fn audit_line(path: &std::path::Path, action: &str) -> serde_json::Value {
+    let needle = format!("\"action\":\"{action}\"");
+    let line = eventually_blocking(&format!("an audit line for {action}"), || {
+        let text = std::fs::read_to_string(path).ok()?;
+        text.lines()
+            .find(|l| l.contains(&needle))
+            .map(str::to_owned)
+    });
+    serde_json::from_str(&line).expect("audit JSON")
+}
+
+#[test]
+fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
+    let sb = sandbox_with_a_pool();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("XDG_STATE_HOME", &state_dir),
+            // The Lease lives where the sandbox has a namespace: the
+            // console's own controller leads.
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        110,
+        32,
+    );
+    t.wait("leader, synced", |s| {
+        s.contains("role leader") && s.contains("watch synced") && s.contains("quiet")
+    });
+    // Five tasks wait and nothing claims them: the console's controller
+    // scales the pool to its maximum, 2.
+    eventually_blocking("the pool scaled to 2 by the console", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    let pools: Api<AgentPool> = Api::namespaced(sb.client(), "default");
+
+    // Drain: preview, confirm, the pool's spec changes and the console
+    // (leading) scales it to zero and says so in the status.
+    t.send(&["d"]);
+    t.wait_for("Drain pool quiet");
+    t.wait("the drain preview", |s| {
+        s.contains("Preview (dry run):") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    sb.rt.block_on(common::eventually(
+        "the pool drained in spec and status",
+        || async {
+            let p = pools.get("quiet").await.ok()?;
+            (p.spec.drain && p.status?.draining).then_some(())
+        },
+    ));
+    eventually_blocking("the drained pool at 0 replicas", || {
+        (deployment_replicas(&sb, "quiet") == Some(0)).then_some(())
+    });
+    let audit = state.path().join("agentdeck").join("audit.jsonl");
+    let drain = audit_line(&audit, "drain");
+    assert_eq!(drain["via"], "console");
+    assert_eq!(drain["outcome"], "applied");
+
+    // Resume, then hold at 1 for 30 minutes through the scale dialog:
+    // the hold wins over the 5 pending tasks that want 2.
+    t.send(&["d"]);
+    t.wait_for("Resume pool quiet");
+    t.send(&["y"]);
+    eventually_blocking("the resumed pool back at 2", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.send(&["C-u"]);
+    t.type_text("=1 30m");
+    t.send(&["Enter"]);
+    let s = t.wait("the hold's preview", |s| {
+        s.contains("hold pool quiet at 1 for 30m")
+            && s.contains("Preview (dry run):")
+            && !s.contains("asking the API")
+    });
+    assert!(s.contains("AgentPool/quiet"), "{s}");
+    // The preview changed nothing.
+    let before = sb.rt.block_on(pools.get("quiet")).expect("pool");
+    assert!(before.spec.hold.is_none());
+    t.send(&["y"]);
+    let held = sb.rt.block_on(common::eventually(
+        "the hold in spec and status",
+        || async {
+            let p = pools.get("quiet").await.ok()?;
+            let status = p.status?.hold?;
+            (p.spec.hold?.replicas == 1 && status.replicas == 1).then_some(status)
+        },
+    ));
+    assert!(held.until.is_some(), "{held:?}");
+    eventually_blocking("the Deployment held at 1", || {
+        (deployment_replicas(&sb, "quiet") == Some(1)).then_some(())
+    });
+    let hold = audit_line(&audit, "hold");
+    assert_eq!(hold["via"], "console");
+    assert_eq!(hold["outcome"], "applied");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(sb.client(), "default");
+    sb.rt
+        .block_on(common::eventually("an OperatorHeld Event", || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("OperatorHeld"))
+                .then_some(())
+        }));
+
+    // The console's audit view lists both, newest first.
+    t.send(&[":"]);
+    t.type_text("audit");
+    t.send(&["Enter"]);
+    let s = t.wait("the audit view", |s| {
+        s.contains("Audit [") && s.contains("hold") && s.contains("undrain")
+    });
+    let hold_at = s.find(" hold ").expect("hold row");
+    let drain_at = s.find(" drain ").expect("drain row");
+    assert!(hold_at < drain_at, "newest first:\n{s}");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}
+
+#[test]
+fn b_writes_a_bundle_of_the_pool_and_shift_d_makes_a_debug_pod() {
+    let sb = sandbox_with_a_pool();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        160,
+        32,
+    );
+    t.wait("leader, synced", |s| {
+        s.contains("role leader") && s.contains("watch synced") && s.contains("quiet")
+    });
+    // The pool's agents run (simulated): a debug pod copies one.
+    t.send(&["2"]);
+    let s = t.wait("an agent running", |s| {
+        s.lines()
+            .any(|l| l.contains("iac-agent-quiet") && l.contains("Running"))
+    });
+    assert!(s.contains("Agents ["), "{s}");
+    t.send(&["D"]);
+    let s = t.wait_for("debug pod debug-iac-agent-quiet");
+    assert!(s.contains("kubectl exec -it"), "{s}");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(sb.client(), "default");
+    let made = sb
+        .rt
+        .block_on(common::eventually("the debug pod in the API", || async {
+            let list = agentdeck::ops::debug::list(&sb.client(), "default")
+                .await
+                .ok()?;
+            list.into_iter().next()
+        }));
+    assert!(made.expires_at.is_some(), "{made:?}");
+    assert!(
+        sb.rt
+            .block_on(pods.get_opt(&made.name))
+            .expect("get")
+            .is_some()
+    );
+
+    // `b` in the pools view: a bundle of the selected pool, its gauge fed
+    // by the collector's progress, and the zip's path in a toast.
+    t.send(&["1", "b"]);
+    t.wait_for("bundle written:");
+    let dir = t._dir.path().to_owned();
+    let zip = eventually_blocking("the zip in the console's directory", || {
+        std::fs::read_dir(&dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.extension().is_some_and(|x| x == "zip")
+                    && p.file_name().is_some_and(|n| {
+                        n.to_string_lossy().starts_with("agentdeck-bundle-default-")
+                    })
+            })
+    });
+    let file = std::fs::File::open(&zip).expect("zip");
+    let mut archive = zip::ZipArchive::new(file).expect("a complete zip");
+    let manifest = archive.by_name("manifest.json").expect("manifest");
+    let manifest: serde_json::Value = serde_json::from_reader(manifest).expect("json");
+    assert_eq!(manifest["pool"], "quiet", "{manifest}");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}
+
+#[test]
+fn as_observer_the_console_holds_a_pool_and_the_leading_daemon_carries_it_out() {
+    let sb = sandbox_with_a_pool();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let config = agentdeck::config::Config {
+        controller_namespace: "default".into(),
+        ..agentdeck::config::Config::default()
+    };
+    let daemon = {
+        let _g = sb.rt.enter();
+        agentdeck::controller::start(
+            agentdeck::cluster::Connection {
+                client: sb.client(),
+                namespace: "default".into(),
+            },
+            &config,
+            cancel.clone(),
+        )
+    };
+    sb.rt
+        .block_on(common::eventually("the daemon leads", || async {
+            daemon.leader().is_leader().then_some(())
+        }));
+    eventually_blocking("the daemon scales the pool to 2", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("XDG_STATE_HOME", &state_dir),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        110,
+        32,
+    );
+    t.wait("observer, synced", |s| {
+        s.contains("role observer") && s.contains("watch synced") && s.contains("quiet")
+    });
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.send(&["C-u"]);
+    t.type_text("=1");
+    t.send(&["Enter"]);
+    t.wait("the hold's preview", |s| {
+        s.contains("hold pool quiet at 1 until cleared")
+            && s.contains("Preview (dry run):")
+            && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    eventually_blocking("the daemon holds the Deployment at 1", || {
+        (deployment_replicas(&sb, "quiet") == Some(1)).then_some(())
+    });
+    let hold = audit_line(&state.path().join("agentdeck").join("audit.jsonl"), "hold");
+    assert_eq!(hold["via"], "console");
+    // Cleared from the same dialog: the autoscaler decides again (5
+    // pending tasks want 2).
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.send(&["C-u"]);
+    t.type_text("clear");
+    t.send(&["Enter"]);
+    t.wait("the clear's preview", |s| {
+        s.contains("clear the hold of pool quiet") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    eventually_blocking("back to 2 once the hold is cleared", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    assert!(sb.rt.block_on(async { daemon.leader().is_leader() }));
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    cancel.cancel();
+    sb.rt.block_on(daemon.join());
+}

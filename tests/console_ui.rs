@@ -248,3 +248,161 @@ fn a_frame_builds_only_the_rows_on_screen() {
     let rows = screen.lines().filter(|l| l.contains("plan-")).count();
     assert_eq!(rows, agentdeck::app::list_rows(30));
 }
+
+/// An audit trail as the ops layer writes it, at fixed times before the
+/// fixture's `now`.
+fn audit_records() -> Vec<agentdeck::ops::audit::AuditRecord> {
+    use agentdeck::ops::audit::{AuditObject, AuditRecord};
+    use serde_json::json;
+    let now = fixtures::now();
+    let rec = |ago: i64,
+               user: &str,
+               via: &str,
+               action: &str,
+               object: Option<(&str, &str)>,
+               outcome: &str| {
+        AuditRecord {
+            time: now - jiff::SignedDuration::from_secs(ago),
+            user: user.into(),
+            via: via.into(),
+            namespace: fixtures::NS.into(),
+            action: action.into(),
+            request: json!({}),
+            summary: format!("{action} pool platform"),
+            objects: object
+                .map(|(o, change)| AuditObject {
+                    object: o.into(),
+                    before: json!({}),
+                    after: json!({}),
+                    changes: vec![change.into()],
+                })
+                .into_iter()
+                .collect(),
+            unchanged: Vec::new(),
+            outcome: outcome.into(),
+        }
+    };
+    vec![
+        rec(
+            7200,
+            "alice@example.com",
+            "cli",
+            "scale",
+            Some(("AgentPool/platform", "spec.maxReplicas: 6 → 8")),
+            "applied",
+        ),
+        rec(
+            3000,
+            "alice@example.com",
+            "console",
+            "drain",
+            Some(("AgentPool/batch", "spec.drain: false → true")),
+            "applied",
+        ),
+        rec(
+            600,
+            "bob",
+            "console",
+            "hold",
+            None,
+            "failed: replicas 30 is above the maximum 20 of pool batch",
+        ),
+        rec(
+            90,
+            "bob",
+            "console",
+            "retry",
+            Some(("AgentTask/plan-00003", "status.phase: Failed → Pending")),
+            "applied",
+        ),
+        rec(
+            20,
+            "alice@example.com",
+            "console",
+            "undrain",
+            Some((
+                "Pod/iac-agent-platform-7d9f-a1",
+                "metadata.annotations[\"agentdeck.dev/drain\"]: \"true\" → (none)",
+            )),
+            "applied",
+        ),
+    ]
+}
+
+#[test]
+fn the_audit_view_the_hold_dialog_and_the_bundle_gauge_match_their_snapshots() {
+    for (w, h) in [(100, 30), (80, 24)] {
+        let mut a = app(w, h);
+        keys(&mut a, ":audit\n");
+        insta::assert_snapshot!(format!("audit_loading_{w}x{h}"), text(&a));
+        a.update(Msg::AuditLoaded(Ok(agentdeck::app::audit::rows(
+            &audit_records(),
+        ))));
+        insta::assert_snapshot!(format!("audit_{w}x{h}"), text(&a));
+        keys(&mut a, "/console\n");
+        insta::assert_snapshot!(format!("audit_filtered_{w}x{h}"), text(&a));
+
+        // The scale dialog: a hold typed, then the API's dry run shown
+        // before the confirmation.
+        let mut a = app(w, h);
+        keys(&mut a, "jjs");
+        a.update(Msg::Key(KeyEvent::new(
+            KeyCode::Char('u'),
+            KeyModifiers::CONTROL,
+        )));
+        keys(&mut a, "=6 30m\n");
+        let request = a.dialog.as_ref().expect("dialog").request.clone();
+        a.update(Msg::ActionPreview {
+            request,
+            result: Ok(vec![
+                "the hold applies at once: 3 → 6 agents".into(),
+                "AgentPool/platform: spec.hold: (none) → {\"replicas\":6,\"until\":\"2026-11-24T10:30:00Z\"}".into(),
+            ]),
+        });
+        insta::assert_snapshot!(format!("hold_dialog_{w}x{h}"), text(&a));
+
+        let mut a = app(w, h);
+        keys(&mut a, "jjb");
+        a.update(Msg::BundleProgress(agentdeck::app::BundleGauge {
+            scope: "pool platform".into(),
+            phase: "collecting".into(),
+            files_done: 14,
+            files_expected: 40,
+            bytes: 3_400_000,
+        }));
+        insta::assert_snapshot!(format!("bundle_gauge_{w}x{h}"), text(&a));
+    }
+}
+
+#[test]
+fn a_held_pool_and_a_drained_agent_show_in_their_tables() {
+    let mut snap = snapshot(40);
+    let p = snap
+        .pools
+        .iter_mut()
+        .find(|p| p.name == "platform")
+        .expect("pool platform");
+    p.hold = Some("6 by alice until 2026-11-24T10:30:00Z".into());
+    let idle = snap
+        .agents
+        .iter()
+        .position(|a| a.component == "agent" && a.task.is_none())
+        .expect("an idle agent");
+    snap.agents[idle].draining = true;
+    let name = snap.agents[idle].name.clone();
+    let mut a = app(200, 30);
+    a.update(Msg::Snapshot(Arc::new(snap)));
+    let screen = text(&a);
+    let row = screen
+        .lines()
+        .find(|l| l.contains("platform"))
+        .expect("platform row");
+    assert!(row.contains("6 by alice until"), "{screen}");
+    keys(&mut a, "2");
+    let screen = text(&a);
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&name))
+        .expect("the agent's row");
+    assert!(row.contains("idle (drain)"), "{row}");
+}

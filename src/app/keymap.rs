@@ -47,7 +47,7 @@ macro_rules! actions {
 actions! {
     Quit = "quit", Global, false, ["q", "ctrl-c"], "quit";
     Help = "help", Global, false, ["?"], "this help";
-    Command = "command", Global, false, [":"], "command bar (:pools :agents :tasks :events :q)";
+    Command = "command", Global, false, [":"], "command bar (:pools :agents :tasks :events :audit :bundle :q)";
     Filter = "filter", Global, false, ["/"], "filter: regex, !inverse, -f fuzzy, -l label=value";
     Back = "back", Global, false, ["esc"], "back (clear filter, leave a view)";
     HistoryBack = "history-back", Global, false, ["["], "previous view in history";
@@ -56,6 +56,7 @@ actions! {
     Agents = "agents", Global, false, ["2"], "agents view";
     Tasks = "tasks", Global, false, ["3"], "tasks view";
     Events = "events", Global, false, ["4"], "events view";
+    Audit = "audit", Global, false, ["5"], "audit trail of actions (:audit)";
     Up = "up", Global, false, ["up", "k"], "up";
     Down = "down", Global, false, ["down", "j"], "down";
     PageUp = "page-up", Global, false, ["pgup", "ctrl-b"], "page up";
@@ -73,10 +74,13 @@ actions! {
     SortAge = "sort-age", Table, false, ["A"], "sort by age";
     SortStatus = "sort-status", Table, false, ["S"], "sort by status / phase";
     SortPool = "sort-pool", Table, false, ["P"], "sort by pool";
-    Scale = "scale", Table, true, ["s"], "scale the pool";
-    Drain = "drain", Table, true, ["d"], "drain / resume the pool";
-    DebugLogs = "debug-logs", Table, true, ["ctrl-g"], "toggle the pool's debug logs";
+    Scale = "scale", Table, true, ["s"], "scale: min-max, =N hold, clear";
+    Drain = "drain", Table, true, ["d"], "drain / resume pools or agents";
+    DebugLogs = "debug-logs", Table, true, ["ctrl-g"], "debug logs of pools or agents";
     CancelTask = "cancel-task", Table, true, ["ctrl-k"], "cancel the marked or selected tasks";
+    RetryTask = "retry-task", Table, true, ["r"], "retry Failed/Errored tasks";
+    DebugPod = "debug-pod", Table, true, ["D"], "copy-mode debug pod of the agent";
+    Bundle = "bundle", Table, false, ["b"], "support bundle (pool/namespace)";
     Follow = "follow", Logs, false, ["f", "s"], "follow (autoscroll)";
     Wrap = "wrap", Logs, false, ["w"], "wrap long lines";
     Timestamps = "timestamps", Logs, false, ["t"], "show timestamps";

@@ -3,6 +3,8 @@
 //! an action's outcome), the commands to carry out back. Synchronous, no
 //! I/O and no clock, so key sequences are tested by the commands they emit.
 
+pub mod actions;
+pub mod audit;
 pub mod filter;
 #[doc(hidden)]
 pub mod fixtures;
@@ -24,6 +26,8 @@ use filter::Filter;
 use keymap::{Action, Key, Keymap, Scope};
 use logs::{LogBuffer, LogLine};
 use rows::{LogSource, Row, Snapshot};
+
+pub use actions::{ActionRequest, BundleGauge, Dialog, PreviewState, parse_bounds};
 
 /// The tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,6 +76,8 @@ pub enum Screen {
     },
     /// YAML of one object.
     Yaml { object: ObjectKey },
+    /// The audit trail of actions.
+    Audit,
 }
 
 /// One object, for YAML.
@@ -125,56 +131,6 @@ pub struct ClusterStatus {
     pub latency: Option<Duration>,
 }
 
-/// Something the user asked the cluster to do (carried out by the ops
-/// layer; the console only asks and shows the outcome).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ActionRequest {
-    ScalePool {
-        namespace: String,
-        pool: String,
-        min: i32,
-        max: i32,
-    },
-    DrainPool {
-        namespace: String,
-        pool: String,
-        undo: bool,
-    },
-    SetDebugLogs {
-        namespace: String,
-        pool: String,
-        on: bool,
-    },
-    CancelTasks {
-        namespace: String,
-        tasks: Vec<String>,
-    },
-}
-
-impl ActionRequest {
-    /// In words, for toasts.
-    pub fn describe(&self) -> String {
-        match self {
-            ActionRequest::ScalePool { pool, min, max, .. } => {
-                format!("scale pool {pool} to {min}–{max}")
-            }
-            ActionRequest::DrainPool { pool, undo, .. } => {
-                format!("{} pool {pool}", if *undo { "resume" } else { "drain" })
-            }
-            ActionRequest::SetDebugLogs { pool, on, .. } => {
-                format!(
-                    "debug logs {} for pool {pool}",
-                    if *on { "on" } else { "off" }
-                )
-            }
-            ActionRequest::CancelTasks { tasks, .. } => match tasks.as_slice() {
-                [one] => format!("cancel task {one}"),
-                many => format!("cancel {} tasks", many.len()),
-            },
-        }
-    }
-}
-
 /// Which log stream, so lines of an older one are ignored.
 pub type StreamId = u64;
 
@@ -195,6 +151,18 @@ pub enum Command {
     Action(ActionRequest),
     /// What an action would change (server-side dry run), for its dialog.
     PreviewAction(ActionRequest),
+    /// Read the audit trail.
+    LoadAudit,
+    /// Write a support bundle of a namespace (or one pool).
+    TakeBundle {
+        namespace: String,
+        pool: Option<String>,
+    },
+    /// Make a copy-mode debug pod of an agent pod.
+    CreateDebugPod {
+        namespace: String,
+        pod: String,
+    },
 }
 
 /// Everything that can happen to the console.
@@ -229,6 +197,19 @@ pub enum Msg {
         request: ActionRequest,
         result: Result<Vec<String>, String>,
     },
+    /// A confirmed action waits behind `ahead` others.
+    ActionQueued {
+        request: ActionRequest,
+        ahead: usize,
+    },
+    /// The audit trail, read (rows newest first).
+    AuditLoaded(Result<Vec<audit::AuditRow>, String>),
+    /// How far the support bundle is.
+    BundleProgress(BundleGauge),
+    /// The bundle's zip path, or why there is none.
+    BundleWritten(Result<String, String>),
+    /// The debug pod made (name, expiry, how to get a shell), or why not.
+    DebugPodCreated(Result<String, String>),
 }
 
 /// Sort orders.
@@ -293,35 +274,6 @@ pub enum Prompt {
     Filter(Input),
 }
 
-/// A question before an action.
-#[derive(Debug, Clone)]
-pub struct Dialog {
-    pub title: String,
-    /// What will happen, in words.
-    pub body: Vec<String>,
-    /// Typed value (scale: `min-max`).
-    pub input: Option<Input>,
-    pub request: ActionRequest,
-    /// Error shown under the input.
-    pub error: Option<String>,
-    /// What the API's dry run says the action changes.
-    pub preview: PreviewState,
-}
-
-/// The dry-run preview shown in a dialog.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum PreviewState {
-    /// Not asked for (nothing destructive, or the dialog takes an input).
-    #[default]
-    None,
-    /// Asked; the worker has not answered yet.
-    Loading,
-    /// The impact, in words.
-    Lines(Vec<String>),
-    /// Why no preview could be had.
-    Failed(String),
-}
-
 /// A short message in the corner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Toast {
@@ -368,7 +320,8 @@ impl Default for AppOptions {
 
 /// Commands of the `:` bar.
 pub const COMMANDS: &[&str] = &[
-    "pools", "agents", "tasks", "events", "help", "quit", "q", "ap", "at", "po", "ev",
+    "pools", "agents", "tasks", "events", "audit", "bundle", "help", "quit", "q", "ap", "at", "po",
+    "ev",
 ];
 
 /// The console.
@@ -390,6 +343,10 @@ pub struct App {
     pub help: bool,
     pub dialog: Option<Dialog>,
     pub toast: Option<Toast>,
+    /// The `:audit` view.
+    pub audit: audit::AuditState,
+    /// The support bundle being written, if one is.
+    pub bundle: Option<BundleGauge>,
     next_stream: StreamId,
     matcher: nucleo_matcher::Matcher,
 }
@@ -429,6 +386,8 @@ impl App {
             help: false,
             dialog: None,
             toast: None,
+            audit: audit::AuditState::default(),
+            bundle: None,
             next_stream: 1,
             matcher: filter::matcher(),
         }
@@ -456,6 +415,7 @@ impl App {
             Screen::Table { .. } => Scope::Table,
             Screen::Logs { .. } => Scope::Logs,
             Screen::Yaml { .. } => Scope::Global,
+            Screen::Audit => Scope::Table,
         }
     }
 
@@ -554,8 +514,12 @@ impl App {
                     Ok(what) => self.toast(format!("{}: {what}", request.describe()), false),
                     Err(why) => self.toast(format!("{} failed: {why}", request.describe()), true),
                 }
+                if *self.screen() == Screen::Audit {
+                    return vec![Command::LoadAudit];
+                }
                 Vec::new()
             }
+            other => self.job_msg(other),
         }
     }
 
@@ -617,6 +581,7 @@ impl App {
                         .and_then(|l| l.search.as_ref().map(|s| s.0.clone()))
                         .unwrap_or_default(),
                     Screen::Yaml { .. } => return Vec::new(),
+                    Screen::Audit => self.audit.table.filter_text.clone(),
                 };
                 self.prompt = Some(Prompt::Filter(Input::new(current)));
                 Vec::new()
@@ -626,6 +591,10 @@ impl App {
                     && !self.table(kind).filter_text.is_empty()
                 {
                     self.set_filter(kind, String::new());
+                    return Vec::new();
+                }
+                if *self.screen() == Screen::Audit && !self.audit.table.filter_text.is_empty() {
+                    self.audit_filter(String::new());
                     return Vec::new();
                 }
                 if let Some(l) = self.logs.as_mut().filter(|l| l.search.is_some()) {
@@ -705,9 +674,14 @@ impl App {
             Action::SortAge => self.sort(SortKey::Age),
             Action::SortStatus => self.sort(SortKey::Status),
             Action::SortPool => self.sort(SortKey::Pool),
-            Action::Scale | Action::Drain | Action::DebugLogs | Action::CancelTask => {
-                self.ask(action)
-            }
+            Action::Scale
+            | Action::Drain
+            | Action::DebugLogs
+            | Action::CancelTask
+            | Action::RetryTask => self.ask(action),
+            Action::Bundle => self.bundle_key(),
+            Action::DebugPod => self.debug_pod_key(),
+            Action::Audit => self.go(Screen::Audit),
             Action::Follow => {
                 if let Some(l) = &mut self.logs {
                     l.follow = !l.follow;
@@ -816,6 +790,8 @@ impl App {
                 self.yaml = YamlState::default();
                 out.push(Command::LoadYaml(object));
             }
+            // Read again each time: the CLI may have acted meanwhile.
+            Screen::Audit => out.push(Command::LoadAudit),
         }
         out
     }
@@ -958,200 +934,6 @@ impl App {
         }
     }
 
-    /// Opens the confirmation of `action`; destructive ones also ask the
-    /// worker for the API's dry-run preview.
-    fn ask(&mut self, action: Action) -> Vec<Command> {
-        let Some((kind, _)) = self.table_kind() else {
-            return Vec::new();
-        };
-        let s = self.snapshot.clone();
-        let pool = match kind {
-            ViewKind::Pools => self.selected_index(kind).and_then(|i| s.pools.get(i)),
-            _ => None,
-        };
-        let dialog = match (action, pool) {
-            (Action::Scale, Some(p)) => Dialog {
-                title: format!("Scale pool {}", p.name),
-                body: vec![
-                    format!(
-                        "Now {}–{} agents ({} ready, {} busy).",
-                        p.min, p.max, p.ready, p.running
-                    ),
-                    "New bounds as min-max (or one number to pin it):".into(),
-                ],
-                input: Some(Input::new(format!("{}-{}", p.min, p.max))),
-                request: ActionRequest::ScalePool {
-                    namespace: p.namespace.clone(),
-                    pool: p.name.clone(),
-                    min: p.min,
-                    max: p.max,
-                },
-                error: None,
-                preview: PreviewState::None,
-            },
-            (Action::Drain, Some(p)) => Dialog {
-                title: format!(
-                    "{} pool {}",
-                    if p.draining { "Resume" } else { "Drain" },
-                    p.name
-                ),
-                body: if p.draining {
-                    vec!["Agents claim new tasks again.".into()]
-                } else {
-                    vec![
-                        "No new tasks are claimed; the pool scales to zero once idle.".into(),
-                        format!(
-                            "{} busy agent(s) finish their task first; {} pending task(s) wait.",
-                            p.running, p.pending
-                        ),
-                    ]
-                },
-                input: None,
-                request: ActionRequest::DrainPool {
-                    namespace: p.namespace.clone(),
-                    pool: p.name.clone(),
-                    undo: p.draining,
-                },
-                error: None,
-                preview: if p.draining {
-                    PreviewState::None
-                } else {
-                    PreviewState::Loading
-                },
-            },
-            (Action::DebugLogs, Some(p)) => Dialog {
-                title: format!(
-                    "Debug logs {} for pool {}",
-                    if p.debug { "off" } else { "on" },
-                    p.name
-                ),
-                body: vec![format!(
-                    "{} agent(s) switch within a second, without a restart.",
-                    p.ready
-                )],
-                input: None,
-                request: ActionRequest::SetDebugLogs {
-                    namespace: p.namespace.clone(),
-                    pool: p.name.clone(),
-                    on: !p.debug,
-                },
-                error: None,
-                preview: PreviewState::None,
-            },
-            (Action::CancelTask, _) if kind == ViewKind::Tasks => {
-                let t = self.table(kind);
-                let mut names: Vec<(String, String)> = s
-                    .tasks
-                    .iter()
-                    .filter(|r| t.marks.contains(&r.key) && !r.phase.is_finished())
-                    .map(|r| (r.namespace.clone(), r.name.clone()))
-                    .collect();
-                if names.is_empty()
-                    && let Some(r) = self.selected_index(kind).and_then(|i| s.tasks.get(i))
-                    && !r.phase.is_finished()
-                {
-                    names.push((r.namespace.clone(), r.name.clone()));
-                }
-                let Some((namespace, _)) = names.first().cloned() else {
-                    self.toast("no unfinished task selected or marked".into(), true);
-                    return Vec::new();
-                };
-                let tasks: Vec<String> = names
-                    .into_iter()
-                    .filter(|(ns, _)| *ns == namespace)
-                    .map(|(_, n)| n)
-                    .collect();
-                let running = s
-                    .tasks
-                    .iter()
-                    .filter(|r| {
-                        r.namespace == namespace
-                            && tasks.contains(&r.name)
-                            && r.phase == crate::crd::TaskPhase::Running
-                    })
-                    .count();
-                Dialog {
-                    title: format!("Cancel {} task(s)", tasks.len()),
-                    body: vec![
-                        tasks.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
-                        format!("{running} running: their command gets SIGTERM, then SIGKILL."),
-                    ],
-                    input: None,
-                    request: ActionRequest::CancelTasks { namespace, tasks },
-                    error: None,
-                    preview: PreviewState::Loading,
-                }
-            }
-            _ => {
-                self.toast(
-                    format!(
-                        "{} works on {}",
-                        action.name(),
-                        if action == Action::CancelTask {
-                            "tasks"
-                        } else {
-                            "pools"
-                        }
-                    ),
-                    true,
-                );
-                return Vec::new();
-            }
-        };
-        let cmds = if dialog.preview == PreviewState::Loading {
-            vec![Command::PreviewAction(dialog.request.clone())]
-        } else {
-            Vec::new()
-        };
-        self.dialog = Some(dialog);
-        cmds
-    }
-
-    fn dialog_key(&mut self, k: KeyEvent) -> Vec<Command> {
-        let Some(d) = &mut self.dialog else {
-            return Vec::new();
-        };
-        match k.code {
-            KeyCode::Esc => {
-                self.dialog = None;
-                Vec::new()
-            }
-            KeyCode::Char('n') | KeyCode::Char('N') if d.input.is_none() => {
-                self.dialog = None;
-                Vec::new()
-            }
-            KeyCode::Enter | KeyCode::Char('y') | KeyCode::Char('Y')
-                if k.code == KeyCode::Enter || d.input.is_none() =>
-            {
-                let mut request = d.request.clone();
-                if let (Some(input), ActionRequest::ScalePool { min, max, .. }) =
-                    (&d.input, &mut request)
-                {
-                    match parse_bounds(input.value()) {
-                        Ok((lo, hi)) => {
-                            *min = lo;
-                            *max = hi;
-                        }
-                        Err(e) => {
-                            d.error = Some(e);
-                            return Vec::new();
-                        }
-                    }
-                }
-                self.dialog = None;
-                self.toast(format!("{}…", request.describe()), false);
-                vec![Command::Action(request)]
-            }
-            _ => {
-                if let Some(input) = &mut d.input {
-                    input.handle_event(&crossterm::event::Event::Key(k));
-                    d.error = None;
-                }
-                Vec::new()
-            }
-        }
-    }
-
     fn prompt_key(&mut self, k: KeyEvent) -> Vec<Command> {
         let Some(prompt) = &mut self.prompt else {
             return Vec::new();
@@ -1169,6 +951,7 @@ impl App {
                             }
                         }
                         Screen::Yaml { .. } => {}
+                        Screen::Audit => self.audit_filter(String::new()),
                     }
                 }
                 Vec::new()
@@ -1238,6 +1021,7 @@ impl App {
                 }
             }
             Screen::Yaml { .. } => {}
+            Screen::Audit => self.audit_filter(text),
         }
     }
 
@@ -1264,6 +1048,8 @@ impl App {
         }
         match cmd {
             "q" | "quit" | "q!" => vec![Command::Quit],
+            "audit" => self.go(Screen::Audit),
+            "bundle" => self.take_bundle(arg),
             "help" => {
                 self.help = true;
                 Vec::new()
@@ -1272,9 +1058,11 @@ impl App {
                 self.toast(
                     format!(
                         "unknown command :{other}; try {}",
-                        ["pools", "agents", "tasks", "events", "help", "q"]
-                            .map(|c| format!(":{c}"))
-                            .join(" ")
+                        [
+                            "pools", "agents", "tasks", "events", "audit", "bundle", "help", "q"
+                        ]
+                        .map(|c| format!(":{c}"))
+                        .join(" ")
                     ),
                     true,
                 );
@@ -1400,6 +1188,7 @@ impl App {
                 let max = self.yaml.lines.len().saturating_sub(1) as i64;
                 self.yaml.top = (self.yaml.top as i64 + delta).clamp(0, max.max(0)) as usize;
             }
+            Screen::Audit => self.audit_move(delta),
         }
         Vec::new()
     }
@@ -1433,23 +1222,6 @@ pub fn complete(prefix: &str) -> Option<&'static str> {
         .iter()
         .copied()
         .find(|c| c.starts_with(p) && c.len() > p.len())
-}
-
-/// `min-max` or `n` (pinned).
-pub fn parse_bounds(s: &str) -> Result<(i32, i32), String> {
-    let bad = || format!("{s:?}: expected min-max (e.g. 1-4) or one number, 0 or more");
-    let num = |t: &str| t.trim().parse::<i32>().ok().filter(|n| *n >= 0);
-    let (lo, hi) = match s.split_once('-') {
-        Some((a, b)) => (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?),
-        None => {
-            let n = num(s).ok_or_else(bad)?;
-            (n, n)
-        }
-    };
-    if lo > hi {
-        return Err(format!("min {lo} is above max {hi}"));
-    }
-    Ok((lo, hi))
 }
 
 fn sort_order<R: Row>(rows: &[R], key: SortKey, reverse: bool) -> Vec<u32> {

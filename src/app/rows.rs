@@ -59,6 +59,8 @@ pub struct PoolRow {
     pub frozen: Option<String>,
     pub draining: bool,
     pub debug: bool,
+    /// The operator's replica hold in force (`6 until 14:30 by alice`).
+    pub hold: Option<String>,
     pub fresh: i32,
     pub stale: i32,
     pub offline: i32,
@@ -90,6 +92,10 @@ pub struct AgentRow {
     pub created: Option<Timestamp>,
     /// `agent` or `task`.
     pub component: &'static str,
+    /// Drained by its own annotation (an operator's per-agent drain).
+    pub draining: bool,
+    /// Debug logs on by its own annotation.
+    pub debug: bool,
     pub labels: Labels,
     pub search: String,
     pub name_lc: String,
@@ -494,6 +500,8 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
             restarts,
             created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
             component,
+            draining: annotated(p, crate::crd::ANNOTATION_DRAIN),
+            debug: annotated(p, crate::crd::ANNOTATION_DEBUG),
             labels: labels.clone(),
             search,
         });
@@ -561,6 +569,11 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
             frozen,
             draining: st.draining || p.spec.drain,
             debug: p.spec.debug,
+            hold: st
+                .hold
+                .as_ref()
+                .map(|h| clean(&h.summary))
+                .filter(|s| !s.is_empty()),
             fresh,
             stale,
             offline,
@@ -693,4 +706,13 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
         task_counts,
         built: Some(now),
     }
+}
+
+/// Whether `key` is set to `true` on the pod.
+fn annotated(p: &Pod, key: &str) -> bool {
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == "true")
 }

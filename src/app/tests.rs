@@ -434,17 +434,41 @@ fn scale_takes_bounds_in_its_dialog_and_refuses_bad_ones() {
         send(&mut a, [code(KeyCode::Backspace)]);
     }
     send(&mut a, typed("2-8"));
+    let scale = ActionRequest::ScalePool {
+        namespace: fixtures::NS.into(),
+        pool: "platform".into(),
+        min: 2,
+        max: 8,
+    };
+    // Enter reads the bounds and asks for the API's dry run; the dialog
+    // stays until a second yes.
     assert_eq!(
         send(&mut a, [code(KeyCode::Enter)]),
-        vec![Command::Action(ActionRequest::ScalePool {
-            namespace: fixtures::NS.into(),
-            pool: "platform".into(),
-            min: 2,
-            max: 8,
-        })]
+        vec![Command::PreviewAction(scale.clone())]
     );
-    // Scale (typed bounds) asks no preview; drain does. Esc cancels
-    // without a command.
+    let d = a.dialog.as_ref().expect("still asking");
+    assert_eq!(d.preview, PreviewState::Loading);
+    assert!(d.input.is_none());
+    assert!(
+        d.body
+            .iter()
+            .any(|l| l.contains("scale pool platform to 2–8")),
+        "{:?}",
+        d.body
+    );
+    send(
+        &mut a,
+        [Msg::ActionPreview {
+            request: scale.clone(),
+            result: Ok(vec!["AgentPool/platform: spec.maxReplicas: 6 → 8".into()]),
+        }],
+    );
+    assert!(matches!(
+        a.dialog.as_ref().map(|d| &d.preview),
+        Some(PreviewState::Lines(l)) if l[0].contains("6 → 8")
+    ));
+    assert_eq!(send(&mut a, [key('y')]), vec![Command::Action(scale)]);
+    // Drain previews at once. Esc cancels without a command.
     let cmds = send(&mut a, [key('d')]);
     assert!(
         matches!(cmds.as_slice(), [Command::PreviewAction(ActionRequest::DrainPool { pool, undo: false, .. })] if pool == "platform"),
@@ -464,7 +488,7 @@ fn read_only_binds_no_action_that_writes() {
         },
         40,
     );
-    for m in [key('s'), key('d'), ctrl('g'), ctrl('k')] {
+    for m in [key('s'), key('d'), ctrl('g'), ctrl('k'), key('r'), key('D')] {
         assert!(send(&mut a, [m]).is_empty());
         assert!(a.dialog.is_none());
     }
@@ -536,4 +560,401 @@ fn help_is_built_from_the_live_keymap() {
     // Any key closes it.
     send(&mut a, [key('x')]);
     assert!(!a.help);
+    // The new action keys are in it; read-only leaves out those that write
+    // but keeps the bundle and the audit view, which only read.
+    let help = a.opts.keymap.help(false);
+    for (keys, what) in [
+        ("r", "retry"),
+        ("shift-d", "debug pod"),
+        ("b", "support bundle"),
+        ("5", "audit"),
+    ] {
+        assert!(
+            help.iter().any(|(_, k, w)| k == keys && w.contains(what)),
+            "{keys} {what}: {help:?}"
+        );
+    }
+    let ro = a.opts.keymap.help(true);
+    assert!(ro.iter().any(|(_, k, _)| k == "b") && ro.iter().any(|(_, k, _)| k == "5"));
+    assert!(!ro.iter().any(|(_, k, _)| k == "r" || k == "shift-d"));
+}
+
+fn ns_app() -> App {
+    app_with(
+        AppOptions {
+            namespace: fixtures::NS.into(),
+            ..AppOptions::default()
+        },
+        40,
+    )
+}
+
+/// Types into the open dialog's input, replacing what it held.
+fn retype(a: &mut App, text: &str) {
+    send(a, [ctrl('u')]);
+    for _ in 0..12 {
+        send(a, [code(KeyCode::Backspace)]);
+    }
+    send(a, typed(text));
+}
+
+#[test]
+fn retry_asks_for_the_marked_failed_tasks_and_skips_the_others() {
+    let mut a = app();
+    send(&mut a, [key('3')]);
+    send(&mut a, typed("/fail|err"));
+    send(&mut a, [code(KeyCode::Enter), key(' '), key(' ')]);
+    let mut marked: Vec<String> = visible_names(&a, ViewKind::Tasks)[..2].to_vec();
+    marked.sort();
+    let request = ActionRequest::RetryTasks {
+        namespace: fixtures::NS.into(),
+        tasks: marked,
+    };
+    assert_eq!(
+        send(&mut a, [key('r')]),
+        vec![Command::PreviewAction(request.clone())]
+    );
+    let d = a.dialog.as_ref().expect("a confirmation");
+    assert!(d.title.starts_with("Retry 2"), "{}", d.title);
+    assert_eq!(send(&mut a, [key('y')]), vec![Command::Action(request)]);
+    // A running task is not retried: nothing is asked, the toast says why.
+    send(&mut a, [ctrl('\\'), code(KeyCode::Esc)]);
+    send(&mut a, typed("/running"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    assert!(send(&mut a, [key('r')]).is_empty());
+    assert!(a.dialog.is_none());
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.error && t.text.contains("Failed or Errored"))
+    );
+}
+
+#[test]
+fn the_scale_dialog_sets_and_clears_a_hold_after_its_preview() {
+    let mut a = app();
+    send(&mut a, [key('j'), key('j'), key('s')]);
+    retype(&mut a, "=6 30m");
+    let hold = ActionRequest::HoldReplicas {
+        namespace: fixtures::NS.into(),
+        pool: "platform".into(),
+        replicas: 6,
+        for_secs: Some(1800),
+        force: false,
+    };
+    assert_eq!(
+        send(&mut a, [code(KeyCode::Enter)]),
+        vec![Command::PreviewAction(hold.clone())]
+    );
+    assert!(a.dialog.as_ref().is_some_and(|d| {
+        d.body
+            .iter()
+            .any(|l| l.contains("hold pool platform at 6 for 30m"))
+    }));
+    // `n` in the confirmation step cancels; nothing is sent.
+    assert!(send(&mut a, [key('n')]).is_empty());
+    assert!(a.dialog.is_none());
+    send(&mut a, [key('s')]);
+    retype(&mut a, "clear");
+    let clear = ActionRequest::ClearHold {
+        namespace: fixtures::NS.into(),
+        pool: "platform".into(),
+    };
+    assert_eq!(
+        send(&mut a, [code(KeyCode::Enter)]),
+        vec![Command::PreviewAction(clear.clone())]
+    );
+    assert_eq!(
+        send(&mut a, [code(KeyCode::Enter)]),
+        vec![Command::Action(clear)]
+    );
+    // A malformed duration is named in the dialog and nothing is asked.
+    send(&mut a, [key('s')]);
+    retype(&mut a, "=3 soon");
+    assert!(send(&mut a, [code(KeyCode::Enter)]).is_empty());
+    assert!(
+        a.dialog
+            .as_ref()
+            .and_then(|d| d.error.as_deref())
+            .is_some_and(|e| e.contains("\"soon\" is not a duration"))
+    );
+}
+
+#[test]
+fn drain_and_debug_logs_act_on_the_selected_or_marked_agents() {
+    let mut a = app();
+    send(&mut a, [key('2')]);
+    let first = a.snapshot.agents[a.table(ViewKind::Agents).visible[0] as usize].clone();
+    assert_eq!(first.component, "agent");
+    let drain = |ag: &rows::AgentRow| ActionRequest::DrainAgent {
+        namespace: ag.namespace.clone(),
+        pool: ag.pool.clone(),
+        agent: ag.name.clone(),
+        undo: false,
+    };
+    assert_eq!(
+        send(&mut a, [key('d')]),
+        vec![Command::PreviewAction(drain(&first))]
+    );
+    assert!(
+        a.dialog
+            .as_ref()
+            .is_some_and(|d| d.title == format!("Drain agent {}", first.name))
+    );
+    send(&mut a, [code(KeyCode::Esc)]);
+    // Two marked: one request each, previewed and applied together.
+    send(&mut a, [key(' '), key(' ')]);
+    let second = a.snapshot.agents[a.table(ViewKind::Agents).visible[1] as usize].clone();
+    let both = ActionRequest::Bulk(vec![drain(&first), drain(&second)]);
+    assert_eq!(
+        send(&mut a, [key('d')]),
+        vec![Command::PreviewAction(both.clone())]
+    );
+    assert!(
+        a.dialog
+            .as_ref()
+            .is_some_and(|d| d.title == "Drain 2 agents")
+    );
+    assert_eq!(send(&mut a, [key('y')]), vec![Command::Action(both)]);
+    let cmds = send(&mut a, [ctrl('g')]);
+    assert!(
+        matches!(cmds.as_slice(), [Command::PreviewAction(ActionRequest::Bulk(parts))]
+            if parts.len() == 2 && parts.iter().all(|p| matches!(p,
+                ActionRequest::SetDebugLogs { agent: Some(_), on: true, .. }))),
+        "{cmds:?}"
+    );
+    // Scale is for pools; it says so.
+    send(&mut a, [code(KeyCode::Esc)]);
+    assert!(send(&mut a, [key('s')]).is_empty());
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.text.contains("scale works on pools"))
+    );
+}
+
+#[test]
+fn marked_pools_are_drained_and_held_together() {
+    let mut a = app();
+    // Mark the first two pools.
+    send(&mut a, [key(' '), key(' ')]);
+    let names: Vec<String> = visible_names(&a, ViewKind::Pools)[..2].to_vec();
+    let cmds = send(&mut a, [key('d')]);
+    let Some(Command::PreviewAction(ActionRequest::Bulk(parts))) = cmds.first() else {
+        panic!("a bulk preview: {cmds:?}");
+    };
+    let drained: Vec<&str> = parts
+        .iter()
+        .map(|p| match p {
+            ActionRequest::DrainPool {
+                pool, undo: false, ..
+            } => pool.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        drained,
+        names.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    send(&mut a, [code(KeyCode::Esc), key('s')]);
+    assert!(
+        a.dialog
+            .as_ref()
+            .is_some_and(|d| d.title == "Scale 2 pools")
+    );
+    retype(&mut a, "=2");
+    let cmds = send(&mut a, [code(KeyCode::Enter)]);
+    assert!(
+        matches!(cmds.as_slice(), [Command::PreviewAction(ActionRequest::Bulk(parts))]
+            if parts.len() == 2 && parts.iter().all(|p| matches!(p,
+                ActionRequest::HoldReplicas { replicas: 2, for_secs: None, .. }))),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn b_takes_a_bundle_with_a_gauge_and_a_toast_with_its_path() {
+    let mut a = ns_app();
+    send(&mut a, [key('j'), key('j')]);
+    assert_eq!(
+        send(&mut a, [key('b')]),
+        vec![Command::TakeBundle {
+            namespace: fixtures::NS.into(),
+            pool: Some("platform".into()),
+        }]
+    );
+    assert!(
+        a.bundle
+            .as_ref()
+            .is_some_and(|g| g.scope == "pool platform")
+    );
+    let gauge = BundleGauge {
+        scope: "pool platform".into(),
+        phase: "collecting".into(),
+        files_done: 3,
+        files_expected: 12,
+        bytes: 10_000,
+    };
+    send(&mut a, [Msg::BundleProgress(gauge.clone())]);
+    assert_eq!(a.bundle, Some(gauge));
+    // One at a time.
+    assert!(send(&mut a, [key('b')]).is_empty());
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.error && t.text.contains("3/12 files"))
+    );
+    send(
+        &mut a,
+        [Msg::BundleWritten(Ok(
+            "/tmp/agentdeck-bundle-x.zip (9 files)".into(),
+        ))],
+    );
+    assert!(a.bundle.is_none());
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| !t.error && t.text.contains("/tmp/agentdeck-bundle-x.zip"))
+    );
+    // It stays long enough to copy the path, then goes.
+    let now = a.now;
+    send(&mut a, [Msg::Tick(now + Duration::from_secs(10))]);
+    assert!(a.toast.is_some());
+    send(&mut a, [Msg::Tick(now + Duration::from_secs(21))]);
+    assert!(a.toast.is_none());
+    // A progress report after the end does not bring the gauge back.
+    send(
+        &mut a,
+        [Msg::BundleProgress(BundleGauge {
+            scope: "pool platform".into(),
+            phase: "done".into(),
+            files_done: 9,
+            files_expected: 9,
+            bytes: 1,
+        })],
+    );
+    assert!(a.bundle.is_none());
+    // `:bundle` is the whole namespace; an unknown pool lists the pools.
+    send(&mut a, typed(":bundle"));
+    assert_eq!(
+        send(&mut a, [code(KeyCode::Enter)]),
+        vec![Command::TakeBundle {
+            namespace: fixtures::NS.into(),
+            pool: None,
+        }]
+    );
+    send(&mut a, [Msg::BundleWritten(Err("deadline".into()))]);
+    send(&mut a, typed(":bundle nope"));
+    assert!(send(&mut a, [code(KeyCode::Enter)]).is_empty());
+    assert!(a.toast.as_ref().is_some_and(|t| t.error
+        && t.text.contains("no pool nope")
+        && t.text.contains("platform")));
+}
+
+#[test]
+fn shift_d_makes_a_debug_pod_of_the_selected_agent() {
+    let mut a = app();
+    assert!(send(&mut a, [key('D')]).is_empty());
+    assert!(a.toast.as_ref().is_some_and(|t| t.error));
+    send(&mut a, [key('2')]);
+    let first = a.snapshot.agents[a.table(ViewKind::Agents).visible[0] as usize].clone();
+    assert_eq!(
+        send(&mut a, [key('D')]),
+        vec![Command::CreateDebugPod {
+            namespace: first.namespace,
+            pod: first.name,
+        }]
+    );
+    send(
+        &mut a,
+        [Msg::DebugPodCreated(Ok(
+            "debug pod debug-x-1, deleted at 15:00:00Z".into(),
+        ))],
+    );
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.text.contains("debug-x-1"))
+    );
+}
+
+fn audit_rows() -> Vec<audit::AuditRow> {
+    let rec = |action: &str, outcome: &str, object: &str| crate::ops::audit::AuditRecord {
+        time: fixtures::now(),
+        user: "alice".into(),
+        via: "console".into(),
+        namespace: fixtures::NS.into(),
+        action: action.into(),
+        request: serde_json::json!({}),
+        summary: format!("{action} {object}"),
+        objects: Vec::new(),
+        unchanged: Vec::new(),
+        outcome: outcome.into(),
+    };
+    audit::rows(&[
+        rec("drain", "applied", "pool platform"),
+        rec("hold", "failed: forbidden", "pool batch"),
+        rec("retry", "applied", "task t1"),
+    ])
+}
+
+#[test]
+fn the_audit_view_loads_filters_and_reloads_after_an_action() {
+    let mut a = app();
+    send(&mut a, typed(":audit"));
+    assert_eq!(
+        send(&mut a, [code(KeyCode::Enter)]),
+        vec![Command::LoadAudit]
+    );
+    assert_eq!(*a.screen(), Screen::Audit);
+    send(&mut a, [Msg::AuditLoaded(Ok(audit_rows()))]);
+    assert_eq!(a.audit.table.visible.len(), 3);
+    send(&mut a, typed("/fail"));
+    assert_eq!(a.audit.table.visible.len(), 1);
+    assert_eq!(
+        a.audit.rows[a.audit.table.visible[0] as usize].action,
+        "hold"
+    );
+    send(&mut a, [code(KeyCode::Enter)]);
+    // Esc clears the filter first, as in the other views.
+    send(&mut a, [code(KeyCode::Esc)]);
+    assert_eq!(a.audit.table.visible.len(), 3);
+    send(&mut a, [key('j'), key('j'), key('j')]);
+    assert_eq!(a.audit.table.selected, 2);
+    let done = Msg::ActionDone {
+        request: ActionRequest::ClearHold {
+            namespace: fixtures::NS.into(),
+            pool: "platform".into(),
+        },
+        result: Ok("changed".into()),
+    };
+    assert_eq!(send(&mut a, [done.clone()]), vec![Command::LoadAudit]);
+    // Elsewhere an action's outcome reads nothing.
+    send(&mut a, [key('1')]);
+    assert!(send(&mut a, [done]).is_empty());
+    // `5` opens it too, reading the file again.
+    assert_eq!(send(&mut a, [key('5')]), vec![Command::LoadAudit]);
+    send(&mut a, [Msg::AuditLoaded(Err("permission denied".into()))]);
+    assert_eq!(a.audit.error.as_deref(), Some("permission denied"));
+}
+
+#[test]
+fn a_queued_action_says_how_many_are_ahead() {
+    let mut a = app();
+    send(
+        &mut a,
+        [Msg::ActionQueued {
+            request: ActionRequest::DrainPool {
+                namespace: fixtures::NS.into(),
+                pool: "batch".into(),
+                undo: false,
+            },
+            ahead: 2,
+        }],
+    );
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.text == "drain pool batch: queued behind 2 action(s) still running")
+    );
 }

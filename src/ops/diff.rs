@@ -29,7 +29,7 @@ pub fn lines(before: &Value, after: &Value) -> Vec<String> {
 }
 
 fn walk(path: &str, before: &Value, after: &Value, out: &mut Vec<String>) {
-    if before == after {
+    if same(before, after) {
         return;
     }
     let (Some(b), Some(a)) = (as_map(before), as_map(after)) else {
@@ -51,6 +51,25 @@ fn walk(path: &str, before: &Value, after: &Value, out: &mut Vec<String>) {
             a.get(k).unwrap_or(&Value::Null),
             out,
         );
+    }
+}
+
+/// Equal once fields set to `null` are taken as absent: the API writes
+/// `lastProbeTime: null` in a pod's conditions where a typed client leaves
+/// the field out, and that is no change.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let set = |m: &Map<String, Value>| m.iter().filter(|(_, v)| !v.is_null()).count();
+            set(x) == set(y)
+                && x.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w))
+        }
+        _ => a == b,
     }
 }
 
@@ -104,6 +123,23 @@ pub fn merge_patch(before: &Value, after: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_field_the_api_writes_as_null_is_no_change() {
+        let before = json!({"metadata": {"annotations": {}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let after = json!({"metadata": {"annotations": {"agentdeck.dev/drain": "true"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastProbeTime": null}]}});
+        assert_eq!(
+            lines(&before, &after),
+            vec!["metadata.annotations[\"agentdeck.dev/drain\"]: (none) → \"true\"".to_owned()]
+        );
+        // A real change inside the array still shows.
+        let changed = json!({"metadata": {"annotations": {}},
+            "status": {"conditions": [{"type": "Ready", "status": "False", "lastProbeTime": null}]}});
+        assert_eq!(lines(&before, &changed).len(), 1);
+        assert!(lines(&before, &changed)[0].starts_with("status.conditions:"));
+    }
 
     #[test]
     fn changed_leaves_are_listed_with_both_sides() {

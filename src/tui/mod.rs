@@ -34,6 +34,8 @@ use crate::health::FreshnessThresholds;
 use crate::ui::{self, Theme};
 
 pub mod actions;
+pub mod jobs;
+pub mod queue;
 
 /// Carries out (or previews) an action; `Ok` is the outcome in words (for
 /// a preview: the impact, one line each).
@@ -95,7 +97,8 @@ pub struct Workers {
     pub rx: mpsc::Receiver<Msg>,
     logs: watch::Sender<Option<(StreamId, LogSource, bool)>>,
     yaml: mpsc::Sender<ObjectKey>,
-    actions: mpsc::Sender<(ActionRequest, ActionMode)>,
+    actions: queue::ActionQueue,
+    jobs: jobs::Jobs,
 }
 
 impl Workers {
@@ -147,19 +150,29 @@ impl Workers {
             tx.clone(),
             cancel.clone(),
         ));
-        let (actions, actions_rx) = mpsc::channel(8);
-        tokio::spawn(action_runner(
-            client,
+        let actions = queue::ActionQueue::start(
+            client.clone(),
             setup.actions.clone(),
-            actions_rx,
+            tx.clone(),
+            cancel.clone(),
+        );
+        let jobs = jobs::Jobs::start(
+            client,
+            jobs::JobSettings {
+                context: Some(setup.app.context.clone()).filter(|c| !c.is_empty()),
+                controller_namespace: Some(setup.config.controller_namespace.clone()),
+                bundle_dir: std::env::current_dir().unwrap_or_default(),
+                audit_path: None,
+            },
             tx,
             cancel,
-        ));
+        );
         Workers {
             rx,
             logs,
             yaml,
             actions,
+            jobs,
         }
     }
 
@@ -181,12 +194,12 @@ impl Workers {
             Command::LoadYaml(key) => {
                 let _ = self.yaml.try_send(key);
             }
-            Command::Action(req) => {
-                let _ = self.actions.try_send((req, ActionMode::Apply));
-            }
-            Command::PreviewAction(req) => {
-                let _ = self.actions.try_send((req, ActionMode::Preview));
-            }
+            // Never dropped (see `queue`).
+            Command::Action(req) => self.actions.apply(req),
+            Command::PreviewAction(req) => self.actions.preview(req),
+            Command::LoadAudit => self.jobs.load_audit(),
+            Command::TakeBundle { namespace, pool } => self.jobs.bundle(namespace, pool),
+            Command::CreateDebugPod { namespace, pod } => self.jobs.debug_pod(namespace, pod),
         }
         true
     }
@@ -583,36 +596,4 @@ pub fn yaml_of(view: &ClusterView, events: &Store<Event>, key: &ObjectKey) -> St
         meta.remove("managedFields");
     }
     serde_saphyr::to_string(&value).unwrap_or_else(|e| format!("# cannot render: {e}"))
-}
-
-async fn action_runner(
-    client: Client,
-    runner: Option<ActionRunner>,
-    mut rx: mpsc::Receiver<(ActionRequest, ActionMode)>,
-    tx: mpsc::Sender<Msg>,
-    cancel: CancellationToken,
-) {
-    loop {
-        let (req, mode) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            r = rx.recv() => match r { Some(r) => r, None => return },
-        };
-        let result = match &runner {
-            Some(run) => run(client.clone(), req.clone(), mode).await,
-            None => Err("actions are off in this console (read-only)".to_owned()),
-        };
-        let msg = match mode {
-            ActionMode::Apply => Msg::ActionDone {
-                request: req,
-                result,
-            },
-            ActionMode::Preview => Msg::ActionPreview {
-                request: req,
-                result: result.map(|t| t.lines().map(str::to_owned).collect()),
-            },
-        };
-        if tx.send(msg).await.is_err() {
-            return;
-        }
-    }
 }

@@ -2,6 +2,7 @@
 //! come from `app.now`), no I/O; only the rows and log lines on screen are
 //! built into widgets. Table columns are declared as data.
 
+pub mod audit;
 pub mod theme;
 
 use std::borrow::Cow;
@@ -215,6 +216,10 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
                 (Cow::Borrowed("-"), Role::Muted)
             }
         }),
+        col("HOLD", 16, 5, |r, _| match &r.hold {
+            Some(h) => (Cow::Borrowed(h.as_str()), Role::Warn),
+            None => (Cow::Borrowed("-"), Role::Muted),
+        }),
         fill("REASON", 24, 1, |r, _| {
             (
                 Cow::Borrowed(r.verdict.reason.as_str()),
@@ -269,9 +274,20 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
             Some(s) => o(format!("{s:+}s"), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
-        col("TASK", 20, 1, |r, _| match &r.task {
-            Some(task) => (Cow::Borrowed(task.as_str()), Role::Running),
-            None => (Cow::Borrowed("idle"), Role::Muted),
+        col("TASK", 20, 1, |r, _| {
+            // An operator's per-agent drain or debug logs show beside it.
+            let flags = match (r.draining, r.debug) {
+                (false, false) => "",
+                (true, false) => " (drain)",
+                (false, true) => " (debug)",
+                (true, true) => " (drain, debug)",
+            };
+            match (&r.task, flags) {
+                (Some(task), "") => (Cow::Borrowed(task.as_str()), Role::Running),
+                (Some(task), f) => o(format!("{task}{f}"), Role::Warn),
+                (None, "") => (Cow::Borrowed("idle"), Role::Muted),
+                (None, f) => o(format!("idle{f}"), Role::Warn),
+            }
         }),
         col("NODE", 14, 6, |r, _| t(dash(&r.node))),
         num("RST", 3, 4, |r, _| {
@@ -379,7 +395,9 @@ pub fn draw(frame: &mut Frame, app: &App, theme: &Theme) {
             theme,
             &format!("{} {}/{}", object.kind, object.namespace, object.name),
         ),
+        Screen::Audit => audit::draw_audit(frame, body, app, theme),
     }
+    audit::draw_bundle_gauge(frame, body, app, theme);
     draw_footer(frame, footer, app, theme);
     if app.help {
         draw_help(frame, area, app, theme);
@@ -880,6 +898,12 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 ],
                 Screen::Yaml { .. } => &[
                     (Action::Back, "back"),
+                    (Action::Help, "help"),
+                    (Action::Quit, "quit"),
+                ],
+                Screen::Audit => &[
+                    (Action::Back, "back"),
+                    (Action::Filter, "filter"),
                     (Action::Help, "help"),
                     (Action::Quit, "quit"),
                 ],
