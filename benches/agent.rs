@@ -214,6 +214,24 @@ async fn pool(client: &kube::Client, name: &str, spec: serde_json::Value, replic
         .create(&PostParams::default(), &pool)
         .await
         .expect("pool created");
+    // The agents run as the pool's account with the Role the controller
+    // renders for it.
+    let (account, role, binding) = agentdeck::plan::manifests::agent_rbac(&pool).expect("rbac");
+    let pp = PostParams::default();
+    if let Some(account) = account {
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), NS)
+            .create(&pp, &account)
+            .await
+            .expect("service account created");
+    }
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), NS)
+        .create(&pp, &role)
+        .await
+        .expect("role created");
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), NS)
+        .create(&pp, &binding)
+        .await
+        .expect("role binding created");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
     deployments
         .create(

@@ -86,6 +86,7 @@ impl Cluster {
             .create(&PostParams::default(), &pool)
             .await
             .expect("pool created");
+        common::install_agent_rbac(&self.client, &pool).await;
         if replicas > 0 {
             let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), NS);
             deployments

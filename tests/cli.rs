@@ -366,7 +366,7 @@ fn sandbox_serves_kubectl_then_stops_cleanly_on_sigterm() {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let first = lines.next().expect("a line").expect("utf-8");
     assert!(
-        first.contains("Kubernetes API on http://127.0.0.1:"),
+        first.contains("Kubernetes API on https://127.0.0.1:"),
         "{first}"
     );
     let second = lines.next().expect("a line").expect("utf-8");

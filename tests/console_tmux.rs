@@ -283,12 +283,23 @@ fn with_no_api_the_console_opens_disconnected_and_recovers_when_it_comes_up() {
         .port();
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig = dir.path().join("kubeconfig");
+    // The sandbox's credentials are made now, so the kubeconfig (its CA
+    // and token) can name the server before it listens.
+    let security = agentdeck::sandbox::auth::Security::generate().expect("credentials");
     std::fs::write(
         &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
-             contexts:\n- name: later\n  context:\n    cluster: c\n    user: u\n    namespace: default\n\
-             current-context: later\nusers:\n- name: u\n  user: {{}}\n"
+        agentdeck::sandbox::kubeconfig_for(
+            &format!("https://127.0.0.1:{port}"),
+            &security,
+            "default",
+        )
+        .replace(
+            "name: agentdeck-sandbox\n  context",
+            "name: later\n  context",
+        )
+        .replace(
+            "current-context: agentdeck-sandbox",
+            "current-context: later",
         ),
     )
     .expect("kubeconfig");
@@ -320,7 +331,7 @@ fn with_no_api_the_console_opens_disconnected_and_recovers_when_it_comes_up() {
         .build()
         .expect("runtime");
     let sandbox = rt
-        .block_on(agentdeck::sandbox::Sandbox::start(port, 1))
+        .block_on(agentdeck::sandbox::Sandbox::start_with(port, 1, security))
         .expect("sandbox on the port");
     let client = {
         let _g = rt.enter();

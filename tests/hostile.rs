@@ -51,6 +51,7 @@ fn bad_task_specs_end_errored_with_a_clean_message_naming_the_field() {
             .create(&PostParams::default(), &pool)
             .await
             .expect("pool created");
+        common::install_agent_rbac(&client, &pool).await;
         Api::<Deployment>::namespaced(client.clone(), NS)
             .create(
                 &PostParams::default(),

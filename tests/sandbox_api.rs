@@ -21,7 +21,7 @@ fn call(sb: &TestSandbox, method: &str, path: &str, ct: &str, body: Option<Value
     let url = format!("{}{path}", sb.sandbox().url());
     sb.rt.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::new();
+        let client = sb.sandbox().http_client().expect("http client");
         let mut req = client.request(method.parse().expect("method"), &url);
         if let Some(b) = body {
             req = req
@@ -218,7 +218,10 @@ fn watch_lines(sb: &TestSandbox, path: &str, enough: impl Fn(&[Value]) -> bool) 
     let url = format!("{}{path}", sb.sandbox().url());
     sb.rt.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut resp = reqwest::Client::new()
+        let mut resp = sb
+            .sandbox()
+            .http_client()
+            .expect("http client")
             .get(&url)
             .send()
             .await
@@ -554,7 +557,10 @@ fn a_restart_through_the_admin_endpoint_drops_connections_and_keeps_the_store() 
     let url = format!("{}{CMS}?watch=1", sb.sandbox().url());
     let ended = sb.rt.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut watch = reqwest::Client::new()
+        let mut watch = sb
+            .sandbox()
+            .http_client()
+            .expect("http client")
             .get(&url)
             .send()
             .await
@@ -562,7 +568,10 @@ fn a_restart_through_the_admin_endpoint_drops_connections_and_keeps_the_store() 
         // The initial ADDED event, then the restart.
         let first = watch.chunk().await.expect("chunk").expect("an event");
         assert!(String::from_utf8_lossy(&first).contains("kept"));
-        let r = reqwest::Client::new()
+        let r = sb
+            .sandbox()
+            .http_client()
+            .expect("http client")
             .post(format!("{}/sandbox/faults", sb.sandbox().url()))
             .body(r#"{"restart": {"downMs": 300}}"#)
             .send()

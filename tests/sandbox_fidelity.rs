@@ -41,21 +41,27 @@ fn python(sb: &TestSandbox, script: &str) -> Value {
 }
 
 const WATCH_AND_FOLLOW: &str = r#"
-import json, sys, threading, time, urllib.request
+import json, ssl, sys, threading, time, urllib.request
 from kubernetes import client, config, watch
 config.load_kube_config(config_file=sys.argv[1])
 base = sys.argv[2]
+# The sandbox's admin endpoints, over HTTPS with the kubeconfig's CA and token.
+cfg = client.Configuration.get_default_copy()
+tls = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+auth = {"Authorization": cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")}
+def admin(path, method="GET"):
+    return urllib.request.urlopen(urllib.request.Request(base + path, method=method, headers=auth), context=tls)
 v1 = client.CoreV1Api()
 seen = {}
 v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="quiet")))
-urllib.request.urlopen(urllib.request.Request(base + "/sandbox/requests", method="DELETE"))
+admin("/sandbox/requests", "DELETE")
 events = []
 def loop():
     for ev in watch.Watch().stream(v1.list_namespaced_config_map, "quiet"):
         events.append(ev["type"])
 threading.Thread(target=loop, daemon=True).start()
 time.sleep(5)
-counts = json.load(urllib.request.urlopen(base + "/sandbox/requests"))
+counts = json.load(admin("/sandbox/requests"))
 seen["requests"] = {k: v for k, v in counts.items() if "/namespaces/quiet/configmaps" in k}
 
 pod = {"apiVersion": "v1", "kind": "Pod",
@@ -484,7 +490,14 @@ fn raw_get(sb: &TestSandbox, path: &str) -> (u16, Value) {
     let url = format!("{}{path}", sb.sandbox().url());
     sb.rt.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let resp = reqwest::get(&url).await.expect("request");
+        let resp = sb
+            .sandbox()
+            .http_client()
+            .expect("http client")
+            .get(&url)
+            .send()
+            .await
+            .expect("request");
         let code = resp.status().as_u16();
         let text = resp.text().await.expect("body");
         (
@@ -499,7 +512,14 @@ fn first_events(sb: &TestSandbox, path: &str, n: usize) -> Vec<Value> {
     let url = format!("{}{path}", sb.sandbox().url());
     sb.rt.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut resp = reqwest::get(&url).await.expect("watch");
+        let mut resp = sb
+            .sandbox()
+            .http_client()
+            .expect("http client")
+            .get(&url)
+            .send()
+            .await
+            .expect("watch");
         assert_eq!(resp.status().as_u16(), 200);
         let (mut buf, mut events) = (Vec::new(), Vec::new());
         while events.len() < n {

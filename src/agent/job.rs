@@ -94,10 +94,12 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     // Claim (or find it already ours).
     let mut task = None;
     for _ in 0..CLAIM_TRIES {
-        let found = api.get_opt(name).await.map_err(|source| AgentError::Api {
-            what: format!("cannot read task {name}"),
-            source,
-        })?;
+        let found = read_task(&api, name)
+            .await
+            .map_err(|source| AgentError::Api {
+                what: format!("cannot read task {name}"),
+                source,
+            })?;
         agent.state.api_ok();
         let Some(found) = found else {
             return abort("the task no longer exists");
@@ -250,6 +252,27 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
 /// the grace and [`STOP_SLACK`] is left to the Job's deadline.
 ///
 /// [`RUNNER_SCRIPT`]: crate::plan::manifests::RUNNER_SCRIPT
+/// How long a worker waits for its account's rights: its pod can start
+/// while the pool's Role and RoleBinding are still being created (they are
+/// applied alongside the Job), so 401/403 first means "not yet".
+const RIGHTS_GRACE: Duration = Duration::from_secs(30);
+
+/// The task, read as soon as the account may read it.
+async fn read_task(api: &Api<AgentTask>, name: &str) -> Result<Option<AgentTask>, kube::Error> {
+    let since = Instant::now();
+    loop {
+        match api.get_opt(name).await {
+            Err(kube::Error::Api(s))
+                if matches!(s.code, 401 | 403) && since.elapsed() < RIGHTS_GRACE =>
+            {
+                tracing::info!(task = name, reason = %s.message, "no rights yet; retrying");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 async fn stop_runner(dir: &Path, grace: Duration, name: &str) -> Result<(), AgentError> {
     write_file(&dir.join("stop"), &format!("{}\n", grace.as_secs()))?;
     let exit_file = dir.join("exit-code");

@@ -494,6 +494,8 @@ pub struct Api {
     /// Fault injection.
     pub faults: super::faults::Faults,
     server_url: RwLock<String>,
+    /// The CA, serving certificate and token keys (see [`super::auth`]).
+    pub security: super::auth::Security,
 }
 
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -526,6 +528,8 @@ impl Api {
             hooks: RwLock::new(Arc::new(NoHooks)),
             faults: super::faults::Faults::default(),
             server_url: RwLock::new(String::new()),
+            security: super::auth::Security::generate()
+                .expect("a CA and serving certificate from fixed, valid parameters"),
         };
         for ns in SYSTEM_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -550,7 +554,7 @@ impl Api {
         *self.server_url.write().unwrap_or_else(|p| p.into_inner()) = url.to_string();
     }
 
-    /// `http://127.0.0.1:PORT` of the HTTP server, empty before it listens.
+    /// `https://127.0.0.1:PORT` of the server, empty before it listens.
     pub fn server_url(&self) -> String {
         self.server_url
             .read()
@@ -845,6 +849,7 @@ impl Api {
                         }
                     }
                 }
+                super::auth::mount_service_account_token(&self.store, _ns, obj);
                 obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
             }
             ("", "Secret") => {

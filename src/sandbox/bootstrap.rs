@@ -3,8 +3,9 @@
 //! policy (`cluster-admin`, and the user-facing `admin`, `edit` and `view`,
 //! aggregated from roles labelled `aggregate-to-<name>`, as
 //! `plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go` declares
-//! them). The sandbox stores them for the consoles and `kubectl` to list; it
-//! does not enforce RBAC.
+//! them), and the roles every authenticated user holds (`system:discovery`,
+//! `system:basic-user`, `system:public-info-viewer`). The sandbox enforces
+//! them for service accounts (see [`super::auth`]).
 
 use serde_json::{Value, json};
 
@@ -190,6 +191,48 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
                 .collect(),
         )
     };
+    let system = |name: &str, rules: Value, groups: &[&str]| {
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(name), "rules": rules});
+        let subjects: Vec<Value> = groups
+            .iter()
+            .map(|g| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}))
+            .collect();
+        let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta(name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subjects});
+        [("clusterroles", role), ("clusterrolebindings", binding)]
+    };
+    let discovery = system(
+        "system:discovery",
+        json!([{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
+                                    "/openapi", "/openapi/*", "/readyz", "/version", "/version/"],
+                "verbs": ["get"]}]),
+        &["system:authenticated"],
+    );
+    let basic_user = system(
+        "system:basic-user",
+        json!([
+            rule(
+                &["authorization.k8s.io"],
+                &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                &["create"]
+            ),
+            rule(
+                &["authentication.k8s.io"],
+                &["selfsubjectreviews"],
+                &["create"]
+            )
+        ]),
+        &["system:authenticated"],
+    );
+    let public_info = system(
+        "system:public-info-viewer",
+        json!([{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"],
+                "verbs": ["get"]}]),
+        &["system:authenticated", "system:unauthenticated"],
+    );
     vec![
         ("clusterroles", cluster_admin),
         (
@@ -203,4 +246,9 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         ("clusterroles", aggregated("view", view_rules)),
         ("clusterrolebindings", binding),
     ]
+    .into_iter()
+    .chain(discovery)
+    .chain(basic_user)
+    .chain(public_info)
+    .collect()
 }

@@ -3,6 +3,7 @@
 //! is what `kubectl` and kube-rs see from a real kube-apiserver.
 
 pub mod api;
+pub mod auth;
 pub mod bootstrap;
 pub mod builtin;
 pub mod cluster;
@@ -22,6 +23,7 @@ pub mod selector;
 pub mod server;
 pub mod store;
 pub mod table;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,6 +55,9 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The CA or serving certificate could not be made.
+    #[error("{0}")]
+    Tls(#[source] tls::TlsError),
     /// The server stopped with an error.
     #[error("sandbox server failed: {0}")]
     Serve(#[source] std::io::Error),
@@ -95,7 +100,20 @@ impl Sandbox {
     /// Starts a sandbox on 127.0.0.1:`port` (0 = a free port) with `nodes`
     /// simulated nodes.
     pub async fn start(port: u16, nodes: u32) -> Result<Sandbox, SandboxError> {
-        let api = Arc::new(Api::new(builtin::builtin_resources()));
+        let security = auth::Security::generate().map_err(SandboxError::Tls)?;
+        Sandbox::start_with(port, nodes, security).await
+    }
+
+    /// [`Sandbox::start`] with credentials made beforehand (so a kubeconfig
+    /// can be written before the server listens; see [`kubeconfig_for`]).
+    pub async fn start_with(
+        port: u16,
+        nodes: u32,
+        security: auth::Security,
+    ) -> Result<Sandbox, SandboxError> {
+        let mut api = Api::new(builtin::builtin_resources());
+        api.security = security;
+        let api = Arc::new(api);
         openapi_schemas::warm_up();
         let q = api::Query::default();
         for i in 0..nodes {
@@ -144,9 +162,19 @@ impl Sandbox {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `https://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("https://{}", self.addr)
+    }
+
+    /// The cluster CA (PEM) that signs the serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        self.api.security.pki().ca_pem()
+    }
+
+    /// The bearer token of the kubeconfig's user (cluster-admin).
+    pub fn admin_token(&self) -> &str {
+        self.api.security.admin_token()
     }
 
     /// The API behind the server (store, faults), for in-process tests.
@@ -154,23 +182,42 @@ impl Sandbox {
         &self.api
     }
 
-    /// A kubeconfig pointing at this sandbox, context `agentdeck-sandbox`.
+    /// A kubeconfig pointing at this sandbox, context `agentdeck-sandbox`:
+    /// its CA and the admin user's token.
     pub fn kubeconfig(&self, namespace: &str) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {url}\n\
-             contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {namespace}\n\
-             current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user: {{}}\npreferences: {{}}\n",
-            url = self.url()
-        )
+        kubeconfig_for(&self.url(), &self.api.security, namespace)
     }
 
-    /// A kube client for this sandbox.
+    /// A kube client for this sandbox, as its kubeconfig's user.
     pub fn client(&self) -> Result<kube::Client, kube::Error> {
+        self.client_with_token(self.admin_token())
+    }
+
+    /// A kube client for this sandbox presenting `token` (a service
+    /// account's, say).
+    pub fn client_with_token(&self, token: &str) -> Result<kube::Client, kube::Error> {
         let url = self
             .url()
             .parse()
             .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(e.into()))?;
-        kube::Client::try_from(kube::Config::new(url))
+        let mut config = kube::Config::new(url);
+        config.root_cert = Some(tls::ca_ders(self.ca_pem()));
+        config.auth_info.token = Some(token.to_owned().into());
+        kube::Client::try_from(config)
+    }
+
+    /// An HTTP client that trusts this sandbox's CA and sends the admin
+    /// token, for raw requests (`/sandbox/faults`, wire-level tests).
+    pub fn http_client(&self) -> Result<reqwest::Client, reqwest::Error> {
+        let mut auth = axum::http::HeaderMap::new();
+        if let Ok(v) = format!("Bearer {}", self.admin_token()).parse() {
+            auth.insert(axum::http::header::AUTHORIZATION, v);
+        }
+        let mut builder = reqwest::Client::builder().default_headers(auth);
+        if let Ok(tls) = self.api.security.pki().client_config() {
+            builder = builder.tls_backend_preconfigured(tls);
+        }
+        builder.build()
     }
 
     /// Stops serving and starts again on the same port with the same store,
@@ -226,6 +273,19 @@ impl Sandbox {
             Some(Err(e)) => Err(SandboxError::Serve(std::io::Error::other(e))),
         }
     }
+}
+
+/// A kubeconfig for a sandbox at `server` (`https://127.0.0.1:PORT`) with
+/// these credentials, context and user `agentdeck-sandbox` (cluster-admin).
+pub fn kubeconfig_for(server: &str, security: &auth::Security, namespace: &str) -> String {
+    use base64::Engine;
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+         contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {namespace}\n\
+         current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user:\n    token: {token}\npreferences: {{}}\n",
+        ca = base64::engine::general_purpose::STANDARD.encode(security.pki().ca_pem()),
+        token = security.admin_token(),
+    )
 }
 
 /// `agentdeck sandbox`: serve, write the kubeconfig, say how to use it, run

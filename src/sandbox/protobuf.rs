@@ -407,14 +407,6 @@ fn time(b: &[u8], micro: bool) -> Result<Value, ProtobufError> {
     }))
 }
 
-/// Unpadded URL-safe base64, as JWTs use.
-pub(crate) fn base64url(bytes: &[u8]) -> String {
-    base64(bytes)
-        .trim_end_matches('=')
-        .replace('+', "-")
-        .replace('/', "_")
-}
-
 fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{Api, ApiError, ApiResult, LogOptions, LogStream, Query, Served, Target};
+use super::auth::UserInfo;
 use super::selector::{
     FieldResource, FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
 };
@@ -34,8 +35,13 @@ pub async fn serve(
     listener: TcpListener,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let app = axum::Router::new().fallback(handle).with_state(api.clone());
+    let app = axum::Router::new()
+        .fallback(handle)
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            super::auth::middleware,
+        ))
+        .with_state(api.clone());
     let mut listener = listener;
     loop {
         let (restart, _) = api.faults.restart_token();
@@ -49,12 +55,10 @@ pub async fn serve(
                 }
             }
         };
-        // As a real apiserver (Go sets TCP_NODELAY on every connection): without
-        // it small writes such as watch events wait ~40 ms for a delayed ACK.
-        let tapped = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let server = axum::serve(tapped, app.clone())
+        // HTTPS, as every real apiserver serves (the listener sets
+        // TCP_NODELAY on each connection, as Go does).
+        let tls = api.security.pki().listener(listener)?;
+        let server = axum::serve(tls, app.clone())
             .with_graceful_shutdown(stop)
             .into_future();
         tokio::pin!(server);
@@ -107,6 +111,11 @@ fn ok(body: &Value) -> Response {
     json_response(200, body, "application/json")
 }
 
+/// The Status response of an error.
+pub(super) fn error_response(e: &ApiError) -> Response {
+    error(e)
+}
+
 fn error(e: &ApiError) -> Response {
     let mut r = json_response(e.code, &e.status(), "application/json");
     if e.code == 429
@@ -117,7 +126,7 @@ fn error(e: &ApiError) -> Response {
     r
 }
 
-async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
+async fn handle(State(api): State<Arc<Api>>, req: axum::extract::Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
@@ -157,7 +166,19 @@ async fn handle(State(api): State<Arc<Api>>, req: Request) -> Response {
             format!("injected fault ({code}) for {path}"),
         ));
     }
-    let mut response = match route(&api, &parts.method, &path, &query, &parts.headers, body).await {
+    let user = parts
+        .extensions
+        .get::<UserInfo>()
+        .cloned()
+        .unwrap_or_else(UserInfo::anonymous);
+    let request = Request {
+        method: &parts.method,
+        path: &path,
+        query: &query,
+        headers: &parts.headers,
+        user: &user,
+    };
+    let mut response = match route(&api, &request, body).await {
         Ok(r) => r,
         Err(e) => error(&e),
     };
@@ -233,14 +254,23 @@ fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn route(
-    api: &Arc<Api>,
-    method: &Method,
-    path: &str,
-    query: &Query,
-    headers: &HeaderMap,
-    body: Bytes,
-) -> ApiResult<Response> {
+/// What [`route`] needs of a request besides its body.
+struct Request<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: &'a Query,
+    headers: &'a HeaderMap,
+    user: &'a UserInfo,
+}
+
+async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<Response> {
+    let Request {
+        method,
+        path,
+        query,
+        headers,
+        user,
+    } = *request;
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -260,7 +290,7 @@ async fn route(
             let fmt = discovery::negotiate(accept);
             let body = if segs[0] == "api" {
                 let url = api.server_url();
-                let addr = url.trim_start_matches("http://").to_string();
+                let addr = url.trim_start_matches("https://").to_string();
                 discovery::core_root(&resources, fmt, &addr)
             } else {
                 discovery::apis_root(&resources, fmt)
@@ -362,11 +392,17 @@ async fn route(
     }
     if method == Method::POST
         && target.name.is_none()
-        && let Some(answer) = review(
+        && let Some(answer) = super::auth::review(
+            api,
+            user,
             group,
             plural,
-            &body,
-            header_str(headers, header::CONTENT_TYPE),
+            target.namespace.as_deref(),
+            parse_body(
+                &body,
+                header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json"),
+            )
+            .unwrap_or_else(|_| json!({})),
         )
     {
         return Ok(json_response(201, &answer, "application/json"));
@@ -448,7 +484,7 @@ async fn route(
             };
             Ok(json_response(
                 201,
-                &token_request(&sa, &request),
+                &token_request(api, &sa, &request),
                 "application/json",
             ))
         }
@@ -805,100 +841,41 @@ fn metrics(api: &Api, plural: &str, target: &Target, query: &Query) -> ApiResult
     }
 }
 
-/// The user every request is taken to come from.
-const SANDBOX_USER: &str = "agentdeck-sandbox-admin";
-
-/// Answers the review resources that are computed, never stored: the
-/// sandbox authorizes everything for one all-powerful user.
-fn review(group: &str, plural: &str, body: &[u8], content_type: Option<&str>) -> Option<Value> {
-    let (api_version, kind, status) = match (group, plural) {
-        (
-            "authorization.k8s.io",
-            "selfsubjectaccessreviews" | "subjectaccessreviews" | "localsubjectaccessreviews",
-        ) => (
-            "authorization.k8s.io/v1",
-            "",
-            json!({"allowed": true, "reason": "the agentdeck sandbox authorizes every request"}),
-        ),
-        ("authorization.k8s.io", "selfsubjectrulesreviews") => (
-            "authorization.k8s.io/v1",
-            "SelfSubjectRulesReview",
-            json!({"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                   "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                   "incomplete": false}),
-        ),
-        ("authentication.k8s.io", "selfsubjectreviews") => (
-            "authentication.k8s.io/v1",
-            "SelfSubjectReview",
-            json!({"userInfo": {"username": SANDBOX_USER,
-                                "groups": ["system:masters", "system:authenticated"]}}),
-        ),
-        ("authentication.k8s.io", "tokenreviews") => (
-            "authentication.k8s.io/v1",
-            "TokenReview",
-            json!({"authenticated": true, "user": {"username": SANDBOX_USER,
-                   "groups": ["system:masters", "system:authenticated"]}}),
-        ),
-        _ => return None,
-    };
-    let mut obj = parse_body(body, content_type.unwrap_or("application/json"))
-        .ok()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    obj["apiVersion"] = json!(api_version);
-    if !kind.is_empty() || obj["kind"].is_null() {
-        obj["kind"] = json!(if kind.is_empty() {
-            "SelfSubjectAccessReview"
-        } else {
-            kind
-        });
-    }
-    if obj["metadata"].is_null() {
-        obj["metadata"] = json!({});
-    }
-    obj["status"] = status;
-    Some(obj)
-}
-
-/// `serviceaccounts/NAME/token`: a TokenRequest answered with a JWT-shaped
-/// token for the account (unsigned: nothing here checks tokens).
-fn token_request(sa: &Value, request: &Value) -> Value {
+/// `serviceaccounts/NAME/token`: a TokenRequest answered with a signed
+/// token for the account (bound to a pod when `boundObjectRef` names one),
+/// which the sandbox then authenticates.
+fn token_request(api: &Api, sa: &Value, request: &Value) -> Value {
     let ns = sa["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = sa["metadata"]["name"].as_str().unwrap_or_default();
     let now = jiff::Timestamp::now().as_second();
-    let lifetime = request["spec"]["expirationSeconds"]
-        .as_i64()
-        .filter(|s| *s > 0)
-        .unwrap_or(3600);
-    let audiences = request["spec"]["audiences"]
+    let asked = request["spec"]["expirationSeconds"].as_i64().unwrap_or(0);
+    let audiences: Vec<String> = request["spec"]["audiences"]
         .as_array()
-        .filter(|a| !a.is_empty())
-        .cloned()
-        .unwrap_or_else(|| vec![json!("https://kubernetes.default.svc.cluster.local")]);
-    let claims = json!({
-        "aud": audiences,
-        "exp": now + lifetime,
-        "iat": now,
-        "nbf": now,
-        "iss": "https://kubernetes.default.svc.cluster.local",
-        "sub": format!("system:serviceaccount:{ns}:{name}"),
-        "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]}},
-    });
-    let enc = |v: &Value| super::protobuf::base64url(&serde_json::to_vec(v).unwrap_or_default());
-    let token = format!(
-        "{}.{}.{}",
-        enc(&json!({"alg": "none", "kid": "agentdeck-sandbox"})),
-        enc(&claims),
-        super::protobuf::base64url(b"agentdeck-sandbox")
-    );
-    let expires = jiff::Timestamp::from_second(now + lifetime)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    let bound = &request["spec"]["boundObjectRef"];
+    let pod = (bound["kind"] == "Pod")
+        .then(|| bound["name"].as_str())
+        .flatten()
+        .and_then(|pod| api.store.get("pods", ns, pod));
+    let (token, expires_at) = api
+        .security
+        .issue_token(sa, pod.as_deref(), &audiences, asked, now);
+    let audiences = if audiences.is_empty() {
+        vec![super::auth::API_AUDIENCE.to_owned()]
+    } else {
+        audiences
+    };
+    let expires = jiff::Timestamp::from_second(expires_at)
         .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_default();
     json!({
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
         "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
-        "spec": {"audiences": audiences, "expirationSeconds": lifetime, "boundObjectRef": request["spec"]["boundObjectRef"]},
+        "spec": {"audiences": audiences, "expirationSeconds": expires_at - now, "boundObjectRef": bound},
         "status": {"token": token, "expirationTimestamp": expires},
     })
 }

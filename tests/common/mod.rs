@@ -201,3 +201,30 @@ pub async fn wait_task(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Creates what `agent_rbac` renders for `pool` (its ServiceAccount, Role
+/// and RoleBinding), as the controller would: agent pods run as that account
+/// and may do exactly what the Role grants.
+pub async fn install_agent_rbac(client: &kube::Client, pool: &agentdeck::crd::AgentPool) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Api, PostParams};
+    let ns = pool.metadata.namespace.as_deref().unwrap_or("default");
+    let (account, role, binding) =
+        agentdeck::plan::manifests::agent_rbac(pool).expect("the pool's RBAC renders");
+    let pp = PostParams::default();
+    if let Some(account) = account {
+        Api::<ServiceAccount>::namespaced(client.clone(), ns)
+            .create(&pp, &account)
+            .await
+            .expect("service account created");
+    }
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&pp, &role)
+        .await
+        .expect("role created");
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&pp, &binding)
+        .await
+        .expect("role binding created");
+}

@@ -197,9 +197,14 @@ pub fn task_disruption_budget(pool: &AgentPool) -> Result<PodDisruptionBudget> {
     })
 }
 
-/// The agents' identity and least-privilege Role: read tasks and pools, write
-/// task status (claims, heartbeats, results), read and annotate pods, and
-/// emit events. The service account only when the pool did not name its own.
+/// The agents' identity and least-privilege Role, exactly what the agent
+/// runtime calls: list and watch the namespace's tasks and write their status
+/// (claims, heartbeats, results); watch its own pool (by name: the Role
+/// names it); watch its own pod for the debug and drain annotations (a pod
+/// watch by name, which RBAC cannot narrow to a name unknown before the pod
+/// exists, so pods of the namespace are readable, never writable). No
+/// Secrets, Events, Deployments or Leases. The service account only when
+/// the pool did not name its own.
 pub fn agent_rbac(pool: &AgentPool) -> Result<(Option<ServiceAccount>, Role, RoleBinding)> {
     let ids = pool_ids(pool)?;
     let name = rbac_name(pool);
@@ -217,20 +222,17 @@ pub fn agent_rbac(pool: &AgentPool) -> Result<(Option<ServiceAccount>, Role, Rol
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         ..PolicyRule::default()
     };
+    let own_pool = PolicyRule {
+        resource_names: Some(vec![ids.name.clone()]),
+        ..rule(GROUP, &["agentpools"], &["get", "list", "watch"])
+    };
     let role = Role {
         metadata: pool_object_meta(&ids, name.clone(), COMPONENT_AGENT),
         rules: Some(vec![
-            rule(
-                GROUP,
-                &["agenttasks", "agentpools"],
-                &["get", "list", "watch"],
-            ),
+            rule(GROUP, &["agenttasks"], &["get", "list", "watch"]),
             rule(GROUP, &["agenttasks/status"], &["update", "patch"]),
-            // Pod deletion cost is set by the controller; agents only
-            // annotate their own pod.
-            rule("", &["pods"], &["get", "patch"]),
-            rule("", &["events"], &["create", "patch"]),
-            rule("events.k8s.io", &["events"], &["create", "patch"]),
+            own_pool,
+            rule("", &["pods"], &["get", "list", "watch"]),
         ]),
     };
     let binding = RoleBinding {
@@ -487,44 +489,47 @@ mod tests {
     #[test]
     fn agent_role_grants_exactly_the_least_privilege_rules() {
         let (_, role, _) = agent_rbac(&plain_pool()).expect("builds");
-        let rules: Vec<(Vec<String>, Vec<String>, Vec<String>)> = role
+        type Rule = (Vec<String>, Vec<String>, Vec<String>, Option<Vec<String>>);
+        let rules: Vec<Rule> = role
             .rules
             .expect("rules")
             .into_iter()
             .map(|r| {
-                assert!(r.resource_names.is_none() && r.non_resource_urls.is_none());
+                assert!(r.non_resource_urls.is_none());
                 (
                     r.api_groups.unwrap_or_default(),
                     r.resources.unwrap_or_default(),
                     r.verbs,
+                    r.resource_names,
                 )
             })
             .collect();
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let read = owned(&["get", "list", "watch"]);
         assert_eq!(
             rules,
             [
                 (
                     owned(&["agentdeck.dev"]),
-                    owned(&["agenttasks", "agentpools"]),
-                    owned(&["get", "list", "watch"])
+                    owned(&["agenttasks"]),
+                    read.clone(),
+                    None
                 ),
                 (
                     owned(&["agentdeck.dev"]),
                     owned(&["agenttasks/status"]),
-                    owned(&["update", "patch"])
+                    owned(&["update", "patch"]),
+                    None
                 ),
-                (owned(&[""]), owned(&["pods"]), owned(&["get", "patch"])),
+                // Its own pool only.
                 (
-                    owned(&[""]),
-                    owned(&["events"]),
-                    owned(&["create", "patch"])
+                    owned(&["agentdeck.dev"]),
+                    owned(&["agentpools"]),
+                    read.clone(),
+                    Some(owned(&["prod"]))
                 ),
-                (
-                    owned(&["events.k8s.io"]),
-                    owned(&["events"]),
-                    owned(&["create", "patch"])
-                ),
+                // Read-only: no pod is the agent's to change.
+                (owned(&[""]), owned(&["pods"]), read, None),
             ]
         );
     }

@@ -2,10 +2,9 @@
 //! every active namespace gets the ConfigMap `kube-root-ca.crt` with the
 //! cluster's CA bundle under `ca.crt`, put back if it is deleted or changed.
 //!
-//! The sandbox serves plain HTTP on loopback, so nothing it serves is signed
-//! by this CA; the bundle is the sandbox's own self-signed CA certificate,
-//! there so that pods (and projected service account volumes) that mount
-//! it find what they would find in a cluster.
+//! The bundle is the CA that signs the sandbox's serving certificate (see
+//! [`crate::sandbox::tls`]), so pods verify the API server with it as they
+//! would in a cluster.
 
 use serde_json::{Value, json};
 
@@ -17,9 +16,6 @@ const COMPONENT: &str = "root-ca-cert-publisher";
 
 /// The ConfigMap's name, as in every cluster.
 pub const NAME: &str = "kube-root-ca.crt";
-
-/// The sandbox's CA certificate (PEM).
-pub const CA_CRT: &str = include_str!("../data/ca.crt");
 
 const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
@@ -51,6 +47,7 @@ impl Controller for RootCaPublisher {
     fn reconcile(&mut self, api: &Api, _now: i64) -> Pass {
         let (namespaces, _) = api.store.list(&NAMESPACES.key(), None);
         let mut w = Writer::new(api, COMPONENT);
+        let ca = api.security.pki().ca_pem();
         for ns in &namespaces {
             let name = meta::name(ns);
             if meta::is_deleting(ns) || meta::str_at(ns, "/status/phase") == "Terminating" {
@@ -61,12 +58,12 @@ impl Controller for RootCaPublisher {
                     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": NAME, "namespace": name,
                                      "annotations": {"kubernetes.io/description": DESCRIPTION}},
-                        "data": {"ca.crt": CA_CRT}});
+                        "data": {"ca.crt": ca}});
                     let _ = w.create(CONFIG_MAPS, name, cm);
                 }
-                Some(cm) if cm["data"] != json!({"ca.crt": CA_CRT}) => {
+                Some(cm) if cm["data"] != json!({"ca.crt": ca}) => {
                     let mut fixed: Value = (*cm).clone();
-                    fixed["data"] = json!({"ca.crt": CA_CRT});
+                    fixed["data"] = json!({"ca.crt": ca});
                     let _ = w.update(CONFIG_MAPS, fixed);
                 }
                 Some(_) => {}

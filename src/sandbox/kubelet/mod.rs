@@ -16,11 +16,14 @@
 //!   killed at once, and every process is killed when the kubelet stops.
 //!
 //! Processes cannot see their mounts at their paths; they resolve them with
-//! [`host_path`] (see [`volumes`]). They get `KUBECONFIG` pointing at a
-//! kubeconfig for the sandbox in their pod directory (the in-cluster
-//! configuration would want HTTPS and a CA the sandbox does not have), and
-//! `KUBERNETES_SERVICE_HOST`/`PORT` for the sandbox's address.
+//! [`host_path`] (see [`volumes`]). They get `KUBERNETES_SERVICE_HOST`/`PORT`
+//! for the sandbox's address and the service-account volume admission adds
+//! (a token bound to the pod, the CA, the namespace; see [`credentials`]);
+//! since they cannot see that volume at its path, `KUBECONFIG` names a
+//! kubeconfig in their pod directory with the same server, CA file and
+//! token file.
 
+mod credentials;
 mod env;
 mod logs;
 mod pod;

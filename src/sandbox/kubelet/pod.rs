@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Kubelet;
+use super::credentials;
 use super::env::{self, PodFields};
 use super::logs::ContainerLogs;
 use super::runtime::{self, Launch, Program};
@@ -257,25 +258,26 @@ impl Kubelet {
     ) -> Result<BTreeMap<String, PathBuf>, String> {
         std::fs::create_dir_all(rt.dir.join("tmp"))
             .map_err(|e| format!("cannot create {}: {e}", rt.dir.display()))?;
-        let url = self.api.server_url();
-        if !url.is_empty() {
-            let kubeconfig = format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {url}\n\
-                 contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {ns}\n\
-                 current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user: {{}}\npreferences: {{}}\n",
-                ns = rt.namespace
-            );
-            std::fs::write(rt.dir.join("kubeconfig"), kubeconfig)
-                .map_err(|e| format!("cannot write the pod's kubeconfig: {e}"))?;
-        }
         let fields = PodFields {
             pod,
             pod_ip: &rt.pod_ip,
             host_ip: &rt.host_ip,
         };
-        volumes::prepare_volumes(&fields, &rt.dir, &|res: &str, name: &str| {
+        let vols = volumes::prepare_volumes(&fields, &rt.dir, &|res: &str, name: &str| {
             self.api.store.get(res, &rt.namespace, name)
-        })
+        })?;
+        credentials::project(&self.api, pod, &vols)?;
+        // Until containers see their volumes at their real paths, they get
+        // the in-cluster configuration as a kubeconfig naming the
+        // service-account volume's files where they are on the host.
+        let url = self.api.server_url();
+        if !url.is_empty() {
+            let sa_dir = credentials::service_account_dir(pod, &vols);
+            let kubeconfig = credentials::kubeconfig(&url, &rt.namespace, sa_dir.as_deref());
+            std::fs::write(rt.dir.join("kubeconfig"), kubeconfig)
+                .map_err(|e| format!("cannot write the pod's kubeconfig: {e}"))?;
+        }
+        Ok(vols)
     }
 
     /// The environment and program of the next instance of `slot`.
@@ -304,7 +306,7 @@ impl Kubelet {
             ("TMPDIR".to_string(), tmp.display().to_string()),
         ]);
         let url = self.api.server_url();
-        if let Some(hostport) = url.strip_prefix("http://")
+        if let Some(hostport) = url.strip_prefix("https://")
             && let Some((host, port)) = hostport.trim_end_matches('/').rsplit_once(':')
         {
             base.extend([

@@ -30,6 +30,19 @@ struct Node {
 impl Node {
     fn start() -> Node {
         let api = Arc::new(Api::new(builtin_resources()));
+        // What the service account controller would have made: pods run as
+        // `default`, and their token volume needs the account.
+        let sa = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                                    "metadata": {"name": "default", "namespace": "default"}});
+        api.create(
+            "",
+            "v1",
+            "serviceaccounts",
+            Some("default"),
+            sa,
+            &Query::default(),
+        )
+        .expect("default service account");
         let root = tempfile::tempdir().expect("temp dir");
         let cancel = CancellationToken::new();
         let config = KubeletConfig {
