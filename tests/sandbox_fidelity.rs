@@ -349,10 +349,14 @@ fn kubectl_validation_finds_unknown_fields_in_built_in_kinds() {
 /// Raw HTTP (the Python client validates bodies itself and refuses the
 /// typo before sending it), then the Python client reads back what was kept.
 const BUILTIN_FIELD_VALIDATION: &str = r#"
-import json, sys, urllib.request, urllib.error
+import json, ssl, sys, urllib.request, urllib.error
 from kubernetes import client, config
 config.load_kube_config(config_file=sys.argv[1])
 base = sys.argv[2]
+# Raw HTTPS with the kubeconfig's CA and token.
+cfg = client.Configuration.get_default_copy()
+tls = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+auth = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
 seen = {}
 def create(name, mode):
     body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
@@ -360,9 +364,9 @@ def create(name, mode):
     req = urllib.request.Request(
         base + "/api/v1/namespaces/default/services?fieldValidation=" + mode,
         data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json"})
+        headers={"Content-Type": "application/json", "Authorization": auth})
     try:
-        r = urllib.request.urlopen(req)
+        r = urllib.request.urlopen(req, context=tls)
         return [r.status, r.headers.get("Warning")]
     except urllib.error.HTTPError as e:
         return [e.code, json.loads(e.read())["message"]]
@@ -1076,7 +1080,10 @@ fn openapi_v2_protobuf_is_the_served_document_and_kubectl_explains_from_it() {
     let url = format!("{}/openapi/v2", sb.sandbox().url());
     let (content_type, body) = sb.rt.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let resp = reqwest::Client::new()
+        let resp = sb
+            .sandbox()
+            .http_client()
+            .expect("http client")
             .get(&url)
             .header(
                 "Accept",
