@@ -122,11 +122,18 @@ pub fn waiting_shell(ttl: std::time::Duration) -> Vec<String> {
         "sh".into(),
         "-c".into(),
         format!(
-            "echo 'agentdeck debug pod: waiting; exec into it for a shell'; \
-             trap 'exit 0' TERM INT; sleep {} & wait",
+            "{WAITING_BANNER}; trap 'exit 0' TERM INT; sleep {} & wait",
             ttl.as_secs().max(1)
         ),
     ]
+}
+
+/// How [`waiting_shell`]'s script begins.
+const WAITING_BANNER: &str = "echo 'agentdeck debug pod: waiting; exec into it for a shell'";
+
+/// Whether a `sh -c` script is [`waiting_shell`]'s.
+pub fn is_waiting_shell(script: &str) -> bool {
+    script.starts_with(WAITING_BANNER)
 }
 
 fn security_context(profile: DebugProfile) -> Option<SecurityContext> {

@@ -8,6 +8,7 @@ pub mod builtin;
 pub mod cluster;
 pub mod convert;
 pub mod discovery;
+pub mod exec;
 pub mod faults;
 pub mod jsonpath;
 pub mod kubelet;

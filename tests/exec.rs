@@ -1,0 +1,258 @@
+//! Exec and attach against the sandbox with the real kubectl (WebSocket,
+//! `v5.channel.k8s.io`): plain exec, stdin, exit codes, `kubectl cp` both
+//! ways, and the interactive cases (`kubectl exec -it`, `kubectl debug -it`)
+//! driven under tmux and read with `capture-pane`.
+
+mod common;
+
+use std::process::Command;
+
+use common::{TestSandbox, err, eventually_blocking, out};
+
+/// A pod whose container the sandbox runs as a real shell, with an env
+/// variable and an emptyDir mounted at /data.
+const SHELL_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: shell
+  annotations:
+    sandbox.agentdeck.dev/run-shell: "true"
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo started; sleep 3600"]
+    env:
+    - name: GREETING
+      value: hello-from-the-pod
+    volumeMounts:
+    - name: data
+      mountPath: /data
+  volumes:
+  - name: data
+    emptyDir: {}
+"#;
+
+fn with_shell_pod() -> TestSandbox {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(&["apply", "-f", "-"], SHELL_POD);
+    eventually_blocking("the shell pod to run", || {
+        let phase = sb.kubectl_ok(&["get", "pod", "shell", "-o", "jsonpath={.status.phase}"]);
+        (phase == "Running").then_some(())
+    });
+    sb
+}
+
+#[test]
+fn kubectl_exec_runs_in_the_containers_environment_and_propagates_exit_codes() {
+    let sb = with_shell_pod();
+    assert_eq!(
+        sb.kubectl_ok(&["exec", "shell", "--", "echo", "hi"]),
+        "hi\n"
+    );
+    assert_eq!(
+        sb.kubectl_ok(&["exec", "shell", "--", "sh", "-c", "echo $GREETING"]),
+        "hello-from-the-pod\n"
+    );
+    let o = sb.kubectl(&[
+        "exec",
+        "shell",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert_eq!(out(&o), "out\n");
+    assert!(err(&o).contains("err\n"), "{}", err(&o));
+    let piped = sb.kubectl_in_ok(
+        &[
+            "exec",
+            "-i",
+            "shell",
+            "--",
+            "sh",
+            "-c",
+            "tr a-z A-Z; echo done",
+        ],
+        "from stdin\n",
+    );
+    assert_eq!(piped, "FROM STDIN\ndone\n");
+    let missing = sb.kubectl(&["exec", "shell", "--", "no-such-program"]);
+    assert!(!missing.status.success());
+    assert!(
+        err(&missing).contains("\"no-such-program\": executable file not found in $PATH"),
+        "{}",
+        err(&missing)
+    );
+}
+
+#[test]
+fn kubectl_cp_copies_files_and_directories_both_ways() {
+    let sb = with_shell_pod();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).expect("mkdir");
+    std::fs::write(src.join("a.txt"), "alpha\n").expect("write");
+    std::fs::write(src.join("sub/b.txt"), "beta\n").expect("write");
+    let src_s = src.display().to_string();
+    sb.kubectl_ok(&["cp", &src_s, "shell:/data/tree"]);
+    assert_eq!(
+        sb.kubectl_ok(&["exec", "shell", "--", "cat", "/data/tree/sub/b.txt"]),
+        "beta\n"
+    );
+    let back = dir.path().join("back");
+    let back_s = back.display().to_string();
+    sb.kubectl_ok(&["cp", "shell:/data/tree", &back_s]);
+    assert_eq!(
+        std::fs::read_to_string(back.join("a.txt")).expect("a.txt copied back"),
+        "alpha\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(back.join("sub/b.txt")).expect("b.txt copied back"),
+        "beta\n"
+    );
+}
+
+#[test]
+fn simulated_containers_refuse_exec_and_attach_saying_why() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&["run", "web", "--image=nginx"]);
+    eventually_blocking("the simulated pod to run", || {
+        let phase = sb.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.status.phase}"]);
+        (phase == "Running").then_some(())
+    });
+    for args in [vec!["exec", "web", "--", "ls"], vec!["attach", "web"]] {
+        let o = sb.kubectl(&args);
+        assert!(!o.status.success(), "{args:?}");
+        let e = err(&o);
+        assert!(
+            e.contains("container \"web\" in pod \"web\" is simulated by the agentdeck sandbox"),
+            "{args:?}: {e}"
+        );
+        assert!(!e.contains("MethodNotAllowed"), "{e}");
+    }
+}
+
+/// A tmux server of its own running one command; killed on drop.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Runs `line` (a shell command line) in a `w`×`h` session; when it
+    /// ends, `EXIT=<code>` is printed and the pane stays.
+    pub fn start(line: &str, w: u16, h: u16) -> Tmux {
+        let socket = format!(
+            "agentdeck-exec-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        );
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+            ])
+            .args(["-x", &w.to_string(), "-y", &h.to_string()])
+            .arg(format!("{line}; echo EXIT=$?; sleep 600"))
+            .status()
+            .expect("tmux runs");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let o = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Types `text` and Enter.
+    pub fn line(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "t", "-l", text]);
+        self.tmux(&["send-keys", "-t", "t", "Enter"]);
+    }
+
+    pub fn resize(&self, w: u16, h: u16) {
+        self.tmux(&[
+            "resize-window",
+            "-t",
+            "t",
+            "-x",
+            &w.to_string(),
+            "-y",
+            &h.to_string(),
+        ]);
+    }
+
+    /// Waits until the screen contains `text`; the screen.
+    pub fn wait_for(&self, text: &str) -> String {
+        eventually_blocking(&format!("{text:?} on the screen"), || {
+            let s = self.screen();
+            s.contains(text).then_some(s)
+        })
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+fn kubectl_line(sb: &TestSandbox, args: &str) -> String {
+    format!("env KUBECONFIG={} kubectl {args}", sb.kubeconfig.display())
+}
+
+#[test]
+fn kubectl_exec_it_gives_a_terminal_that_follows_resizes() {
+    let sb = with_shell_pod();
+    let t = Tmux::start(&kubectl_line(&sb, "exec -it shell -- sh"), 100, 30);
+    t.line("tty && echo marker-$((6*7))");
+    let screen = t.wait_for("marker-42");
+    assert!(screen.contains("/dev/pts/"), "{screen}");
+    t.line("stty size");
+    t.wait_for("30 100");
+    t.resize(120, 40);
+    t.line("stty size");
+    t.wait_for("40 120");
+    t.line("exit 5");
+    let screen = t.wait_for("EXIT=5");
+    assert!(
+        screen.contains("command terminated with exit code 5"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn kubectl_debug_it_attaches_to_an_ephemeral_container_in_the_targets_environment() {
+    let sb = with_shell_pod();
+    let t = Tmux::start(
+        &kubectl_line(
+            &sb,
+            "debug -it shell --image=busybox --target=main --profile=general",
+        ),
+        120,
+        30,
+    );
+    t.wait_for("If you don't see a command prompt");
+    t.line("echo debugging-$GREETING");
+    t.wait_for("debugging-hello-from-the-pod");
+    t.line("exit");
+    let screen = t.wait_for("EXIT=0");
+    assert!(screen.contains("Session ended"), "{screen}");
+}
