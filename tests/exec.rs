@@ -256,3 +256,173 @@ fn kubectl_debug_it_attaches_to_an_ephemeral_container_in_the_targets_environmen
     let screen = t.wait_for("EXIT=0");
     assert!(screen.contains("Session ended"), "{screen}");
 }
+
+fn agentdeck_line(sb: &TestSandbox, args: &str) -> String {
+    format!(
+        "env KUBECONFIG={} {} {args}",
+        sb.kubeconfig.display(),
+        env!("CARGO_BIN_EXE_agentdeck")
+    )
+}
+
+/// After the command, whether the terminal is back in cooked mode.
+const COOKED: &str = "; echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo COOKED";
+
+#[test]
+fn debug_attach_opens_a_shell_in_a_copy_follows_resizes_and_returns_its_exit_code() {
+    let sb = with_shell_pod();
+    let t = Tmux::start(
+        &format!(
+            "{}{COOKED}",
+            agentdeck_line(&sb, "debug shell --attach --image busybox")
+        ),
+        100,
+        30,
+    );
+    let screen = t.wait_for("exit or Ctrl-D ends it");
+    assert!(screen.contains("created pod/debug-shell-"), "{screen}");
+    t.line("echo attached-$GREETING; stty size");
+    t.wait_for("attached-hello-from-the-pod");
+    t.wait_for("30 100");
+    t.resize(110, 35);
+    t.line("stty size");
+    t.wait_for("35 110");
+    t.line("exit 4");
+    let screen = t.wait_for("COOKED");
+    assert!(screen.contains("EXIT=4"), "{screen}");
+    assert!(screen.contains("the shell exited with code 4"), "{screen}");
+    assert!(screen.contains("icanon echo COOKED"), "{screen}");
+    // The debug pod is there to attach to again, without a new copy.
+    let names = sb.kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        "agentdeck.dev/debug-pod=true",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    let copy = names.trim().to_string();
+    assert!(
+        copy.starts_with("debug-shell-") && !copy.contains(' '),
+        "{names}"
+    );
+    let again = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .args(["debug", &copy, "--attach"])
+        .env("KUBECONFIG", &sb.kubeconfig)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(b"echo again-$GREETING\nexit 6\n")?;
+            c.wait_with_output()
+        })
+        .expect("agentdeck runs");
+    assert_eq!(again.status.code(), Some(6), "{}", err(&again));
+    assert_eq!(out(&again), "again-hello-from-the-pod\n");
+    assert!(
+        err(&again).contains(&format!("attaching to debug pod/{copy}")),
+        "{}",
+        err(&again)
+    );
+    let after = sb.kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        "agentdeck.dev/debug-pod=true",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    assert_eq!(after.trim(), copy);
+}
+
+#[test]
+fn debug_attach_in_an_ephemeral_container_ends_on_ctrl_d() {
+    let sb = with_shell_pod();
+    let t = Tmux::start(
+        &format!(
+            "{}{COOKED}",
+            agentdeck_line(&sb, "debug shell --attach --mode ephemeral --image busybox")
+        ),
+        100,
+        30,
+    );
+    let screen = t.wait_for("exit or Ctrl-D ends it");
+    assert!(
+        screen.contains("added ephemeral container debugger-"),
+        "{screen}"
+    );
+    t.line("echo ephemeral-$GREETING");
+    t.wait_for("ephemeral-hello-from-the-pod");
+    t.tmux(&["send-keys", "-t", "t", "C-d"]);
+    let screen = t.wait_for("COOKED");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("icanon echo COOKED"), "{screen}");
+}
+
+/// A pod labelled as a debug pod, with what `spec` says.
+fn debug_pod(sb: &TestSandbox, name: &str, annotations: &str, container: &str) {
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    agentdeck.dev/debug-pod: \"true\"\n  annotations:\n{annotations}\nspec:\n  restartPolicy: Never\n  containers:\n{container}\n"
+        ),
+    );
+}
+
+#[test]
+fn debug_attach_says_plainly_when_there_is_no_shell_no_running_container_or_no_stream() {
+    let sb = TestSandbox::start();
+    debug_pod(
+        &sb,
+        "no-shell",
+        "    sandbox.agentdeck.dev/run-shell: \"true\"",
+        "  - name: agent\n    image: distroless\n    command: [\"/bin/sh\", \"-c\", \"/bin/sleep 3600\"]\n    env:\n    - name: PATH\n      value: /nonexistent",
+    );
+    debug_pod(
+        &sb,
+        "finished",
+        "    sandbox.agentdeck.dev/exit-code: \"0\"",
+        "  - name: agent\n    image: busybox",
+    );
+    debug_pod(
+        &sb,
+        "simulated",
+        "    note: simulated",
+        "  - name: agent\n    image: busybox",
+    );
+    let attach = |pod: &str| {
+        Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+            .args(["debug", pod, "--attach"])
+            .env("KUBECONFIG", &sb.kubeconfig)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("agentdeck runs")
+    };
+    let o = attach("no-shell");
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("container agent of pod default/no-shell has no `sh`"),
+        "{}",
+        err(&o)
+    );
+    let o = attach("finished");
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("container agent of pod default/finished is not running"),
+        "{}",
+        err(&o)
+    );
+    let o = attach("simulated");
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o).contains("the API refused")
+            && err(&o).contains("is simulated by the agentdeck sandbox"),
+        "{}",
+        err(&o)
+    );
+}

@@ -530,6 +530,18 @@ mod tests {
     }
 
     #[test]
+    fn a_debug_pods_waiting_shell_runs_in_a_real_shell_whatever_the_image() {
+        let wait = crate::ops::debug::waiting_shell(Duration::from_secs(60));
+        for image in ["busybox", "ghcr.io/x/agentdeck:1.0"] {
+            let c = json!({"name": "agent", "image": image, "command": wait});
+            assert!(
+                matches!(plan_of(&json!({}), &c), Program::Exec { ref program, shell: true, .. } if program == Path::new("/bin/sh")),
+                "{image}"
+            );
+        }
+    }
+
+    #[test]
     fn simulated_containers_follow_the_exit_annotations() {
         let c = json!({"name": "web", "image": "nginx"});
         assert_eq!(
