@@ -426,3 +426,56 @@ fn debug_attach_says_plainly_when_there_is_no_shell_no_running_container_or_no_s
         err(&o)
     );
 }
+
+#[test]
+fn the_console_suspends_for_a_shell_in_an_agent_and_resumes_cleanly() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let t = Tmux::start(
+        &format!(
+            "env HOME={h} XDG_CONFIG_HOME={h} {} --demo",
+            env!("CARGO_BIN_EXE_agentdeck"),
+            h = home.path().display()
+        ),
+        120,
+        35,
+    );
+    t.wait_for("watch synced");
+    t.tmux(&["send-keys", "-t", "t", "2"]);
+    let screen = eventually_blocking("a running agent first in the agents view", || {
+        let s = t.screen();
+        s.lines()
+            .find(|l| l.starts_with('│') && l.contains("iac-agent-"))
+            .is_some_and(|l| l.contains("Running"))
+            .then_some(s)
+    });
+    let agent = screen
+        .lines()
+        .find(|l| l.starts_with('│') && l.contains("iac-agent-"))
+        .and_then(|l| l.trim_start_matches('│').split_whitespace().next())
+        .expect("an agent row")
+        .to_string();
+    t.tmux(&["send-keys", "-t", "t", "s"]);
+    let screen = t.wait_for("returns to the console");
+    assert!(
+        screen.contains(&format!("shell in pod demo/{agent}")),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("Agents ["),
+        "the console was not suspended:\n{screen}"
+    );
+    t.line("echo in-shell-$((6*7)) $IAC_AGENT_NAME");
+    t.wait_for(&format!("in-shell-42 {agent}"));
+    t.line("exit");
+    let screen = t.wait_for(&format!("shell in {agent} ended"));
+    assert!(screen.contains("Agents ["), "{screen}");
+    assert!(
+        !screen.contains("in-shell-42"),
+        "stale shell output:\n{screen}"
+    );
+    // Keys reach the console again.
+    t.tmux(&["send-keys", "-t", "t", "1"]);
+    t.wait_for("Pools [");
+    t.tmux(&["send-keys", "-t", "t", "q"]);
+    t.wait_for("EXIT=0");
+}

@@ -73,7 +73,7 @@ actions! {
     SortAge = "sort-age", Table, false, ["A"], "sort by age";
     SortStatus = "sort-status", Table, false, ["S"], "sort by status / phase";
     SortPool = "sort-pool", Table, false, ["P"], "sort by pool";
-    Scale = "scale", Table, true, ["s"], "scale the pool";
+    Scale = "scale", Table, true, ["s"], "scale pool; on agents: shell";
     Drain = "drain", Table, true, ["d"], "drain / resume the pool";
     DebugLogs = "debug-logs", Table, true, ["ctrl-g"], "toggle the pool's debug logs";
     CancelTask = "cancel-task", Table, true, ["ctrl-k"], "cancel the marked or selected tasks";

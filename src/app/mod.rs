@@ -9,6 +9,7 @@ pub mod fixtures;
 pub mod keymap;
 pub mod logs;
 pub mod rows;
+mod shell;
 pub mod text;
 
 use std::collections::BTreeSet;
@@ -24,6 +25,7 @@ use filter::Filter;
 use keymap::{Action, Key, Keymap, Scope};
 use logs::{LogBuffer, LogLine};
 use rows::{LogSource, Row, Snapshot};
+pub use shell::ShellRequest;
 
 /// The tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -195,6 +197,8 @@ pub enum Command {
     Action(ActionRequest),
     /// What an action would change (server-side dry run), for its dialog.
     PreviewAction(ActionRequest),
+    /// An interactive shell: the console suspends while it runs.
+    Shell(ShellRequest),
 }
 
 /// Everything that can happen to the console.
@@ -228,6 +232,11 @@ pub enum Msg {
     ActionPreview {
         request: ActionRequest,
         result: Result<Vec<String>, String>,
+    },
+    /// A shell ended: its exit code, or why it could not run.
+    ShellEnded {
+        pod: String,
+        result: Result<i32, String>,
     },
 }
 
@@ -549,6 +558,10 @@ impl App {
                 }
                 Vec::new()
             }
+            Msg::ShellEnded { pod, result } => {
+                self.shell_ended(&pod, result);
+                Vec::new()
+            }
             Msg::ActionDone { request, result } => {
                 match result {
                     Ok(what) => self.toast(format!("{}: {what}", request.describe()), false),
@@ -705,6 +718,9 @@ impl App {
             Action::SortAge => self.sort(SortKey::Age),
             Action::SortStatus => self.sort(SortKey::Status),
             Action::SortPool => self.sort(SortKey::Pool),
+            Action::Scale if matches!(self.table_kind(), Some((ViewKind::Agents, _))) => {
+                self.shell()
+            }
             Action::Scale | Action::Drain | Action::DebugLogs | Action::CancelTask => {
                 self.ask(action)
             }

@@ -537,3 +537,53 @@ fn help_is_built_from_the_live_keymap() {
     send(&mut a, [key('x')]);
     assert!(!a.help);
 }
+
+#[test]
+fn s_on_an_agent_asks_for_a_shell_in_it_and_its_end_is_told() {
+    let mut a = app();
+    send(&mut a, [key('2')]);
+    let first = visible_names(&a, ViewKind::Agents)
+        .first()
+        .cloned()
+        .expect("an agent");
+    let agent = a
+        .snapshot
+        .agents
+        .iter()
+        .find(|x| x.name == first)
+        .expect("its row")
+        .clone();
+    assert_eq!(
+        send(&mut a, [key('s')]),
+        vec![Command::Shell(ShellRequest {
+            namespace: agent.namespace.clone(),
+            pod: first.clone(),
+            container: (agent.component == "task").then(|| "runner".to_owned()),
+        })]
+    );
+    assert!(a.dialog.is_none(), "no scale dialog on agents");
+    send(
+        &mut a,
+        [Msg::ShellEnded {
+            pod: first.clone(),
+            result: Ok(3),
+        }],
+    );
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| !t.error && t.text == format!("shell in {first} exited with code 3"))
+    );
+    send(
+        &mut a,
+        [Msg::ShellEnded {
+            pod: first.clone(),
+            result: Err("no sh".into()),
+        }],
+    );
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.error && t.text.contains("no sh"))
+    );
+}

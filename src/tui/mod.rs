@@ -34,6 +34,7 @@ use crate::health::FreshnessThresholds;
 use crate::ui::{self, Theme};
 
 pub mod actions;
+mod suspend;
 
 /// Carries out (or previews) an action; `Ok` is the outcome in words (for
 /// a preview: the impact, one line each).
@@ -96,6 +97,9 @@ pub struct Workers {
     logs: watch::Sender<Option<(StreamId, LogSource, bool)>>,
     yaml: mpsc::Sender<ObjectKey>,
     actions: mpsc::Sender<(ActionRequest, ActionMode)>,
+    client: Client,
+    /// A shell asked for, run by the event loop with the console suspended.
+    shell: Option<crate::app::ShellRequest>,
 }
 
 impl Workers {
@@ -149,7 +153,7 @@ impl Workers {
         ));
         let (actions, actions_rx) = mpsc::channel(8);
         tokio::spawn(action_runner(
-            client,
+            client.clone(),
             setup.actions.clone(),
             actions_rx,
             tx,
@@ -160,11 +164,13 @@ impl Workers {
             logs,
             yaml,
             actions,
+            client,
+            shell: None,
         }
     }
 
     /// Hands a command to its worker; `false` for Quit.
-    pub fn dispatch(&self, cmd: Command) -> bool {
+    pub fn dispatch(&mut self, cmd: Command) -> bool {
         match cmd {
             Command::Quit => return false,
             Command::StreamLogs {
@@ -187,6 +193,7 @@ impl Workers {
             Command::PreviewAction(req) => {
                 let _ = self.actions.try_send((req, ActionMode::Preview));
             }
+            Command::Shell(req) => self.shell = Some(req),
         }
         true
     }
@@ -260,6 +267,9 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
                         return Ok(());
                     }
                 }
+            }
+            if let Some(req) = workers.shell.take() {
+                suspend::shell(&mut terminal, &mut events, app, &workers.client, req).await?;
             }
             dirty = true;
         }
