@@ -479,3 +479,40 @@ fn the_console_suspends_for_a_shell_in_an_agent_and_resumes_cleanly() {
     t.tmux(&["send-keys", "-t", "t", "q"]);
     t.wait_for("EXIT=0");
 }
+
+#[test]
+fn the_console_attaches_to_a_debug_pod_by_name_and_resumes() {
+    let sb = with_shell_pod();
+    let crds = sb.agentdeck(&["crds"]);
+    assert!(crds.status.success(), "{}", err(&crds));
+    sb.kubectl_in_ok(&["apply", "-f", "-"], &out(&crds));
+    let made = sb.agentdeck(&["debug", "shell", "--image", "busybox"]);
+    assert!(made.status.success(), "{}", err(&made));
+    let copy = out(&made)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pod/"))
+        .expect("the copy's name")
+        .to_string();
+    let home = tempfile::tempdir().expect("temp dir");
+    let t = Tmux::start(
+        &format!(
+            "env HOME={h} XDG_CONFIG_HOME={h} KUBECONFIG={} AGENTDECK_LEADER_ELECTION__ENABLED=false {}",
+            sb.kubeconfig.display(),
+            env!("CARGO_BIN_EXE_agentdeck"),
+            h = home.path().display()
+        ),
+        120,
+        35,
+    );
+    t.wait_for("watch synced");
+    t.tmux(&["send-keys", "-t", "t", ":"]);
+    t.line(&format!("shell {copy}"));
+    t.wait_for("returns to the console");
+    t.line("echo in-debug-pod-$GREETING");
+    t.wait_for("in-debug-pod-hello-from-the-pod");
+    t.line("exit 2");
+    let screen = t.wait_for(&format!("shell in {copy} exited with code 2"));
+    assert!(screen.contains("Pools ["), "{screen}");
+    t.tmux(&["send-keys", "-t", "t", "q"]);
+    t.wait_for("EXIT=0");
+}

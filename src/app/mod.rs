@@ -377,7 +377,7 @@ impl Default for AppOptions {
 
 /// Commands of the `:` bar.
 pub const COMMANDS: &[&str] = &[
-    "pools", "agents", "tasks", "events", "help", "quit", "q", "ap", "at", "po", "ev",
+    "pools", "agents", "tasks", "events", "help", "quit", "q", "ap", "at", "po", "ev", "shell",
 ];
 
 /// The console.
@@ -1280,6 +1280,7 @@ impl App {
         }
         match cmd {
             "q" | "quit" | "q!" => vec![Command::Quit],
+            "shell" | "sh" | "attach" => self.shell_named(arg, words.next()),
             "help" => {
                 self.help = true;
                 Vec::new()

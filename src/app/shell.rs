@@ -1,4 +1,5 @@
-//! `s` on an agent (k9s's habit on pods): a shell in its container. The
+//! `s` on an agent (k9s's habit on pods): a shell in its container;
+//! `:shell POD [CONTAINER]` for any pod, a debug pod included. The
 //! event loop suspends the console for it (see `tui::suspend`) and reports
 //! how it ended with [`Msg::ShellEnded`](super::Msg::ShellEnded).
 
@@ -30,6 +31,35 @@ impl App {
             namespace: a.namespace.clone(),
             pod: a.name.clone(),
             container: (a.component == "task").then(|| "runner".to_owned()),
+        })]
+    }
+
+    /// `:shell [NS/]POD [CONTAINER]`: a shell in any pod of the namespace,
+    /// a debug pod (`agentdeck debug --list`) included.
+    pub(super) fn shell_named(
+        &mut self,
+        pod: Option<String>,
+        container: Option<&str>,
+    ) -> Vec<Command> {
+        if self.opts.read_only {
+            self.toast("read-only: no shells".into(), true);
+            return Vec::new();
+        }
+        let Some(pod) = pod else {
+            self.toast(
+                "usage: :shell POD [CONTAINER] (a debug pod, or any pod of the namespace)".into(),
+                true,
+            );
+            return Vec::new();
+        };
+        let (namespace, pod) = match pod.split_once('/') {
+            Some((ns, p)) => (ns.to_owned(), p.to_owned()),
+            None => (self.opts.namespace.clone(), pod),
+        };
+        vec![Command::Shell(ShellRequest {
+            namespace,
+            pod,
+            container: container.map(str::to_owned),
         })]
     }
 

@@ -587,3 +587,50 @@ fn s_on_an_agent_asks_for_a_shell_in_it_and_its_end_is_told() {
             .is_some_and(|t| t.error && t.text.contains("no sh"))
     );
 }
+
+#[test]
+fn the_shell_command_opens_a_shell_in_any_named_pod_but_not_read_only() {
+    let mut a = app();
+    let shell = |a: &mut App, line: &str| {
+        let mut msgs = vec![key(':')];
+        msgs.extend(typed(line));
+        msgs.push(code(KeyCode::Enter));
+        send(a, msgs)
+    };
+    let ns = a.opts.namespace.clone();
+    assert_eq!(
+        shell(&mut a, "shell debug-agent-0-1a2b3"),
+        vec![Command::Shell(ShellRequest {
+            namespace: ns,
+            pod: "debug-agent-0-1a2b3".into(),
+            container: None,
+        })]
+    );
+    assert_eq!(
+        shell(&mut a, "sh other/p runner"),
+        vec![Command::Shell(ShellRequest {
+            namespace: "other".into(),
+            pod: "p".into(),
+            container: Some("runner".into()),
+        })]
+    );
+    assert!(shell(&mut a, "shell").is_empty());
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.error && t.text.contains("usage: :shell POD"))
+    );
+    let mut ro = app_with(
+        AppOptions {
+            read_only: true,
+            ..AppOptions::default()
+        },
+        4,
+    );
+    assert!(shell(&mut ro, "shell p").is_empty());
+    assert!(
+        ro.toast
+            .as_ref()
+            .is_some_and(|t| t.text.contains("read-only"))
+    );
+}
