@@ -516,3 +516,83 @@ fn the_console_attaches_to_a_debug_pod_by_name_and_resumes() {
     t.tmux(&["send-keys", "-t", "t", "q"]);
     t.wait_for("EXIT=0");
 }
+
+/// Raw WebSocket exec: the messages a client asking only for `protocol`
+/// gets, until the server closes (channel byte first).
+fn raw_exec(sb: &TestSandbox, protocol: &str, query: &str, stdin: &[&[u8]]) -> Vec<Vec<u8>> {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!(
+        "{}/api/v1/namespaces/default/pods/shell/exec?{query}",
+        sb.sandbox().url().replacen("http", "ws", 1)
+    );
+    sb.rt.block_on(async {
+        let mut req = url.into_client_request().expect("request");
+        req.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            protocol.parse().expect("header value"),
+        );
+        let tcp = tokio::net::TcpStream::connect(sb.sandbox().addr())
+            .await
+            .expect("connect");
+        let (mut ws, resp) = tokio_tungstenite::client_async(req, tcp)
+            .await
+            .expect("upgraded");
+        assert_eq!(
+            resp.headers()
+                .get("Sec-WebSocket-Protocol")
+                .and_then(|v| v.to_str().ok()),
+            Some(protocol)
+        );
+        for data in stdin {
+            ws.send(Message::Binary(data.to_vec().into()))
+                .await
+                .expect("sent");
+        }
+        let mut got = Vec::new();
+        while let Some(m) = ws.next().await {
+            match m.expect("message") {
+                Message::Binary(b) => got.push(b.to_vec()),
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        got
+    })
+}
+
+fn channel(msgs: &[Vec<u8>], ch: u8) -> String {
+    msgs.iter()
+        .filter(|m| m.first() == Some(&ch))
+        .map(|m| String::from_utf8_lossy(&m[1..]).into_owned())
+        .collect()
+}
+
+#[test]
+fn v4_and_v5_clients_get_their_streams_and_a_final_status() {
+    let sb = with_shell_pod();
+    let got = raw_exec(
+        &sb,
+        "v4.channel.k8s.io",
+        "command=sh&command=-c&command=echo%20out%3B%20echo%20err%20%3E%262%3B%20exit%207&stdout=true&stderr=true",
+        &[],
+    );
+    assert_eq!(channel(&got, 1), "out\n");
+    assert_eq!(channel(&got, 2), "err\n");
+    let status: serde_json::Value =
+        serde_json::from_str(&channel(&got, 3)).expect("a Status on the error channel");
+    assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
+    assert_eq!(status["details"]["causes"][0]["message"], "7", "{status}");
+    // v5: stdin, then the close signal for it, and the process sees EOF.
+    let got = raw_exec(
+        &sb,
+        "v5.channel.k8s.io",
+        "command=wc&command=-c&stdin=true&stdout=true",
+        &[b"\x00hello", b"\x00 world", &[255, 0]],
+    );
+    assert_eq!(channel(&got, 1).trim(), "11");
+    let status: serde_json::Value =
+        serde_json::from_str(&channel(&got, 3)).expect("a Status on the error channel");
+    assert_eq!(status["status"], "Success", "{status}");
+}
