@@ -89,6 +89,7 @@ impl Error {
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             Error::Theme(_) | Error::Keymap { .. } => EXIT_USAGE,
             Error::Bundle(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Debug(crate::ops::debug::DebugError::ShellExited(code)) => *code,
             Error::Debug(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
         }

@@ -424,13 +424,7 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
 fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -> Result<()> {
     use agentdeck::ops::debug::{self, DebugOptions};
     if args.attach {
-        // Refused before anything is created.
-        return Err(debug::DebugError::AttachUnavailable(
-            "--attach is not built yet; nothing was done. Run without it: the \
-             `kubectl exec -it` command for a shell is printed"
-                .into(),
-        )
-        .into());
+        return debug_attach(global, &args);
     }
     let rt = runtime()?;
     let text = rt.block_on(async {
@@ -505,6 +499,73 @@ fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -
         Ok(out)
     })?;
     print(&text)
+}
+
+/// `agentdeck debug POD --attach`: a shell in a new debug pod (or in POD
+/// when it is one already); exits with the shell's code.
+fn debug_attach(
+    global: &agentdeck::cli::GlobalArgs,
+    args: &agentdeck::cli::DebugArgs,
+) -> Result<()> {
+    use agentdeck::ops::attach::{self, ShellTarget};
+    use agentdeck::ops::debug::{self, DebugOptions};
+    let rt = runtime()?;
+    let code = rt.block_on(async {
+        let conn =
+            agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
+                .await?;
+        let ns = conn.namespace.clone();
+        let pod = args.pod.clone().unwrap_or_default();
+        let made = match debug::existing(&conn.client, &ns, &pod).await? {
+            Some(found) => {
+                eprintln!("attaching to debug pod/{}", found.name);
+                found
+            }
+            None => {
+                let made = debug::create(
+                    &conn.client,
+                    &DebugOptions {
+                        namespace: ns.clone(),
+                        pod,
+                        image: args.image.clone(),
+                        mode: args.mode,
+                        profile: args.profile,
+                        ttl: args.ttl,
+                    },
+                )
+                .await?;
+                match made.expires_at {
+                    Some(t) => eprintln!(
+                        "created pod/{} (a copy of {}), deleted by the controller at {t}",
+                        made.name, made.target
+                    ),
+                    None => eprintln!(
+                        "added ephemeral container {} to pod/{}",
+                        made.container, made.name
+                    ),
+                }
+                made
+            }
+        };
+        let target = ShellTarget {
+            namespace: ns,
+            pod: made.name.clone(),
+            container: made.container.clone(),
+        };
+        attach::wait_running(&conn.client, &target)
+            .await
+            .map_err(debug::DebugError::from)?;
+        eprintln!("shell in {target}; exit or Ctrl-D ends it");
+        let code = attach::shell(&conn.client, &target)
+            .await
+            .map_err(debug::DebugError::from)?;
+        Ok::<_, Error>(code)
+    })?;
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    if code != 0 {
+        return Err(agentdeck::ops::debug::DebugError::ShellExited(code).into());
+    }
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -74,7 +74,7 @@ actions! {
     SortAge = "sort-age", Table, false, ["A"], "sort by age";
     SortStatus = "sort-status", Table, false, ["S"], "sort by status / phase";
     SortPool = "sort-pool", Table, false, ["P"], "sort by pool";
-    Scale = "scale", Table, true, ["s"], "scale: min-max, =N hold, clear";
+    Scale = "scale", Table, true, ["s"], "scale / hold pool; agents: shell";
     Drain = "drain", Table, true, ["d"], "drain / resume pools or agents";
     DebugLogs = "debug-logs", Table, true, ["ctrl-g"], "debug logs of pools or agents";
     CancelTask = "cancel-task", Table, true, ["ctrl-k"], "cancel the marked or selected tasks";

@@ -11,6 +11,7 @@ pub mod fixtures;
 pub mod keymap;
 pub mod logs;
 pub mod rows;
+mod shell;
 pub mod text;
 
 use std::collections::BTreeSet;
@@ -26,6 +27,7 @@ use filter::Filter;
 use keymap::{Action, Key, Keymap, Scope};
 use logs::{LogBuffer, LogLine};
 use rows::{LogSource, Row, Snapshot};
+pub use shell::ShellRequest;
 
 pub use actions::{ActionRequest, BundleGauge, Dialog, PreviewState, parse_bounds};
 
@@ -163,6 +165,8 @@ pub enum Command {
         namespace: String,
         pod: String,
     },
+    /// An interactive shell: the console suspends while it runs.
+    Shell(ShellRequest),
 }
 
 /// Everything that can happen to the console.
@@ -210,6 +214,11 @@ pub enum Msg {
     BundleWritten(Result<String, String>),
     /// The debug pod made (name, expiry, how to get a shell), or why not.
     DebugPodCreated(Result<String, String>),
+    /// A shell ended: its exit code, or why it could not run.
+    ShellEnded {
+        pod: String,
+        result: Result<i32, String>,
+    },
 }
 
 /// Sort orders.
@@ -321,7 +330,7 @@ impl Default for AppOptions {
 /// Commands of the `:` bar.
 pub const COMMANDS: &[&str] = &[
     "pools", "agents", "tasks", "events", "audit", "bundle", "help", "quit", "q", "ap", "at", "po",
-    "ev",
+    "ev", "shell",
 ];
 
 /// The console.
@@ -509,6 +518,10 @@ impl App {
                 }
                 Vec::new()
             }
+            Msg::ShellEnded { pod, result } => {
+                self.shell_ended(&pod, result);
+                Vec::new()
+            }
             Msg::ActionDone { request, result } => {
                 match result {
                     Ok(what) => self.toast(format!("{}: {what}", request.describe()), false),
@@ -674,6 +687,9 @@ impl App {
             Action::SortAge => self.sort(SortKey::Age),
             Action::SortStatus => self.sort(SortKey::Status),
             Action::SortPool => self.sort(SortKey::Pool),
+            Action::Scale if matches!(self.table_kind(), Some((ViewKind::Agents, _))) => {
+                self.shell()
+            }
             Action::Scale
             | Action::Drain
             | Action::DebugLogs
@@ -1050,6 +1066,7 @@ impl App {
             "q" | "quit" | "q!" => vec![Command::Quit],
             "audit" => self.go(Screen::Audit),
             "bundle" => self.take_bundle(arg),
+            "shell" | "sh" | "attach" => self.shell_named(arg, words.next()),
             "help" => {
                 self.help = true;
                 Vec::new()

@@ -723,13 +723,13 @@ fn drain_and_debug_logs_act_on_the_selected_or_marked_agents() {
                 ActionRequest::SetDebugLogs { agent: Some(_), on: true, .. }))),
         "{cmds:?}"
     );
-    // Scale is for pools; it says so.
+    // Scale is for pools; on agents `s` is k9s's shell, into the cursor's agent.
     send(&mut a, [code(KeyCode::Esc)]);
-    assert!(send(&mut a, [key('s')]).is_empty());
+    let cursor = a.snapshot.agents[a.selected_index(ViewKind::Agents).expect("a cursor")].clone();
+    let cmds = send(&mut a, [key('s')]);
     assert!(
-        a.toast
-            .as_ref()
-            .is_some_and(|t| t.text.contains("scale works on pools"))
+        matches!(cmds.as_slice(), [Command::Shell(ShellRequest { pod, .. })] if *pod == cursor.name),
+        "{cmds:?}"
     );
 }
 
@@ -956,5 +956,102 @@ fn a_queued_action_says_how_many_are_ahead() {
         a.toast
             .as_ref()
             .is_some_and(|t| t.text == "drain pool batch: queued behind 2 action(s) still running")
+    );
+}
+
+#[test]
+fn s_on_an_agent_asks_for_a_shell_in_it_and_its_end_is_told() {
+    let mut a = app();
+    send(&mut a, [key('2')]);
+    let first = visible_names(&a, ViewKind::Agents)
+        .first()
+        .cloned()
+        .expect("an agent");
+    let agent = a
+        .snapshot
+        .agents
+        .iter()
+        .find(|x| x.name == first)
+        .expect("its row")
+        .clone();
+    assert_eq!(
+        send(&mut a, [key('s')]),
+        vec![Command::Shell(ShellRequest {
+            namespace: agent.namespace.clone(),
+            pod: first.clone(),
+            container: (agent.component == "task").then(|| "runner".to_owned()),
+        })]
+    );
+    assert!(a.dialog.is_none(), "no scale dialog on agents");
+    send(
+        &mut a,
+        [Msg::ShellEnded {
+            pod: first.clone(),
+            result: Ok(3),
+        }],
+    );
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| !t.error && t.text == format!("shell in {first} exited with code 3"))
+    );
+    send(
+        &mut a,
+        [Msg::ShellEnded {
+            pod: first.clone(),
+            result: Err("no sh".into()),
+        }],
+    );
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.error && t.text.contains("no sh"))
+    );
+}
+
+#[test]
+fn the_shell_command_opens_a_shell_in_any_named_pod_but_not_read_only() {
+    let mut a = app();
+    let shell = |a: &mut App, line: &str| {
+        let mut msgs = vec![key(':')];
+        msgs.extend(typed(line));
+        msgs.push(code(KeyCode::Enter));
+        send(a, msgs)
+    };
+    let ns = a.opts.namespace.clone();
+    assert_eq!(
+        shell(&mut a, "shell debug-agent-0-1a2b3"),
+        vec![Command::Shell(ShellRequest {
+            namespace: ns,
+            pod: "debug-agent-0-1a2b3".into(),
+            container: None,
+        })]
+    );
+    assert_eq!(
+        shell(&mut a, "sh other/p runner"),
+        vec![Command::Shell(ShellRequest {
+            namespace: "other".into(),
+            pod: "p".into(),
+            container: Some("runner".into()),
+        })]
+    );
+    assert!(shell(&mut a, "shell").is_empty());
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.error && t.text.contains("usage: :shell POD"))
+    );
+    let mut ro = app_with(
+        AppOptions {
+            read_only: true,
+            ..AppOptions::default()
+        },
+        4,
+    );
+    assert!(shell(&mut ro, "shell p").is_empty());
+    assert!(
+        ro.toast
+            .as_ref()
+            .is_some_and(|t| t.text.contains("read-only"))
     );
 }

@@ -56,6 +56,12 @@ pub enum DebugError {
     /// `--attach` cannot be served.
     #[error("{0}")]
     AttachUnavailable(String),
+    /// The shell could not be opened.
+    #[error(transparent)]
+    Attach(#[from] crate::ops::attach::AttachError),
+    /// The shell ended with a non-zero exit code (the process's own).
+    #[error("the shell exited with code {0}")]
+    ShellExited(i32),
 }
 
 impl DebugError {
@@ -66,7 +72,7 @@ impl DebugError {
             DebugError::PodNotFound { .. }
                 | DebugError::NoContainer(_)
                 | DebugError::AttachUnavailable(_)
-        )
+        ) || matches!(self, DebugError::Attach(e) if e.is_user_error())
     }
 }
 
@@ -122,11 +128,18 @@ pub fn waiting_shell(ttl: std::time::Duration) -> Vec<String> {
         "sh".into(),
         "-c".into(),
         format!(
-            "echo 'agentdeck debug pod: waiting; exec into it for a shell'; \
-             trap 'exit 0' TERM INT; sleep {} & wait",
+            "{WAITING_BANNER}; trap 'exit 0' TERM INT; sleep {} & wait",
             ttl.as_secs().max(1)
         ),
     ]
+}
+
+/// How [`waiting_shell`]'s script begins.
+const WAITING_BANNER: &str = "echo 'agentdeck debug pod: waiting; exec into it for a shell'";
+
+/// Whether a `sh -c` script is [`waiting_shell`]'s.
+pub fn is_waiting_shell(script: &str) -> bool {
+    script.starts_with(WAITING_BANNER)
 }
 
 fn security_context(profile: DebugProfile) -> Option<SecurityContext> {
@@ -371,6 +384,23 @@ fn info(p: &Pod) -> DebugPod {
             .unwrap_or_default(),
         phase: p.status.as_ref().and_then(|s| s.phase.clone()),
     }
+}
+
+/// `pod` when it is a debug pod (labelled as one), else None.
+pub async fn existing(
+    client: &Client,
+    namespace: &str,
+    pod: &str,
+) -> Result<Option<DebugPod>, DebugError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let found = api.get_opt(pod).await.map_err(|source| DebugError::Api {
+        action: "read pod",
+        name: pod.to_owned(),
+        source,
+    })?;
+    Ok(found
+        .filter(|p| p.labels().get(LABEL_DEBUG_POD).map(String::as_str) == Some("true"))
+        .map(|p| info(&p)))
 }
 
 /// The debug pods in `namespace`, soonest expiry first.

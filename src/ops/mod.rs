@@ -7,6 +7,7 @@
 //! controller leads carries out.
 
 pub mod action;
+pub mod attach;
 pub mod audit;
 pub mod bundle;
 pub mod cli;

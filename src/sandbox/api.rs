@@ -479,6 +479,15 @@ pub trait Hooks: Send + Sync {
             "pod {name} has no running kubelet: no logs are available"
         )))
     }
+
+    /// Exec or attach: what to start once the connection is upgraded, or
+    /// why the stream cannot be served.
+    fn pod_stream(&self, req: &super::exec::StreamRequest) -> ApiResult<super::exec::Launcher> {
+        Err(ApiError::bad_request(format!(
+            "pod {} has no running kubelet: exec and attach are not available",
+            req.pod
+        )))
+    }
 }
 
 struct NoHooks;

@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod cluster;
 pub mod convert;
 pub mod discovery;
+pub mod exec;
 pub mod faults;
 pub mod gnostic;
 pub mod jsonpath;

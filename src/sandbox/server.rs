@@ -127,7 +127,8 @@ fn error(e: &ApiError) -> Response {
 }
 
 async fn handle(State(api): State<Arc<Api>>, req: axum::extract::Request) -> Response {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let upgrade = super::exec::pending_upgrade(&mut parts).await;
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -178,7 +179,8 @@ async fn handle(State(api): State<Arc<Api>>, req: axum::extract::Request) -> Res
         headers: &parts.headers,
         user: &user,
     };
-    let mut response = match route(&api, &request, body).await {
+    let routed = route(&api, &request, body);
+    let mut response = match super::exec::with_upgrade(upgrade, routed).await {
         Ok(r) => r,
         Err(e) => error(&e),
     };
@@ -669,7 +671,7 @@ fn is_connect(served: &Served, sub: &str) -> bool {
 /// Answers a connect request as kube-apiserver does before it would proxy
 /// it: the pod must exist, the container be one of its own (and named when
 /// there are several), the pod be on a node, and the request an upgrade.
-/// The sandbox has no streaming runtime, so an upgrade request is refused.
+/// Exec and attach are then served by [`super::exec`]; portforward is not.
 fn connect(
     api: &Api,
     served: &Served,
@@ -730,14 +732,19 @@ fn connect(
     if !upgrade {
         return Err(ApiError::bad_request("Upgrade request required"));
     }
-    Err(ApiError::new_status(
-        500,
-        "InternalError",
-        format!(
-            "Internal error occurred: the agentdeck sandbox has no streaming container runtime: {} is not served",
-            target.subresource.as_deref().unwrap_or_default()
+    match target.subresource.as_deref() {
+        Some(sub @ ("exec" | "attach")) => super::exec::connect(
+            api,
+            target.namespace.as_deref().unwrap_or_default(),
+            name,
+            sub == "attach",
         ),
-    ))
+        _ => Err(ApiError::new_status(
+            500,
+            "InternalError",
+            "Internal error occurred: the agentdeck sandbox does not serve portforward",
+        )),
+    }
 }
 
 /// Simulated usage of one running container (the sandbox measures nothing).

@@ -36,6 +36,7 @@ use crate::ui::{self, Theme};
 pub mod actions;
 pub mod jobs;
 pub mod queue;
+mod suspend;
 
 /// Carries out (or previews) an action; `Ok` is the outcome in words (for
 /// a preview: the impact, one line each).
@@ -99,6 +100,9 @@ pub struct Workers {
     yaml: mpsc::Sender<ObjectKey>,
     actions: queue::ActionQueue,
     jobs: jobs::Jobs,
+    client: Client,
+    /// A shell asked for, run by the event loop with the console suspended.
+    shell: Option<crate::app::ShellRequest>,
 }
 
 impl Workers {
@@ -157,7 +161,7 @@ impl Workers {
             cancel.clone(),
         );
         let jobs = jobs::Jobs::start(
-            client,
+            client.clone(),
             jobs::JobSettings {
                 context: Some(setup.app.context.clone()).filter(|c| !c.is_empty()),
                 controller_namespace: Some(setup.config.controller_namespace.clone()),
@@ -173,11 +177,13 @@ impl Workers {
             yaml,
             actions,
             jobs,
+            client,
+            shell: None,
         }
     }
 
     /// Hands a command to its worker; `false` for Quit.
-    pub fn dispatch(&self, cmd: Command) -> bool {
+    pub fn dispatch(&mut self, cmd: Command) -> bool {
         match cmd {
             Command::Quit => return false,
             Command::StreamLogs {
@@ -200,6 +206,7 @@ impl Workers {
             Command::LoadAudit => self.jobs.load_audit(),
             Command::TakeBundle { namespace, pool } => self.jobs.bundle(namespace, pool),
             Command::CreateDebugPod { namespace, pod } => self.jobs.debug_pod(namespace, pod),
+            Command::Shell(req) => self.shell = Some(req),
         }
         true
     }
@@ -273,6 +280,9 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
                         return Ok(());
                     }
                 }
+            }
+            if let Some(req) = workers.shell.take() {
+                suspend::shell(&mut terminal, &mut events, app, &workers.client, req).await?;
             }
             dirty = true;
         }

@@ -25,6 +25,7 @@
 
 mod credentials;
 mod env;
+mod exec;
 mod logs;
 mod pod;
 mod root;
@@ -123,6 +124,7 @@ pub fn start_with(
         api: Arc::downgrade(&api),
         shared: shared.clone(),
         deletions: tx,
+        exe: config.exe.clone(),
     }));
     let kubelet = Arc::new(Kubelet {
         api,
@@ -380,6 +382,7 @@ struct KubeletHooks {
     api: Weak<Api>,
     shared: Arc<Shared>,
     deletions: mpsc::UnboundedSender<(String, String)>,
+    exe: PathBuf,
 }
 
 impl Hooks for KubeletHooks {
@@ -417,6 +420,24 @@ impl Hooks for KubeletHooks {
         let status = slot.status().clone();
         let id = log_instance(&status, name, opts.previous).map_err(ApiError::bad_request)?;
         Ok(slot.logs.read(&id, opts, jiff::Timestamp::now()))
+    }
+
+    fn pod_stream(
+        &self,
+        req: &crate::sandbox::exec::StreamRequest,
+    ) -> ApiResult<crate::sandbox::exec::Launcher> {
+        let api = self
+            .api
+            .upgrade()
+            .ok_or_else(|| ApiError::internal("the sandbox is stopping"))?;
+        let served = api.served("", "v1", "pods")?;
+        let pod = api
+            .store
+            .get("pods", &req.namespace, &req.pod)
+            .ok_or_else(|| ApiError::not_found(&served.info, &req.pod))?;
+        let container = choose_container(&pod, req.container.as_deref())?;
+        let rt = self.shared.get(meta(&pod, "uid"));
+        exec::launcher(&pod, rt, &container, &self.exe, req)
     }
 }
 

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::Kubelet;
 use super::credentials;
 use super::env::{self, PodFields};
+use super::exec::ExecContext;
 use super::logs::ContainerLogs;
 use super::runtime::{self, Launch, Program};
 use super::status::{ContainerStatus, PodSnapshot, State, Terminated};
@@ -40,11 +41,18 @@ pub(super) struct ContainerSlot {
     pub spec: Value,
     pub logs: Arc<ContainerLogs>,
     status: Mutex<ContainerStatus>,
+    /// How its current instance was started, for exec.
+    exec: Mutex<Option<Arc<ExecContext>>>,
 }
 
 impl ContainerSlot {
     pub fn status(&self) -> MutexGuard<'_, ContainerStatus> {
         self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How its current instance was started (None before the first).
+    pub fn exec_context(&self) -> Option<Arc<ExecContext>> {
+        self.exec.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -105,6 +113,7 @@ impl PodRuntime {
                     init,
                     spec: c.clone(),
                     logs: Arc::new(ContainerLogs::new(log_limit)),
+                    exec: Mutex::new(None),
                 }));
             }
         }
@@ -426,6 +435,17 @@ impl Kubelet {
                 "Started",
                 &format!("Started container: {}", slot.name),
             );
+            *slot.exec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ExecContext {
+                real: matches!(prepared.program, Program::Exec { .. }),
+                env: prepared.env.clone(),
+                dir: rt.dir.clone(),
+                mounts: prepared
+                    .env
+                    .iter()
+                    .find(|(k, _)| k == MOUNTS_ENV)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default(),
+            }));
             let id = new_container_id();
             slot.logs.start_instance(&id);
             let started_at = now_rfc3339();

@@ -9,7 +9,8 @@
 //! - A container running `sh -c <script>` runs the script with the host's
 //!   `/bin/sh`, mount paths in the script rewritten to their host
 //!   directories, when the script is agentdeck's task runner
-//!   ([`RUNNER_SCRIPT`]) or the pod opts in with [`RUN_SHELL`] `"true"`.
+//!   ([`RUNNER_SCRIPT`]) or a debug pod's waiting shell, or the pod opts in
+//!   with [`RUN_SHELL`] `"true"` (whatever the image).
 //! - Anything else is simulated: it logs that it started and runs until
 //!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
 
@@ -104,18 +105,12 @@ pub(super) fn plan(
             shell: false,
         };
     }
-    if is_agentdeck_image(image) {
-        return Program::Exec {
-            program: exe.to_path_buf(),
-            args: command.iter().chain(args).cloned().collect(),
-            shell: false,
-        };
-    }
     let argv: Vec<&String> = command.iter().chain(args).collect();
     if let [sh, flag, script, rest @ ..] = argv.as_slice()
         && is_shell(sh)
         && flag.as_str() == "-c"
         && (script.trim() == RUNNER_SCRIPT.trim()
+            || crate::ops::debug::is_waiting_shell(script)
             || annotation(pod, RUN_SHELL, name) == Some("true"))
     {
         let mut args = vec!["-c".to_string(), (*script).clone()];
@@ -124,6 +119,13 @@ pub(super) fn plan(
             program: PathBuf::from("/bin/sh"),
             args,
             shell: true,
+        };
+    }
+    if is_agentdeck_image(image) {
+        return Program::Exec {
+            program: exe.to_path_buf(),
+            args: command.iter().chain(args).cloned().collect(),
+            shell: false,
         };
     }
     let exit_after = annotation(pod, EXIT_AFTER, name).and_then(|s| s.trim().parse::<f64>().ok());
@@ -212,6 +214,36 @@ pub(super) fn spawn(
     })
 }
 
+/// The command for a process exec'd into a running container (`kubectl
+/// exec`, and attach to an ephemeral container): the same environment and
+/// working directory as the container's own process ([`spawn`]), in a
+/// session of its own; with `tty` that session's controlling terminal is
+/// its standard input (`setsid --ctty`), which the caller connects to a
+/// pseudo-terminal. The caller sets the standard streams.
+pub(super) fn exec_command(launch: &Launch<'_>, tty: bool) -> Command {
+    let mut cmd = match setsid_program() {
+        Some(setsid) => {
+            let mut cmd = Command::new(setsid);
+            if tty {
+                cmd.arg("--ctty");
+            }
+            cmd.arg("--").arg(launch.program);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(launch.program);
+            cmd.process_group(0);
+            cmd
+        }
+    };
+    cmd.args(launch.args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(launch.cwd)
+        .kill_on_drop(true);
+    cmd
+}
+
 async fn read_lines(stream: impl AsyncRead + Unpin, logs: Arc<ContainerLogs>, id: String) {
     let mut reader = BufReader::new(stream);
     loop {
@@ -293,7 +325,7 @@ fn processes() -> Vec<ProcessEntry> {
 
 /// A process's exit as a container runtime reports it: its code, or 128 +
 /// the signal that ended it.
-pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
@@ -495,6 +527,18 @@ mod tests {
                 shell: true
             }
         );
+    }
+
+    #[test]
+    fn a_debug_pods_waiting_shell_runs_in_a_real_shell_whatever_the_image() {
+        let wait = crate::ops::debug::waiting_shell(Duration::from_secs(60));
+        for image in ["busybox", "ghcr.io/x/agentdeck:1.0"] {
+            let c = json!({"name": "agent", "image": image, "command": wait});
+            assert!(
+                matches!(plan_of(&json!({}), &c), Program::Exec { ref program, shell: true, .. } if program == Path::new("/bin/sh")),
+                "{image}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,523 @@
+//! `pods/NAME/exec` and `pods/NAME/attach` over WebSocket, as the
+//! apiserver serves them to kubectl (≥ 1.30) and kube-rs: the
+//! `v5.channel.k8s.io` subprotocol (and `v4`, which lacks the close
+//! signal). Every binary message starts with its channel: 0 stdin, 1
+//! stdout, 2 stderr, 3 error (one `Status` when the process has ended: a
+//! non-zero exit is `NonZeroExitCode` with the code as an `ExitCode`
+//! cause), 4 resize (`{"Width":W,"Height":H}`); v5 adds 255, whose payload
+//! names a channel the peer closed (stdin: end of input).
+//!
+//! What runs is the kubelet's business ([`Hooks::pod_stream`]); this module
+//! validates the request, upgrades the connection and pumps bytes between
+//! the socket and the process (its pipes, or a pseudo-terminal with
+//! `tty=true`).
+//!
+//! [`Hooks::pod_stream`]: super::api::Hooks::pod_stream
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+
+use axum::body::Bytes;
+use axum::extract::FromRequestParts;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use axum::response::Response;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::mpsc;
+
+use super::api::{Api, ApiError, ApiResult, percent_decode};
+
+/// The subprotocols served, preferred first.
+pub const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const ERROR: u8 = 3;
+const RESIZE: u8 = 4;
+const CLOSE: u8 = 255;
+
+/// What a client asked to run or attach to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamRequest {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// The pod.
+    pub pod: String,
+    /// `container=` (None: the pod's only container).
+    pub container: Option<String>,
+    /// Attach (true) or exec.
+    pub attach: bool,
+    /// `command=` parameters, in order (exec).
+    pub command: Vec<String>,
+    /// Streams asked for.
+    pub stdin: bool,
+    /// Streams asked for.
+    pub stdout: bool,
+    /// Streams asked for (ignored with a TTY, which merges it into stdout).
+    pub stderr: bool,
+    /// A pseudo-terminal.
+    pub tty: bool,
+}
+
+fn flag(v: &str) -> bool {
+    matches!(v, "true" | "1" | "True" | "TRUE")
+}
+
+impl StreamRequest {
+    /// Reads the parameters of a raw query string (`command` repeats).
+    pub fn from_query(namespace: &str, pod: &str, attach: bool, raw: &str) -> Self {
+        let mut r = StreamRequest {
+            namespace: namespace.to_string(),
+            pod: pod.to_string(),
+            attach,
+            ..StreamRequest::default()
+        };
+        for pair in raw.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = percent_decode(&v.replace('+', " "));
+            match percent_decode(k).as_str() {
+                "command" => r.command.push(v),
+                "container" => r.container = Some(v).filter(|c| !c.is_empty()),
+                "stdin" => r.stdin = flag(&v),
+                "stdout" => r.stdout = flag(&v),
+                "stderr" => r.stderr = flag(&v),
+                "tty" => r.tty = flag(&v),
+                _ => {}
+            }
+        }
+        r
+    }
+
+    /// The apiserver's own checks of the options.
+    pub fn validate(&self) -> ApiResult<()> {
+        if !self.attach && self.command.is_empty() {
+            return Err(ApiError::bad_request("you must specify at least 1 command"));
+        }
+        if !(self.stdin || self.stdout || self.stderr) {
+            return Err(ApiError::bad_request(
+                "you must specify at least 1 of stdin, stdout, stderr",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A started process and its streams.
+pub struct ExecProcess {
+    /// The process (its exit ends the session).
+    pub child: Child,
+    /// Its standard streams.
+    pub io: ExecIo,
+    /// Ends whatever the process left behind, once the session is over.
+    pub cleanup: Box<dyn FnOnce() + Send>,
+}
+
+/// How the process's streams are connected.
+pub enum ExecIo {
+    /// Pipes (those not asked for are null).
+    Pipes {
+        /// Its standard input.
+        stdin: Option<ChildStdin>,
+        /// Its standard output.
+        stdout: Option<tokio::process::ChildStdout>,
+        /// Its standard error.
+        stderr: Option<tokio::process::ChildStderr>,
+    },
+    /// The controlling side of its pseudo-terminal.
+    Pty(OwnedFd),
+}
+
+/// Starts the process once the connection is upgraded (a failure to start
+/// is reported on the error channel, as a runtime's exec error is).
+pub type Launcher = Box<dyn FnOnce() -> std::io::Result<ExecProcess> + Send>;
+
+/// The upgrade a request carries, kept for the route that serves it.
+pub struct PendingUpgrade {
+    ws: Option<WebSocketUpgrade>,
+    raw_query: String,
+    /// What the client asked to upgrade to (`websocket`, `SPDY/3.1`).
+    protocol: String,
+}
+
+tokio::task_local! {
+    static PENDING: RefCell<Option<PendingUpgrade>>;
+}
+
+/// Takes the upgrade out of a request for `…/exec` or `…/attach` (any
+/// method: kubectl sends GET, the SPDY clients POST).
+pub async fn pending_upgrade(parts: &mut Parts) -> Option<PendingUpgrade> {
+    let path = parts.uri.path();
+    if !(path.ends_with("/exec") || path.ends_with("/attach")) {
+        return None;
+    }
+    let protocol = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())?
+        .to_string();
+    let raw_query = parts.uri.query().unwrap_or_default().to_string();
+    let ws = if protocol.eq_ignore_ascii_case("websocket") {
+        let method = std::mem::replace(&mut parts.method, Method::GET);
+        let ws = WebSocketUpgrade::from_request_parts(parts, &()).await.ok();
+        parts.method = method;
+        ws
+    } else {
+        None
+    };
+    Some(PendingUpgrade {
+        ws,
+        raw_query,
+        protocol,
+    })
+}
+
+/// Runs `f` with `pending` available to [`connect`].
+pub async fn with_upgrade<F: Future>(pending: Option<PendingUpgrade>, f: F) -> F::Output {
+    PENDING.scope(RefCell::new(pending), f).await
+}
+
+fn take_pending() -> Option<PendingUpgrade> {
+    PENDING.try_with(|p| p.borrow_mut().take()).ok().flatten()
+}
+
+/// Serves an upgraded exec or attach request the apiserver has already
+/// validated (pod, container, node, upgrade headers).
+pub fn connect(api: &Api, namespace: &str, pod: &str, attach: bool) -> ApiResult<Response> {
+    let Some(pending) = take_pending() else {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    };
+    let req = StreamRequest::from_query(namespace, pod, attach, &pending.raw_query);
+    req.validate()?;
+    // Asked first, so that a stream that cannot be served says why
+    // whatever protocol the client speaks.
+    let launcher = api.hooks().pod_stream(&req)?;
+    let Some(ws) = pending.ws else {
+        return Err(ApiError::bad_request(format!(
+            "the agentdeck sandbox serves {} over WebSocket ({}), not {}; kubectl 1.30 or later and kube-rs use WebSocket",
+            if attach { "attach" } else { "exec" },
+            PROTOCOLS.join(", "),
+            pending.protocol
+        )));
+    };
+    let ws = ws.protocols(PROTOCOLS);
+    let v5 = match ws.selected_protocol().and_then(|p| p.to_str().ok()) {
+        Some(p) if p == PROTOCOLS[0] => true,
+        Some(_) => false,
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "no supported WebSocket subprotocol was requested; the sandbox speaks {}",
+                PROTOCOLS.join(", ")
+            )));
+        }
+    };
+    Ok(ws
+        .on_failed_upgrade(|e| tracing::debug!(error = %e, "exec upgrade failed"))
+        .on_upgrade(move |socket| session(socket, v5, req, launcher)))
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut v = Vec::with_capacity(data.len() + 1);
+    v.push(channel);
+    v.extend_from_slice(data);
+    Message::Binary(Bytes::from(v))
+}
+
+/// The `Status` the error channel carries for an exit code.
+pub fn exit_status(command: &[String], code: i32) -> Value {
+    if code == 0 {
+        return json!({"metadata": {}, "status": "Success"});
+    }
+    json!({
+        "metadata": {},
+        "status": "Failure",
+        "message": format!(
+            "command terminated with non-zero exit code: command '{}' exited with {code}",
+            command.join(" ")
+        ),
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+    })
+}
+
+fn failure_status(message: String) -> Value {
+    json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500})
+}
+
+/// Where stdin goes.
+enum Input {
+    Pipe(mpsc::UnboundedSender<Bytes>),
+    Pty(std::sync::mpsc::Sender<Bytes>),
+}
+
+impl Input {
+    fn send(&self, data: Bytes) {
+        match self {
+            Input::Pipe(tx) => {
+                let _ = tx.send(data);
+            }
+            Input::Pty(tx) => {
+                let _ = tx.send(data);
+            }
+        }
+    }
+}
+
+async fn pump_pipe(mut from: impl AsyncRead + Unpin, channel: u8, out: mpsc::Sender<Message>) {
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if out.send(frame(channel, &buf[..n])).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn resize(master: &OwnedFd, data: &[u8]) {
+    let Ok(size) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let dim = |k: &str| {
+        size[k]
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    let (cols, rows) = (dim("Width"), dim("Height"));
+    if cols == 0 || rows == 0 {
+        return;
+    }
+    let _ = rustix::termios::tcsetwinsize(
+        master,
+        rustix::termios::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        },
+    );
+}
+
+/// One upgraded connection: start the process, pump, report its end.
+async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Launcher) {
+    let (mut sink, mut incoming) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            if sink.send(m).await.is_err() {
+                return;
+            }
+        }
+        // A normal closure: clients read anything else as an error.
+        let _ = sink
+            .send(Message::Close(Some(CloseFrame {
+                code: close_code::NORMAL,
+                reason: "".into(),
+            })))
+            .await;
+        let _ = sink.close().await;
+    });
+    let what = if req.attach { "attach" } else { "exec" };
+    let mut process = match launcher() {
+        Ok(p) => p,
+        Err(e) => {
+            let program = req.command.first().map_or("sh", String::as_str);
+            let message = if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "error executing command in container: exec: \"{program}\": executable file not found in $PATH"
+                )
+            } else {
+                format!("error executing command in container: {what} {program}: {e}")
+            };
+            let status = failure_status(message);
+            let _ = out_tx
+                .send(frame(ERROR, status.to_string().as_bytes()))
+                .await;
+            drop(out_tx);
+            let _ = writer.await;
+            return;
+        }
+    };
+    let mut readers = Vec::new();
+    let mut master: Option<OwnedFd> = None;
+    let mut input: Option<Input> = None;
+    match std::mem::replace(
+        &mut process.io,
+        ExecIo::Pipes {
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        },
+    ) {
+        ExecIo::Pipes {
+            stdin,
+            stdout,
+            stderr,
+        } => {
+            if let Some(out) = stdout {
+                readers.push(tokio::spawn(pump_pipe(out, STDOUT, out_tx.clone())));
+            }
+            if let Some(err) = stderr {
+                readers.push(tokio::spawn(pump_pipe(err, STDERR, out_tx.clone())));
+            }
+            if let Some(mut stdin) = stdin {
+                let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+                tokio::spawn(async move {
+                    while let Some(data) = rx.recv().await {
+                        if stdin.write_all(&data).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                input = Some(Input::Pipe(tx));
+            }
+        }
+        ExecIo::Pty(fd) => {
+            if let (Ok(read_fd), Ok(write_fd)) = (fd.try_clone(), fd.try_clone()) {
+                let out = out_tx.clone();
+                readers.push(tokio::task::spawn_blocking(move || {
+                    let mut file = std::fs::File::from(read_fd);
+                    let mut buf = vec![0u8; 32 * 1024];
+                    loop {
+                        // EIO once every holder of the terminal is gone.
+                        match file.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => {
+                                if out.blocking_send(frame(STDOUT, &buf[..n])).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }));
+                if req.stdin {
+                    let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
+                    std::thread::spawn(move || {
+                        let mut file = std::fs::File::from(write_fd);
+                        while let Ok(data) = rx.recv() {
+                            if file.write_all(&data).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                    input = Some(Input::Pty(tx));
+                }
+            }
+            master = Some(fd);
+        }
+    }
+    let mut client_gone = false;
+    let status = loop {
+        tokio::select! {
+            status = process.child.wait() => break status,
+            msg = incoming.next(), if !client_gone => match msg {
+                Some(Ok(Message::Binary(b))) => match b.first() {
+                    Some(&STDIN) => {
+                        if let Some(i) = &input {
+                            i.send(b.slice(1..));
+                        }
+                    }
+                    Some(&RESIZE) => {
+                        if let Some(m) = &master {
+                            resize(m, &b[1..]);
+                        }
+                    }
+                    Some(&CLOSE) if v5 && b.get(1) == Some(&STDIN) => {
+                        // End of input: the process reads EOF.
+                        input = None;
+                    }
+                    _ => {}
+                },
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                    // Nobody reads any more: end the process.
+                    client_gone = true;
+                    input = None;
+                    if let Some(pid) = process.child.id().and_then(|p| i32::try_from(p).ok()) {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGHUP,
+                        );
+                    }
+                    let _ = process.child.start_kill();
+                }
+                Some(Ok(_)) => {}
+            },
+        }
+    };
+    drop(input);
+    // What the process wrote before it ended is sent before its status;
+    // output held open by something it left running is not waited for long.
+    let drain = futures::future::join_all(readers.iter_mut());
+    if tokio::time::timeout(std::time::Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
+        (process.cleanup)();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            futures::future::join_all(readers),
+        )
+        .await;
+    } else {
+        (process.cleanup)();
+    }
+    drop(master);
+    if !client_gone {
+        let code = status.map_or(255, super::kubelet::runtime::exit_code);
+        let body = exit_status(&req.command, code);
+        let _ = out_tx.send(frame(ERROR, body.to_string().as_bytes())).await;
+    }
+    drop(out_tx);
+    let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_commands_and_flags_are_read_from_the_query() {
+        let r = StreamRequest::from_query(
+            "ns",
+            "p",
+            false,
+            "command=sh&command=-c&command=echo%20hi%3Bexit+3&container=agent&stdin=true&stdout=1&tty=false",
+        );
+        assert_eq!(r.command, ["sh", "-c", "echo hi;exit 3"]);
+        assert_eq!(r.container.as_deref(), Some("agent"));
+        assert!(r.stdin && r.stdout && !r.stderr && !r.tty);
+        assert!(r.validate().is_ok());
+    }
+
+    #[test]
+    fn exec_without_a_command_or_any_stream_is_refused() {
+        let none = StreamRequest::from_query("ns", "p", false, "stdout=true");
+        assert!(none.validate().is_err());
+        let quiet = StreamRequest::from_query("ns", "p", false, "command=ls");
+        let e = quiet.validate().expect_err("no stream");
+        assert!(e.message.contains("stdin, stdout, stderr"), "{}", e.message);
+        let attach = StreamRequest::from_query("ns", "p", true, "stdout=true");
+        assert!(attach.validate().is_ok());
+    }
+
+    #[test]
+    fn a_non_zero_exit_is_reported_with_its_code_as_kubectl_reads_it() {
+        let cmd = vec!["sh".to_string(), "-c".into(), "exit 3".into()];
+        let s = exit_status(&cmd, 3);
+        assert_eq!(s["status"], "Failure");
+        assert_eq!(s["reason"], "NonZeroExitCode");
+        assert_eq!(s["details"]["causes"][0]["reason"], "ExitCode");
+        assert_eq!(s["details"]["causes"][0]["message"], "3");
+        assert_eq!(exit_status(&cmd, 0)["status"], "Success");
+    }
+}
