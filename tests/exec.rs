@@ -525,7 +525,7 @@ fn raw_exec(sb: &TestSandbox, protocol: &str, query: &str, stdin: &[&[u8]]) -> V
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let url = format!(
         "{}/api/v1/namespaces/default/pods/shell/exec?{query}",
-        sb.sandbox().url().replacen("http", "ws", 1)
+        sb.sandbox().url().replacen("https", "wss", 1)
     );
     sb.rt.block_on(async {
         let mut req = url.into_client_request().expect("request");
@@ -533,9 +533,29 @@ fn raw_exec(sb: &TestSandbox, protocol: &str, query: &str, stdin: &[&[u8]]) -> V
             "Sec-WebSocket-Protocol",
             protocol.parse().expect("header value"),
         );
+        req.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {}", sb.sandbox().admin_token())
+                .parse()
+                .expect("header value"),
+        );
         let tcp = tokio::net::TcpStream::connect(sb.sandbox().addr())
             .await
             .expect("connect");
+        // The sandbox serves HTTPS with its own CA, as an API server does.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tls = sb
+            .sandbox()
+            .api()
+            .security
+            .pki()
+            .client_config()
+            .expect("client TLS config");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+        let tcp = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake");
         let (mut ws, resp) = tokio_tungstenite::client_async(req, tcp)
             .await
             .expect("upgraded");
