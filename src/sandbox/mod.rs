@@ -94,6 +94,16 @@ impl Sandbox {
     /// Starts a sandbox on 127.0.0.1:`port` (0 = a free port) with `nodes`
     /// simulated nodes.
     pub async fn start(port: u16, nodes: u32) -> Result<Sandbox, SandboxError> {
+        Self::start_with(port, nodes, kubelet::KubeletConfig::from_env()).await
+    }
+
+    /// [`Sandbox::start`] with the kubelet configured as given (the
+    /// executable containers run, mount namespaces or host paths …).
+    pub async fn start_with(
+        port: u16,
+        nodes: u32,
+        kubelet: kubelet::KubeletConfig,
+    ) -> Result<Sandbox, SandboxError> {
         let api = Arc::new(Api::new(builtin::builtin_resources()));
         let q = api::Query::default();
         for i in 0..nodes {
@@ -112,8 +122,12 @@ impl Sandbox {
         let cluster_token = CancellationToken::new();
         let mut sb = Sandbox::serve(api.clone(), port, cluster_token.clone()).await?;
         api.set_server_url(&sb.url());
+        // What the apiserver creates at start to be found from pods.
+        for (group, plural, obj) in bootstrap::kubernetes_service(sb.addr()) {
+            let _ = api.create(group, "v1", plural, Some("default"), obj, &q);
+        }
         cluster::start(api.clone(), cluster_token.clone());
-        sb.kubelet = Some(kubelet::start(api, cluster_token));
+        sb.kubelet = Some(kubelet::start_with(api, cluster_token, kubelet));
         Ok(sb)
     }
 

@@ -3,7 +3,8 @@
 //! and its end (graceful termination, or a kill when it vanished).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -18,7 +19,8 @@ use super::env::{self, PodFields};
 use super::logs::ContainerLogs;
 use super::runtime::{self, Launch, Program};
 use super::status::{ContainerStatus, PodSnapshot, State, Terminated};
-use super::volumes::{self, MOUNTS_ENV, ROOT_ENV};
+use super::volumes;
+use super::{fallback, mountns};
 use crate::sandbox::api::now_rfc3339;
 
 /// What has been asked of a pod's containers.
@@ -237,6 +239,10 @@ pub(super) fn restart_delay(base: Duration, n: u32) -> Duration {
 /// A container's run of the kubelet has after this long resets the back-off.
 const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
+/// Where a container in a mount namespace finds the kubeconfig the
+/// kubelet writes for it.
+const POD_KUBECONFIG: &str = "/run/agentdeck-sandbox/kubeconfig";
+
 /// What a container instance starts with.
 struct Prepared {
     program: Program,
@@ -285,13 +291,17 @@ impl Kubelet {
         slot: &ContainerSlot,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
+        mounts_at_paths: bool,
     ) -> Result<Prepared, String> {
         let mounts = volumes::container_mounts(&slot.spec, vols);
-        let encoded = volumes::encode_mounts(&mounts);
-        let tmp = mounts
+        let tmp_mount = mounts
             .iter()
-            .find(|(m, _)| m.trim_end_matches('/') == "/tmp")
-            .map_or_else(|| rt.dir.join("tmp"), |(_, h)| h.clone());
+            .find(|m| m.path.trim_end_matches('/') == "/tmp");
+        let tmp = match tmp_mount {
+            Some(_) if mounts_at_paths => PathBuf::from("/tmp"),
+            Some(m) => m.host.clone(),
+            None => rt.dir.join("tmp"),
+        };
         let root = rt.dir.display().to_string();
         let mut base: Vec<(String, String)> = Vec::new();
         if let Some(path) = std::env::var_os("PATH") {
@@ -317,6 +327,16 @@ impl Kubelet {
             ]);
         }
         base.push(("POD_IP".into(), rt.pod_ip.clone()));
+        // Service links: below what the container declares, as the
+        // kubelet's; `$(VAR)` references may name them.
+        let (services, _) = self.api.store.list("services", None);
+        let links = pod["spec"]["enableServiceLinks"].as_bool() != Some(false);
+        for (k, v) in env::service_env(&services, &rt.namespace, links) {
+            match base.iter_mut().find(|(name, _)| *name == k) {
+                Some(slot) => slot.1 = v,
+                None => base.push((k, v)),
+            }
+        }
         let fields = PodFields {
             pod,
             pod_ip: &rt.pod_ip,
@@ -324,10 +344,6 @@ impl Kubelet {
         };
         let lookup = |res: &str, name: &str| self.api.store.get(res, &rt.namespace, name);
         let mut env = env::container_env(&fields, &slot.spec, base, &lookup)?;
-        // The sandbox's own markers are not the pod's to change.
-        env.retain(|(k, _)| k != ROOT_ENV && k != MOUNTS_ENV);
-        env.push((ROOT_ENV.into(), root));
-        env.push((MOUNTS_ENV.into(), encoded.clone()));
         let command: Vec<String> = strings(&slot.spec["command"])
             .iter()
             .map(|s| env::expand(s, &env))
@@ -337,19 +353,56 @@ impl Kubelet {
             .map(|s| env::expand(s, &env))
             .collect();
         let mut program = runtime::plan(pod, &slot.spec, &command, &args, &self.config.exe);
+        let working_dir = slot.spec["workingDir"]
+            .as_str()
+            .filter(|d| d.starts_with('/'))
+            .map(PathBuf::from);
         if let Program::Exec {
-            args, shell: true, ..
+            program: exe,
+            args,
+            shell,
         } = &mut program
         {
-            if let Some(script) = args.get_mut(1) {
-                *script = volumes::map_script_paths(script, &mounts);
-            }
-            for (k, v) in &mut env {
-                if k != ROOT_ENV && k != MOUNTS_ENV && k != "PATH" && v.starts_with('/') {
-                    *v = volumes::resolve_host_path(Some(&rt.dir), &encoded, Path::new(v.as_str()))
-                        .display()
-                        .to_string();
+            if mounts_at_paths {
+                // Our own binary sets up the container's mount namespace,
+                // then becomes the command (see `mountns`).
+                let mut ns_mounts: Vec<mountns::Mount> = mounts
+                    .iter()
+                    .map(|m| mountns::Mount {
+                        source: m.host.clone(),
+                        target: PathBuf::from(&m.path),
+                        read_only: m.read_only,
+                    })
+                    .collect();
+                // The pod directory may be hidden in the container (a volume
+                // on `/tmp`): what the container is pointed at there gets a
+                // path of its own.
+                let kubeconfig = rt.dir.join("kubeconfig").display().to_string();
+                for (k, v) in env.iter_mut() {
+                    if k == "HOME" && *v == root {
+                        *v = "/".into();
+                    } else if k == "KUBECONFIG" && *v == kubeconfig {
+                        ns_mounts.push(mountns::Mount {
+                            source: PathBuf::from(&kubeconfig),
+                            target: PathBuf::from(POD_KUBECONFIG),
+                            read_only: true,
+                        });
+                        *v = POD_KUBECONFIG.into();
+                    }
                 }
+                let mut command: Vec<OsString> = vec![exe.clone().into_os_string()];
+                command.extend(args.iter().map(OsString::from));
+                let cwd = working_dir.unwrap_or_else(|| PathBuf::from("/"));
+                let wrapped =
+                    mountns::create_args(&rt.dir.join("rootfs"), Some(&cwd), &ns_mounts, &command);
+                *exe = self.config.exe.clone();
+                *args = wrapped
+                    .into_iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                *shell = false;
+            } else {
+                fallback::host_paths(&rt.dir, &mounts, args, &mut env, *shell);
             }
         }
         Ok(Prepared { program, env })
@@ -363,6 +416,7 @@ impl Kubelet {
         slot: &Arc<ContainerSlot>,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
+        mounts_at_paths: bool,
     ) -> Option<i32> {
         let mut stop_rx = rt.stop.subscribe();
         let policy = match (slot.init, rt.restart_policy.as_str()) {
@@ -377,7 +431,7 @@ impl Kubelet {
             if rt.stopping() {
                 return previous.map(|t| t.exit_code);
             }
-            let prepared = match self.prepare(rt, slot, pod, vols) {
+            let prepared = match self.prepare(rt, slot, pod, vols, mounts_at_paths) {
                 Ok(p) => p,
                 Err(message) => {
                     {
@@ -626,11 +680,32 @@ impl Kubelet {
             }
         };
         if let Some(vols) = vols {
+            let at_paths = match self.mount_mode().await {
+                Ok(()) => true,
+                Err(why) => {
+                    let mounted = rt.slots.iter().any(|s| {
+                        s.spec["volumeMounts"]
+                            .as_array()
+                            .is_some_and(|m| !m.is_empty())
+                    });
+                    if mounted {
+                        self.event(
+                            &pod,
+                            "Warning",
+                            "MountsNotAtPaths",
+                            &format!(
+                                "volumes are not at their mount paths ({why}): processes are given host paths"
+                            ),
+                        );
+                    }
+                    false
+                }
+            };
             rt.state().sandbox_ready = true;
             rt.changed();
             let mut initialized = true;
             for slot in rt.slots.iter().filter(|s| s.init) {
-                if self.run_container(&rt, slot, &pod, &vols).await != Some(0) {
+                if self.run_container(&rt, slot, &pod, &vols, at_paths).await != Some(0) {
                     initialized = false;
                     break;
                 }
@@ -643,7 +718,7 @@ impl Kubelet {
                 rt.changed();
                 futures::future::join_all(
                     main.iter()
-                        .map(|slot| self.run_container(&rt, slot, &pod, &vols)),
+                        .map(|slot| self.run_container(&rt, slot, &pod, &vols, at_paths)),
                 )
                 .await;
             }
