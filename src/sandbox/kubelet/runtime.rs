@@ -7,8 +7,9 @@
 //!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
 //!   agentdeck is kept as the first argument).
 //! - A container running `sh -c <script>` runs the script with the host's
-//!   `/bin/sh`, mount paths in the script rewritten to their host
-//!   directories, when the script is agentdeck's task runner
+//!   `/bin/sh` (in its mount namespace, or with the script's mount paths
+//!   rewritten to host directories where there is none), when the script is
+//!   agentdeck's task runner
 //!   ([`RUNNER_SCRIPT`]) or the pod opts in with [`RUN_SHELL`] `"true"`.
 //! - Anything else is simulated: it logs that it started and runs until
 //!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
@@ -47,8 +48,8 @@ pub(super) enum Program {
     Exec {
         program: PathBuf,
         args: Vec<String>,
-        /// A shell script whose mount paths are rewritten (not agentdeck,
-        /// which resolves them itself with `host_path`).
+        /// A shell script (whose mount paths are rewritten when there is
+        /// no mount namespace).
         shell: bool,
     },
     /// Nothing runs: the kubelet plays the container.
