@@ -146,3 +146,62 @@ fn containers_see_their_volumes_at_their_paths_and_a_joining_process_sees_the_sa
     assert!(joined.status.success(), "{}", common::err(&joined));
     assert_eq!(out(&joined), "/etc/agentdeck\nfrom the configmap\nhello\n");
 }
+
+/// Where the machine lets an unprivileged user have namespaces (this CI
+/// does), the same entry point works for one: a user namespace mapping
+/// only its own uid, then the mount namespace. Needs root to become
+/// `nobody` (util-linux `setpriv`); elsewhere there is nothing to run.
+#[test]
+fn an_unprivileged_user_gets_its_mounts_through_a_user_namespace_too() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::geteuid().is_root() || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("not root or no setpriv: nothing to run");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let open = |p: &Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod")
+    };
+    open(dir.path());
+    let exe = dir.path().join("agentdeck");
+    std::fs::copy(env!("CARGO_BIN_EXE_agentdeck"), &exe).expect("copy");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let vol = dir.path().join("vol");
+    std::fs::create_dir(&vol).expect("vol");
+    open(&vol);
+    std::fs::write(vol.join("agentdeck.yaml"), "mine\n").expect("file");
+    let command = [
+        "/bin/sh".into(),
+        "-c".into(),
+        "id -u; cat /etc/agentdeck/agentdeck.yaml; touch /etc/agentdeck/x 2>/dev/null || echo refused; \
+         touch /shared/y && echo written"
+            .into(),
+    ];
+    let args = mountns::create_args(
+        &dir.path().join("rootfs"),
+        None,
+        &[
+            mountns::Mount {
+                source: vol.clone(),
+                target: "/etc/agentdeck".into(),
+                read_only: true,
+            },
+            mountns::Mount {
+                source: vol.clone(),
+                target: "/shared".into(),
+                read_only: false,
+            },
+        ],
+        &command,
+    );
+    let o = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args(&args)
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", common::err(&o));
+    assert_eq!(out(&o), "65534\nmine\nrefused\nwritten\n");
+    assert!(vol.join("y").exists(), "written through to the volume");
+    assert!(!Path::new("/shared").exists());
+}
