@@ -41,7 +41,9 @@
 //! its mount namespace (`setns` on `/proc/PID/ns/user` and
 //! `/proc/PID/ns/mnt`), whose root is the container's root (it was
 //! `pivot_root`ed), changes to `--cwd` (default `/`) and `exec`s the
-//! command. Build the argument list with [`join_args`].
+//! command. Build the argument list with [`join_args`]; the kubelet keeps
+//! each running container's pid and whether it has a namespace of its own
+//! (`ContainerSlot::process` in `pod.rs`).
 //!
 //! **Probing**: `--probe` does steps 1–3 and exits 0 instead of running
 //! anything; the kubelet runs it once to learn whether this machine allows

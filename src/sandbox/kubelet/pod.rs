@@ -41,11 +41,32 @@ pub(super) struct ContainerSlot {
     pub spec: Value,
     pub logs: Arc<ContainerLogs>,
     status: Mutex<ContainerStatus>,
+    process: Mutex<Option<ContainerProcess>>,
+}
+
+/// The running process of a real-process container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ContainerProcess {
+    /// Its pid (also its process group and session).
+    pub pid: i32,
+    /// It runs in a mount namespace of its own: a process meant to see
+    /// the container's files joins it with [`mountns::join_args`].
+    pub mount_namespace: bool,
 }
 
 impl ContainerSlot {
     pub fn status(&self) -> MutexGuard<'_, ContainerStatus> {
         self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The container's running process, if it has one now.
+    #[allow(dead_code)] // for `kubectl exec`, being built beside this
+    pub fn process(&self) -> Option<ContainerProcess> {
+        *self.process.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_process(&self, p: Option<ContainerProcess>) {
+        *self.process.lock().unwrap_or_else(|p| p.into_inner()) = p;
     }
 }
 
@@ -106,6 +127,7 @@ impl PodRuntime {
                     init,
                     spec: c.clone(),
                     logs: Arc::new(ContainerLogs::new(log_limit)),
+                    process: Mutex::new(None),
                 }));
             }
         }
@@ -599,6 +621,10 @@ impl Kubelet {
                 return 128;
             }
         };
+        slot.set_process(Some(ContainerProcess {
+            pid: process.pgid.as_raw(),
+            mount_namespace: launch.args.first().map(String::as_str) == Some(mountns::SUBCOMMAND),
+        }));
         let probe_stop = CancellationToken::new();
         let _probe_guard = probe_stop.clone().drop_guard();
         match slot.spec.get("readinessProbe").filter(|p| p.is_object()) {
@@ -644,6 +670,7 @@ impl Kubelet {
         };
         // The container's main process is gone: like a runtime tearing down
         // the container, end whatever else it started.
+        slot.set_process(None);
         runtime::kill_container(process.pgid);
         for r in process.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
