@@ -210,7 +210,9 @@ async fn sigterm_rounds(client: &Client, n: usize) -> Vec<Round> {
             (names.len() == 2).then_some((identity, leader, pid))
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // A random phase against the replicas' 2 s election retry: the
+        // figures are then what any moment of failure would see.
+        tokio::time::sleep(Duration::from_millis(3000 + fastrand::u64(..2000))).await;
         let t0 = Instant::now();
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
@@ -267,7 +269,9 @@ async fn delete_rounds(client: &Client, n: usize, force: bool) -> Vec<Round> {
             (names.len() == 1).then_some(leader)
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // A random phase against the replicas' 2 s election retry: the
+        // figures are then what any moment of failure would see.
+        tokio::time::sleep(Duration::from_millis(3000 + fastrand::u64(..2000))).await;
         let dp = if force {
             DeleteParams {
                 grace_period_seconds: Some(0),
