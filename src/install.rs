@@ -218,8 +218,10 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
                         "name": "controller",
                         "image": opts.image,
                         "command": ["agentdeck", "--daemon", "--config", "/etc/agentdeck/agentdeck.yaml", "--log-format", "json"],
+                        // POD_IP: the daemon serves on its pod's address.
                         "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
                         "ports": [{"name": "http", "containerPort": port}],
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
@@ -356,6 +358,20 @@ pub fn install_documents(
     Ok(docs)
 }
 
+/// The namespaces an installed daemon whose configuration lists none
+/// watches: where `kubectl apply` puts the pools (`apply_namespace` for
+/// those naming none, which is also where pools applied later land) and
+/// every namespace a pool names. In a pod, "the current namespace" would be
+/// the daemon's own, where no pool is.
+pub fn watched_namespaces(pools: &[AgentPool], apply_namespace: &str) -> Vec<String> {
+    let mut out: std::collections::BTreeSet<String> = pools
+        .iter()
+        .filter_map(|p| p.metadata.namespace.clone())
+        .collect();
+    out.insert(apply_namespace.to_owned());
+    out.into_iter().collect()
+}
+
 /// Documents as one YAML stream (`---` separated).
 pub fn to_yaml_stream(docs: &[Value]) -> Result<String, InstallError> {
     let mut out = String::new();
@@ -367,4 +383,33 @@ pub fn to_yaml_stream(docs: &[Value]) -> Result<String, InstallError> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(name: &str, namespace: Option<&str>) -> AgentPool {
+        serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"image": "agentdeck"}
+        }))
+        .expect("pool")
+    }
+
+    #[test]
+    fn an_installed_daemon_watches_where_its_pools_are_applied() {
+        assert_eq!(watched_namespaces(&[], "default"), ["default"]);
+        let pools = [
+            pool("a", None),
+            pool("b", Some("team-b")),
+            pool("c", Some("team-a")),
+            pool("d", Some("team-b")),
+        ];
+        assert_eq!(
+            watched_namespaces(&pools, "ops"),
+            ["ops", "team-a", "team-b"]
+        );
+    }
 }

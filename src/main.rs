@@ -9,6 +9,11 @@ use agentdeck::ops;
 use clap::{CommandFactory, Parser};
 
 fn main() -> ExitCode {
+    // The sandbox kubelet's container set-up (a mount namespace, then the
+    // container's command): first, while this process has one thread.
+    if let Some(code) = agentdeck::sandbox::kubelet::mountns::entry_point() {
+        return code;
+    }
     // kube's client needs one process-wide rustls provider (CRATES.md: ring only).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
@@ -33,15 +38,26 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(namespace) = args.install_namespace.as_deref() {
                 agentdeck::cluster::check_namespace(namespace, "--install-namespace")?;
             }
-            let (config, _) =
+            let (mut config, _) =
                 Config::load(&ConfigSources::from_process(cli.global.config.clone()))?;
-            let pools = match &args.pools {
+            let pools: Vec<_> = match &args.pools {
                 Some(path) => install::load_pools(path)?
                     .into_iter()
                     .map(|(_, p)| p)
                     .collect(),
                 None => Vec::new(),
             };
+            if config.namespaces.is_empty() {
+                let apply_namespace = cli
+                    .global
+                    .namespace
+                    .clone()
+                    .or_else(|| {
+                        agentdeck::cluster::context_namespace(cli.global.context.as_deref())
+                    })
+                    .unwrap_or_else(|| "default".to_owned());
+                config.namespaces = install::watched_namespaces(&pools, &apply_namespace);
+            }
             let opts = install::InstallOptions {
                 namespace: args
                     .install_namespace

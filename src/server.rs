@@ -30,18 +30,28 @@ pub enum ServerError {
     Serve(#[source] std::io::Error),
 }
 
-/// Where to listen: `server.bind` when set, else every address inside a
-/// cluster (the pod has its own IP) and loopback outside one, where agents
-/// in the sandbox bind 127.x addresses of their own (DESIGN.md, Ports).
+/// Where to listen: `server.bind` when set, else the pod's own IP when
+/// the pod says it (`POD_IP`, as the agents bind theirs), else every
+/// address inside a cluster and loopback outside one, where agents in the
+/// sandbox bind 127.x addresses of their own (DESIGN.md, Ports).
 pub fn address(config: &ServerConfig) -> SocketAddr {
-    let ip = config.bind_ip().unwrap_or_else(|| {
-        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+    let pod_ip = std::env::var("POD_IP").ok();
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    SocketAddr::new(
+        default_ip(config.bind_ip(), pod_ip.as_deref(), in_cluster),
+        config.port,
+    )
+}
+
+/// [`address`]'s choice, given what the environment says.
+fn default_ip(configured: Option<IpAddr>, pod_ip: Option<&str>, in_cluster: bool) -> IpAddr {
+    configured
+        .or_else(|| pod_ip.and_then(|ip| ip.trim().parse().ok()))
+        .unwrap_or(if in_cluster {
             IpAddr::V4(Ipv4Addr::UNSPECIFIED)
         } else {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
-        }
-    });
-    SocketAddr::new(ip, config.port)
+        })
 }
 
 /// Binds `addr`.
@@ -99,4 +109,19 @@ async fn metrics(State(c): State<Arc<ControllerHandle>>) -> Response {
         c.metrics_text(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_binds_what_is_configured_else_its_pod_ip_else_by_where_it_runs() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        assert_eq!(default_ip(Some(ip("::")), Some("10.0.0.7"), true), ip("::"));
+        assert_eq!(default_ip(None, Some("10.0.0.7"), true), ip("10.0.0.7"));
+        assert_eq!(default_ip(None, Some("not-an-ip"), true), ip("0.0.0.0"));
+        assert_eq!(default_ip(None, None, true), ip("0.0.0.0"));
+        assert_eq!(default_ip(None, None, false), ip("127.0.0.1"));
+    }
 }

@@ -59,7 +59,8 @@ impl Cluster {
             pools: Api::namespaced(client.clone(), NS),
             pods: Api::namespaced(client.clone(), NS),
             client,
-            dir: tempfile::tempdir().expect("temp dir"),
+            // Outside /tmp: agent containers have a volume of their own there.
+            dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir"),
         }
     }
 

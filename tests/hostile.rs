@@ -60,7 +60,8 @@ fn bad_task_specs_end_errored_with_a_clean_message_naming_the_field() {
             .await
             .expect("deployment created");
         let tasks: Api<AgentTask> = Api::namespaced(client.clone(), NS);
-        let dir = tempfile::tempdir().expect("temp dir");
+        // Outside /tmp: agent containers have a volume of their own there.
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
         let ran = dir.path().join("ran");
         let touch = format!("touch '{}'", ran.display());
         let cases: Vec<(&str, Value, TaskPhase, &[&str])> = vec![

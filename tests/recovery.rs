@@ -79,7 +79,8 @@ impl World {
             client,
             cancel,
             controller,
-            dir: tempfile::tempdir().expect("temp dir"),
+            // Outside /tmp: agent containers have a volume of their own there.
+            dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir"),
         }
     }
 

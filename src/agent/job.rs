@@ -1,9 +1,10 @@
 //! Job mode: the worker container of a task's Job (`agentdeck agent --task
 //! NAME`). It claims the task, hands it to the runner container through
-//! the files of [`TASK_DIR`] (see [`RUNNER_SCRIPT`] for the protocol), waits
+//! the files of [`TASK_DIR`] (`task/` of `sharedDir`; see [`RUNNER_SCRIPT`] for the protocol), waits
 //! for the runner's exit code while heartbeating, and reports the end.
 //!
 //! [`RUNNER_SCRIPT`]: crate::plan::manifests::RUNNER_SCRIPT
+//! [`TASK_DIR`]: crate::plan::manifests::TASK_DIR
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,8 +23,6 @@ use super::state;
 use super::status::StatusWriter;
 use super::{Agent, AgentError};
 use crate::crd::{AgentTask, AgentTaskStatus, TaskPhase};
-use crate::plan::manifests::TASK_DIR;
-use crate::sandbox::kubelet::host_path;
 
 /// How often the runner's `exit-code` file and the task are looked at.
 const CHECK_EVERY: Duration = Duration::from_millis(200);
@@ -79,7 +78,9 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     let wake = Arc::new(Notify::new());
     spawn_switch_watchers(&agent, wake.clone());
 
-    let dir: PathBuf = host_path(Path::new(TASK_DIR));
+    // `TASK_DIR` is `task/` of the shared volume, at `sharedDir` (its
+    // mount path, unless configured otherwise).
+    let dir: PathBuf = agent.config.shared_dir.join("task");
     std::fs::create_dir_all(&dir).map_err(|source| AgentError::SharedDir {
         path: dir.clone(),
         source,

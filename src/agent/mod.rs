@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use crate::cli::{AgentArgs, GlobalArgs};
 use crate::config::AgentConfig;
-use crate::sandbox::kubelet::host_path;
 use crate::telemetry::TelemetryGuard;
 
 /// Why the agent stopped with an error.
@@ -147,7 +146,7 @@ pub struct Agent {
 impl Agent {
     /// The agent's token, read only so that it is never forwarded to tasks.
     pub fn token(&self) -> Option<String> {
-        std::fs::read_to_string(host_path(&self.config.token_file)).ok()
+        std::fs::read_to_string(&self.config.token_file).ok()
     }
 }
 

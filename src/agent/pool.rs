@@ -21,7 +21,6 @@ use super::state::{self, AgentState};
 use super::status::StatusWriter;
 use super::{Agent, AgentError};
 use crate::crd::{ANNOTATION_DEBUG, ANNOTATION_DRAIN, AgentPool, AgentTask};
-use crate::sandbox::kubelet::host_path;
 
 /// The live switches of one agent, from its pool and its pod.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +221,7 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
     let store = spawn_task_reflector(tasks.clone(), cfg, agent.state.clone(), wake.clone());
     spawn_reachability_probe(tasks.clone(), agent.state.clone());
     let writer = StatusWriter::new(tasks, agent.id.agent.clone(), agent.state.clone());
-    let work_dir = host_path(&agent.config.work_dir);
+    let work_dir = agent.config.work_dir.clone();
     std::fs::create_dir_all(&work_dir).map_err(|source| AgentError::SharedDir {
         path: work_dir.clone(),
         source,

@@ -117,6 +117,25 @@ pub fn check_context(context: &str) -> Result<(), ClusterError> {
     }
 }
 
+/// The namespace of `context` (or of the current context) in the
+/// kubeconfig, without connecting: where `kubectl apply` puts objects that
+/// name none. None when there is no kubeconfig or it names none.
+pub fn context_namespace(context: Option<&str>) -> Option<String> {
+    let kubeconfig = kube::config::Kubeconfig::read().ok()?;
+    let name = context
+        .map(str::to_owned)
+        .or_else(|| kubeconfig.current_context.clone())?;
+    kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == name)?
+        .context
+        .as_ref()?
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+}
+
 /// Checks a namespace name before anything is watched in it.
 pub fn check_namespace(namespace: &str, from: &'static str) -> Result<(), ClusterError> {
     crate::config::check_namespace("namespace", namespace).map_err(|invalid| {

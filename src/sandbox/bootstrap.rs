@@ -252,3 +252,51 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
     .chain(public_info)
     .collect()
 }
+
+/// The `default/kubernetes` Service every cluster has, with its Endpoints
+/// and EndpointSlice pointing at the API server at `addr`, as the
+/// apiserver's own reconciler keeps them: `(group, plural, object)` each.
+///
+/// A real cluster's Service listens on 443 of a cluster IP that kube-proxy
+/// forwards to the apiserver's 6443. The sandbox has no service proxy, so
+/// its Service's cluster IP and port are the address the API server
+/// listens on: the `KUBERNETES_SERVICE_HOST`/`PORT` variables the kubelet
+/// derives from it (service links) reach the API as in a cluster.
+pub fn kubernetes_service(addr: std::net::SocketAddr) -> Vec<(&'static str, &'static str, Value)> {
+    let ip = addr.ip().to_string();
+    let port = addr.port();
+    let family = if addr.is_ipv4() { "IPv4" } else { "IPv6" };
+    vec![
+        (
+            "",
+            "services",
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "kubernetes", "namespace": "default",
+                                "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                   "spec": {"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip],
+                            "ipFamilies": [family], "ipFamilyPolicy": "SingleStack",
+                            "internalTrafficPolicy": "Cluster", "sessionAffinity": "None",
+                            "ports": [{"name": "https", "port": port, "protocol": "TCP", "targetPort": port}]}}),
+        ),
+        (
+            "",
+            "endpoints",
+            json!({"apiVersion": "v1", "kind": "Endpoints",
+                   "metadata": {"name": "kubernetes", "namespace": "default",
+                                "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                   "subsets": [{"addresses": [{"ip": ip}],
+                                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
+        ),
+        (
+            "discovery.k8s.io",
+            "endpointslices",
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                   "metadata": {"name": "kubernetes", "namespace": "default",
+                                "labels": {"kubernetes.io/service-name": "kubernetes"}},
+                   "addressType": family,
+                   "endpoints": [{"addresses": [ip],
+                                  "conditions": {"ready": true, "serving": true, "terminating": false}}],
+                   "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+        ),
+    ]
+}

@@ -152,6 +152,7 @@ mod tests {
         let mut expected = strings(&[
             "v1/bindings",
             "v1/configmaps",
+            "v1/endpoints",
             "v1/events",
             "v1/namespaces",
             "v1/nodes",
@@ -171,6 +172,7 @@ mod tests {
             "networking.k8s.io/v1/ingresses",
             "storage.k8s.io/v1/storageclasses",
             "coordination.k8s.io/v1/leases",
+            "discovery.k8s.io/v1/endpointslices",
             "networking.k8s.io/v1/networkpolicies",
             "policy/v1/poddisruptionbudgets",
             "rbac.authorization.k8s.io/v1/roles",

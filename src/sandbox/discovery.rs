@@ -1539,6 +1539,7 @@ mod tests {
                 "storage.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
+                "discovery.k8s.io",
                 "metrics.k8s.io",
                 "agentdeck.dev",
             ]
@@ -1742,7 +1743,7 @@ mod tests {
         ] {
             assert!(paths.contains_key(key), "{key} missing");
         }
-        assert_eq!(paths.len(), 15);
+        assert_eq!(paths.len(), 16);
         let doc = openapi_v3_group_version(&all, "apps", "v1").expect("apps/v1");
         assert_eq!(
             paths["apis/apps/v1"]["serverRelativeURL"],

@@ -102,7 +102,7 @@ impl Sandbox {
     /// simulated nodes.
     pub async fn start(port: u16, nodes: u32) -> Result<Sandbox, SandboxError> {
         let security = auth::Security::generate().map_err(SandboxError::Tls)?;
-        Sandbox::start_with(port, nodes, security).await
+        Sandbox::start_full(port, nodes, security, kubelet::KubeletConfig::from_env()).await
     }
 
     /// [`Sandbox::start`] with credentials made beforehand (so a kubeconfig
@@ -111,6 +111,27 @@ impl Sandbox {
         port: u16,
         nodes: u32,
         security: auth::Security,
+    ) -> Result<Sandbox, SandboxError> {
+        Sandbox::start_full(port, nodes, security, kubelet::KubeletConfig::from_env()).await
+    }
+
+    /// [`Sandbox::start`] with the kubelet configured as given (the
+    /// executable containers run, mount namespaces or host paths …).
+    pub async fn start_with_kubelet(
+        port: u16,
+        nodes: u32,
+        kubelet: kubelet::KubeletConfig,
+    ) -> Result<Sandbox, SandboxError> {
+        let security = auth::Security::generate().map_err(SandboxError::Tls)?;
+        Sandbox::start_full(port, nodes, security, kubelet).await
+    }
+
+    /// [`Sandbox::start`] with both the credentials and the kubelet given.
+    pub async fn start_full(
+        port: u16,
+        nodes: u32,
+        security: auth::Security,
+        kubelet: kubelet::KubeletConfig,
     ) -> Result<Sandbox, SandboxError> {
         let mut api = Api::new(builtin::builtin_resources());
         api.security = security;
@@ -133,8 +154,12 @@ impl Sandbox {
         let cluster_token = CancellationToken::new();
         let mut sb = Sandbox::serve(api.clone(), port, cluster_token.clone()).await?;
         api.set_server_url(&sb.url());
+        // What the apiserver creates at start to be found from pods.
+        for (group, plural, obj) in bootstrap::kubernetes_service(sb.addr()) {
+            let _ = api.create(group, "v1", plural, Some("default"), obj, &q);
+        }
         cluster::start(api.clone(), cluster_token.clone());
-        sb.kubelet = Some(kubelet::start(api, cluster_token));
+        sb.kubelet = Some(kubelet::start_with(api, cluster_token, kubelet));
         Ok(sb)
     }
 

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::{
     apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-    events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
-    storage::v1 as storage,
+    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+    policy::v1 as policy, rbac::v1 as rbac, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -55,6 +55,7 @@ fn add_builtin(generator: &mut SchemaGenerator, group: &str, kind: &str) -> bool
         ("batch", "Job") => add!(batch::Job),
         ("batch", "CronJob") => add!(batch::CronJob),
         ("coordination.k8s.io", "Lease") => add!(coordination::Lease),
+        ("discovery.k8s.io", "EndpointSlice") => add!(discovery::EndpointSlice),
         ("events.k8s.io", "Event") => add!(events::Event),
         ("networking.k8s.io", "NetworkPolicy") => add!(networking::NetworkPolicy),
         ("networking.k8s.io", "Ingress") => add!(networking::Ingress),

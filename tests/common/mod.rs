@@ -20,12 +20,20 @@ pub struct TestSandbox {
 
 impl TestSandbox {
     pub fn start() -> Self {
+        Self::start_with(agentdeck::sandbox::kubelet::KubeletConfig::from_env())
+    }
+
+    /// A sandbox whose kubelet runs as configured (say, this build's
+    /// binary for `agentdeck` containers).
+    pub fn start_with(kubelet: agentdeck::sandbox::kubelet::KubeletConfig) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
-        let sandbox = rt.block_on(Sandbox::start(0, 2)).expect("sandbox starts");
+        let sandbox = rt
+            .block_on(Sandbox::start_with_kubelet(0, 2, kubelet))
+            .expect("sandbox starts");
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, sandbox.kubeconfig("default")).expect("kubeconfig written");

@@ -203,6 +203,97 @@ pub(super) fn expand(input: &str, vars: &[(String, String)]) -> String {
     out
 }
 
+/// The Services whose variables every pod gets, whatever its
+/// `enableServiceLinks` (the kubelet's `masterServices`), in `default`.
+const MASTER_SERVICES: [&str; 1] = ["kubernetes"];
+
+/// The service-link variables of a pod in `namespace`, as the kubelet's
+/// `getServiceEnvVarMap` and `envvars.FromServices` make them: for each
+/// Service with a cluster IP (not headless, not ExternalName) of the pod's
+/// namespace when `enable_links`, and for `default/kubernetes` always,
+/// `<NAME>_SERVICE_HOST`, `<NAME>_SERVICE_PORT` (first port),
+/// `<NAME>_SERVICE_PORT_<PORTNAME>` (each named port), and the
+/// Docker-link variables `<NAME>_PORT` (first port, `tcp://ip:port`),
+/// `<NAME>_PORT_<port>_<PROTO>`, `…_PROTO`, `…_PORT`, `…_ADDR`. Names are
+/// upper-cased with `-` turned into `_`. Services are taken in name order
+/// (the kubelet's map has none); a namespace's own `kubernetes` Service
+/// gives way to the master one.
+pub(super) fn service_env(
+    services: &[Arc<Value>],
+    namespace: &str,
+    enable_links: bool,
+) -> Vec<(String, String)> {
+    let mut chosen: BTreeMap<&str, &Value> = BTreeMap::new();
+    for svc in services {
+        let meta = &svc["metadata"];
+        let (ns, name) = (
+            meta["namespace"].as_str().unwrap_or_default(),
+            meta["name"].as_str().unwrap_or_default(),
+        );
+        let ip = svc["spec"]["clusterIP"].as_str().unwrap_or_default();
+        if ip.is_empty() || ip == "None" {
+            continue;
+        }
+        if ns == "default" && MASTER_SERVICES.contains(&name) {
+            chosen.insert(name, svc);
+        } else if ns == namespace && enable_links {
+            chosen.entry(name).or_insert(svc);
+        }
+    }
+    let mut out = Vec::new();
+    for (name, svc) in chosen {
+        let ports: Vec<&Value> = svc["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .collect();
+        let Some(first) = ports.first() else { continue };
+        let prefix = name.to_ascii_uppercase().replace('-', "_");
+        let ip = svc["spec"]["clusterIP"].as_str().unwrap_or_default();
+        let port_of = |p: &Value| p["port"].as_i64().unwrap_or_default();
+        out.push((format!("{prefix}_SERVICE_HOST"), ip.to_string()));
+        out.push((format!("{prefix}_SERVICE_PORT"), port_of(first).to_string()));
+        for p in &ports {
+            if let Some(port_name) = p["name"].as_str().filter(|n| !n.is_empty()) {
+                out.push((
+                    format!(
+                        "{prefix}_SERVICE_PORT_{}",
+                        port_name.to_ascii_uppercase().replace('-', "_")
+                    ),
+                    port_of(p).to_string(),
+                ));
+            }
+        }
+        // `net.JoinHostPort`: IPv6 addresses in brackets.
+        let host = if ip.contains(':') {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        for (i, p) in ports.iter().enumerate() {
+            let proto = p["protocol"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("TCP");
+            let lower = proto.to_ascii_lowercase();
+            let url = format!("{lower}://{host}:{}", port_of(p));
+            if i == 0 {
+                out.push((format!("{prefix}_PORT"), url.clone()));
+            }
+            let pp = format!(
+                "{prefix}_PORT_{}_{}",
+                port_of(p),
+                proto.to_ascii_uppercase()
+            );
+            out.push((format!("{pp}_PROTO"), lower));
+            out.push((format!("{pp}_PORT"), port_of(p).to_string()));
+            out.push((format!("{pp}_ADDR"), ip.to_string()));
+            out.push((pp, url));
+        }
+    }
+    out
+}
+
 fn set(env: &mut Vec<(String, String)>, name: &str, value: String) {
     match env.iter_mut().find(|(k, _)| k == name) {
         Some(slot) => slot.1 = value,
@@ -520,6 +611,82 @@ mod tests {
         assert_eq!(r("requests.cpu", None), "1");
         assert_eq!(r("requests.cpu", Some("1m")), "250");
         assert_eq!(r("limits.cpu", None), "8");
+    }
+
+    fn svc(ns: &str, name: &str, ip: &str, ports: Value) -> Arc<Value> {
+        Arc::new(json!({"metadata": {"namespace": ns, "name": name},
+                        "spec": {"clusterIP": ip, "ports": ports}}))
+    }
+
+    fn services() -> Vec<Arc<Value>> {
+        vec![
+            svc(
+                "default",
+                "kubernetes",
+                "10.96.0.1",
+                json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]),
+            ),
+            svc(
+                "prod",
+                "agentdeck-controller",
+                "10.96.0.5",
+                json!([{"name": "http", "port": 8080, "protocol": "TCP"},
+                       {"name": "dns-udp", "port": 53, "protocol": "UDP"}]),
+            ),
+            svc("prod", "db", "None", json!([{"port": 5432}])),
+            svc("prod", "external", "", json!([{"port": 80}])),
+            svc("other", "web", "10.96.0.9", json!([{"port": 80}])),
+        ]
+    }
+
+    #[test]
+    fn service_links_are_the_kubelets_variables_for_the_pods_namespace() {
+        let env = service_env(&services(), "prod", true);
+        let got: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let want = BTreeMap::from([
+            ("AGENTDECK_CONTROLLER_SERVICE_HOST", "10.96.0.5"),
+            ("AGENTDECK_CONTROLLER_SERVICE_PORT", "8080"),
+            ("AGENTDECK_CONTROLLER_SERVICE_PORT_HTTP", "8080"),
+            ("AGENTDECK_CONTROLLER_SERVICE_PORT_DNS_UDP", "53"),
+            ("AGENTDECK_CONTROLLER_PORT", "tcp://10.96.0.5:8080"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP", "tcp://10.96.0.5:8080"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP_PROTO", "tcp"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP_PORT", "8080"),
+            ("AGENTDECK_CONTROLLER_PORT_8080_TCP_ADDR", "10.96.0.5"),
+            ("AGENTDECK_CONTROLLER_PORT_53_UDP", "udp://10.96.0.5:53"),
+            ("AGENTDECK_CONTROLLER_PORT_53_UDP_PROTO", "udp"),
+            ("AGENTDECK_CONTROLLER_PORT_53_UDP_PORT", "53"),
+            ("AGENTDECK_CONTROLLER_PORT_53_UDP_ADDR", "10.96.0.5"),
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+            ("KUBERNETES_SERVICE_PORT_HTTPS", "443"),
+            ("KUBERNETES_PORT", "tcp://10.96.0.1:443"),
+            ("KUBERNETES_PORT_443_TCP", "tcp://10.96.0.1:443"),
+            ("KUBERNETES_PORT_443_TCP_PROTO", "tcp"),
+            ("KUBERNETES_PORT_443_TCP_PORT", "443"),
+            ("KUBERNETES_PORT_443_TCP_ADDR", "10.96.0.1"),
+        ]);
+        assert_eq!(got, want);
+        assert_eq!(env.len(), want.len(), "no variable twice");
+    }
+
+    #[test]
+    fn without_service_links_only_the_master_service_is_injected() {
+        let env = service_env(&services(), "prod", false);
+        assert!(
+            env.iter().all(|(k, _)| k.starts_with("KUBERNETES_")),
+            "{env:?}"
+        );
+        assert_eq!(env.len(), 8);
+        // A pod in `default` gets the master Service once, links or not.
+        let env = service_env(&services(), "default", true);
+        assert_eq!(env.len(), 8, "{env:?}");
+        // And no Service without a cluster IP, in any namespace.
+        assert!(
+            service_env(&services(), "other", true)
+                .iter()
+                .any(|(k, v)| k == "WEB_PORT" && v == "tcp://10.96.0.9:80")
+        );
     }
 
     #[test]

@@ -35,8 +35,8 @@ pub(super) struct ExecContext {
     pub env: Vec<(String, String)>,
     /// The pod directory (its processes' working directory).
     pub dir: PathBuf,
-    /// `mountPath=hostDir` pairs, encoded.
-    pub mounts: String,
+    /// Its volume mounts, resolved to the host.
+    pub mounts: Vec<volumes::ContainerMount>,
 }
 
 /// Where `program` is found on `PATH` (as the runtime's exec looks it up).
@@ -324,10 +324,11 @@ mod tests {
             real: true,
             env: Vec::new(),
             dir: PathBuf::from("/tmp/pod"),
-            mounts: volumes::encode_mounts(&[(
-                "/data".to_string(),
-                PathBuf::from("/tmp/pod/volumes/data"),
-            )]),
+            mounts: vec![volumes::ContainerMount {
+                path: "/data".to_string(),
+                host: PathBuf::from("/tmp/pod/volumes/data"),
+                read_only: false,
+            }],
         };
         assert_eq!(map_path(&context, "/data/x"), "/tmp/pod/volumes/data/x");
         assert_eq!(map_path(&context, "-c"), "-c");

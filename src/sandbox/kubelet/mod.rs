@@ -15,18 +15,25 @@
 //!   final status, then removal); pods removed from the store otherwise are
 //!   killed at once, and every process is killed when the kubelet stops.
 //!
-//! Processes cannot see their mounts at their paths; they resolve them with
-//! [`host_path`] (see [`volumes`]). They get `KUBERNETES_SERVICE_HOST`/`PORT`
-//! for the sandbox's address and the service-account volume admission adds
-//! (a token bound to the pod, the CA, the namespace; see [`credentials`]);
-//! since they cannot see that volume at its path, `KUBECONFIG` names a
-//! kubeconfig in their pod directory with the same server, CA file and
-//! token file.
+//! - Processes see their volumes at their mount paths, each container in a
+//!   private mount namespace set up by our own binary before it becomes the
+//!   container's command ([`mountns`]; joined by `kubectl exec`). Where the
+//!   machine allows no namespaces (found out once, by a probe) or
+//!   `AGENTDECK_SANDBOX_MOUNT_NAMESPACES=0` says so, they get host paths
+//!   instead ([`fallback`]) and the pod a `MountsNotAtPaths` Warning Event.
+//! - Their environment is the kubelet's: service links for the Services of
+//!   the pod's namespace (unless `enableServiceLinks: false`) and always
+//!   `KUBERNETES_*` for `default/kubernetes`, which points at the sandbox,
+//!   and the service-account volume admission adds (a token bound to the
+//!   pod, the CA, the namespace; see [`credentials`]), so they connect with
+//!   the in-cluster configuration as in a cluster.
 
 mod credentials;
 mod env;
 mod exec;
+pub mod fallback;
 mod logs;
+pub mod mountns;
 mod pod;
 mod root;
 pub mod runtime;
@@ -52,14 +59,16 @@ use super::store::EventType;
 use pod::PodRuntime;
 use status::{State, go_list};
 
-pub use volumes::{host_path, resolve_host_path};
-
 /// Every node's address, and so every pod's `hostIP`.
 pub const HOST_IP: &str = "127.0.0.1";
 
 /// Environment variable naming the executable that agentdeck containers run
 /// (default: this process's own executable).
 pub const EXE_ENV: &str = "AGENTDECK_SANDBOX_EXE";
+
+/// Environment variable: `0` (or `false`, `off`) runs containers without
+/// mount namespaces, with host paths (see [`fallback`]).
+pub const MOUNT_NAMESPACES_ENV: &str = "AGENTDECK_SANDBOX_MOUNT_NAMESPACES";
 
 /// How the kubelet runs.
 #[derive(Debug, Clone)]
@@ -76,6 +85,10 @@ pub struct KubeletConfig {
     pub log_limit: usize,
     /// How often every pod is looked at again, besides watching changes.
     pub resync: Duration,
+    /// Run real-process containers in mount namespaces (with `exe`'s
+    /// hidden entry point) where the machine allows it; false always
+    /// passes host paths instead.
+    pub mount_namespaces: bool,
 }
 
 impl KubeletConfig {
@@ -91,6 +104,8 @@ impl KubeletConfig {
             restart_backoff: Duration::from_secs(10),
             log_limit: logs::DEFAULT_LOG_LIMIT,
             resync: Duration::from_secs(1),
+            mount_namespaces: !std::env::var(MOUNT_NAMESPACES_ENV)
+                .is_ok_and(|v| matches!(v.trim(), "0" | "false" | "off" | "no")),
         }
     }
 }
@@ -139,6 +154,7 @@ pub fn start_with(
             next: fastrand::u32(..254 * 256 * 256),
             ..IpPool::default()
         }),
+        mount_mode: tokio::sync::OnceCell::new(),
     });
     tokio::spawn(async move {
         let _guard = guard;
@@ -212,6 +228,8 @@ pub(crate) struct Kubelet {
     root: PathBuf,
     own_root: bool,
     ips: Mutex<IpPool>,
+    /// Whether containers get mount namespaces, or why not (probed once).
+    mount_mode: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 fn meta<'a>(pod: &'a Value, key: &str) -> &'a str {
@@ -219,6 +237,48 @@ fn meta<'a>(pod: &'a Value, key: &str) -> &'a str {
 }
 
 impl Kubelet {
+    /// Ok when containers run in mount namespaces; else why not (decided on
+    /// first use: off by configuration, or a probe of `exe` that failed).
+    pub(super) async fn mount_mode(&self) -> Result<(), String> {
+        self.mount_mode
+            .get_or_init(|| async {
+                if !self.config.mount_namespaces {
+                    return Err(format!("turned off ({MOUNT_NAMESPACES_ENV})"));
+                }
+                let scratch = self.root.join(".probe");
+                let mut cmd = tokio::process::Command::new(&self.config.exe);
+                cmd.args(mountns::probe_args(&scratch))
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .kill_on_drop(true);
+                let outcome =
+                    match tokio::time::timeout(Duration::from_secs(30), cmd.output()).await {
+                        Ok(Ok(o)) if o.status.success() => Ok(()),
+                        Ok(Ok(o)) => Err(format!(
+                            "{} {} failed ({}): {}",
+                            self.config.exe.display(),
+                            mountns::SUBCOMMAND,
+                            o.status,
+                            String::from_utf8_lossy(&o.stderr).trim()
+                        )),
+                        Ok(Err(e)) => Err(format!("cannot run {}: {e}", self.config.exe.display())),
+                        Err(_) => Err("the mount namespace probe did not finish".to_string()),
+                    };
+                let _ = std::fs::remove_dir(&scratch);
+                match &outcome {
+                    Ok(()) => tracing::debug!("containers see their volumes at their mount paths"),
+                    Err(why) => tracing::warn!(
+                        reason = %why,
+                        "no mount namespaces: containers get host paths for their volumes"
+                    ),
+                }
+                outcome
+            })
+            .await
+            .clone()
+    }
+
     async fn run(
         self: Arc<Self>,
         mut deletions: mpsc::UnboundedReceiver<(String, String)>,

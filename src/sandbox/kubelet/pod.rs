@@ -3,7 +3,8 @@
 //! and its end (graceful termination, or a kill when it vanished).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -20,7 +21,8 @@ use super::exec::ExecContext;
 use super::logs::ContainerLogs;
 use super::runtime::{self, Launch, Program};
 use super::status::{ContainerStatus, PodSnapshot, State, Terminated};
-use super::volumes::{self, MOUNTS_ENV, ROOT_ENV};
+use super::volumes;
+use super::{fallback, mountns};
 use crate::sandbox::api::now_rfc3339;
 
 /// What has been asked of a pod's containers.
@@ -43,6 +45,17 @@ pub(super) struct ContainerSlot {
     status: Mutex<ContainerStatus>,
     /// How its current instance was started, for exec.
     exec: Mutex<Option<Arc<ExecContext>>>,
+    process: Mutex<Option<ContainerProcess>>,
+}
+
+/// The running process of a real-process container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ContainerProcess {
+    /// Its pid (also its process group and session).
+    pub pid: i32,
+    /// It runs in a mount namespace of its own: a process meant to see
+    /// the container's files joins it with [`mountns::join_args`].
+    pub mount_namespace: bool,
 }
 
 impl ContainerSlot {
@@ -53,6 +66,16 @@ impl ContainerSlot {
     /// How its current instance was started (None before the first).
     pub fn exec_context(&self) -> Option<Arc<ExecContext>> {
         self.exec.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The container's running process, if it has one now.
+    #[allow(dead_code)] // exec still maps paths; joining the view is next
+    pub fn process(&self) -> Option<ContainerProcess> {
+        *self.process.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_process(&self, p: Option<ContainerProcess>) {
+        *self.process.lock().unwrap_or_else(|p| p.into_inner()) = p;
     }
 }
 
@@ -114,6 +137,7 @@ impl PodRuntime {
                     spec: c.clone(),
                     logs: Arc::new(ContainerLogs::new(log_limit)),
                     exec: Mutex::new(None),
+                    process: Mutex::new(None),
                 }));
             }
         }
@@ -247,6 +271,9 @@ pub(super) fn restart_delay(base: Duration, n: u32) -> Duration {
 /// A container's run of the kubelet has after this long resets the back-off.
 const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
+/// Where a container in a mount namespace finds the kubeconfig the
+/// kubelet writes for it.
+
 /// What a container instance starts with.
 struct Prepared {
     program: Program,
@@ -276,9 +303,10 @@ impl Kubelet {
             self.api.store.get(res, &rt.namespace, name)
         })?;
         credentials::project(&self.api, pod, &vols)?;
-        // Until containers see their volumes at their real paths, they get
-        // the in-cluster configuration as a kubeconfig naming the
-        // service-account volume's files where they are on the host.
+        // For containers that cannot see their volumes at their paths (no
+        // mount namespaces): the in-cluster configuration as a kubeconfig
+        // naming the service-account volume's files where they are on the
+        // host.
         let url = self.api.server_url();
         if !url.is_empty() {
             let sa_dir = credentials::service_account_dir(pod, &vols);
@@ -296,13 +324,17 @@ impl Kubelet {
         slot: &ContainerSlot,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
+        mounts_at_paths: bool,
     ) -> Result<Prepared, String> {
         let mounts = volumes::container_mounts(&slot.spec, vols);
-        let encoded = volumes::encode_mounts(&mounts);
-        let tmp = mounts
+        let tmp_mount = mounts
             .iter()
-            .find(|(m, _)| m.trim_end_matches('/') == "/tmp")
-            .map_or_else(|| rt.dir.join("tmp"), |(_, h)| h.clone());
+            .find(|m| m.path.trim_end_matches('/') == "/tmp");
+        let tmp = match tmp_mount {
+            Some(_) if mounts_at_paths => PathBuf::from("/tmp"),
+            Some(m) => m.host.clone(),
+            None => rt.dir.join("tmp"),
+        };
         let root = rt.dir.display().to_string();
         let mut base: Vec<(String, String)> = Vec::new();
         if let Some(path) = std::env::var_os("PATH") {
@@ -321,13 +353,29 @@ impl Kubelet {
             base.extend([
                 ("KUBERNETES_SERVICE_HOST".to_string(), host.to_string()),
                 ("KUBERNETES_SERVICE_PORT".to_string(), port.to_string()),
-                (
+            ]);
+            // Containers that see the service-account volume at its path
+            // connect with the in-cluster configuration, as in a cluster;
+            // only where they cannot (no mount namespaces) a kubeconfig
+            // names the same server, CA file and token file on the host.
+            if !mounts_at_paths {
+                base.push((
                     "KUBECONFIG".to_string(),
                     rt.dir.join("kubeconfig").display().to_string(),
-                ),
-            ]);
+                ));
+            }
         }
         base.push(("POD_IP".into(), rt.pod_ip.clone()));
+        // Service links: below what the container declares, as the
+        // kubelet's; `$(VAR)` references may name them.
+        let (services, _) = self.api.store.list("services", None);
+        let links = pod["spec"]["enableServiceLinks"].as_bool() != Some(false);
+        for (k, v) in env::service_env(&services, &rt.namespace, links) {
+            match base.iter_mut().find(|(name, _)| *name == k) {
+                Some(slot) => slot.1 = v,
+                None => base.push((k, v)),
+            }
+        }
         let fields = PodFields {
             pod,
             pod_ip: &rt.pod_ip,
@@ -335,10 +383,6 @@ impl Kubelet {
         };
         let lookup = |res: &str, name: &str| self.api.store.get(res, &rt.namespace, name);
         let mut env = env::container_env(&fields, &slot.spec, base, &lookup)?;
-        // The sandbox's own markers are not the pod's to change.
-        env.retain(|(k, _)| k != ROOT_ENV && k != MOUNTS_ENV);
-        env.push((ROOT_ENV.into(), root));
-        env.push((MOUNTS_ENV.into(), encoded.clone()));
         let command: Vec<String> = strings(&slot.spec["command"])
             .iter()
             .map(|s| env::expand(s, &env))
@@ -348,19 +392,47 @@ impl Kubelet {
             .map(|s| env::expand(s, &env))
             .collect();
         let mut program = runtime::plan(pod, &slot.spec, &command, &args, &self.config.exe);
+        let working_dir = slot.spec["workingDir"]
+            .as_str()
+            .filter(|d| d.starts_with('/'))
+            .map(PathBuf::from);
         if let Program::Exec {
-            args, shell: true, ..
+            program: exe,
+            args,
+            shell,
         } = &mut program
         {
-            if let Some(script) = args.get_mut(1) {
-                *script = volumes::map_script_paths(script, &mounts);
-            }
-            for (k, v) in &mut env {
-                if k != ROOT_ENV && k != MOUNTS_ENV && k != "PATH" && v.starts_with('/') {
-                    *v = volumes::resolve_host_path(Some(&rt.dir), &encoded, Path::new(v.as_str()))
-                        .display()
-                        .to_string();
+            if mounts_at_paths {
+                // Our own binary sets up the container's mount namespace,
+                // then becomes the command (see `mountns`).
+                let ns_mounts: Vec<mountns::Mount> = mounts
+                    .iter()
+                    .map(|m| mountns::Mount {
+                        source: m.host.clone(),
+                        target: PathBuf::from(&m.path),
+                        read_only: m.read_only,
+                    })
+                    .collect();
+                // The pod directory may be hidden in the container (a volume
+                // on `/tmp`): HOME is `/` there.
+                for (k, v) in env.iter_mut() {
+                    if k == "HOME" && *v == root {
+                        *v = "/".into();
+                    }
                 }
+                let mut command: Vec<OsString> = vec![exe.clone().into_os_string()];
+                command.extend(args.iter().map(OsString::from));
+                let cwd = working_dir.unwrap_or_else(|| PathBuf::from("/"));
+                let wrapped =
+                    mountns::create_args(&rt.dir.join("rootfs"), Some(&cwd), &ns_mounts, &command);
+                *exe = self.config.exe.clone();
+                *args = wrapped
+                    .into_iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                *shell = false;
+            } else {
+                fallback::host_paths(&rt.dir, &mounts, args, &mut env, *shell);
             }
         }
         Ok(Prepared { program, env })
@@ -374,6 +446,7 @@ impl Kubelet {
         slot: &Arc<ContainerSlot>,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
+        mounts_at_paths: bool,
     ) -> Option<i32> {
         let mut stop_rx = rt.stop.subscribe();
         let policy = match (slot.init, rt.restart_policy.as_str()) {
@@ -388,7 +461,7 @@ impl Kubelet {
             if rt.stopping() {
                 return previous.map(|t| t.exit_code);
             }
-            let prepared = match self.prepare(rt, slot, pod, vols) {
+            let prepared = match self.prepare(rt, slot, pod, vols, mounts_at_paths) {
                 Ok(p) => p,
                 Err(message) => {
                     {
@@ -439,12 +512,7 @@ impl Kubelet {
                 real: matches!(prepared.program, Program::Exec { .. }),
                 env: prepared.env.clone(),
                 dir: rt.dir.clone(),
-                mounts: prepared
-                    .env
-                    .iter()
-                    .find(|(k, _)| k == MOUNTS_ENV)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default(),
+                mounts: volumes::container_mounts(&slot.spec, vols),
             }));
             let id = new_container_id();
             slot.logs.start_instance(&id);
@@ -567,6 +635,10 @@ impl Kubelet {
                 return 128;
             }
         };
+        slot.set_process(Some(ContainerProcess {
+            pid: process.pgid.as_raw(),
+            mount_namespace: launch.args.first().map(String::as_str) == Some(mountns::SUBCOMMAND),
+        }));
         let probe_stop = CancellationToken::new();
         let _probe_guard = probe_stop.clone().drop_guard();
         match slot.spec.get("readinessProbe").filter(|p| p.is_object()) {
@@ -612,6 +684,7 @@ impl Kubelet {
         };
         // The container's main process is gone: like a runtime tearing down
         // the container, end whatever else it started.
+        slot.set_process(None);
         runtime::kill_container(process.pgid);
         for r in process.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
@@ -648,11 +721,32 @@ impl Kubelet {
             }
         };
         if let Some(vols) = vols {
+            let at_paths = match self.mount_mode().await {
+                Ok(()) => true,
+                Err(why) => {
+                    let mounted = rt.slots.iter().any(|s| {
+                        s.spec["volumeMounts"]
+                            .as_array()
+                            .is_some_and(|m| !m.is_empty())
+                    });
+                    if mounted {
+                        self.event(
+                            &pod,
+                            "Warning",
+                            "MountsNotAtPaths",
+                            &format!(
+                                "volumes are not at their mount paths ({why}): processes are given host paths"
+                            ),
+                        );
+                    }
+                    false
+                }
+            };
             rt.state().sandbox_ready = true;
             rt.changed();
             let mut initialized = true;
             for slot in rt.slots.iter().filter(|s| s.init) {
-                if self.run_container(&rt, slot, &pod, &vols).await != Some(0) {
+                if self.run_container(&rt, slot, &pod, &vols, at_paths).await != Some(0) {
                     initialized = false;
                     break;
                 }
@@ -665,7 +759,7 @@ impl Kubelet {
                 rt.changed();
                 futures::future::join_all(
                     main.iter()
-                        .map(|slot| self.run_container(&rt, slot, &pod, &vols)),
+                        .map(|slot| self.run_container(&rt, slot, &pod, &vols, at_paths)),
                 )
                 .await;
             }

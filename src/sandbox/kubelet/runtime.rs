@@ -7,10 +7,11 @@
 //!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
 //!   agentdeck is kept as the first argument).
 //! - A container running `sh -c <script>` runs the script with the host's
-//!   `/bin/sh`, mount paths in the script rewritten to their host
-//!   directories, when the script is agentdeck's task runner
-//!   ([`RUNNER_SCRIPT`]) or a debug pod's waiting shell, or the pod opts in
-//!   with [`RUN_SHELL`] `"true"` (whatever the image).
+//!   `/bin/sh` (in its mount namespace, or with the script's mount paths
+//!   rewritten to host directories where there is none), when the script is
+//!   agentdeck's task runner ([`RUNNER_SCRIPT`]) or a debug pod's waiting
+//!   shell, or the pod opts in with [`RUN_SHELL`] `"true"` (whatever the
+//!   image).
 //! - Anything else is simulated: it logs that it started and runs until
 //!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
 
@@ -48,8 +49,8 @@ pub(super) enum Program {
     Exec {
         program: PathBuf,
         args: Vec<String>,
-        /// A shell script whose mount paths are rewritten (not agentdeck,
-        /// which resolves them itself with `host_path`).
+        /// A shell script (whose mount paths are rewritten when there is
+        /// no mount namespace).
         shell: bool,
     },
     /// Nothing runs: the kubelet plays the container.

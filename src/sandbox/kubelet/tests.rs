@@ -2,7 +2,7 @@
 //! removal, real processes (`/bin/sh` standing in for the agentdeck
 //! executable), logs and deletion.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +51,7 @@ impl Node {
             restart_backoff: Duration::from_millis(200),
             log_limit: logs::DEFAULT_LOG_LIMIT,
             resync: Duration::from_millis(200),
+            mount_namespaces: true,
         };
         let handle = start_with(api.clone(), cancel.clone(), config);
         Node {
@@ -383,11 +384,12 @@ async fn a_real_process_gets_the_pod_environment_and_its_output_is_logged() {
     );
     let script = "echo pid=$$$$; echo name=$MY_NAME; echo token=$TOKEN; echo ip=$POD_IP; \
                   echo leaked=${CARGO_MANIFEST_DIR:-none}; echo home=$HOME; \
-                  echo mounts=$AGENTDECK_SANDBOX_MOUNTS; echo oops >&2; exec sleep 30";
+                  echo token_file=$TOKEN_FILE; echo oops >&2; exec sleep 30";
     let mut c = shell("agent", script);
     c["env"] = json!([
         {"name": "MY_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "agent-token", "key": "token"}}}
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "agent-token", "key": "token"}}},
+        {"name": "TOKEN_FILE", "value": "/var/run/agentdeck/token"}
     ]);
     c["volumeMounts"] =
         json!([{"name": "token", "mountPath": "/var/run/agentdeck", "readOnly": true}]);
@@ -414,11 +416,22 @@ async fn a_real_process_gets_the_pod_environment_and_its_output_is_logged() {
     assert_eq!(line("leaked"), "none");
     let home = PathBuf::from(line("home"));
     assert!(home.starts_with(node.root.path()), "{home:?}");
-    let token = resolve_host_path(
-        Some(&home),
-        &line("mounts"),
-        Path::new("/var/run/agentdeck/token"),
-    );
+    // `/bin/sh` standing in for agentdeck has no mount namespace entry
+    // point: the kubelet falls back to host paths, and says so.
+    let token = PathBuf::from(line("token_file"));
+    assert!(token.starts_with(&home), "{token:?}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (events, _) = node.api.store.list("events", Some("default"));
+        if events.iter().any(|e| e["reason"] == "MountsNotAtPaths") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no MountsNotAtPaths event: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
         std::fs::read_to_string(token).expect("token file"),
         "s3cr3t"
@@ -598,7 +611,7 @@ async fn a_pod_stays_until_its_slowest_container_has_stopped() {
     let fast = shell("fast", "trap 'exit 0' TERM; while true; do sleep 0.1; done");
     let mut slow = shell(
         "slow",
-        "trap 'sleep 1; echo done > \"$MARKER\"; exit 0' TERM; while true; do sleep 0.1; done",
+        "trap 'sleep 1; echo done > \"$MARKER\"; exit 0' TERM; echo armed; while true; do sleep 0.1; done",
     );
     slow["env"] = json!([{"name": "MARKER", "value": marker.display().to_string()}]);
     node.create(pod(
@@ -607,6 +620,8 @@ async fn a_pod_stays_until_its_slowest_container_has_stopped() {
     ));
     node.wait_for("pair", "Running", |p| phase(p) == "Running")
         .await;
+    // A SIGTERM before the shell has set its trap would end it at once.
+    node.wait_log("pair", Some("slow"), "armed").await;
     node.delete("pair", json!({}));
     node.wait_gone("pair").await;
     assert!(

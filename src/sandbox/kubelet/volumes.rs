@@ -6,20 +6,15 @@
 //! downwardAPI with their files written as the kubelet writes them
 //! (`items` key → path, `mode`/`defaultMode`).
 //!
-//! Processes are not in a mount namespace, so they cannot see `/shared` or
-//! `/var/run/agentdeck/token`. The kubelet tells them where their mounts are:
-//!
-//! - `AGENTDECK_SANDBOX_ROOT` = the pod directory (also `HOME` and the
-//!   working directory);
-//! - `AGENTDECK_SANDBOX_MOUNTS` = `mountPath=hostDir` pairs joined with `:`
-//!   (a `subPath` is already part of `hostDir`).
-//!
-//! [`host_path`] maps a path as the container would see it to the host: the
-//! longest mount path that is a (component-wise) prefix of it is replaced
-//! with its host directory; any other path, a relative one, a path already
-//! inside the pod directory, or any path outside the sandbox (variables
-//! unset) is returned unchanged. So `host_path("/shared/task/run.sh")` is
-//! `<pod dir>/volumes/shared/task/run.sh`, and calling it twice is harmless.
+//! Each container sees its volumes at their mount paths through a private
+//! mount namespace ([`super::mountns`]). Where the machine allows none,
+//! the kubelet falls back to telling the process where its mounts are on
+//! the host instead: [`resolve_host_path`] maps a path as the container
+//! would see it to the host (the longest mount path that is a
+//! component-wise prefix of it is replaced with its host directory; any
+//! other path, a relative one, or one inside the pod directory is returned
+//! unchanged), and the kubelet applies it to the paths in the container's
+//! arguments, variables and (for shell scripts) script text.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -30,31 +25,35 @@ use serde_json::Value;
 
 use super::env::{Lookup, PodFields, object_data};
 
-/// Environment variable holding the pod directory.
-pub const ROOT_ENV: &str = "AGENTDECK_SANDBOX_ROOT";
-/// Environment variable holding the `mountPath=hostDir` pairs.
-pub const MOUNTS_ENV: &str = "AGENTDECK_SANDBOX_MOUNTS";
-
-/// Where `container_path` is on the host when running inside the sandbox's
-/// kubelet (see the module documentation); unchanged elsewhere.
-pub fn host_path(container_path: &Path) -> PathBuf {
-    let root = std::env::var_os(ROOT_ENV).map(PathBuf::from);
-    let mounts = std::env::var(MOUNTS_ENV).unwrap_or_default();
-    resolve_host_path(root.as_deref(), &mounts, container_path)
+/// One `volumeMounts` entry of a container, resolved to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ContainerMount {
+    /// `mountPath`.
+    pub path: String,
+    /// The volume's directory (a `subPath` included) on the host.
+    pub host: PathBuf,
+    /// `readOnly`.
+    pub read_only: bool,
 }
 
-/// [`host_path`] with the pod directory and mounts given.
-pub fn resolve_host_path(root: Option<&Path>, mounts: &str, container_path: &Path) -> PathBuf {
+/// Where `container_path` is on the host, given the container's mounts and
+/// the pod directory `root` (see the module documentation).
+pub(super) fn resolve_host_path(
+    root: Option<&Path>,
+    mounts: &[ContainerMount],
+    container_path: &Path,
+) -> PathBuf {
     if !container_path.is_absolute() || root.is_some_and(|r| container_path.starts_with(r)) {
         return container_path.to_path_buf();
     }
-    let best = decode_mounts(mounts)
-        .into_iter()
-        .filter(|(mount, _)| container_path.starts_with(mount))
+    let best = mounts
+        .iter()
+        .map(|m| (Path::new(m.path.trim_end_matches('/')), &m.host))
+        .filter(|(mount, _)| !mount.as_os_str().is_empty() && container_path.starts_with(mount))
         .max_by_key(|(mount, _)| mount.components().count());
     match best {
-        Some((mount, host)) => match container_path.strip_prefix(&mount) {
-            Ok(rest) if rest.as_os_str().is_empty() => host,
+        Some((mount, host)) => match container_path.strip_prefix(mount) {
+            Ok(rest) if rest.as_os_str().is_empty() => host.clone(),
             Ok(rest) => host.join(rest),
             Err(_) => container_path.to_path_buf(),
         },
@@ -62,31 +61,13 @@ pub fn resolve_host_path(root: Option<&Path>, mounts: &str, container_path: &Pat
     }
 }
 
-fn decode_mounts(mounts: &str) -> Vec<(PathBuf, PathBuf)> {
-    mounts
-        .split(':')
-        .filter_map(|pair| pair.split_once('='))
-        .filter(|(m, h)| !m.is_empty() && !h.is_empty())
-        .map(|(m, h)| (PathBuf::from(m), PathBuf::from(h)))
-        .collect()
-}
-
-/// The value of [`MOUNTS_ENV`] for these mounts.
-pub(super) fn encode_mounts(mounts: &[(String, PathBuf)]) -> String {
-    mounts
-        .iter()
-        .map(|(m, h)| format!("{}={}", m.trim_end_matches('/'), h.display()))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// Rewrites the mount paths a shell script names to their host
 /// directories, where the path stands on its own (`/shared/task` but not
 /// `/sharedx` or `/a/shared`).
-pub(super) fn map_script_paths(script: &str, mounts: &[(String, PathBuf)]) -> String {
+pub(super) fn map_script_paths(script: &str, mounts: &[ContainerMount]) -> String {
     let mut sorted: Vec<(&str, String)> = mounts
         .iter()
-        .map(|(m, h)| (m.trim_end_matches('/'), h.display().to_string()))
+        .map(|m| (m.path.trim_end_matches('/'), m.host.display().to_string()))
         .filter(|(m, _)| !m.is_empty())
         .collect();
     sorted.sort_by_key(|(m, _)| std::cmp::Reverse(m.len()));
@@ -311,12 +292,12 @@ pub(super) fn prepare_volumes(
     Ok(out)
 }
 
-/// The container's mounts as `(mountPath, hostDir)`, with `subPath`
-/// directories created. Mounts of unknown volumes are left out.
+/// The container's mounts, with `subPath` directories created. Mounts of
+/// unknown volumes are left out.
 pub(super) fn container_mounts(
     container: &Value,
     volumes: &BTreeMap<String, PathBuf>,
-) -> Vec<(String, PathBuf)> {
+) -> Vec<ContainerMount> {
     let mut out = Vec::new();
     for m in container["volumeMounts"].as_array().into_iter().flatten() {
         let (Some(name), Some(path)) = (m["name"].as_str(), m["mountPath"].as_str()) else {
@@ -339,7 +320,11 @@ pub(super) fn container_mounts(
             }
             None => dir.clone(),
         };
-        out.push((path.to_string(), host));
+        out.push(ContainerMount {
+            path: path.to_string(),
+            host,
+            read_only: m["readOnly"].as_bool().unwrap_or(false),
+        });
     }
     out
 }
@@ -352,10 +337,26 @@ mod tests {
 
     use super::*;
 
+    fn mounts(pairs: &[(&str, &str)]) -> Vec<ContainerMount> {
+        pairs
+            .iter()
+            .map(|(path, host)| ContainerMount {
+                path: (*path).to_string(),
+                host: PathBuf::from(host),
+                read_only: false,
+            })
+            .collect()
+    }
+
     #[test]
     fn container_paths_map_to_the_longest_mount() {
-        let mounts = "/shared=/h/vol/shared:/var/run/agentdeck=/h/vol/token:/var=/h/vol/var";
-        let r = |p: &str| resolve_host_path(Some(Path::new("/h")), mounts, Path::new(p));
+        let m = mounts(&[
+            ("/shared", "/h/vol/shared"),
+            ("/var/run/agentdeck", "/h/vol/token"),
+            ("/var", "/h/vol/var"),
+            ("/etc/agentdeck/ca/", "/h/b"),
+        ]);
+        let r = |p: &str| resolve_host_path(Some(Path::new("/h")), &m, Path::new(p));
         assert_eq!(
             r("/shared/task/run.sh"),
             PathBuf::from("/h/vol/shared/task/run.sh")
@@ -366,6 +367,7 @@ mod tests {
             PathBuf::from("/h/vol/token/token")
         );
         assert_eq!(r("/var/lib/x"), PathBuf::from("/h/vol/var/lib/x"));
+        assert_eq!(r("/etc/agentdeck/ca/ca.crt"), PathBuf::from("/h/b/ca.crt"));
         assert_eq!(r("/sharedx/a"), PathBuf::from("/sharedx/a"));
         assert_eq!(r("/etc/hosts"), PathBuf::from("/etc/hosts"));
         assert_eq!(r("relative/shared"), PathBuf::from("relative/shared"));
@@ -373,42 +375,20 @@ mod tests {
 
     #[test]
     fn mapping_a_host_path_again_changes_nothing() {
-        let mounts = "/tmp=/tmp/sb/pod/volumes/tmp";
+        let m = mounts(&[("/tmp", "/tmp/sb/pod/volumes/tmp")]);
         let root = Path::new("/tmp/sb/pod");
-        let once = resolve_host_path(Some(root), mounts, Path::new("/tmp/x"));
+        let once = resolve_host_path(Some(root), &m, Path::new("/tmp/x"));
         assert_eq!(once, PathBuf::from("/tmp/sb/pod/volumes/tmp/x"));
-        assert_eq!(resolve_host_path(Some(root), mounts, &once), once);
-    }
-
-    #[test]
-    fn outside_the_sandbox_paths_are_unchanged() {
-        assert_eq!(
-            resolve_host_path(None, "", Path::new("/shared/x")),
-            PathBuf::from("/shared/x")
-        );
-    }
-
-    #[test]
-    fn mounts_encode_as_pairs_that_decode_back() {
-        let mounts = vec![
-            ("/shared".to_string(), PathBuf::from("/h/a")),
-            ("/etc/agentdeck/ca/".to_string(), PathBuf::from("/h/b")),
-        ];
-        let enc = encode_mounts(&mounts);
-        assert_eq!(enc, "/shared=/h/a:/etc/agentdeck/ca=/h/b");
-        assert_eq!(
-            resolve_host_path(None, &enc, Path::new("/etc/agentdeck/ca/ca.crt")),
-            PathBuf::from("/h/b/ca.crt")
-        );
+        assert_eq!(resolve_host_path(Some(root), &m, &once), once);
     }
 
     #[test]
     fn scripts_have_standalone_mount_paths_rewritten() {
-        let mounts = vec![("/shared".to_string(), PathBuf::from("/h/s"))];
+        let m = mounts(&[("/shared", "/h/s")]);
         assert_eq!(
             map_script_paths(
                 "task=/shared/task\ncat \"/shared\" /sharedx /a/shared $x/shared",
-                &mounts
+                &m
             ),
             "task=/h/s/task\ncat \"/h/s\" /sharedx /a/shared $x/shared"
         );
@@ -474,13 +454,14 @@ mod tests {
 
         let c = json!({"volumeMounts": [
             {"name": "shared", "mountPath": "/shared"},
-            {"name": "shared", "mountPath": "/work", "subPath": "w"},
+            {"name": "shared", "mountPath": "/work", "subPath": "w", "readOnly": true},
             {"name": "missing", "mountPath": "/x"}
         ]});
         let mounts = container_mounts(&c, &vols);
         assert_eq!(mounts.len(), 2);
-        assert_eq!(mounts[1].1, vols["shared"].join("w"));
-        assert!(mounts[1].1.is_dir());
+        assert_eq!(mounts[1].host, vols["shared"].join("w"));
+        assert!(mounts[1].host.is_dir());
+        assert!(!mounts[0].read_only && mounts[1].read_only);
     }
 
     #[test]

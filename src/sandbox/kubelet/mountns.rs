@@ -1,0 +1,600 @@
+//! Containers that see their volumes at their mount paths: a private mount
+//! namespace per container, set up by a hidden entry point of our own
+//! binary that then `exec`s the container's command.
+//!
+//! The kubelet starts a real-process container as
+//!
+//! ```text
+//! agentdeck __sandbox-container --rootfs <pod dir>/rootfs [--cwd DIR]
+//!     [--mount SRC=DST]… [--mount-ro SRC=DST]… -- COMMAND ARGS…
+//! ```
+//!
+//! which, first thing in `main` (before any thread or runtime exists):
+//!
+//! 1. unshares a mount namespace (`CLONE_NEWNS`) — as root — or a user and
+//!    a mount namespace (`CLONE_NEWUSER | CLONE_NEWNS`, the caller's uid and
+//!    gid mapped to themselves) where it is not root;
+//! 2. makes every mount private (nothing propagates back to the host);
+//! 3. builds the container's root on a tmpfs at `--rootfs`: every entry of
+//!    the host's `/` bind-mounted (recursively) at its own name, symlinks
+//!    copied, and switches to it with `pivot_root` (the host's root stays
+//!    reachable at `/.oldroot` until step 5);
+//! 4. for each mount, shallowest first: where its path does not exist, the
+//!    nearest existing parent that holds host content (`/`, `/etc`, `/var/run`
+//!    …) is replaced by a tmpfs holding bind mounts of the same entries
+//!    ("tmpfs + binds": the host's files stay visible, new entries go to
+//!    memory), the missing directories (or file, for a file `subPath`) are
+//!    created, and the volume is bind-mounted there; `readOnly` mounts are
+//!    remounted read-only afterwards;
+//! 5. detaches the old root and `exec`s the command (same pid, so the
+//!    kubelet's signals and process-group kills reach it).
+//!
+//! Nothing is written to the host outside the pod directory: shadow tmpfs
+//! mounts live in the namespace, which dies with the container's last
+//! process. New directories created *inside* a volume (a mount path below
+//! another volume's) are written into that volume, as a container runtime
+//! does.
+//!
+//! **Joining** (for `kubectl exec` and anything else that must see the same
+//! files): `agentdeck __sandbox-container --join PID [--cwd DIR] -- COMMAND
+//! ARGS…` enters the user namespace of process `PID` when it has its own, then
+//! its mount namespace (`setns` on `/proc/PID/ns/user` and
+//! `/proc/PID/ns/mnt`), whose root is the container's root (it was
+//! `pivot_root`ed), changes to `--cwd` (default `/`) and `exec`s the
+//! command. Build the argument list with [`join_args`]; the kubelet keeps
+//! each running container's pid and whether it has a namespace of its own
+//! (`ContainerSlot::process` in `pod.rs`).
+//!
+//! **Probing**: `--probe` does steps 1–3 and exits 0 instead of running
+//! anything; the kubelet runs it once to learn whether this machine allows
+//! mount namespaces (see [`probe_args`]), and otherwise falls back to passing
+//! host paths (see the kubelet module).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::unix::fs::symlink;
+use std::os::unix::process::CommandExt;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, setns, unshare};
+use nix::sys::statvfs::{FsFlags, statvfs};
+
+/// The hidden first argument that selects this entry point.
+pub const SUBCOMMAND: &str = "__sandbox-container";
+
+/// Where the host's root is put while the container's root is assembled.
+const OLD_ROOT: &str = "/.oldroot";
+
+/// One volume mount of a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The volume's directory (or file, for a file `subPath`) on the host.
+    pub source: PathBuf,
+    /// Its `mountPath` in the container.
+    pub target: PathBuf,
+    /// `readOnly: true`.
+    pub read_only: bool,
+}
+
+/// What the entry point was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// Set up a new namespace and run `command` in it.
+    Create {
+        /// Mount point (an empty directory in the pod directory) for the
+        /// container's root.
+        rootfs: PathBuf,
+        /// Working directory in the container.
+        cwd: Option<PathBuf>,
+        /// Volume mounts.
+        mounts: Vec<Mount>,
+        /// Program and arguments; empty for a probe.
+        command: Vec<OsString>,
+        /// Only check that a namespace can be set up.
+        probe: bool,
+    },
+    /// Enter the namespaces of process `pid` and run `command` there.
+    Join {
+        /// A process of the container.
+        pid: i32,
+        /// Working directory in the container.
+        cwd: Option<PathBuf>,
+        /// Program and arguments.
+        command: Vec<OsString>,
+    },
+}
+
+/// Arguments (after the executable) that run `command` in a new mount
+/// namespace with `mounts` at their paths.
+pub fn create_args(
+    rootfs: &Path,
+    cwd: Option<&Path>,
+    mounts: &[Mount],
+    command: &[OsString],
+) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec![SUBCOMMAND.into(), "--rootfs".into(), rootfs.into()];
+    if let Some(cwd) = cwd {
+        out.extend(["--cwd".into(), cwd.into()]);
+    }
+    for m in mounts {
+        let flag = if m.read_only { "--mount-ro" } else { "--mount" };
+        let mut pair = m.source.clone().into_os_string();
+        pair.push("=");
+        pair.push(&m.target);
+        out.extend([flag.into(), pair]);
+    }
+    out.push("--".into());
+    out.extend(command.iter().cloned());
+    out
+}
+
+/// Arguments (after the executable) that run `command` in the mount view
+/// of the container whose process is `pid` (see the module documentation).
+pub fn join_args(pid: i32, cwd: Option<&Path>, command: &[OsString]) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec![SUBCOMMAND.into(), "--join".into(), pid.to_string().into()];
+    if let Some(cwd) = cwd {
+        out.extend(["--cwd".into(), cwd.into()]);
+    }
+    out.push("--".into());
+    out.extend(command.iter().cloned());
+    out
+}
+
+/// Arguments (after the executable) of a probe using `rootfs` as its
+/// scratch mount point.
+pub fn probe_args(rootfs: &Path) -> Vec<OsString> {
+    vec![
+        SUBCOMMAND.into(),
+        "--rootfs".into(),
+        rootfs.into(),
+        "--probe".into(),
+    ]
+}
+
+/// Reads the arguments after [`SUBCOMMAND`].
+pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
+    let mut rootfs = None;
+    let mut cwd = None;
+    let mut join = None;
+    let mut probe = false;
+    let mut mounts = Vec::new();
+    let mut it = args.iter();
+    let mut command = Vec::new();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match arg.to_str() {
+            Some("--") => {
+                command = it.cloned().collect();
+                break;
+            }
+            Some("--rootfs") => rootfs = Some(PathBuf::from(value("--rootfs")?)),
+            Some("--cwd") => cwd = Some(PathBuf::from(value("--cwd")?)),
+            Some("--probe") => probe = true,
+            Some("--join") => {
+                let v = value("--join")?;
+                let pid = v
+                    .to_str()
+                    .and_then(|s| s.parse::<i32>().ok())
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("--join: {v:?} is not a process id"))?;
+                join = Some(pid);
+            }
+            Some(flag @ ("--mount" | "--mount-ro")) => {
+                let v = value(flag)?;
+                let text = v
+                    .to_str()
+                    .ok_or_else(|| format!("{flag}: {v:?} is not UTF-8"))?;
+                let (source, target) = text
+                    .split_once('=')
+                    .filter(|(s, t)| Path::new(s).is_absolute() && Path::new(t).is_absolute())
+                    .ok_or_else(|| {
+                        format!("{flag}: {text:?} is not SOURCE=TARGET, both absolute")
+                    })?;
+                mounts.push(Mount {
+                    source: source.into(),
+                    target: target.into(),
+                    read_only: flag == "--mount-ro",
+                });
+            }
+            _ => return Err(format!("unexpected argument {arg:?}")),
+        }
+    }
+    if let Some(pid) = join {
+        if command.is_empty() {
+            return Err("--join needs a command after --".into());
+        }
+        return Ok(Invocation::Join { pid, cwd, command });
+    }
+    let rootfs = rootfs.ok_or("--rootfs is required")?;
+    if command.is_empty() && !probe {
+        return Err("a command is required after --".into());
+    }
+    Ok(Invocation::Create {
+        rootfs,
+        cwd,
+        mounts,
+        command,
+        probe,
+    })
+}
+
+/// The entry point: `Some(exit code)` when this process was started as
+/// [`SUBCOMMAND`] (on success it never returns: the command replaces it),
+/// `None` otherwise. Call it first thing in `main`, before any thread.
+pub fn entry_point() -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new(SUBCOMMAND)) {
+        return None;
+    }
+    let rest: Vec<OsString> = args.collect();
+    let invocation = match parse(&rest) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("agentdeck {SUBCOMMAND}: {e}");
+            return Some(ExitCode::from(2));
+        }
+    };
+    let error = match run(invocation) {
+        Ok(()) => return Some(ExitCode::SUCCESS),
+        Err(e) => e,
+    };
+    // What a container runtime reports when it cannot start the container.
+    eprintln!("agentdeck {SUBCOMMAND}: {error}");
+    Some(ExitCode::from(128))
+}
+
+/// Carries out `invocation`; returns only for a probe or on failure.
+fn run(invocation: Invocation) -> Result<(), String> {
+    match invocation {
+        Invocation::Create {
+            rootfs,
+            cwd,
+            mounts,
+            command,
+            probe,
+        } => {
+            enter_new_namespace()?;
+            switch_root(&rootfs)?;
+            if probe {
+                return Ok(());
+            }
+            let mut sorted = mounts;
+            // Parents before children, as container runtimes order mounts.
+            sorted.sort_by_key(|m| depth(&m.target));
+            // Directories on a tmpfs of ours: new entries there touch no host file.
+            let mut shadowed: Vec<PathBuf> = vec![PathBuf::from("/")];
+            for (i, m) in sorted.iter().enumerate() {
+                let inside_volume = sorted[..i]
+                    .iter()
+                    .any(|v| m.target.starts_with(&v.target) && m.target != v.target);
+                // Sources are read through the host's root: a mount made
+                // earlier (a volume on `/tmp`) may hide their path here.
+                let source = on_host(&m.source);
+                prepare_target(&source, &m.target, inside_volume, &mut shadowed)?;
+                bind(&source, &m.target)?;
+            }
+            for m in sorted.iter().filter(|m| m.read_only) {
+                remount_read_only(&m.target)?;
+            }
+            umount2(OLD_ROOT, MntFlags::MNT_DETACH)
+                .map_err(|e| format!("cannot detach the host's root: {e}"))?;
+            let _ = std::fs::remove_dir(OLD_ROOT);
+            exec(cwd.as_deref(), &command)
+        }
+        Invocation::Join { pid, cwd, command } => {
+            join(pid)?;
+            exec(cwd.as_deref(), &command)
+        }
+    }
+}
+
+/// `path` of the host, seen from the new root before the old is detached.
+fn on_host(path: &Path) -> PathBuf {
+    Path::new(OLD_ROOT).join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn depth(p: &Path) -> usize {
+    p.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
+/// Step 1 and 2 of the module documentation.
+fn enter_new_namespace() -> Result<(), String> {
+    let uid = nix::unistd::geteuid();
+    let gid = nix::unistd::getegid();
+    if uid.is_root() {
+        unshare(CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("cannot create a mount namespace: {e}"))?;
+    } else {
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("cannot create a user and mount namespace: {e}"))?;
+        let write = |file: &str, text: String| {
+            std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+        };
+        write("/proc/self/setgroups", "deny".into())?;
+        write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+        write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    }
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot make the mounts private: {e}"))
+}
+
+fn tmpfs(at: &Path) -> Result<(), String> {
+    mount(
+        Some("tmpfs"),
+        at,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("mode=0755"),
+    )
+    .map_err(|e| format!("cannot mount a tmpfs on {}: {e}", at.display()))
+}
+
+fn bind(source: &Path, target: &Path) -> Result<(), String> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| {
+        format!(
+            "cannot bind-mount {} on {}: {e}",
+            source.display(),
+            target.display()
+        )
+    })
+}
+
+/// Fills the (new, empty) directory `into` with the entries of `from`:
+/// directories and files bind-mounted, symlinks copied.
+fn mirror(from: &Path, into: &Path) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(from).map_err(|e| format!("cannot list {}: {e}", from.display()))?;
+    for entry in entries.flatten() {
+        let source = entry.path();
+        let target = into.join(entry.file_name());
+        let Ok(meta) = std::fs::symlink_metadata(&source) else {
+            continue;
+        };
+        let ft = meta.file_type();
+        let made = if ft.is_symlink() {
+            std::fs::read_link(&source).and_then(|to| symlink(to, &target))
+        } else if ft.is_dir() {
+            std::fs::create_dir(&target)
+        } else {
+            File::create(&target).map(drop)
+        };
+        made.map_err(|e| format!("cannot create {}: {e}", target.display()))?;
+        if !ft.is_symlink() {
+            bind(&source, &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Step 3: a tmpfs root mirroring the host's, made the root.
+fn switch_root(rootfs: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(rootfs)
+        .map_err(|e| format!("cannot create {}: {e}", rootfs.display()))?;
+    tmpfs(rootfs)?;
+    mirror(Path::new("/"), rootfs)?;
+    let old = rootfs.join(OLD_ROOT.trim_start_matches('/'));
+    std::fs::create_dir(&old).map_err(|e| format!("cannot create {}: {e}", old.display()))?;
+    nix::unistd::pivot_root(rootfs, &old)
+        .map_err(|e| format!("cannot make {} the root: {e}", rootfs.display()))?;
+    nix::unistd::chdir("/").map_err(|e| format!("cannot change to /: {e}"))
+}
+
+/// Step 4 for one mount: its path exists, with no host directory written.
+fn prepare_target(
+    source: &Path,
+    target: &Path,
+    inside_volume: bool,
+    shadowed: &mut Vec<PathBuf>,
+) -> Result<(), String> {
+    let is_dir = std::fs::metadata(source)
+        .map_err(|e| format!("volume source {}: {e}", source.display()))?
+        .is_dir();
+    if std::fs::metadata(target).is_ok() {
+        return Ok(());
+    }
+    // The nearest existing ancestor, symlinks resolved in the new root.
+    let mut existing = target.to_path_buf();
+    let mut missing: Vec<OsString> = Vec::new();
+    while std::fs::metadata(&existing).is_err() {
+        let Some(name) = existing.file_name().map(OsStr::to_os_string) else {
+            break;
+        };
+        missing.push(name);
+        if !existing.pop() {
+            break;
+        }
+    }
+    missing.reverse();
+    let parent = std::fs::canonicalize(&existing)
+        .map_err(|e| format!("cannot resolve {}: {e}", existing.display()))?;
+    // Ours to write in: the root's tmpfs, a directory shadowed or created
+    // earlier (tmpfs too), or a volume.
+    let ours = inside_volume || shadowed.contains(&parent);
+    if !ours {
+        // Host content: put the same entries on a tmpfs so that a new one
+        // can be added without touching the host.
+        let host = on_host(&parent);
+        tmpfs(&parent)?;
+        mirror(&host, &parent)?;
+        shadowed.push(parent.clone());
+    }
+    let mut path = parent;
+    let last = missing.len().saturating_sub(1);
+    for (i, name) in missing.iter().enumerate() {
+        path.push(name);
+        let made = if i == last && !is_dir {
+            File::create(&path).map(drop)
+        } else {
+            std::fs::create_dir(&path)
+        };
+        made.map_err(|e| format!("cannot create mount point {}: {e}", path.display()))?;
+        shadowed.push(path.clone());
+    }
+    Ok(())
+}
+
+fn remount_read_only(target: &Path) -> Result<(), String> {
+    // A remount must keep the flags the kernel locked on the source (in a
+    // user namespace it is refused otherwise).
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    if let Ok(st) = statvfs(target) {
+        let f = st.flags();
+        for (fs, ms) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        ] {
+            if f.contains(fs) {
+                flags |= ms;
+            }
+        }
+    }
+    mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
+        .map_err(|e| format!("cannot make {} read-only: {e}", target.display()))
+}
+
+/// Enters the user (when it is not ours) and mount namespaces of `pid`.
+fn join(pid: i32) -> Result<(), String> {
+    let open = |kind: &str| {
+        let path = format!("/proc/{pid}/ns/{kind}");
+        File::open(&path).map_err(|e| format!("cannot open {path}: {e}"))
+    };
+    let same = |kind: &str| {
+        let mine = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok();
+        mine.is_some() && mine == std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()
+    };
+    // Both are opened first: once in the user namespace, the other file
+    // may no longer be ours to open.
+    let user = if same("user") {
+        None
+    } else {
+        Some(open("user")?)
+    };
+    let mnt = open("mnt")?;
+    if let Some(user) = user {
+        setns(&user, CloneFlags::CLONE_NEWUSER)
+            .map_err(|e| format!("cannot enter the user namespace of {pid}: {e}"))?;
+    }
+    setns(&mnt, CloneFlags::CLONE_NEWNS)
+        .map_err(|e| format!("cannot enter the mount namespace of {pid}: {e}"))
+}
+
+fn exec(cwd: Option<&Path>, command: &[OsString]) -> Result<(), String> {
+    let dir = cwd.unwrap_or(Path::new("/"));
+    nix::unistd::chdir(dir).map_err(|e| format!("cannot change to {}: {e}", dir.display()))?;
+    let Some((program, args)) = command.split_first() else {
+        return Err("no command".into());
+    };
+    let e = std::process::Command::new(program).args(args).exec();
+    Err(format!("exec {}: {e}", Path::new(program).display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn create_arguments_read_back_as_they_were_built() {
+        let mounts = vec![
+            Mount {
+                source: "/pod/volumes/config".into(),
+                target: "/etc/agentdeck".into(),
+                read_only: true,
+            },
+            Mount {
+                source: "/pod/volumes/shared".into(),
+                target: "/shared".into(),
+                read_only: false,
+            },
+        ];
+        let command = os(&["/bin/agentdeck", "--daemon", "--", "x"]);
+        let args = create_args(
+            Path::new("/pod/rootfs"),
+            Some(Path::new("/work")),
+            &mounts,
+            &command,
+        );
+        assert_eq!(args[0], SUBCOMMAND);
+        assert_eq!(
+            parse(&args[1..]),
+            Ok(Invocation::Create {
+                rootfs: "/pod/rootfs".into(),
+                cwd: Some("/work".into()),
+                mounts,
+                command,
+                probe: false,
+            })
+        );
+    }
+
+    #[test]
+    fn join_and_probe_arguments_read_back() {
+        let args = join_args(42, None, &os(&["/bin/sh", "-c", "ls"]));
+        assert_eq!(
+            parse(&args[1..]),
+            Ok(Invocation::Join {
+                pid: 42,
+                cwd: None,
+                command: os(&["/bin/sh", "-c", "ls"]),
+            })
+        );
+        let args = probe_args(Path::new("/pod/rootfs"));
+        assert!(matches!(
+            parse(&args[1..]),
+            Ok(Invocation::Create { probe: true, .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_arguments_say_what_is_wrong() {
+        assert_eq!(
+            parse(&os(&[
+                "--rootfs",
+                "/r",
+                "--mount",
+                "relative=/x",
+                "--",
+                "a"
+            ])),
+            Err("--mount: \"relative=/x\" is not SOURCE=TARGET, both absolute".into())
+        );
+        assert_eq!(
+            parse(&os(&["--rootfs", "/r"])),
+            Err("a command is required after --".into())
+        );
+        assert_eq!(
+            parse(&os(&["--join", "x", "--", "a"])),
+            Err("--join: \"x\" is not a process id".into())
+        );
+        assert_eq!(parse(&os(&["--", "a"])), Err("--rootfs is required".into()));
+        assert_eq!(
+            parse(&os(&["--what"])),
+            Err("unexpected argument \"--what\"".into())
+        );
+    }
+}
