@@ -271,9 +271,6 @@ pub(super) fn restart_delay(base: Duration, n: u32) -> Duration {
 /// A container's run of the kubelet has after this long resets the back-off.
 const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
-/// Where a container in a mount namespace finds the kubeconfig the
-/// kubelet writes for it.
-
 /// What a container instance starts with.
 struct Prepared {
     program: Program,
