@@ -98,6 +98,7 @@ const SCREENS: &[(&str, &str)] = &[
     ("tasks_filtered", "3/fail|err\n"),
     ("tasks_sorted_by_status", "3S"),
     ("help", "?"),
+    ("help_scrolled_to_the_end", "?G"),
     ("drain_dialog", "jjd"),
     ("command_bar", ":ag"),
 ];
@@ -110,6 +111,25 @@ fn every_view_matches_its_snapshot_at_100x30_and_80x24() {
             keys(&mut a, seq);
             insta::assert_snapshot!(format!("{name}_{w}x{h}"), text(&a));
         }
+    }
+}
+
+#[test]
+fn with_all_namespaces_tables_lead_with_a_namespace_column() {
+    for (w, h) in [(100, 30), (80, 24)] {
+        let mut a = App::new(
+            AppOptions {
+                context: "prod-eu".into(),
+                namespace: "(all)".into(),
+                all_namespaces: true,
+                ..AppOptions::default()
+            },
+            fixtures::now(),
+        );
+        a.update(Msg::Resize(w, h));
+        a.update(Msg::Snapshot(Arc::new(snapshot(40))));
+        keys(&mut a, "3");
+        insta::assert_snapshot!(format!("tasks_all_namespaces_{w}x{h}"), text(&a));
     }
 }
 

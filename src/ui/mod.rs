@@ -525,7 +525,7 @@ fn table<R: Row>(
     theme: &Theme,
     kind: ViewKind,
     pool: Option<&str>,
-    rows: &[R],
+    rows: &[std::sync::Arc<R>],
     cols: &[Column<R>],
 ) {
     let st = app.table(kind);
@@ -570,6 +570,16 @@ fn table<R: Row>(
         .border_style(theme.style(Role::Border))
         .title(Line::from(title));
     let inner_width = area.width.saturating_sub(2);
+    // `-A`: the namespace first, as kubectl and k9s show it.
+    let with_ns;
+    let cols = if app.opts.all_namespaces {
+        with_ns = std::iter::once(col("NAMESPACE", 12, 0, |r: &R, _| t(r.namespace())))
+            .chain(cols.iter().map(|c| Column { ..*c }))
+            .collect::<Vec<_>>();
+        &with_ns[..]
+    } else {
+        cols
+    };
     let keep = fit(cols, inner_width.saturating_sub(2));
     let widths: Vec<Constraint> = keep
         .iter()
@@ -931,47 +941,60 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
-    let help = app.opts.keymap.help(app.opts.read_only);
-    let mut lines = Vec::new();
-    let mut scope = None;
-    for (s, keys, what) in &help {
-        if scope != Some(*s) {
-            if scope.is_some() {
-                lines.push(Line::raw(""));
-            }
-            lines.push(Line::styled(s.as_str(), theme.style(Role::Title)));
-            scope = Some(*s);
-        }
-        lines.push(Line::from(vec![
-            Span::styled(format!(" {keys:<12} "), theme.style(Role::Key)),
-            Span::styled((*what).to_owned(), theme.style(Role::Text)),
-        ]));
-    }
-    // Two columns when the terminal is wide enough, else one (cut).
-    let r = centered(
-        area,
-        area.width.saturating_sub(4),
-        area.height.saturating_sub(2),
-    );
+    use crate::app::help::{self, HelpLine};
+    let all = help::lines(&app.opts.keymap, app.opts.read_only);
+    let (columns, rows) = help::layout((area.width, area.height));
+    let top = app
+        .help_top
+        .min(help::max_top(all.len(), (area.width, area.height)));
+    let shown = &all[top..(top + columns * rows).min(all.len())];
+    let (iw, ih) = help::inner((area.width, area.height));
+    let r = centered(area, iw + 2, ih + 2);
     frame.render_widget(Clear, r);
+    let mut title = vec![Span::styled(" Help ", theme.style(Role::Title))];
+    if shown.len() < all.len() {
+        title.push(Span::styled(
+            format!(
+                "{}–{} of {} · {}/{} scroll · ",
+                top + 1,
+                top + shown.len(),
+                all.len(),
+                key_label(app, Action::Down),
+                key_label(app, Action::Up),
+            ),
+            theme.style(Role::Muted),
+        ));
+    } else {
+        title.push(Span::styled("— ", theme.style(Role::Muted)));
+    }
+    title.push(Span::styled(
+        "any other key closes ",
+        theme.style(Role::Muted),
+    ));
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style(Role::Border))
-        .title(Span::styled(
-            " Help — any key closes ",
-            theme.style(Role::Title),
-        ));
+        .title(Line::from(title));
     let inner = block.inner(r);
     frame.render_widget(block, r);
-    // As many columns as the lines need (up to three), side by side.
-    let per_col = (inner.height as usize).max(1);
-    let columns = lines.len().div_ceil(per_col).clamp(1, 3);
+    let line = |l: &HelpLine| match l {
+        HelpLine::Title(s) => Line::styled(s.as_str(), theme.style(Role::Title)),
+        HelpLine::Entry(keys, what) => Line::from(vec![
+            Span::styled(
+                format!(" {keys:<w$} ", w = help::KEYS_WIDTH - 2),
+                theme.style(Role::Key),
+            ),
+            Span::styled(*what, theme.style(Role::Text)),
+        ]),
+        HelpLine::Blank => Line::raw(""),
+    };
     let areas =
         Layout::horizontal(vec![Constraint::Ratio(1, columns as u32); columns]).split(inner);
-    let mut rest = lines;
-    for area in areas.iter() {
-        let tail = rest.split_off(per_col.min(rest.len()));
-        frame.render_widget(Paragraph::new(std::mem::replace(&mut rest, tail)), *area);
+    for (area, chunk) in areas.iter().zip(shown.chunks(rows.max(1))) {
+        frame.render_widget(
+            Paragraph::new(chunk.iter().map(line).collect::<Vec<_>>()),
+            *area,
+        );
     }
 }
 
