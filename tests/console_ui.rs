@@ -53,10 +53,14 @@ fn keys(app: &mut App, keys: &str) {
             '\n' => KeyCode::Enter,
             '\x1b' => KeyCode::Esc,
             '\t' => KeyCode::Tab,
+            // Control letters as ctrl-<letter>.
+            c @ '\x01'..='\x1a' => KeyCode::Char(char::from(c as u8 + b'a' - 1)),
             c => KeyCode::Char(c),
         };
         let m = if c.is_ascii_uppercase() {
             KeyModifiers::SHIFT
+        } else if ('\x01'..='\x1a').contains(&c) && !matches!(c, '\n' | '\t') {
+            KeyModifiers::CONTROL
         } else {
             KeyModifiers::NONE
         };
@@ -97,6 +101,7 @@ const SCREENS: &[(&str, &str)] = &[
     ("pool_agents", "jj\n\t"),
     ("tasks_filtered", "3/fail|err\n"),
     ("tasks_sorted_by_status", "3S"),
+    ("tasks_wide", "3\x17"),
     ("help", "?"),
     ("help_scrolled_to_the_end", "?G"),
     ("drain_dialog", "jjd"),

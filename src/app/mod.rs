@@ -394,6 +394,8 @@ pub struct App {
     pub help: bool,
     /// First help line shown (help scrolls when it does not fit).
     pub help_top: usize,
+    /// Wide columns (labels, job) shown in tables.
+    pub wide: bool,
     pub dialog: Option<Dialog>,
     pub toast: Option<Toast>,
     next_stream: StreamId,
@@ -434,6 +436,7 @@ impl App {
             command_cursor: None,
             help: false,
             help_top: 0,
+            wide: false,
             dialog: None,
             toast: None,
             next_stream: 1,
@@ -727,6 +730,10 @@ impl App {
                 if let Some((kind, _)) = self.table_kind() {
                     self.tables[kind.index()].marks.clear();
                 }
+                Vec::new()
+            }
+            Action::Wide => {
+                self.wide = !self.wide;
                 Vec::new()
             }
             Action::SortName => self.sort(SortKey::Name),

@@ -726,7 +726,7 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&Pod>) -> TaskRow {
         finished: ts(st.finished_at.as_ref()),
         waited,
         message,
-        job: st.job.clone(),
+        job: st.job.as_deref().map(clean),
         log,
         labels: t.labels().clone(),
         search,

@@ -565,3 +565,13 @@ fn help_scrolls_at_80x24_to_its_last_line_and_any_other_key_closes_it() {
     send(&mut a, [key('?')]);
     assert_eq!(a.help_top, 0);
 }
+
+#[test]
+fn ctrl_w_toggles_wide_columns_in_tables() {
+    let mut a = app();
+    assert!(!a.wide);
+    assert_eq!(send(&mut a, [key('3'), ctrl('w')]), Vec::new());
+    assert!(a.wide);
+    send(&mut a, [ctrl('w')]);
+    assert!(!a.wide);
+}

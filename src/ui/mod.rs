@@ -34,6 +34,8 @@ pub struct Column<R> {
     pub fill: bool,
     pub priority: u8,
     pub right: bool,
+    /// Shown only in wide mode (`ctrl-w`).
+    pub wide: bool,
     pub cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
 }
 
@@ -49,8 +51,39 @@ const fn col<R>(
         fill: false,
         priority,
         right: false,
+        wide: false,
         cell,
     }
+}
+
+/// A column of wide mode only.
+const fn wide<R>(
+    title: &'static str,
+    width: u16,
+    cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
+) -> Column<R> {
+    Column {
+        title,
+        width,
+        fill: false,
+        priority: 1,
+        right: false,
+        wide: true,
+        cell,
+    }
+}
+
+/// Labels as `k=v,k2=v2`, sanitised.
+fn labels_cell(labels: &crate::app::rows::Labels) -> (Cow<'_, str>, Role) {
+    if labels.is_empty() {
+        return (Cow::Borrowed("-"), Role::Muted);
+    }
+    let text = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    (Cow::Owned(crate::app::text::clean(&text)), Role::Muted)
 }
 
 const fn fill<R>(
@@ -65,6 +98,7 @@ const fn fill<R>(
         fill: true,
         priority,
         right: false,
+        wide: false,
         cell,
     }
 }
@@ -81,6 +115,7 @@ const fn num<R>(
         fill: false,
         priority,
         right: true,
+        wide: false,
         cell,
     }
 }
@@ -232,6 +267,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             }
         }),
         num("AGE", 5, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
     ]
 }
 
@@ -283,6 +319,7 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
             o(r.restarts.to_string(), role)
         }),
         num("AGE", 5, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
     ]
 }
 
@@ -295,6 +332,9 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             (Cow::Borrowed(r.phase.as_str()), phase_role(r.phase))
         }),
         col("AGENT", 20, 4, |r, _| t(dash(&r.agent))),
+        wide("JOB", 20, |r, _| {
+            t(dash(r.job.as_deref().unwrap_or_default()))
+        }),
         num("ATT", 3, 5, |r, _| o(r.attempts.to_string(), Role::Muted)),
         num("WAIT", 5, 3, |r, now| {
             let s = match r.waited {
@@ -321,6 +361,7 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             };
             (Cow::Borrowed(r.message.as_str()), role)
         }),
+        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
     ]
 }
 
@@ -342,9 +383,10 @@ pub fn event_columns() -> Vec<Column<EventRow>> {
     ]
 }
 
-/// Columns that fit in `width`, in declared order: by priority until full.
-fn fit<R>(cols: &[Column<R>], width: u16) -> Vec<usize> {
-    let mut by_priority: Vec<usize> = (0..cols.len()).collect();
+/// Columns that fit in `width`, in declared order: by priority until full
+/// (wide-mode columns only when `wide`).
+fn fit<R>(cols: &[Column<R>], width: u16, wide: bool) -> Vec<usize> {
+    let mut by_priority: Vec<usize> = (0..cols.len()).filter(|&i| wide || !cols[i].wide).collect();
     by_priority.sort_by_key(|&i| (cols[i].priority, i));
     let mut used = 0u16;
     let mut keep = Vec::new();
@@ -558,6 +600,9 @@ fn table<R: Row>(
             theme.style(Role::Marked),
         ));
     }
+    if app.wide {
+        title.push(Span::styled(" wide", theme.style(Role::Muted)));
+    }
     if st.sort != crate::app::SortKey::Natural {
         title.push(Span::styled(
             format!(" sort:{:?}{}", st.sort, if st.reverse { "↑" } else { "" }).to_lowercase(),
@@ -580,7 +625,7 @@ fn table<R: Row>(
     } else {
         cols
     };
-    let keep = fit(cols, inner_width.saturating_sub(2));
+    let keep = fit(cols, inner_width.saturating_sub(2), app.wide);
     let widths: Vec<Constraint> = keep
         .iter()
         .map(|&i| {
@@ -1082,9 +1127,11 @@ mod tests {
     #[test]
     fn narrow_tables_keep_the_most_important_columns_in_order() {
         let cols = task_columns();
-        let all = fit(&cols, 500);
+        let all = fit(&cols, 500, true);
         assert_eq!(all.len(), cols.len());
-        let narrow = fit(&cols, 60);
+        let normal = fit(&cols, 500, false);
+        assert!(normal.iter().all(|&i| !cols[i].wide), "no wide column");
+        let narrow = fit(&cols, 60, false);
         let titles: Vec<_> = narrow.iter().map(|&i| cols[i].title).collect();
         assert!(
             titles.starts_with(&["NAME"]) && titles.contains(&"PHASE"),
