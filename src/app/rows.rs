@@ -3,12 +3,14 @@
 //! search text prepared so filtering never touches the objects.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::text::clean;
@@ -337,7 +339,28 @@ struct AgentStamp {
     task: Option<String>,
 }
 
-type Cache<K, S, R> = HashMap<usize, Kept<K, S, R>>;
+type Cache<K, S, R> = HashMap<usize, Kept<K, S, R>, BuildHasherDefault<AddrHasher>>;
+
+/// Hashes an address (a `usize` key) with one multiplication: the keys are
+/// distinct allocations, so SipHash's protection buys nothing here and
+/// costs a probe per row per build.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        // Allocations are 8-aligned: drop the low bits, spread the rest.
+        self.0 = ((n as u64) >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// Builds snapshots incrementally. A watch store hands out the same `Arc`
 /// for an object until it changes, so each build looks every object up by
@@ -408,7 +431,7 @@ impl RowBuilder {
             .collect();
 
         let mut old = std::mem::take(&mut self.tasks);
-        let mut kept = HashMap::with_capacity(src.tasks.len());
+        let mut kept = Cache::with_capacity_and_hasher(src.tasks.len(), Default::default());
         let mut tasks = Vec::with_capacity(src.tasks.len());
         for t in &src.tasks {
             let ns = t.metadata.namespace.as_deref().unwrap_or_default();
@@ -475,7 +498,7 @@ impl RowBuilder {
         }
 
         let mut old = std::mem::take(&mut self.agents);
-        let mut kept = HashMap::with_capacity(src.pods.len());
+        let mut kept = Cache::with_capacity_and_hasher(src.pods.len(), Default::default());
         let mut agents = Vec::new();
         let mut health_counts: HashMap<(&str, &str), (i32, i32, i32)> = HashMap::new();
         for p in &src.pods {
@@ -561,9 +584,10 @@ impl RowBuilder {
 
         let events = self.events(src, &pools_by_name);
 
-        pools.sort_by(|a, b| a.key.cmp(&b.key));
-        agents.sort_by(|a, b| a.key.cmp(&b.key));
-        tasks.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
+        // Keys are unique: an unstable sort gives the same order, in place.
+        pools.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        agents.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        tasks.sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
         let mut task_counts = TaskCounts::default();
         for t in &tasks {
             match t.phase {
@@ -585,55 +609,60 @@ impl RowBuilder {
 
     /// Events about our objects: pools, tasks, and the managed pods, Jobs,
     /// Deployments and ReplicaSets (named after their pool or task).
-    fn events(
+    fn events<'a>(
         &mut self,
-        src: &Sources,
+        src: &'a Sources,
         pools_by_name: &HashMap<(&str, &str), &AgentPool>,
     ) -> Vec<Arc<EventRow>> {
         let mut old = std::mem::take(&mut self.events);
         if src.events.is_empty() {
             return Vec::new();
         }
-        let task_pool: HashMap<(&str, &str), &str> = src
-            .tasks
-            .iter()
-            .filter_map(|t| {
-                Some((
-                    (
-                        t.metadata.namespace.as_deref()?,
-                        t.metadata.name.as_deref()?,
-                    ),
-                    t.spec.pool.as_str(),
-                ))
-            })
-            .collect();
-        let pod_pool: HashMap<(&str, &str), &str> = src
-            .pods
-            .iter()
-            .filter_map(|p| {
-                Some((
-                    (
-                        p.metadata.namespace.as_deref()?,
-                        p.metadata.name.as_deref()?,
-                    ),
-                    p.metadata.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
-                ))
-            })
-            .collect();
-        let job_pool: HashMap<(&str, &str), &str> = src
-            .jobs
-            .iter()
-            .filter_map(|j| {
-                Some((
-                    (
-                        j.metadata.namespace.as_deref()?,
-                        j.metadata.name.as_deref()?,
-                    ),
-                    j.metadata.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
-                ))
-            })
-            .collect();
-        let mut kept = HashMap::with_capacity(src.events.len());
+        // Which objects the events are about: only those maps are built.
+        let about = |kind: &str| {
+            src.events
+                .iter()
+                .any(|e| e.involved_object.kind.as_deref() == Some(kind))
+        };
+        let task_pool: HashMap<(&str, &str), &str> = if about("AgentTask") {
+            src.tasks
+                .iter()
+                .filter_map(|t| {
+                    Some((
+                        (
+                            t.metadata.namespace.as_deref()?,
+                            t.metadata.name.as_deref()?,
+                        ),
+                        t.spec.pool.as_str(),
+                    ))
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let pool_label = |m: &'a ObjectMeta| -> Option<((&'a str, &'a str), &'a str)> {
+            Some((
+                (m.namespace.as_deref()?, m.name.as_deref()?),
+                m.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
+            ))
+        };
+        let pod_pool: HashMap<(&str, &str), &str> = if about("Pod") {
+            src.pods
+                .iter()
+                .filter_map(|p| pool_label(&p.metadata))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let job_pool: HashMap<(&str, &str), &str> = if about("Job") {
+            src.jobs
+                .iter()
+                .filter_map(|j| pool_label(&j.metadata))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut kept = Cache::with_capacity_and_hasher(src.events.len(), Default::default());
         let mut events = Vec::new();
         for e in &src.events {
             let ns = e.metadata.namespace.as_deref().unwrap_or_default();
@@ -673,7 +702,7 @@ impl RowBuilder {
             kept.insert(at, entry);
         }
         self.events = kept;
-        events.sort_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
+        events.sort_unstable_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
         events
     }
 }
