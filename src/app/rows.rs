@@ -374,6 +374,9 @@ pub struct RowBuilder {
     tasks: Cache<AgentTask, TaskStamp, TaskRow>,
     agents: Cache<Pod, AgentStamp, AgentRow>,
     events: Cache<Event, Option<String>, EventRow>,
+    /// The task rows of the last build, sorted: reused as they are when no
+    /// task changed (most changes are agents' health samples).
+    sorted_tasks: Vec<Arc<TaskRow>>,
     /// Rows built (not reused) by the last build: tasks, agents, events.
     pub rebuilt: usize,
 }
@@ -471,6 +474,8 @@ impl RowBuilder {
             tasks.push(entry.row.clone());
             kept.insert(key, entry);
         }
+        // No task built anew and none gone: the same rows as last time.
+        let tasks_unchanged = self.rebuilt == 0 && old.is_empty();
         self.tasks = kept;
 
         // Per pool: its queue and its unclaimed tasks.
@@ -587,7 +592,13 @@ impl RowBuilder {
         // Keys are unique: an unstable sort gives the same order, in place.
         pools.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         agents.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        tasks.sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
+        if tasks_unchanged && self.sorted_tasks.len() == tasks.len() {
+            tasks.clone_from(&self.sorted_tasks);
+        } else {
+            tasks
+                .sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
+            self.sorted_tasks.clone_from(&tasks);
+        }
         let mut task_counts = TaskCounts::default();
         for t in &tasks {
             match t.phase {
