@@ -99,14 +99,37 @@ fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
     (full, percentile(&mut times, 0.5), rebuilt)
 }
 
+/// The rebuild after one agent pod changed (no task did), p50.
+fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
+    let now = fixtures::now();
+    let mut src = fixtures::sources(now, tasks);
+    let mut builder = rows::RowBuilder::default();
+    let _ = builder.build(&src, now, &thresholds());
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        let mut p = Pod::clone(&src.pods[0]);
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("round".into(), round.to_string());
+        src.pods[0] = Arc::new(p);
+        let started = Instant::now();
+        let snap = builder.build(&src, now, &thresholds());
+        times.push(started.elapsed());
+        drop(snap);
+    }
+    percentile(&mut times, 0.5)
+}
+
 fn in_process() {
     println!("== in process (TestBackend, fixture cluster) ==");
     for n in [1_000, 10_000, 100_000] {
         let (full, one, rebuilt) = incremental(n, 20);
         println!(
-            "{n:>7} tasks: snapshot full build {} | rebuild after one task changed p50 {} ({rebuilt} row(s) rebuilt)",
+            "{n:>7} tasks: snapshot full build {} | rebuild after one task changed p50 {} ({rebuilt} row(s) rebuilt) | after one agent pod changed p50 {}",
             ms(full),
             ms(one),
+            ms(incremental_agent(n, 20)),
         );
     }
     let theme = Theme::default();
