@@ -48,6 +48,14 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples[i.min(samples.len() - 1)]
 }
 
+/// CPU time of this thread: what a frame costs, without the time slices
+/// other processes get while it runs (the machine is shared).
+fn thread_cpu() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
@@ -64,8 +72,66 @@ fn snapshot(tasks: usize) -> (Snapshot, Duration) {
     (snap, started.elapsed())
 }
 
+/// A full build, then the incremental rebuild after one task changed (what
+/// the console does on a watch event), p50 over `rounds`.
+fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
+    let now = fixtures::now();
+    let mut src = fixtures::sources(now, tasks);
+    let mut builder = rows::RowBuilder::default();
+    let started = Instant::now();
+    let _ = builder.build(&src, now, &thresholds());
+    let full = started.elapsed();
+    let mut times = Vec::new();
+    let mut rebuilt = 0;
+    for round in 0..rounds {
+        let i = (round * 7919) % src.tasks.len();
+        let mut t = AgentTask::clone(&src.tasks[i]);
+        if let Some(st) = t.status.as_mut() {
+            st.message = Some(format!("changed {round}"));
+        }
+        src.tasks[i] = Arc::new(t);
+        let started = Instant::now();
+        let snap = builder.build(&src, now, &thresholds());
+        times.push(started.elapsed());
+        rebuilt = builder.rebuilt;
+        drop(snap);
+    }
+    (full, percentile(&mut times, 0.5), rebuilt)
+}
+
+/// The rebuild after one agent pod changed (no task did), p50.
+fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
+    let now = fixtures::now();
+    let mut src = fixtures::sources(now, tasks);
+    let mut builder = rows::RowBuilder::default();
+    let _ = builder.build(&src, now, &thresholds());
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        let mut p = Pod::clone(&src.pods[0]);
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("round".into(), round.to_string());
+        src.pods[0] = Arc::new(p);
+        let started = Instant::now();
+        let snap = builder.build(&src, now, &thresholds());
+        times.push(started.elapsed());
+        drop(snap);
+    }
+    percentile(&mut times, 0.5)
+}
+
 fn in_process() {
     println!("== in process (TestBackend, fixture cluster) ==");
+    for n in [1_000, 10_000, 100_000] {
+        let (full, one, rebuilt) = incremental(n, 20);
+        println!(
+            "{n:>7} tasks: snapshot full build {} | rebuild after one task changed p50 {} ({rebuilt} row(s) rebuilt) | after one agent pod changed p50 {}",
+            ms(full),
+            ms(one),
+            ms(incremental_agent(n, 20)),
+        );
+    }
     let theme = Theme::default();
     for n in [1_000, 10_000, 100_000] {
         let (snap, built) = snapshot(n);
@@ -77,17 +143,21 @@ fn in_process() {
         app.update(key('3'));
         let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
         let mut frames = Vec::new();
+        let mut cpu = Vec::new();
         for i in 0..400 {
             // Move the selection so each frame differs.
             app.update(key(if i % 2 == 0 { 'j' } else { 'k' }));
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), thread_cpu());
             term.draw(|f| ui::draw(f, &app, &theme)).expect("draw");
             frames.push(t.elapsed());
+            cpu.push(thread_cpu().saturating_sub(c));
         }
         println!(
-            "{n:>7} tasks: frame build+render 160x48 p50 {} p99 {} | snapshot build {} | snapshot applied (sort+filter) {}",
+            "{n:>7} tasks: frame build+render 160x48 wall p50 {} p99 {}, CPU p50 {} p99 {} | snapshot build {} | snapshot applied (sort+filter) {}",
             ms(percentile(&mut frames, 0.5)),
             ms(percentile(&mut frames, 0.99)),
+            ms(percentile(&mut cpu, 0.5)),
+            ms(percentile(&mut cpu, 0.99)),
             ms(built),
             ms(applied),
         );
@@ -197,6 +267,97 @@ impl Tmux {
             out.push(t.elapsed());
         }
         out
+    }
+}
+
+/// A tmux control-mode client (`tmux -C attach`): commands and their
+/// answers over one pipe, so polling the screen spawns no process — the
+/// measurement's own floor drops from a few ms (a `tmux` process per
+/// `send-keys` and per `capture-pane`) to a round trip to the server.
+struct Control {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Control {
+    fn attach(t: &Tmux) -> Option<Control> {
+        use std::process::Stdio;
+        let mut child = Command::new("tmux")
+            .args(["-L", &t.0, "-C", "attach", "-t", "b"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let stdin = child.stdin.take()?;
+        let out = std::io::BufReader::new(child.stdout.take()?);
+        let mut c = Control { child, stdin, out };
+        // The greeting block, then a first answer proves it works.
+        c.command("display-message -p ok")
+            .filter(|l| l.iter().any(|l| l == "ok"))?;
+        // Keep the pane's size whatever tmux makes of one more client.
+        let _ = c.command("refresh-client -C 160x48");
+        Some(c)
+    }
+
+    /// Runs one command; its output lines (notifications skipped).
+    fn command(&mut self, cmd: &str) -> Option<Vec<String>> {
+        use std::io::{BufRead, Write};
+        writeln!(self.stdin, "{cmd}").ok()?;
+        self.stdin.flush().ok()?;
+        let mut lines = Vec::new();
+        let mut inside = false;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.out.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let l = line.trim_end_matches('\n');
+            if l.starts_with("%begin") {
+                inside = true;
+                lines.clear();
+            } else if inside && (l.starts_with("%end") || l.starts_with("%error")) {
+                // The attach greeting is an empty block: keep reading.
+                if !lines.is_empty() || !cmd.starts_with("display") || l.starts_with("%error") {
+                    return Some(std::mem::take(&mut lines));
+                }
+                inside = false;
+            } else if inside {
+                lines.push(l.to_owned());
+            }
+        }
+    }
+
+    /// Key press → screen changed, `n` times alternating two views.
+    fn key_latency(&mut self, n: usize) -> Vec<Duration> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let (k, want) = if i % 2 == 0 {
+                ("3", "Tasks [")
+            } else {
+                ("1", "Pools [")
+            };
+            let t = Instant::now();
+            let _ = self.command(&format!("send-keys -t b {k}"));
+            loop {
+                let screen = self.command("capture-pane -p -t b").unwrap_or_default();
+                if screen.iter().any(|l| l.contains(want)) || t.elapsed() > Duration::from_secs(10)
+                {
+                    break;
+                }
+            }
+            out.push(t.elapsed());
+        }
+        out
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -337,6 +498,18 @@ fn real_binary() {
         ms(percentile(&mut lat, 0.5)),
         ms(percentile(&mut lat, 0.99))
     );
+    let mut control = Control::attach(&t);
+    match &mut control {
+        Some(c) => {
+            let mut lat = c.key_latency(100);
+            println!(
+                "key press → screen changed (10k tasks, tmux control mode, no process per poll): p50 {} p99 {}",
+                ms(percentile(&mut lat, 0.5)),
+                ms(percentile(&mut lat, 0.99))
+            );
+        }
+        None => println!("(tmux control mode unavailable: no control-mode figure)"),
+    }
     if let Some(pid) = t.pid() {
         println!(
             "console RSS with 10k tasks and 1k agent pods: {:.1} MiB",
@@ -365,6 +538,15 @@ fn real_binary() {
         ms(percentile(&mut slow, 0.5)),
         ms(percentile(&mut slow, 0.99))
     );
+    if let Some(c) = &mut control {
+        let mut slow = c.key_latency(100);
+        println!(
+            "same, tmux control mode: p50 {} p99 {}",
+            ms(percentile(&mut slow, 0.5)),
+            ms(percentile(&mut slow, 0.99))
+        );
+    }
+    drop(control);
     sb.api().faults.set_latency(Duration::ZERO);
     drop(t);
     rt.block_on(sb.stop());

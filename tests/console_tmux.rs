@@ -800,3 +800,66 @@ fn as_observer_the_console_holds_a_pool_and_the_leading_daemon_carries_it_out() 
     cancel.cancel();
     sb.rt.block_on(daemon.join());
 }
+
+#[test]
+fn all_namespaces_shows_the_objects_of_every_namespace_with_a_namespace_column() {
+    let sb = sandbox_with_a_pool();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "team-b"}})).expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace created");
+        let pools: Api<AgentPool> = Api::namespaced(client.clone(), "team-b");
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "elsewhere"},
+            "spec": {"image": "example.com/no-agent:1", "minReplicas": 0, "maxReplicas": 1}
+        }))
+        .expect("pool");
+        pools
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+        let tasks: Api<AgentTask> = Api::namespaced(client.clone(), "team-b");
+        let task: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "far-job"},
+            "spec": {"pool": "elsewhere", "command": ["true"]}
+        }))
+        .expect("task");
+        tasks
+            .create(&PostParams::default(), &task)
+            .await
+            .expect("task created");
+    });
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(&["-A"], &[("KUBECONFIG", &kubeconfig)], 100, 30);
+    let s = t.wait("both namespaces' pools, synced", |s| {
+        s.contains("Pools [2/2]") && s.contains("watch synced")
+    });
+    assert!(s.contains("ns (all)"), "{s}");
+    assert!(s.contains("NAMESPACE"), "{s}");
+    let quiet = Tmux::row_with(&s, "quiet").expect("the default namespace's pool");
+    assert!(quiet.contains("default"), "{quiet}");
+    let far = Tmux::row_with(&s, "elsewhere").expect("team-b's pool");
+    assert!(far.contains("team-b"), "{far}");
+    // Tasks too: five in default, one in team-b, each with its namespace.
+    t.send(&["3"]);
+    let s = t.wait_for("Tasks [6/6]");
+    let far = Tmux::row_with(&s, "far-job").expect("team-b's task");
+    assert!(far.contains("team-b") && far.contains("elsewhere"), "{far}");
+    assert!(
+        Tmux::row_with(&s, "job-3").is_some_and(|r| r.contains("default")),
+        "{s}"
+    );
+    // The filter sees both namespaces.
+    t.send(&["/"]);
+    t.type_text("far|job-1");
+    t.wait_for("Tasks [2/6]");
+    t.send(&["Enter", "q"]);
+    t.wait_for("EXIT=0");
+}

@@ -53,10 +53,14 @@ fn keys(app: &mut App, keys: &str) {
             '\n' => KeyCode::Enter,
             '\x1b' => KeyCode::Esc,
             '\t' => KeyCode::Tab,
+            // Control letters as ctrl-<letter>.
+            c @ '\x01'..='\x1a' => KeyCode::Char(char::from(c as u8 + b'a' - 1)),
             c => KeyCode::Char(c),
         };
         let m = if c.is_ascii_uppercase() {
             KeyModifiers::SHIFT
+        } else if ('\x01'..='\x1a').contains(&c) && !matches!(c, '\n' | '\t') {
+            KeyModifiers::CONTROL
         } else {
             KeyModifiers::NONE
         };
@@ -97,7 +101,9 @@ const SCREENS: &[(&str, &str)] = &[
     ("pool_agents", "jj\n\t"),
     ("tasks_filtered", "3/fail|err\n"),
     ("tasks_sorted_by_status", "3S"),
+    ("tasks_wide", "3\x17"),
     ("help", "?"),
+    ("help_scrolled_to_the_end", "?G"),
     ("drain_dialog", "jjd"),
     ("command_bar", ":ag"),
 ];
@@ -110,6 +116,25 @@ fn every_view_matches_its_snapshot_at_100x30_and_80x24() {
             keys(&mut a, seq);
             insta::assert_snapshot!(format!("{name}_{w}x{h}"), text(&a));
         }
+    }
+}
+
+#[test]
+fn with_all_namespaces_tables_lead_with_a_namespace_column() {
+    for (w, h) in [(100, 30), (80, 24)] {
+        let mut a = App::new(
+            AppOptions {
+                context: "prod-eu".into(),
+                namespace: "(all)".into(),
+                all_namespaces: true,
+                ..AppOptions::default()
+            },
+            fixtures::now(),
+        );
+        a.update(Msg::Resize(w, h));
+        a.update(Msg::Snapshot(Arc::new(snapshot(40))));
+        keys(&mut a, "3");
+        insta::assert_snapshot!(format!("tasks_all_namespaces_{w}x{h}"), text(&a));
     }
 }
 
@@ -382,13 +407,13 @@ fn a_held_pool_and_a_drained_agent_show_in_their_tables() {
         .iter_mut()
         .find(|p| p.name == "platform")
         .expect("pool platform");
-    p.hold = Some("6 by alice until 2026-11-24T10:30:00Z".into());
+    Arc::make_mut(p).hold = Some("6 by alice until 2026-11-24T10:30:00Z".into());
     let idle = snap
         .agents
         .iter()
         .position(|a| a.component == "agent" && a.task.is_none())
         .expect("an idle agent");
-    snap.agents[idle].draining = true;
+    Arc::make_mut(&mut snap.agents[idle]).draining = true;
     let name = snap.agents[idle].name.clone();
     let mut a = app(200, 30);
     a.update(Msg::Snapshot(Arc::new(snap)));

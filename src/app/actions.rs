@@ -382,7 +382,11 @@ impl App {
         let s = self.snapshot.clone();
         let dialog = match (action, kind) {
             (Action::Scale | Action::Drain | Action::DebugLogs, ViewKind::Pools) => {
-                let pools = self.targets(kind, &s.pools);
+                let pools: Vec<&PoolRow> = self
+                    .targets(kind, &s.pools)
+                    .into_iter()
+                    .map(|p| &**p)
+                    .collect();
                 if pools.is_empty() {
                     return Vec::new();
                 }
@@ -392,6 +396,7 @@ impl App {
                 let agents: Vec<&AgentRow> = self
                     .targets(kind, &s.agents)
                     .into_iter()
+                    .map(|a| &**a)
                     .filter(|a| a.component == "agent")
                     .collect();
                 if agents.is_empty() {
@@ -408,6 +413,7 @@ impl App {
                 let tasks: Vec<&TaskRow> = self
                     .targets(kind, &s.tasks)
                     .into_iter()
+                    .map(|t| &**t)
                     .filter(|r| {
                         if cancel {
                             !r.phase.is_finished()

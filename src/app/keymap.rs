@@ -70,6 +70,7 @@ actions! {
     PreviousLogs = "previous-logs", Table, false, ["p"], "logs of the previous container";
     Mark = "mark", Table, false, ["space"], "mark the row (for bulk actions)";
     ClearMarks = "clear-marks", Table, false, ["ctrl-\\"], "clear marks";
+    Wide = "wide", Table, false, ["ctrl-w"], "wide columns (labels, job) on / off";
     SortName = "sort-name", Table, false, ["N"], "sort by name (again: reverse)";
     SortAge = "sort-age", Table, false, ["A"], "sort by age";
     SortStatus = "sort-status", Table, false, ["S"], "sort by status / phase";

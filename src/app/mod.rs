@@ -8,6 +8,7 @@ pub mod audit;
 pub mod filter;
 #[doc(hidden)]
 pub mod fixtures;
+pub mod help;
 pub mod keymap;
 pub mod logs;
 pub mod rows;
@@ -310,6 +311,8 @@ pub fn list_rows(height: u16) -> usize {
 pub struct AppOptions {
     pub context: String,
     pub namespace: String,
+    /// `-A`: objects of every namespace, with a namespace column.
+    pub all_namespaces: bool,
     pub read_only: bool,
     pub keymap: Keymap,
     pub log_capacity: usize,
@@ -320,6 +323,7 @@ impl Default for AppOptions {
         AppOptions {
             context: String::new(),
             namespace: String::new(),
+            all_namespaces: false,
             read_only: false,
             keymap: Keymap::default(),
             log_capacity: logs::DEFAULT_CAPACITY,
@@ -350,6 +354,10 @@ pub struct App {
     pub command_history: Vec<String>,
     command_cursor: Option<usize>,
     pub help: bool,
+    /// First help line shown (help scrolls when it does not fit).
+    pub help_top: usize,
+    /// Wide columns (labels, job) shown in tables.
+    pub wide: bool,
     pub dialog: Option<Dialog>,
     pub toast: Option<Toast>,
     /// The `:audit` view.
@@ -393,6 +401,8 @@ impl App {
             command_history: Vec::new(),
             command_cursor: None,
             help: false,
+            help_top: 0,
+            wide: false,
             dialog: None,
             toast: None,
             audit: audit::AuditState::default(),
@@ -558,11 +568,11 @@ impl App {
         if self.prompt.is_some() {
             return self.prompt_key(k);
         }
+        let key = Key::from_event(&k);
         if self.help {
-            self.help = false;
+            self.help_key(key);
             return Vec::new();
         }
-        let key = Key::from_event(&k);
         let Some(action) = self
             .opts
             .keymap
@@ -571,6 +581,27 @@ impl App {
             return Vec::new();
         };
         self.act(action)
+    }
+
+    /// In help, the moving keys scroll it and any other key closes it.
+    fn help_key(&mut self, key: Key) {
+        let total = help::lines(&self.opts.keymap, self.opts.read_only).len();
+        let max = help::max_top(total, self.size);
+        let page = help::layout(self.size).1;
+        let top = self.help_top;
+        self.help_top = match self.opts.keymap.lookup(key, Scope::Global, false) {
+            Some(Action::Down) => top + 1,
+            Some(Action::Up) => top.saturating_sub(1),
+            Some(Action::PageDown) => top + page,
+            Some(Action::PageUp) => top.saturating_sub(page),
+            Some(Action::Top) => 0,
+            Some(Action::Bottom) => max,
+            _ => {
+                self.help = false;
+                0
+            }
+        }
+        .min(max);
     }
 
     fn act(&mut self, action: Action) -> Vec<Command> {
@@ -681,6 +712,10 @@ impl App {
                 if let Some((kind, _)) = self.table_kind() {
                     self.tables[kind.index()].marks.clear();
                 }
+                Vec::new()
+            }
+            Action::Wide => {
+                self.wide = !self.wide;
                 Vec::new()
             }
             Action::SortName => self.sort(SortKey::Name),

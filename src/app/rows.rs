@@ -3,12 +3,14 @@
 //! search text prepared so filtering never touches the objects.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::text::clean;
@@ -40,6 +42,10 @@ pub trait Row {
     fn when(&self) -> Option<Timestamp>;
     /// Its status word, for the status sort.
     fn status(&self) -> &str;
+    /// Its namespace (shown with `-A`).
+    fn namespace(&self) -> &str {
+        ""
+    }
 }
 
 /// One AgentPool.
@@ -183,6 +189,9 @@ macro_rules! impl_row {
                 let f: fn(&Self) -> &str = $status;
                 f(self)
             }
+            fn namespace(&self) -> &str {
+                &self.namespace
+            }
         }
     };
 }
@@ -214,13 +223,44 @@ impl_row!(EventRow, object, |r| r.pool.as_deref(), |r| r.last, |r| r
     .reason
     .as_str());
 
+/// Rows are shared between snapshots (see [`RowBuilder`]).
+impl<R: Row> Row for Arc<R> {
+    fn key(&self) -> &str {
+        R::key(self)
+    }
+    fn name(&self) -> &str {
+        R::name(self)
+    }
+    fn search(&self) -> &str {
+        R::search(self)
+    }
+    fn name_lc(&self) -> &str {
+        R::name_lc(self)
+    }
+    fn labels(&self) -> &Labels {
+        R::labels(self)
+    }
+    fn pool(&self) -> Option<&str> {
+        R::pool(self)
+    }
+    fn when(&self) -> Option<Timestamp> {
+        R::when(self)
+    }
+    fn status(&self) -> &str {
+        R::status(self)
+    }
+    fn namespace(&self) -> &str {
+        R::namespace(self)
+    }
+}
+
 /// Everything the console shows at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
-    pub pools: Vec<PoolRow>,
-    pub agents: Vec<AgentRow>,
-    pub tasks: Vec<TaskRow>,
-    pub events: Vec<EventRow>,
+    pub pools: Vec<Arc<PoolRow>>,
+    pub agents: Vec<Arc<AgentRow>>,
+    pub tasks: Vec<Arc<TaskRow>>,
+    pub events: Vec<Arc<EventRow>>,
     /// Tasks pending (or scheduled), running, and failed (or errored).
     pub task_counts: TaskCounts,
     /// When it was built.
@@ -270,441 +310,642 @@ fn since(now: Timestamp, then: Timestamp) -> Duration {
     }
 }
 
-/// Recent finished tasks per pool counted by the verdict.
-const RECENT_TASKS: usize = 10;
 /// Clock skew shown from this many seconds on.
 const SKEW_SHOWN: i64 = 2;
 
-/// Builds the rows from `src` at `now`.
+/// Builds the rows from `src` at `now` (from scratch; the console keeps a
+/// [`RowBuilder`] so that a change costs only the rows it touches).
 pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) -> Snapshot {
-    let samples: HashMap<(&str, &str), &AgentSample> = src
-        .samples
-        .iter()
-        .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
-        .collect();
+    RowBuilder::default().build(src, now, thresholds)
+}
 
-    // Tasks first: agents show their current task, pools their queue.
-    let mut running_on: HashMap<(&str, &str), &str> = HashMap::new();
-    for t in &src.tasks {
-        if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
-            && st.phase == TaskPhase::Running
-            && let Some(agent) = st.agent.as_deref()
-        {
-            running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
+/// A row kept from the last build, with what it was built from: the object
+/// (the very `Arc` the watch store holds, so an unchanged object is
+/// recognised by address, and the address cannot be reused while it is
+/// kept) and the inputs it took from other objects.
+struct Kept<K, S, R> {
+    object: Arc<K>,
+    stamp: S,
+    row: Arc<R>,
+}
+
+/// What a task row takes from other objects.
+#[derive(PartialEq)]
+struct TaskStamp {
+    job_mode: bool,
+    job_pod: Option<String>,
+}
+
+/// What an agent row takes from the health sample, the tasks and the clock.
+#[derive(PartialEq)]
+struct AgentStamp {
+    health: Option<Freshness>,
+    last_activity: Option<Timestamp>,
+    skew: Option<i64>,
+    task: Option<String>,
+}
+
+type Cache<K, S, R> = HashMap<usize, Kept<K, S, R>, BuildHasherDefault<AddrHasher>>;
+
+/// Hashes an address (a `usize` key) with one multiplication: the keys are
+/// distinct allocations, so SipHash's protection buys nothing here and
+/// costs a probe per row per build.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x517c_c1b7_2722_0a95);
         }
     }
-    let job_pods: HashMap<(&str, &str), &Pod> = src
-        .pods
-        .iter()
-        .filter_map(|p| {
-            let ns = p.metadata.namespace.as_deref()?;
-            let task = p.labels().get(LABEL_TASK)?;
-            Some(((ns, task.as_str()), &**p))
-        })
-        .collect();
-    let pools_by_name: HashMap<(&str, &str), &AgentPool> = src
-        .pools
-        .iter()
-        .filter_map(|p| {
-            Some((
-                (
-                    p.metadata.namespace.as_deref()?,
-                    p.metadata.name.as_deref()?,
-                ),
-                &**p,
-            ))
-        })
-        .collect();
-
-    let no_status = crate::crd::AgentTaskStatus::default();
-    let mut tasks = Vec::with_capacity(src.tasks.len());
-    for t in &src.tasks {
-        let ns = t.namespace().unwrap_or_default();
-        let name = t.name_any();
-        let st = t.status.as_ref().unwrap_or(&no_status);
-        let created = t.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        let claimed = ts(st.claimed_at.as_ref()).or(ts(st.started_at.as_ref()));
-        let waited = match (created, claimed) {
-            (Some(c), Some(s)) => Some(since(s, c)),
-            _ => None,
-        };
-        let job_mode = pools_by_name
-            .get(&(ns.as_str(), t.spec.pool.as_str()))
-            .is_some_and(|p| p.spec.execution_mode == ExecutionMode::Job);
-        let label;
-        let job_pod = if job_mode {
-            label = crate::plan::manifests::label_value(&name);
-            job_pods.get(&(ns.as_str(), label.as_str()))
-        } else {
-            None
-        };
-        let log = if let Some(pod) = job_pod {
-            Some(LogSource {
-                namespace: ns.clone(),
-                pod: pod.name_any(),
-                container: Some("runner".into()),
-                prefix: None,
-            })
-        } else {
-            st.agent
-                .as_deref()
-                .filter(|_| !job_mode)
-                .map(|agent| LogSource {
-                    namespace: ns.clone(),
-                    pod: agent.to_owned(),
-                    container: None,
-                    prefix: Some(format!("[{name}] ")),
-                })
-        };
-        let agent = clean(st.agent.as_deref().unwrap_or_default());
-        let message = clean(st.message.as_deref().unwrap_or_default());
-        let name = clean(&name);
-        let pool = clean(&t.spec.pool);
-        let search = lc(&[&name, &pool, st.phase.as_str(), &agent, &message]);
-        tasks.push(TaskRow {
-            key: format!("{ns}/{name}"),
-            name_lc: name.to_lowercase(),
-            namespace: ns,
-            name,
-            pool,
-            phase: st.phase,
-            agent,
-            attempts: st.attempts,
-            created,
-            started: ts(st.started_at.as_ref()),
-            finished: ts(st.finished_at.as_ref()),
-            waited,
-            message,
-            job: st.job.clone(),
-            log,
-            labels: t.labels().clone(),
-            search,
-        });
+    fn write_usize(&mut self, n: usize) {
+        // Allocations are 8-aligned: drop the low bits, spread the rest.
+        self.0 = ((n as u64) >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
+}
 
-    // Per pool: queue age and recent outcomes, from the tasks.
-    #[derive(Default)]
-    struct Queue {
-        oldest_pending: Option<Timestamp>,
-        finished: Vec<(Timestamp, bool)>,
-        pending: i32,
-        running: i32,
-    }
-    let mut queues: HashMap<(&str, &str), Queue> = HashMap::new();
-    for t in &tasks {
-        let q = queues.entry((&t.namespace, &t.pool)).or_default();
-        match t.phase {
-            TaskPhase::Pending => q.pending += 1,
-            TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
-            _ => {}
-        }
-        if t.phase == TaskPhase::Pending
-            && let Some(c) = t.created
-        {
-            q.oldest_pending = Some(q.oldest_pending.map_or(c, |o| o.min(c)));
-        }
-        if t.phase.is_finished() {
-            let failed = matches!(t.phase, TaskPhase::Failed | TaskPhase::Errored);
-            q.finished
-                .push((t.finished.or(t.created).unwrap_or(now), failed));
-        }
-    }
+/// Builds snapshots incrementally. A watch store hands out the same `Arc`
+/// for an object until it changes, so each build looks every object up by
+/// address (a hash probe) and rebuilds only the rows whose object or whose
+/// inputs from other objects (a task's pod, an agent's health sample and
+/// current task, an event's pool) changed; the rest are shared with the
+/// previous snapshot. Pools (a handful, whose counts join everything) are
+/// rebuilt each time.
+#[derive(Default)]
+pub struct RowBuilder {
+    tasks: Cache<AgentTask, TaskStamp, TaskRow>,
+    agents: Cache<Pod, AgentStamp, AgentRow>,
+    events: Cache<Event, Option<String>, EventRow>,
+    /// The task rows of the last build, sorted: reused as they are when no
+    /// task changed (most changes are agents' health samples).
+    sorted_tasks: Vec<Arc<TaskRow>>,
+    /// Rows built (not reused) by the last build: tasks, agents, events.
+    pub rebuilt: usize,
+}
 
-    let mut agents = Vec::new();
-    let mut health_counts: HashMap<(&str, &str), (i32, i32, i32)> = HashMap::new();
-    for p in &src.pods {
-        let ns = p.namespace().unwrap_or_default();
-        let name = p.name_any();
-        let labels = p.labels();
-        let component = match labels.get(LABEL_COMPONENT).map(String::as_str) {
-            Some(COMPONENT_AGENT) => COMPONENT_AGENT,
-            Some(COMPONENT_TASK) => COMPONENT_TASK,
-            _ => continue,
-        };
-        let pool = labels.get(LABEL_POOL).cloned().unwrap_or_default();
-        let status = p.status.as_ref();
-        let phase = if p.metadata.deletion_timestamp.is_some() {
-            "Terminating".to_owned()
-        } else {
-            status
-                .and_then(|s| s.phase.clone())
-                .unwrap_or_else(|| "Pending".into())
-        };
-        let ready = status
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let restarts = status
-            .and_then(|s| s.container_statuses.as_ref())
-            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum());
-        let sample = samples.get(&(ns.as_str(), name.as_str()));
-        let health = (component == COMPONENT_AGENT)
-            .then(|| sample.map(|s| s.freshness(now, thresholds)))
-            .flatten();
-        if let Some(h) = health
-            && phase == "Running"
-        {
-            let c = health_counts
-                .entry((
-                    p.metadata.namespace.as_deref().unwrap_or_default(),
-                    labels.get(LABEL_POOL).map_or("", String::as_str),
-                ))
-                .or_default();
-            match h {
-                Freshness::Fresh => c.0 += 1,
-                Freshness::Stale => c.1 += 1,
-                Freshness::Offline => c.2 += 1,
+fn addr<K>(o: &Arc<K>) -> usize {
+    Arc::as_ptr(o).addr()
+}
+
+impl RowBuilder {
+    /// The snapshot of `src` at `now`, reusing the rows of unchanged objects.
+    pub fn build(
+        &mut self,
+        src: &Sources,
+        now: Timestamp,
+        thresholds: &FreshnessThresholds,
+    ) -> Snapshot {
+        self.rebuilt = 0;
+        let samples: HashMap<(&str, &str), &AgentSample> = src
+            .samples
+            .iter()
+            .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
+            .collect();
+
+        // Tasks first: agents show their current task, pools their queue.
+        let mut running_on: HashMap<(&str, &str), &str> = HashMap::new();
+        for t in &src.tasks {
+            if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
+                && st.phase == TaskPhase::Running
+                && let Some(agent) = st.agent.as_deref()
+            {
+                running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
             }
         }
-        let last_activity = sample.and_then(|s| s.last_report.map(|(r, _)| r.last_activity));
-        let skew = sample
-            .and_then(|s| s.clock_skew())
-            .map(|d| d.as_secs())
-            .filter(|s| s.abs() >= SKEW_SHOWN);
-        let task = running_on
-            .get(&(ns.as_str(), name.as_str()))
-            .map(|t| clean(t))
-            .or_else(|| {
-                (component == COMPONENT_TASK)
-                    .then(|| labels.get(LABEL_TASK).map(|t| clean(t)))
-                    .flatten()
-            });
-        let node = clean(
-            p.spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .unwrap_or_default(),
-        );
-        let name = clean(&name);
-        let pool = clean(&pool);
-        let search = lc(&[
-            &name,
-            &pool,
-            &phase,
-            &node,
-            health.map_or("", Freshness::as_str),
-            task.as_deref().unwrap_or_default(),
-        ]);
-        agents.push(AgentRow {
-            key: format!("{ns}/{name}"),
-            name_lc: name.to_lowercase(),
-            namespace: ns,
-            name,
-            pool,
-            phase,
-            ready,
-            node,
-            health,
-            last_activity,
-            skew,
-            task,
-            restarts,
-            created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            component,
-            draining: annotated(p, crate::crd::ANNOTATION_DRAIN),
-            debug: annotated(p, crate::crd::ANNOTATION_DEBUG),
-            labels: labels.clone(),
-            search,
-        });
+        let job_pods: HashMap<(&str, &str), &Pod> = src
+            .pods
+            .iter()
+            .filter_map(|p| {
+                let ns = p.metadata.namespace.as_deref()?;
+                let task = p.labels().get(LABEL_TASK)?;
+                Some(((ns, task.as_str()), &**p))
+            })
+            .collect();
+        let pools_by_name: HashMap<(&str, &str), &AgentPool> = src
+            .pools
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    (
+                        p.metadata.namespace.as_deref()?,
+                        p.metadata.name.as_deref()?,
+                    ),
+                    &**p,
+                ))
+            })
+            .collect();
+
+        let mut old = std::mem::take(&mut self.tasks);
+        let mut kept = Cache::with_capacity_and_hasher(src.tasks.len(), Default::default());
+        let mut tasks = Vec::with_capacity(src.tasks.len());
+        for t in &src.tasks {
+            let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+            let job_mode = pools_by_name
+                .get(&(ns, t.spec.pool.as_str()))
+                .is_some_and(|p| p.spec.execution_mode == ExecutionMode::Job);
+            let job_pod = if job_mode {
+                let label = crate::plan::manifests::label_value(
+                    t.metadata.name.as_deref().unwrap_or_default(),
+                );
+                job_pods.get(&(ns, label.as_str())).copied()
+            } else {
+                None
+            };
+            let key = addr(t);
+            let entry = match old.remove(&key) {
+                Some(k)
+                    if Arc::ptr_eq(&k.object, t)
+                        && k.stamp.job_mode == job_mode
+                        && k.stamp.job_pod.as_deref()
+                            == job_pod.and_then(|p| p.metadata.name.as_deref()) =>
+                {
+                    k
+                }
+                _ => {
+                    self.rebuilt += 1;
+                    Kept {
+                        object: t.clone(),
+                        stamp: TaskStamp {
+                            job_mode,
+                            job_pod: job_pod.and_then(|p| p.metadata.name.clone()),
+                        },
+                        row: Arc::new(task_row(t, job_mode, job_pod)),
+                    }
+                }
+            };
+            tasks.push(entry.row.clone());
+            kept.insert(key, entry);
+        }
+        // No task built anew and none gone: the same rows as last time.
+        let tasks_unchanged = self.rebuilt == 0 && old.is_empty();
+        self.tasks = kept;
+
+        // Per pool: its queue and its unclaimed tasks.
+        #[derive(Default)]
+        struct Queue {
+            pending: i32,
+            running: i32,
+            unclaimed: u32,
+        }
+        let mut queues: HashMap<(&str, &str), Queue> = HashMap::new();
+        for t in &tasks {
+            let q = queues.entry((&t.namespace, &t.pool)).or_default();
+            match t.phase {
+                TaskPhase::Pending => q.pending += 1,
+                TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
+                _ => {}
+            }
+        }
+        // One pass, by the verdict's own rule, rather than one per pool.
+        for t in &src.tasks {
+            if unclaimed_tasks(&t.spec.pool, std::iter::once(&**t)) > 0 {
+                let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+                queues.entry((ns, &t.spec.pool)).or_default().unclaimed += 1;
+            }
+        }
+
+        let mut old = std::mem::take(&mut self.agents);
+        let mut kept = Cache::with_capacity_and_hasher(src.pods.len(), Default::default());
+        let mut agents = Vec::new();
+        let mut health_counts: HashMap<(&str, &str), (i32, i32, i32)> = HashMap::new();
+        for p in &src.pods {
+            let labels = p.labels();
+            let component = match labels.get(LABEL_COMPONENT).map(String::as_str) {
+                Some(COMPONENT_AGENT) => COMPONENT_AGENT,
+                Some(COMPONENT_TASK) => COMPONENT_TASK,
+                _ => continue,
+            };
+            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            let sample = samples.get(&(ns, name));
+            let health = (component == COMPONENT_AGENT)
+                .then(|| sample.map(|s| s.freshness(now, thresholds)))
+                .flatten();
+            let stamp = AgentStamp {
+                health,
+                last_activity: sample.and_then(|s| s.last_report.map(|(r, _)| r.last_activity)),
+                skew: sample
+                    .and_then(|s| s.clock_skew())
+                    .map(|d| d.as_secs())
+                    .filter(|s| s.abs() >= SKEW_SHOWN),
+                task: None,
+            };
+            let task = running_on.get(&(ns, name)).copied();
+            let key = addr(p);
+            let entry = match old.remove(&key) {
+                Some(k)
+                    if Arc::ptr_eq(&k.object, p)
+                        && k.stamp.health == stamp.health
+                        && k.stamp.last_activity == stamp.last_activity
+                        && k.stamp.skew == stamp.skew
+                        && k.stamp.task.as_deref() == task =>
+                {
+                    k
+                }
+                _ => {
+                    self.rebuilt += 1;
+                    let stamp = AgentStamp {
+                        task: task.map(str::to_owned),
+                        ..stamp
+                    };
+                    let row = agent_row(p, component, &stamp);
+                    Kept {
+                        object: p.clone(),
+                        stamp,
+                        row: Arc::new(row),
+                    }
+                }
+            };
+            if let Some(h) = entry.row.health
+                && entry.row.phase == "Running"
+            {
+                let c = health_counts
+                    .entry((ns, labels.get(LABEL_POOL).map_or("", String::as_str)))
+                    .or_default();
+                match h {
+                    Freshness::Fresh => c.0 += 1,
+                    Freshness::Stale => c.1 += 1,
+                    Freshness::Offline => c.2 += 1,
+                }
+            }
+            agents.push(entry.row.clone());
+            kept.insert(key, entry);
+        }
+        self.agents = kept;
+
+        let mut pools = Vec::with_capacity(src.pools.len());
+        for p in &src.pools {
+            let ns = p.namespace().unwrap_or_default();
+            let name = p.name_any();
+            let key = (ns.as_str(), name.as_str());
+            let queue = queues.get(&key);
+            pools.push(Arc::new(pool_row(
+                p,
+                now,
+                health_counts.get(&key).copied(),
+                queue.map_or(0, |q| q.pending),
+                queue.map_or(0, |q| q.running),
+                queue.map_or(0, |q| q.unclaimed),
+            )));
+        }
+
+        let events = self.events(src, &pools_by_name);
+
+        // Keys are unique: an unstable sort gives the same order, in place.
+        pools.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        agents.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        if tasks_unchanged && self.sorted_tasks.len() == tasks.len() {
+            tasks.clone_from(&self.sorted_tasks);
+        } else {
+            tasks
+                .sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
+            self.sorted_tasks.clone_from(&tasks);
+        }
+        let mut task_counts = TaskCounts::default();
+        for t in &tasks {
+            match t.phase {
+                TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
+                TaskPhase::Running => task_counts.running += 1,
+                TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
+                TaskPhase::Succeeded | TaskPhase::Cancelled => {}
+            }
+        }
+        Snapshot {
+            pools,
+            agents,
+            tasks,
+            events,
+            task_counts,
+            built: Some(now),
+        }
     }
 
-    let mut pools = Vec::with_capacity(src.pools.len());
-    for p in &src.pools {
-        let ns = p.namespace().unwrap_or_default();
-        let name = p.name_any();
-        let st = p.status.clone().unwrap_or_default();
-        let (fresh, stale, offline) = health_counts
-            .get(&(ns.as_str(), name.as_str()))
-            .copied()
-            .unwrap_or((st.health.fresh, st.health.stale, st.health.offline));
-        let queue = queues.get(&(ns.as_str(), name.as_str()));
-        let mut finished = queue.map(|q| q.finished.clone()).unwrap_or_default();
-        finished.sort_by_key(|f| std::cmp::Reverse(f.0));
-        finished.truncate(RECENT_TASKS);
-        let frozen = st
-            .frozen
-            .then(|| clean(st.frozen_reason.as_deref().unwrap_or("frozen")));
-        let pending = queue.map_or(0, |q| q.pending);
-        let running = queue.map_or(0, |q| q.running);
-        // The one verdict (`agentdeck status` shows it too), on the pool
-        // as the console sees it live: its queue from the tasks, its
-        // agents' freshness from the health samples.
-        let mut live = AgentPool::clone(p);
-        if let Some(ls) = live.status.as_mut() {
-            ls.pending_tasks = pending;
-            ls.running_tasks = running;
-            ls.health.fresh = fresh;
-            ls.health.stale = stale;
-            ls.health.offline = offline;
+    /// Events about our objects: pools, tasks, and the managed pods, Jobs,
+    /// Deployments and ReplicaSets (named after their pool or task).
+    fn events<'a>(
+        &mut self,
+        src: &'a Sources,
+        pools_by_name: &HashMap<(&str, &str), &AgentPool>,
+    ) -> Vec<Arc<EventRow>> {
+        let mut old = std::mem::take(&mut self.events);
+        if src.events.is_empty() {
+            return Vec::new();
         }
-        let unclaimed = unclaimed_tasks(
-            &name,
+        // Which objects the events are about: only those maps are built.
+        let about = |kind: &str| {
+            src.events
+                .iter()
+                .any(|e| e.involved_object.kind.as_deref() == Some(kind))
+        };
+        let task_pool: HashMap<(&str, &str), &str> = if about("AgentTask") {
             src.tasks
                 .iter()
-                .map(|t| &**t)
-                .filter(|t| t.namespace().as_deref() == Some(ns.as_str())),
-        );
-        let verdict = verdict(&live, unclaimed, now);
-        let name = clean(&name);
-        let scale_reason = clean(st.scale_reason.as_deref().unwrap_or_default());
-        let search = lc(&[
-            &name,
-            p.spec.execution_mode.as_str(),
-            verdict.level.as_str(),
-            &verdict.reason,
-            &scale_reason,
-        ]);
-        pools.push(PoolRow {
-            key: format!("{ns}/{name}"),
-            name_lc: name.to_lowercase(),
-            namespace: ns,
-            name,
-            mode: p.spec.execution_mode.as_str(),
-            ready: st.ready_replicas,
-            replicas: st.replicas,
-            desired: st.desired_replicas,
-            min: p.spec.min_replicas,
-            max: p.spec.max_replicas,
-            pending,
-            running,
-            frozen,
-            draining: st.draining || p.spec.drain,
-            debug: p.spec.debug,
-            hold: st
-                .hold
-                .as_ref()
-                .map(|h| clean(&h.summary))
-                .filter(|s| !s.is_empty()),
-            fresh,
-            stale,
-            offline,
-            scale_reason,
-            last_scale: ts(st.last_scale_time.as_ref()),
-            verdict,
-            created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            labels: p.labels().clone(),
-            search,
-        });
-    }
-
-    // Events about our objects: pools, tasks, and the managed pods, Jobs,
-    // Deployments and ReplicaSets (named after their pool or task).
-    let task_pool: HashMap<(&str, &str), &str> = src
-        .tasks
-        .iter()
-        .filter_map(|t| {
-            Some((
-                (
-                    t.metadata.namespace.as_deref()?,
-                    t.metadata.name.as_deref()?,
-                ),
-                t.spec.pool.as_str(),
-            ))
-        })
-        .collect();
-    let pod_pool: HashMap<(&str, &str), &str> = src
-        .pods
-        .iter()
-        .filter_map(|p| {
-            Some((
-                (
-                    p.metadata.namespace.as_deref()?,
-                    p.metadata.name.as_deref()?,
-                ),
-                p.metadata.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
-            ))
-        })
-        .collect();
-    let job_pool: HashMap<(&str, &str), &str> = src
-        .jobs
-        .iter()
-        .filter_map(|j| {
-            Some((
-                (
-                    j.metadata.namespace.as_deref()?,
-                    j.metadata.name.as_deref()?,
-                ),
-                j.metadata.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
-            ))
-        })
-        .collect();
-    let mut events = Vec::new();
-    for e in &src.events {
-        let ns = e.metadata.namespace.clone().unwrap_or_default();
-        let o = &e.involved_object;
-        let kind = o.kind.as_deref().unwrap_or_default();
-        let oname = o.name.as_deref().unwrap_or_default();
-        let key = (ns.as_str(), oname);
-        let pool = match kind {
-            "AgentPool" => pools_by_name
-                .contains_key(&key)
-                .then_some(oname)
-                .or(Some(oname)),
-            "AgentTask" => task_pool.get(&key).copied(),
-            "Pod" => pod_pool.get(&key).copied(),
-            "Job" => job_pool.get(&key).copied(),
-            "Deployment" | "ReplicaSet" => oname.strip_prefix("iac-agent-").and_then(|rest| {
-                pools_by_name
-                    .keys()
-                    .filter(|(pns, _)| *pns == ns)
-                    .map(|(_, n)| *n)
-                    .filter(|n| rest == *n || rest.starts_with(&format!("{n}-")))
-                    .max_by_key(|n| n.len())
-            }),
-            _ => None,
+                .filter_map(|t| {
+                    Some((
+                        (
+                            t.metadata.namespace.as_deref()?,
+                            t.metadata.name.as_deref()?,
+                        ),
+                        t.spec.pool.as_str(),
+                    ))
+                })
+                .collect()
+        } else {
+            HashMap::new()
         };
-        let Some(pool) = pool else { continue };
-        let object = clean(&format!("{}/{}", kind.to_lowercase(), oname));
-        let reason = clean(e.reason.as_deref().unwrap_or_default());
-        let message = clean(e.message.as_deref().unwrap_or_default());
-        let last = e
-            .last_timestamp
-            .as_ref()
-            .map(|t| t.0)
-            .or_else(|| e.event_time.as_ref().map(|t| t.0))
-            .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0));
-        let warning = e.type_.as_deref() == Some("Warning");
-        let search = lc(&[
-            if warning { "warning" } else { "normal" },
-            &reason,
-            &object,
-            &message,
-        ]);
-        events.push(EventRow {
-            key: format!("{ns}/{}", e.metadata.name.as_deref().unwrap_or_default()),
-            name_lc: object.to_lowercase(),
-            namespace: ns,
-            warning,
-            reason,
-            object,
-            pool: Some(clean(pool)),
-            message,
-            count: e.count.unwrap_or(1),
-            last,
-            labels: Labels::new(),
-            search,
-        });
-    }
-
-    pools.sort_by(|a, b| a.key.cmp(&b.key));
-    agents.sort_by(|a, b| a.key.cmp(&b.key));
-    tasks.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
-    events.sort_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
-    let mut task_counts = TaskCounts::default();
-    for t in &tasks {
-        match t.phase {
-            TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
-            TaskPhase::Running => task_counts.running += 1,
-            TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
-            TaskPhase::Succeeded | TaskPhase::Cancelled => {}
+        let pool_label = |m: &'a ObjectMeta| -> Option<((&'a str, &'a str), &'a str)> {
+            Some((
+                (m.namespace.as_deref()?, m.name.as_deref()?),
+                m.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
+            ))
+        };
+        let pod_pool: HashMap<(&str, &str), &str> = if about("Pod") {
+            src.pods
+                .iter()
+                .filter_map(|p| pool_label(&p.metadata))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let job_pool: HashMap<(&str, &str), &str> = if about("Job") {
+            src.jobs
+                .iter()
+                .filter_map(|j| pool_label(&j.metadata))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut kept = Cache::with_capacity_and_hasher(src.events.len(), Default::default());
+        let mut events = Vec::new();
+        for e in &src.events {
+            let ns = e.metadata.namespace.as_deref().unwrap_or_default();
+            let o = &e.involved_object;
+            let kind = o.kind.as_deref().unwrap_or_default();
+            let oname = o.name.as_deref().unwrap_or_default();
+            let key = (ns, oname);
+            let pool = match kind {
+                "AgentPool" => Some(oname),
+                "AgentTask" => task_pool.get(&key).copied(),
+                "Pod" => pod_pool.get(&key).copied(),
+                "Job" => job_pool.get(&key).copied(),
+                "Deployment" | "ReplicaSet" => oname.strip_prefix("iac-agent-").and_then(|rest| {
+                    pools_by_name
+                        .keys()
+                        .filter(|(pns, _)| *pns == ns)
+                        .map(|(_, n)| *n)
+                        .filter(|n| rest == *n || rest.starts_with(&format!("{n}-")))
+                        .max_by_key(|n| n.len())
+                }),
+                _ => None,
+            };
+            let Some(pool) = pool else { continue };
+            let at = addr(e);
+            let entry = match old.remove(&at) {
+                Some(k) if Arc::ptr_eq(&k.object, e) && k.stamp.as_deref() == Some(pool) => k,
+                _ => {
+                    self.rebuilt += 1;
+                    Kept {
+                        object: e.clone(),
+                        stamp: Some(pool.to_owned()),
+                        row: Arc::new(event_row(e, pool)),
+                    }
+                }
+            };
+            events.push(entry.row.clone());
+            kept.insert(at, entry);
         }
+        self.events = kept;
+        events.sort_unstable_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
+        events
     }
-    Snapshot {
-        pools,
-        agents,
-        tasks,
-        events,
-        task_counts,
-        built: Some(now),
+}
+
+fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&Pod>) -> TaskRow {
+    let no_status = crate::crd::AgentTaskStatus::default();
+    let ns = t.namespace().unwrap_or_default();
+    let name = t.name_any();
+    let st = t.status.as_ref().unwrap_or(&no_status);
+    let created = t.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let claimed = ts(st.claimed_at.as_ref()).or(ts(st.started_at.as_ref()));
+    let waited = match (created, claimed) {
+        (Some(c), Some(s)) => Some(since(s, c)),
+        _ => None,
+    };
+    let log = if let Some(pod) = job_pod {
+        Some(LogSource {
+            namespace: ns.clone(),
+            pod: pod.name_any(),
+            container: Some("runner".into()),
+            prefix: None,
+        })
+    } else {
+        st.agent
+            .as_deref()
+            .filter(|_| !job_mode)
+            .map(|agent| LogSource {
+                namespace: ns.clone(),
+                pod: agent.to_owned(),
+                container: None,
+                prefix: Some(format!("[{name}] ")),
+            })
+    };
+    let agent = clean(st.agent.as_deref().unwrap_or_default());
+    let message = clean(st.message.as_deref().unwrap_or_default());
+    let name = clean(&name);
+    let pool = clean(&t.spec.pool);
+    let search = lc(&[&name, &pool, st.phase.as_str(), &agent, &message]);
+    TaskRow {
+        key: format!("{ns}/{name}"),
+        name_lc: name.to_lowercase(),
+        namespace: ns,
+        name,
+        pool,
+        phase: st.phase,
+        agent,
+        attempts: st.attempts,
+        created,
+        started: ts(st.started_at.as_ref()),
+        finished: ts(st.finished_at.as_ref()),
+        waited,
+        message,
+        job: st.job.as_deref().map(clean),
+        log,
+        labels: t.labels().clone(),
+        search,
+    }
+}
+
+fn agent_row(p: &Pod, component: &'static str, stamp: &AgentStamp) -> AgentRow {
+    let ns = p.namespace().unwrap_or_default();
+    let name = p.name_any();
+    let labels = p.labels();
+    let pool = labels.get(LABEL_POOL).cloned().unwrap_or_default();
+    let status = p.status.as_ref();
+    let phase = if p.metadata.deletion_timestamp.is_some() {
+        "Terminating".to_owned()
+    } else {
+        status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into())
+    };
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let restarts = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum());
+    let task = stamp.task.as_deref().map(clean).or_else(|| {
+        (component == COMPONENT_TASK)
+            .then(|| labels.get(LABEL_TASK).map(|t| clean(t)))
+            .flatten()
+    });
+    let node = clean(
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default(),
+    );
+    let name = clean(&name);
+    let pool = clean(&pool);
+    let search = lc(&[
+        &name,
+        &pool,
+        &phase,
+        &node,
+        stamp.health.map_or("", Freshness::as_str),
+        task.as_deref().unwrap_or_default(),
+    ]);
+    AgentRow {
+        key: format!("{ns}/{name}"),
+        name_lc: name.to_lowercase(),
+        namespace: ns,
+        name,
+        pool,
+        phase,
+        ready,
+        node,
+        health: stamp.health,
+        last_activity: stamp.last_activity,
+        skew: stamp.skew,
+        task,
+        restarts,
+        created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        component,
+        draining: annotated(p, crate::crd::ANNOTATION_DRAIN),
+        debug: annotated(p, crate::crd::ANNOTATION_DEBUG),
+        labels: labels.clone(),
+        search,
+    }
+}
+
+fn pool_row(
+    p: &AgentPool,
+    now: Timestamp,
+    health: Option<(i32, i32, i32)>,
+    pending: i32,
+    running: i32,
+    unclaimed: u32,
+) -> PoolRow {
+    let ns = p.namespace().unwrap_or_default();
+    let name = p.name_any();
+    let st = p.status.clone().unwrap_or_default();
+    let (fresh, stale, offline) =
+        health.unwrap_or((st.health.fresh, st.health.stale, st.health.offline));
+    let frozen = st
+        .frozen
+        .then(|| clean(st.frozen_reason.as_deref().unwrap_or("frozen")));
+    // The one verdict (`agentdeck status` shows it too), on the pool
+    // as the console sees it live: its queue from the tasks, its
+    // agents' freshness from the health samples.
+    let mut live = AgentPool::clone(p);
+    if let Some(ls) = live.status.as_mut() {
+        ls.pending_tasks = pending;
+        ls.running_tasks = running;
+        ls.health.fresh = fresh;
+        ls.health.stale = stale;
+        ls.health.offline = offline;
+    }
+    let verdict = verdict(&live, unclaimed, now);
+    let name = clean(&name);
+    let scale_reason = clean(st.scale_reason.as_deref().unwrap_or_default());
+    let search = lc(&[
+        &name,
+        p.spec.execution_mode.as_str(),
+        verdict.level.as_str(),
+        &verdict.reason,
+        &scale_reason,
+    ]);
+    PoolRow {
+        key: format!("{ns}/{name}"),
+        name_lc: name.to_lowercase(),
+        namespace: ns,
+        name,
+        mode: p.spec.execution_mode.as_str(),
+        ready: st.ready_replicas,
+        replicas: st.replicas,
+        desired: st.desired_replicas,
+        min: p.spec.min_replicas,
+        max: p.spec.max_replicas,
+        pending,
+        running,
+        frozen,
+        draining: st.draining || p.spec.drain,
+        debug: p.spec.debug,
+        hold: st
+            .hold
+            .as_ref()
+            .map(|h| clean(&h.summary))
+            .filter(|s| !s.is_empty()),
+        fresh,
+        stale,
+        offline,
+        scale_reason,
+        last_scale: ts(st.last_scale_time.as_ref()),
+        verdict,
+        created: p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        labels: p.labels().clone(),
+        search,
+    }
+}
+
+fn event_row(e: &Event, pool: &str) -> EventRow {
+    let ns = e.metadata.namespace.clone().unwrap_or_default();
+    let o = &e.involved_object;
+    let kind = o.kind.as_deref().unwrap_or_default();
+    let oname = o.name.as_deref().unwrap_or_default();
+    let object = clean(&format!("{}/{}", kind.to_lowercase(), oname));
+    let reason = clean(e.reason.as_deref().unwrap_or_default());
+    let message = clean(e.message.as_deref().unwrap_or_default());
+    let last = e
+        .last_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| e.event_time.as_ref().map(|t| t.0))
+        .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    let warning = e.type_.as_deref() == Some("Warning");
+    let search = lc(&[
+        if warning { "warning" } else { "normal" },
+        &reason,
+        &object,
+        &message,
+    ]);
+    EventRow {
+        key: format!("{ns}/{}", e.metadata.name.as_deref().unwrap_or_default()),
+        name_lc: object.to_lowercase(),
+        namespace: ns,
+        warning,
+        reason,
+        object,
+        pool: Some(clean(pool)),
+        message,
+        count: e.count.unwrap_or(1),
+        last,
+        labels: Labels::new(),
+        search,
     }
 }
 
@@ -715,4 +956,110 @@ fn annotated(p: &Pod, key: &str) -> bool {
         .as_ref()
         .and_then(|a| a.get(key))
         .is_some_and(|v| v == "true")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::fixtures;
+    use crate::crd::TaskPhase;
+
+    fn thresholds() -> FreshnessThresholds {
+        FreshnessThresholds {
+            stale_after: Duration::from_secs(20),
+            offline_after: Duration::from_secs(60),
+        }
+    }
+
+    /// Rows of `b` that are the very rows of `a` (shared, not rebuilt).
+    fn shared<R>(a: &[Arc<R>], b: &[Arc<R>]) -> usize {
+        b.iter()
+            .filter(|r| a.iter().any(|o| Arc::ptr_eq(o, r)))
+            .count()
+    }
+
+    #[test]
+    fn a_rebuild_after_one_change_rebuilds_only_the_rows_it_touches_and_equals_a_fresh_build() {
+        let now = fixtures::now();
+        let mut src = fixtures::sources(now, 60);
+        let mut builder = RowBuilder::default();
+        let first = builder.build(&src, now, &thresholds());
+        assert_eq!(
+            builder.rebuilt,
+            60 + first.agents.len() + first.events.len()
+        );
+
+        // Nothing changed: every row is shared.
+        let again = builder.build(&src, now, &thresholds());
+        assert_eq!(builder.rebuilt, 0);
+        assert_eq!(shared(&first.tasks, &again.tasks), 60);
+        assert_eq!(again, first);
+
+        // One task's status changes (a watch event replaces its object).
+        let i = src
+            .tasks
+            .iter()
+            .position(|t| t.phase() == TaskPhase::Failed)
+            .expect("a failed task");
+        let mut t = AgentTask::clone(&src.tasks[i]);
+        t.status.get_or_insert_with(Default::default).message = Some("exit 7".into());
+        src.tasks[i] = Arc::new(t);
+        let next = builder.build(&src, now, &thresholds());
+        assert_eq!(builder.rebuilt, 1);
+        assert_eq!(shared(&first.tasks, &next.tasks), 59);
+        assert!(next.tasks.iter().any(|r| r.message == "exit 7"));
+        assert_eq!(next, build(&src, now, &thresholds()));
+
+        // One agent pod restarts: only its row.
+        let p = src
+            .pods
+            .iter()
+            .position(|p| p.metadata.name.as_deref() == Some("iac-agent-legacy-55c-x9"))
+            .expect("the legacy agent");
+        let mut pod = Pod::clone(&src.pods[p]);
+        pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+        src.pods[p] = Arc::new(pod);
+        let next = builder.build(&src, now, &thresholds());
+        assert_eq!(builder.rebuilt, 1);
+        assert_eq!(shared(&first.agents, &next.agents), first.agents.len() - 1);
+        assert!(next.agents.iter().any(|a| a.phase == "Terminating"));
+        assert_eq!(next, build(&src, now, &thresholds()));
+
+        // A task deleted, one added: gone and there.
+        let gone = src.tasks.remove(0);
+        let mut added = AgentTask::clone(&gone);
+        added.metadata.name = Some("plan-new".into());
+        src.tasks.push(Arc::new(added));
+        let last = builder.build(&src, now, &thresholds());
+        assert_eq!(builder.rebuilt, 1);
+        assert!(last.tasks.iter().any(|r| r.name == "plan-new"));
+        assert!(
+            !last
+                .tasks
+                .iter()
+                .any(|r| Some(r.name.as_str()) == gone.metadata.name.as_deref())
+        );
+        assert_eq!(last, build(&src, now, &thresholds()));
+    }
+
+    #[test]
+    fn an_agent_row_follows_its_health_as_time_passes_without_a_change() {
+        let now = fixtures::now();
+        let src = fixtures::sources(now, 10);
+        let mut builder = RowBuilder::default();
+        let health = |s: &Snapshot| {
+            s.agents
+                .iter()
+                .find(|a| a.name == "iac-agent-platform-7d9f-a1")
+                .and_then(|a| a.health)
+        };
+        let before = builder.build(&src, now, &thresholds());
+        assert_eq!(health(&before), Some(Freshness::Fresh));
+        // No new sample for two minutes: the same objects, another verdict.
+        let later = now + jiff::SignedDuration::from_secs(120);
+        let after = builder.build(&src, later, &thresholds());
+        assert_eq!(health(&after), Some(Freshness::Offline));
+        assert_eq!(after, build(&src, later, &thresholds()));
+    }
 }

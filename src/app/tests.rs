@@ -861,8 +861,8 @@ fn shift_d_makes_a_debug_pod_of_the_selected_agent() {
     assert_eq!(
         send(&mut a, [key('D')]),
         vec![Command::CreateDebugPod {
-            namespace: first.namespace,
-            pod: first.name,
+            namespace: first.namespace.clone(),
+            pod: first.name.clone(),
         }]
     );
     send(
@@ -1054,4 +1054,42 @@ fn the_shell_command_opens_a_shell_in_any_named_pod_but_not_read_only() {
             .as_ref()
             .is_some_and(|t| t.text.contains("read-only"))
     );
+}
+
+#[test]
+fn help_scrolls_at_80x24_to_its_last_line_and_any_other_key_closes_it() {
+    let mut a = app();
+    send(&mut a, [Msg::Resize(80, 24)]);
+    let total = help::lines(&a.opts.keymap, false).len();
+    let (columns, rows) = help::layout(a.size);
+    assert_eq!(columns, 1, "one column of full descriptions at 80 wide");
+    assert!(total > rows, "{total} lines do not fit in {rows}");
+    send(&mut a, [key('?')]);
+    assert!(a.help);
+    send(&mut a, [key('j'), key('j'), code(KeyCode::Down)]);
+    assert_eq!(a.help_top, 3);
+    send(&mut a, [key('k')]);
+    assert_eq!(a.help_top, 2);
+    // The end stops at the last screenful, however far one goes.
+    send(&mut a, [key('G'), key('j'), code(KeyCode::PageDown)]);
+    assert_eq!(a.help_top, total - rows);
+    assert!(a.help, "moving keys do not close it");
+    send(&mut a, [key('g')]);
+    assert_eq!(a.help_top, 0);
+    // Any other key closes it; the next opening starts at the top.
+    send(&mut a, [key('G'), key('x')]);
+    assert!(!a.help);
+    assert_eq!(a.table_kind().map(|(k, _)| k), Some(ViewKind::Pools));
+    send(&mut a, [key('?')]);
+    assert_eq!(a.help_top, 0);
+}
+
+#[test]
+fn ctrl_w_toggles_wide_columns_in_tables() {
+    let mut a = app();
+    assert!(!a.wide);
+    assert_eq!(send(&mut a, [key('3'), ctrl('w')]), Vec::new());
+    assert!(a.wide);
+    send(&mut a, [ctrl('w')]);
+    assert!(!a.wide);
 }

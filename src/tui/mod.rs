@@ -22,7 +22,7 @@ use kube::{Api, Client, Resource};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::rows::{LogSource, Sources, build};
+use crate::app::rows::{LogSource, RowBuilder, Sources};
 use crate::app::{
     ActionRequest, App, AppOptions, ClusterStatus, Command, Msg, ObjectKey, Role, StreamId,
     WatchState,
@@ -66,13 +66,17 @@ pub struct ConsoleSetup {
     pub actions: Option<ActionRunner>,
 }
 
-/// Shortest time between two frames (60 fps).
+/// Shortest time between two frames drawn for data (60 fps); a key is
+/// answered with a frame at once.
 pub const FRAME: Duration = Duration::from_millis(16);
-/// Shortest time between two snapshots; longer when building one is slow.
-pub const SNAPSHOT_GAP: Duration = Duration::from_millis(100);
+/// Shortest time between two snapshots once the watches are synced (before,
+/// [`FRAME`], so the first lists show as soon as they are in); longer when
+/// building one is slow.
+pub const SNAPSHOT_GAP: Duration = Duration::from_millis(50);
 
 /// Opens the console and runs it until the user quits (or `cancel`).
 pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Result<()> {
+    tracing::info!("console starting");
     let read_only = setup.app.read_only;
     let handle = Arc::new(controller::start_with(
         setup.conn.clone(),
@@ -84,8 +88,28 @@ pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Res
         cancel.clone(),
     ));
     let workers = Workers::start(&setup, handle.clone(), cancel.clone());
-    let mut app = App::new(setup.app, Timestamp::now());
-    let result = ui_loop(&mut app, &setup.theme, workers).await;
+    let mut opts = setup.app;
+    opts.all_namespaces |= setup.all_namespaces;
+    let mut app = App::new(opts, Timestamp::now());
+    // The event loop has a thread of its own: a key is answered even while
+    // every worker of the main runtime is busy (a relist of thousands of
+    // objects being decoded, reconciles, probes).
+    let theme = setup.theme;
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("agentdeck-ui".into())
+        .spawn(move || {
+            let r = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|rt| rt.block_on(ui_loop(&mut app, &theme, workers)));
+            let _ = done.send(r);
+        })?;
+    let result = result.await.unwrap_or_else(|_| {
+        Err(std::io::Error::other(
+            "the console's event loop ended without an answer",
+        ))
+    });
     cancel.cancel();
     // The terminal is back already; do not hold the user up for long.
     let _ = tokio::time::timeout(Duration::from_secs(2), handle.join()).await;
@@ -127,6 +151,7 @@ impl Workers {
         tokio::spawn(snapshots(
             view.clone(),
             events.clone(),
+            handle.clone(),
             thresholds,
             tx.clone(),
             cancel.clone(),
@@ -221,6 +246,8 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut dirty = true;
+        // A key was handled since the last frame: draw at once.
+        let mut input = false;
         let mut last_draw: Option<Instant> = None;
         // SIGTERM, SIGINT from outside, or SIGHUP (its terminal closed)
         // end the console cleanly too, stopping what it started.
@@ -240,10 +267,11 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
         };
         tokio::pin!(stop);
         loop {
-            if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+            if dirty && (input || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
                 terminal.draw(|f| ui::draw(f, app, theme))?;
                 last_draw = Some(Instant::now());
                 dirty = false;
+                input = false;
             }
             let wait = last_draw.map_or(Duration::ZERO, |t| FRAME.saturating_sub(t.elapsed()));
             let msg = tokio::select! {
@@ -263,6 +291,7 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
                 _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(wait), if dirty => continue,
             };
+            input |= matches!(msg, Msg::Key(_) | Msg::Paste(_) | Msg::Resize(..));
             let mut pending = vec![msg];
             // Take whatever else is ready before drawing once.
             while pending.len() < 64 {
@@ -332,23 +361,43 @@ fn watch_events(
 async fn snapshots(
     view: ClusterView,
     events: Store<Event>,
+    synced: Arc<ControllerHandle>,
     thresholds: FreshnessThresholds,
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 ) {
     let mut changes = view.changes.subscribe();
+    // Keeps the rows of the last build: a change costs the rows it touches.
+    let mut builder = RowBuilder::default();
     loop {
         let started = Instant::now();
         let src = sources(&view, &events);
         let now = Timestamp::now();
-        let Ok(snap) = tokio::task::spawn_blocking(move || build(&src, now, &thresholds)).await
+        let Ok((b, snap)) = tokio::task::spawn_blocking(move || {
+            let snap = builder.build(&src, now, &thresholds);
+            (builder, snap)
+        })
+        .await
         else {
             return;
         };
+        builder = b;
+        tracing::debug!(
+            tasks = snap.tasks.len(),
+            agents = snap.agents.len(),
+            rebuilt = builder.rebuilt,
+            took_us = started.elapsed().as_micros() as u64,
+            "rows built"
+        );
         if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
             return;
         }
-        let gap = SNAPSHOT_GAP.max(started.elapsed() * 2);
+        let gap = if synced.is_synced() {
+            SNAPSHOT_GAP
+        } else {
+            FRAME
+        };
+        let gap = gap.max(started.elapsed() * 2);
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(gap) => {}

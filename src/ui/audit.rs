@@ -64,7 +64,7 @@ pub fn draw_audit(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         .border_style(theme.style(Role::Border))
         .title(Line::from(title));
     let cols = audit_columns();
-    let keep = fit(&cols, area.width.saturating_sub(4));
+    let keep = fit(&cols, area.width.saturating_sub(4), false);
     let widths: Vec<Constraint> = keep
         .iter()
         .map(|&i| {

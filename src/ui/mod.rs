@@ -35,6 +35,8 @@ pub struct Column<R> {
     pub fill: bool,
     pub priority: u8,
     pub right: bool,
+    /// Shown only in wide mode (`ctrl-w`).
+    pub wide: bool,
     pub cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
 }
 
@@ -50,8 +52,39 @@ const fn col<R>(
         fill: false,
         priority,
         right: false,
+        wide: false,
         cell,
     }
+}
+
+/// A column of wide mode only.
+const fn wide<R>(
+    title: &'static str,
+    width: u16,
+    cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
+) -> Column<R> {
+    Column {
+        title,
+        width,
+        fill: false,
+        priority: 1,
+        right: false,
+        wide: true,
+        cell,
+    }
+}
+
+/// Labels as `k=v,k2=v2`, sanitised.
+fn labels_cell(labels: &crate::app::rows::Labels) -> (Cow<'_, str>, Role) {
+    if labels.is_empty() {
+        return (Cow::Borrowed("-"), Role::Muted);
+    }
+    let text = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    (Cow::Owned(crate::app::text::clean(&text)), Role::Muted)
 }
 
 const fn fill<R>(
@@ -66,6 +99,7 @@ const fn fill<R>(
         fill: true,
         priority,
         right: false,
+        wide: false,
         cell,
     }
 }
@@ -82,6 +116,7 @@ const fn num<R>(
         fill: false,
         priority,
         right: true,
+        wide: false,
         cell,
     }
 }
@@ -237,6 +272,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             }
         }),
         num("AGE", 5, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
     ]
 }
 
@@ -299,6 +335,7 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
             o(r.restarts.to_string(), role)
         }),
         num("AGE", 5, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
     ]
 }
 
@@ -311,6 +348,9 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             (Cow::Borrowed(r.phase.as_str()), phase_role(r.phase))
         }),
         col("AGENT", 20, 4, |r, _| t(dash(&r.agent))),
+        wide("JOB", 20, |r, _| {
+            t(dash(r.job.as_deref().unwrap_or_default()))
+        }),
         num("ATT", 3, 5, |r, _| o(r.attempts.to_string(), Role::Muted)),
         num("WAIT", 5, 3, |r, now| {
             let s = match r.waited {
@@ -337,6 +377,7 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             };
             (Cow::Borrowed(r.message.as_str()), role)
         }),
+        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
     ]
 }
 
@@ -358,9 +399,10 @@ pub fn event_columns() -> Vec<Column<EventRow>> {
     ]
 }
 
-/// Columns that fit in `width`, in declared order: by priority until full.
-fn fit<R>(cols: &[Column<R>], width: u16) -> Vec<usize> {
-    let mut by_priority: Vec<usize> = (0..cols.len()).collect();
+/// Columns that fit in `width`, in declared order: by priority until full
+/// (wide-mode columns only when `wide`).
+fn fit<R>(cols: &[Column<R>], width: u16, wide: bool) -> Vec<usize> {
+    let mut by_priority: Vec<usize> = (0..cols.len()).filter(|&i| wide || !cols[i].wide).collect();
     by_priority.sort_by_key(|&i| (cols[i].priority, i));
     let mut used = 0u16;
     let mut keep = Vec::new();
@@ -543,7 +585,7 @@ fn table<R: Row>(
     theme: &Theme,
     kind: ViewKind,
     pool: Option<&str>,
-    rows: &[R],
+    rows: &[std::sync::Arc<R>],
     cols: &[Column<R>],
 ) {
     let st = app.table(kind);
@@ -576,6 +618,9 @@ fn table<R: Row>(
             theme.style(Role::Marked),
         ));
     }
+    if app.wide {
+        title.push(Span::styled(" wide", theme.style(Role::Muted)));
+    }
     if st.sort != crate::app::SortKey::Natural {
         title.push(Span::styled(
             format!(" sort:{:?}{}", st.sort, if st.reverse { "↑" } else { "" }).to_lowercase(),
@@ -588,7 +633,17 @@ fn table<R: Row>(
         .border_style(theme.style(Role::Border))
         .title(Line::from(title));
     let inner_width = area.width.saturating_sub(2);
-    let keep = fit(cols, inner_width.saturating_sub(2));
+    // `-A`: the namespace first, as kubectl and k9s show it.
+    let with_ns;
+    let cols = if app.opts.all_namespaces {
+        with_ns = std::iter::once(col("NAMESPACE", 12, 0, |r: &R, _| t(r.namespace())))
+            .chain(cols.iter().map(|c| Column { ..*c }))
+            .collect::<Vec<_>>();
+        &with_ns[..]
+    } else {
+        cols
+    };
+    let keep = fit(cols, inner_width.saturating_sub(2), app.wide);
     let widths: Vec<Constraint> = keep
         .iter()
         .map(|&i| {
@@ -955,47 +1010,60 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
-    let help = app.opts.keymap.help(app.opts.read_only);
-    let mut lines = Vec::new();
-    let mut scope = None;
-    for (s, keys, what) in &help {
-        if scope != Some(*s) {
-            if scope.is_some() {
-                lines.push(Line::raw(""));
-            }
-            lines.push(Line::styled(s.as_str(), theme.style(Role::Title)));
-            scope = Some(*s);
-        }
-        lines.push(Line::from(vec![
-            Span::styled(format!(" {keys:<12} "), theme.style(Role::Key)),
-            Span::styled((*what).to_owned(), theme.style(Role::Text)),
-        ]));
-    }
-    // Two columns when the terminal is wide enough, else one (cut).
-    let r = centered(
-        area,
-        area.width.saturating_sub(4),
-        area.height.saturating_sub(2),
-    );
+    use crate::app::help::{self, HelpLine};
+    let all = help::lines(&app.opts.keymap, app.opts.read_only);
+    let (columns, rows) = help::layout((area.width, area.height));
+    let top = app
+        .help_top
+        .min(help::max_top(all.len(), (area.width, area.height)));
+    let shown = &all[top..(top + columns * rows).min(all.len())];
+    let (iw, ih) = help::inner((area.width, area.height));
+    let r = centered(area, iw + 2, ih + 2);
     frame.render_widget(Clear, r);
+    let mut title = vec![Span::styled(" Help ", theme.style(Role::Title))];
+    if shown.len() < all.len() {
+        title.push(Span::styled(
+            format!(
+                "{}–{} of {} · {}/{} scroll · ",
+                top + 1,
+                top + shown.len(),
+                all.len(),
+                key_label(app, Action::Down),
+                key_label(app, Action::Up),
+            ),
+            theme.style(Role::Muted),
+        ));
+    } else {
+        title.push(Span::styled("— ", theme.style(Role::Muted)));
+    }
+    title.push(Span::styled(
+        "any other key closes ",
+        theme.style(Role::Muted),
+    ));
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style(Role::Border))
-        .title(Span::styled(
-            " Help — any key closes ",
-            theme.style(Role::Title),
-        ));
+        .title(Line::from(title));
     let inner = block.inner(r);
     frame.render_widget(block, r);
-    // As many columns as the lines need (up to three), side by side.
-    let per_col = (inner.height as usize).max(1);
-    let columns = lines.len().div_ceil(per_col).clamp(1, 3);
+    let line = |l: &HelpLine| match l {
+        HelpLine::Title(s) => Line::styled(s.as_str(), theme.style(Role::Title)),
+        HelpLine::Entry(keys, what) => Line::from(vec![
+            Span::styled(
+                format!(" {keys:<w$} ", w = help::KEYS_WIDTH - 2),
+                theme.style(Role::Key),
+            ),
+            Span::styled(*what, theme.style(Role::Text)),
+        ]),
+        HelpLine::Blank => Line::raw(""),
+    };
     let areas =
         Layout::horizontal(vec![Constraint::Ratio(1, columns as u32); columns]).split(inner);
-    let mut rest = lines;
-    for area in areas.iter() {
-        let tail = rest.split_off(per_col.min(rest.len()));
-        frame.render_widget(Paragraph::new(std::mem::replace(&mut rest, tail)), *area);
+    for (area, chunk) in areas.iter().zip(shown.chunks(rows.max(1))) {
+        frame.render_widget(
+            Paragraph::new(chunk.iter().map(line).collect::<Vec<_>>()),
+            *area,
+        );
     }
 }
 
@@ -1083,9 +1151,11 @@ mod tests {
     #[test]
     fn narrow_tables_keep_the_most_important_columns_in_order() {
         let cols = task_columns();
-        let all = fit(&cols, 500);
+        let all = fit(&cols, 500, true);
         assert_eq!(all.len(), cols.len());
-        let narrow = fit(&cols, 60);
+        let normal = fit(&cols, 500, false);
+        assert!(normal.iter().all(|&i| !cols[i].wide), "no wide column");
+        let narrow = fit(&cols, 60, false);
         let titles: Vec<_> = narrow.iter().map(|&i| cols[i].title).collect();
         assert!(
             titles.starts_with(&["NAME"]) && titles.contains(&"PHASE"),
