@@ -36,6 +36,10 @@ fn median_p90(mut v: Vec<Duration>) -> (Duration, Duration) {
 }
 
 fn main() {
+    // Containers run through agentdeck's own entry point (their mount
+    // namespace), not this harness. Set before any thread exists.
+    // SAFETY: single-threaded here; nothing reads the environment concurrently.
+    unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mb = env_or("AGENTDECK_BENCH_MB", 64);
     let runs = env_or("AGENTDECK_BENCH_RUNS", 50).max(1);

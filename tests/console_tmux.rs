@@ -653,6 +653,170 @@ fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
     t.wait_for("EXIT=0");
 }
 
+/// Narrows the table to the row named `name` with the `/` filter (and
+/// waits until it is the only one shown under `title`).
+fn select_only(t: &Tmux, title: &str, name: &str) {
+    // `/` opens the filter with the current text: ctrl-u clears it.
+    t.send(&["/"]);
+    t.send(&["C-u"]);
+    t.type_text(name);
+    t.send(&["Enter"]);
+    t.wait(&format!("{title} narrowed to {name}"), |s| {
+        s.contains(&format!("{title} [1/")) && s.contains(name)
+    });
+}
+
+#[test]
+fn as_leader_the_console_sets_bounds_debug_logs_cancels_retries_and_drains_an_agent() {
+    let sb = sandbox_with_a_pool();
+    let tasks: Api<AgentTask> = Api::namespaced(sb.client(), "default");
+    // One task failed earlier: the one to retry.
+    sb.rt
+        .block_on(tasks.patch_status(
+            "job-4",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {
+                "phase": "Failed", "attempts": 1, "exitCode": 1, "message": "exit code 1"
+            }})),
+        ))
+        .expect("job-4 failed");
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("XDG_STATE_HOME", &state_dir),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        120,
+        32,
+    );
+    t.wait("leader, synced", |s| {
+        s.contains("role leader") && s.contains("watch synced") && s.contains("quiet")
+    });
+    eventually_blocking("the pool scaled to 2 by the console", || {
+        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+    });
+    let pools: Api<AgentPool> = Api::namespaced(sb.client(), "default");
+    let audit = state.path().join("agentdeck").join("audit.jsonl");
+
+    // Bounds through the scale dialog: 1-3, previewed, then carried out by
+    // the console's controller (4 pending tasks want 3 now).
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.send(&["C-u"]);
+    t.type_text("1-3");
+    t.send(&["Enter"]);
+    t.wait("the bounds' preview", |s| {
+        s.contains("scale pool quiet to 1–3")
+            && s.contains("Preview (dry run):")
+            && !s.contains("asking the API")
+    });
+    let before = sb.rt.block_on(pools.get("quiet")).expect("pool");
+    assert_eq!(
+        (before.spec.min_replicas, before.spec.max_replicas),
+        (0, 2),
+        "the preview changed nothing"
+    );
+    t.send(&["y"]);
+    sb.rt
+        .block_on(common::eventually("bounds 1-3 in the spec", || async {
+            let p = pools.get("quiet").await.ok()?;
+            (p.spec.min_replicas == 1 && p.spec.max_replicas == 3).then_some(())
+        }));
+    eventually_blocking("the Deployment at the new maximum, 3", || {
+        (deployment_replicas(&sb, "quiet") == Some(3)).then_some(())
+    });
+    assert_eq!(audit_line(&audit, "scale")["via"], "console");
+
+    // Debug logs of the pool, on.
+    t.send(&["C-g"]);
+    t.wait_for("Debug logs on for pool quiet");
+    t.wait("the debug-logs preview", |s| {
+        s.contains("Preview (dry run):") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    sb.rt
+        .block_on(common::eventually("spec.debug on", || async {
+            pools.get("quiet").await.ok()?.spec.debug.then_some(())
+        }));
+    assert_eq!(audit_line(&audit, "debug-logs-on")["outcome"], "applied");
+
+    // Cancel one pending task from the tasks view: the leader ends it.
+    t.send(&["3"]);
+    t.wait_for("Tasks [");
+    select_only(&t, "Tasks", "job-1");
+    t.send(&["C-k"]);
+    t.wait_for("Cancel 1 task(s)");
+    t.wait("the cancel preview", |s| {
+        s.contains("AgentTask/job-1") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    sb.rt
+        .block_on(common::eventually("job-1 Cancelled", || async {
+            let task = tasks.get("job-1").await.ok()?;
+            let phase = task.status?.phase;
+            (task.spec.cancel && phase == agentdeck::crd::TaskPhase::Cancelled).then_some(())
+        }));
+    assert_eq!(audit_line(&audit, "cancel")["via"], "console");
+
+    // Retry the failed one: Pending again, its first run kept in history.
+    select_only(&t, "Tasks", "job-4");
+    t.send(&["r"]);
+    t.wait_for("Retry 1 task(s)");
+    t.wait("the retry preview", |s| {
+        s.contains("AgentTask/job-4") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    sb.rt
+        .block_on(common::eventually("job-4 Pending with history", || async {
+            let status = tasks.get("job-4").await.ok()?.status?;
+            (status.phase == agentdeck::crd::TaskPhase::Pending && status.history.len() == 1)
+                .then_some(())
+        }));
+    assert_eq!(audit_line(&audit, "retry")["outcome"], "applied");
+
+    // Drain one agent from the agents view: its pod carries the annotation.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(sb.client(), "default");
+    let agent = sb
+        .rt
+        .block_on(pods.list(&kube::api::ListParams::default().labels("agentdeck.dev/pool=quiet")))
+        .expect("agent pods")
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .min()
+        .expect("an agent pod");
+    t.send(&["2"]);
+    t.wait_for(&agent);
+    select_only(&t, "Agents", &agent);
+    t.send(&["d"]);
+    t.wait_for(&format!("Drain agent {agent}"));
+    t.wait("the agent drain preview", |s| {
+        s.contains(&format!("Pod/{agent}")) && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    sb.rt.block_on(common::eventually(
+        "the agent's drain annotation",
+        || async {
+            let pod = pods.get(&agent).await.ok()?;
+            let value = pod
+                .metadata
+                .annotations?
+                .get(agentdeck::crd::ANNOTATION_DRAIN)?
+                .clone();
+            (value == "true").then_some(())
+        },
+    ));
+    let drain = audit_line(&audit, "drain");
+    assert_eq!(drain["via"], "console");
+    assert!(drain.to_string().contains(&agent), "{drain}");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}
+
 #[test]
 fn b_writes_a_bundle_of_the_pool_and_shift_d_makes_a_debug_pod() {
     let sb = sandbox_with_a_pool();

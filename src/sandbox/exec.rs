@@ -66,8 +66,11 @@ pub struct StreamRequest {
     pub tty: bool,
 }
 
+/// A boolean option as the apiserver's query conversion reads it (the same
+/// rule as every other query flag): true unless `0` or `false` in any case,
+/// so `stdin=yes` and a bare `tty` are true.
 fn flag(v: &str) -> bool {
-    matches!(v, "true" | "1" | "True" | "TRUE")
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 impl StreamRequest {
@@ -497,6 +500,10 @@ mod tests {
         assert_eq!(r.container.as_deref(), Some("agent"));
         assert!(r.stdin && r.stdout && !r.stderr && !r.tty);
         assert!(r.validate().is_ok());
+        // As every boolean query value: true unless 0 or false in any case.
+        let r =
+            StreamRequest::from_query("ns", "p", false, "stdin=yes&stdout=True&stderr=FALSE&tty");
+        assert!(r.stdin && r.stdout && !r.stderr && r.tty);
     }
 
     #[test]

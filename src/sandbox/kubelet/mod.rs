@@ -63,12 +63,22 @@ use status::{State, go_list};
 pub const HOST_IP: &str = "127.0.0.1";
 
 /// Environment variable naming the executable that agentdeck containers run
-/// (default: this process's own executable).
+/// (default: this process's own executable when it is `agentdeck`, else
+/// `agentdeck` from `PATH`).
 pub const EXE_ENV: &str = "AGENTDECK_SANDBOX_EXE";
 
 /// Environment variable: `0` (or `false`, `off`) runs containers without
 /// mount namespaces, with host paths (see [`fallback`]).
 pub const MOUNT_NAMESPACES_ENV: &str = "AGENTDECK_SANDBOX_MOUNT_NAMESPACES";
+
+/// Whether `exe` is the agentdeck binary, whose `main` serves the hidden
+/// container entry point. Another program embedding the sandbox (a test or
+/// bench harness) would take `__sandbox-container …` as its own arguments
+/// and, with no harness to refuse them, start a sandbox again at each
+/// pod's probe: such a process names its agentdeck with [`EXE_ENV`].
+fn is_agentdeck(exe: &std::path::Path) -> bool {
+    exe.file_name().and_then(|n| n.to_str()) == Some("agentdeck")
+}
 
 /// How the kubelet runs.
 #[derive(Debug, Clone)]
@@ -96,7 +106,7 @@ impl KubeletConfig {
     pub fn from_env() -> Self {
         let exe = std::env::var_os(EXE_ENV)
             .map(PathBuf::from)
-            .or_else(|| std::env::current_exe().ok())
+            .or_else(|| std::env::current_exe().ok().filter(|p| is_agentdeck(p)))
             .unwrap_or_else(|| PathBuf::from("agentdeck"));
         KubeletConfig {
             exe,

@@ -909,3 +909,20 @@ async fn after_the_kubelet_stops_deletions_are_immediate() {
         .expect("deleted");
     assert!(api.store.get("pods", "default", "late").is_none());
 }
+
+#[test]
+fn only_the_agentdeck_binary_is_taken_as_the_container_entry_point() {
+    use std::path::Path;
+    assert!(super::is_agentdeck(Path::new(
+        "/work/target/release/agentdeck"
+    )));
+    // Test and bench harnesses (`deps/<name>-<hash>`) would run themselves
+    // again for `__sandbox-container`.
+    for other in [
+        "/work/target/release/deps/bundle-19ec5f5b1a5aa63c",
+        "/work/target/debug/deps/agentdeck-0123456789abcdef",
+        "/usr/bin/agentdeck.sh",
+    ] {
+        assert!(!super::is_agentdeck(Path::new(other)), "{other}");
+    }
+}
