@@ -11,8 +11,9 @@
 //! the effect is seen through the API or the agent. A third run goes the
 //! console's whole way with its controller leading: `y` pressed in the
 //! confirmation dialog → `App::update` → the action queue → the ops runner
-//! (audit line included) → the effect. Prints what it measured; asserts
-//! nothing.
+//! (audit line included) → the effect; a fourth the same way with the
+//! console as observer while the daemon leads. Prints what it measured;
+//! asserts nothing.
 //!
 //! ```text
 //! cargo bench --bench ops
@@ -404,6 +405,9 @@ fn main() {
             n,
         )
         .await;
+        // The console's whole way again, now as an observer: its actions
+        // are object changes the daemon carries out.
+        measure_console("console observing, daemon leading", &conn, "observed", n).await;
         drop(_daemon);
         sandbox.stop().await;
     });
