@@ -540,9 +540,11 @@ fn audit_line(path: &std::path::Path, action: &str) -> serde_json::Value {
     serde_json::from_str(&line).expect("audit JSON")
 }
 
-#[test]
-fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
-    let sb = sandbox_with_a_pool();
+/// The console on `sb`, its own controller leading, with its audit file
+/// under a state directory of its own (returned, with the audit path);
+/// returns once the quiet pool's five waiting tasks have had the console's
+/// controller scale it to its maximum, 2.
+fn console_leading(sb: &TestSandbox, w: u16) -> (Tmux, tempfile::TempDir, std::path::PathBuf) {
     let kubeconfig = sb.kubeconfig.display().to_string();
     let state = tempfile::tempdir().expect("state dir");
     let state_dir = state.path().display().to_string();
@@ -555,17 +557,23 @@ fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
             // console's own controller leads.
             ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
         ],
-        110,
+        w,
         32,
     );
     t.wait("leader, synced", |s| {
         s.contains("role leader") && s.contains("watch synced") && s.contains("quiet")
     });
-    // Five tasks wait and nothing claims them: the console's controller
-    // scales the pool to its maximum, 2.
     eventually_blocking("the pool scaled to 2 by the console", || {
-        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
+        (deployment_replicas(sb, "quiet") == Some(2)).then_some(())
     });
+    let audit = state.path().join("agentdeck").join("audit.jsonl");
+    (t, state, audit)
+}
+
+#[test]
+fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
+    let sb = sandbox_with_a_pool();
+    let (t, _state, audit) = console_leading(&sb, 110);
     let pools: Api<AgentPool> = Api::namespaced(sb.client(), "default");
 
     // Drain: preview, confirm, the pool's spec changes and the console
@@ -586,7 +594,6 @@ fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
     eventually_blocking("the drained pool at 0 replicas", || {
         (deployment_replicas(&sb, "quiet") == Some(0)).then_some(())
     });
-    let audit = state.path().join("agentdeck").join("audit.jsonl");
     let drain = audit_line(&audit, "drain");
     assert_eq!(drain["via"], "console");
     assert_eq!(drain["outcome"], "applied");
@@ -680,27 +687,8 @@ fn as_leader_the_console_sets_bounds_debug_logs_cancels_retries_and_drains_an_ag
             }})),
         ))
         .expect("job-4 failed");
-    let kubeconfig = sb.kubeconfig.display().to_string();
-    let state = tempfile::tempdir().expect("state dir");
-    let state_dir = state.path().display().to_string();
-    let t = Tmux::start(
-        &[],
-        &[
-            ("KUBECONFIG", &kubeconfig),
-            ("XDG_STATE_HOME", &state_dir),
-            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
-        ],
-        120,
-        32,
-    );
-    t.wait("leader, synced", |s| {
-        s.contains("role leader") && s.contains("watch synced") && s.contains("quiet")
-    });
-    eventually_blocking("the pool scaled to 2 by the console", || {
-        (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
-    });
+    let (t, _state, audit) = console_leading(&sb, 120);
     let pools: Api<AgentPool> = Api::namespaced(sb.client(), "default");
-    let audit = state.path().join("agentdeck").join("audit.jsonl");
 
     // Bounds through the scale dialog: 1-3, previewed, then carried out by
     // the console's controller (4 pending tasks want 3 now).
