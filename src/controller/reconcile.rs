@@ -437,7 +437,7 @@ async fn write_pool_status(
         .patch_status(
             &pool.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
+            &Patch::Merge(status_patch(old, &status)),
         )
         .await
     {
@@ -448,6 +448,22 @@ async fn write_pool_status(
             source,
         }),
     }
+}
+
+/// The merge patch turning the status `old` into `new`. A field `new`
+/// leaves out (a freeze's `frozenReason` once it ends, a `scaleReason`,
+/// the last condition) is written as `null`: a merge patch keeps whatever
+/// it does not name, so the stale value would stay in `kubectl get -o yaml`.
+fn status_patch(old: &AgentPoolStatus, new: &AgentPoolStatus) -> serde_json::Value {
+    let mut patch = serde_json::to_value(new).expect("a pool status serialises");
+    if let (Ok(serde_json::Value::Object(before)), serde_json::Value::Object(after)) =
+        (serde_json::to_value(old), &mut patch)
+    {
+        for key in before.keys() {
+            after.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    json!({ "status": patch })
 }
 
 fn default_tz(shared: &Shared) -> TimeZone {
@@ -1344,6 +1360,27 @@ async fn delete_job(api: &Api<Job>, job: &str, task: &AgentTask) -> Result<()> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_status_field_that_ends_is_removed_by_the_patch_not_kept() {
+        let old: AgentPoolStatus = serde_json::from_value(json!({
+            "frozen": true, "frozenReason": "freeze 22:00-06:00", "scaleReason": "3 pending",
+            "replicas": 2
+        }))
+        .expect("status");
+        let new: AgentPoolStatus =
+            serde_json::from_value(json!({"replicas": 1, "scaleReason": "idle"})).expect("status");
+        let patch = status_patch(&old, &new);
+        assert_eq!(patch["status"]["frozenReason"], serde_json::Value::Null);
+        assert_eq!(patch["status"]["frozen"], false);
+        assert_eq!(patch["status"]["scaleReason"], "idle");
+        assert_eq!(patch["status"]["replicas"], 1);
+        // Applied as a merge patch, the stale reason is gone.
+        let mut doc = json!({"status": serde_json::to_value(&old).expect("old")});
+        json_patch::merge(&mut doc, &patch);
+        assert!(doc["status"].get("frozenReason").is_none(), "{doc}");
+        assert_eq!(doc["status"]["scaleReason"], "idle");
+    }
 
     fn job(status: serde_json::Value) -> Job {
         serde_json::from_value(json!({"metadata": {"name": "j"}, "status": status})).expect("job")
