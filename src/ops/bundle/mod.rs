@@ -964,8 +964,8 @@ const SPOOL_BUF: usize = 256 * 1024;
 
 /// A log's spool file and the buffer filled from the API: the buffer goes to
 /// disk in one blocking call when full (a log arrives in chunks of a few KiB;
-/// a blocking-pool hop for each cost more than the write itself, and the
-/// hops' threads and their allocator arenas most of the bundle's memory).
+/// a blocking-pool hop for each cost more CPU than the write itself and kept
+/// some forty blocking threads, each with its allocator arena, alive).
 struct Spool {
     file: Option<std::fs::File>,
     buf: Vec<u8>,
