@@ -21,6 +21,7 @@ use agentdeck::crd::{AgentPool, AgentTask};
 use agentdeck::ops::bundle::{self, BundleOptions, Summary};
 use agentdeck::ops::debug::{self, DebugOptions};
 use agentdeck::sandbox::Sandbox;
+use agentdeck::sandbox::kubelet::KubeletConfig;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -40,7 +41,15 @@ async fn start() -> (Sandbox, Client) {
             .with_test_writer()
             .try_init();
     }
-    let sandbox = Sandbox::start(0, 2).await.expect("sandbox starts");
+    // Containers start through agentdeck's hidden entry point, as in a
+    // real run (this test binary has none).
+    let kubelet = KubeletConfig {
+        exe: env!("CARGO_BIN_EXE_agentdeck").into(),
+        ..KubeletConfig::from_env()
+    };
+    let sandbox = Sandbox::start_with_kubelet(0, 2, kubelet)
+        .await
+        .expect("sandbox starts");
     let client = sandbox.client().expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [AgentPool::crd(), AgentTask::crd()] {
@@ -524,6 +533,20 @@ async fn a_bundle_of_a_busy_namespace_has_every_container_and_no_planted_secret(
     assert!(
         names.contains("pods/zz-victim/agent.log") || has_error(&m, "zz-victim", "agent"),
         "the victim has a file or an error"
+    );
+    // It was deleted mid-collection: listed with the pods, gone at the end.
+    let pods_yaml = std::fs::read_to_string(x.join("objects/pods.yaml")).expect("pods.yaml");
+    assert!(
+        pods_yaml.contains("name: zz-victim"),
+        "the victim was listed"
+    );
+    assert!(
+        pods.get_opt("zz-victim").await.expect("get").is_none(),
+        "the victim is gone"
+    );
+    assert!(
+        !pods_yaml.contains("name: agent-gone"),
+        "the gone pod was not listed"
     );
     assert!(
         names.contains("pods/agent-crash/agent.previous.log"),

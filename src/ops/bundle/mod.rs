@@ -37,7 +37,6 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, LogParams};
 use serde::Serialize;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -391,7 +390,7 @@ pub async fn collect(
     scope
         .send_value(
             "objects/secrets.yaml",
-            &Value::Array(secret_summaries),
+            Value::Array(secret_summaries),
             false,
         )
         .await;
@@ -543,9 +542,8 @@ impl Scope {
 
     /// Sends `value` (a list of objects, or any JSON) as YAML, redacted
     /// field by field.
-    async fn send_value(&self, path: &str, value: &Value, redact: bool) {
+    async fn send_value(&self, path: &str, mut value: Value, redact: bool) {
         self.expected.fetch_add(1, Ordering::Relaxed);
-        let mut value = value.clone();
         let mut counts = redact::RedactionCounts::new();
         if redact && let Some(r) = &self.redactor {
             objects::redact_value(r, &mut value, &mut counts);
@@ -616,10 +614,9 @@ impl Scope {
             });
         }
         let events_scope = Arc::new(Mutex::new(BTreeSet::<String>::new()));
-        let mut pods: Vec<Value> = Vec::new();
+        let mut pods: Vec<PodPlan> = Vec::new();
         let mut tails: Vec<Value> = Vec::new();
         let mut pools: Vec<Value> = Vec::new();
-        let mut lists_done = Vec::new();
         while let Some(joined) = lists.join_next().await {
             let Ok((ar, file, result)) = joined else {
                 continue;
@@ -642,7 +639,7 @@ impl Scope {
                         }
                     }
                     if ar.kind == "Pod" {
-                        pods = items.clone();
+                        pods = items.iter().filter_map(PodPlan::of).collect();
                     }
                     if ar.kind == "AgentPool" {
                         pools = items.clone();
@@ -655,7 +652,10 @@ impl Scope {
                             }
                         }
                     }
-                    lists_done.push((format!("objects/{file}.yaml"), Value::Array(items)));
+                    // Sent at once and not copied: with many pods these
+                    // lists are the largest thing the bundle holds in memory.
+                    self.send_value(&format!("objects/{file}.yaml"), Value::Array(items), true)
+                        .await;
                 }
                 Err(m) => self.record.error(err("list", &ar.kind, "", None, m)),
             }
@@ -663,9 +663,6 @@ impl Scope {
         // With a pool, the tail ConfigMaps of the pool are the ones labelled
         // with it; they are found in the unfiltered list above only if
         // labelled, which the controller does.
-        for (path, v) in lists_done {
-            self.send_value(&path, &v, true).await;
-        }
 
         // Events (filtered to the pool's objects when a pool is given).
         {
@@ -684,7 +681,7 @@ impl Scope {
                         });
                     }
                     events.sort_by_key(event_time);
-                    self.send_value("events.yaml", &Value::Array(events), true)
+                    self.send_value("events.yaml", Value::Array(events), true)
                         .await;
                 }
                 Err(m) => self.record.error(err("list", "Event", "", None, m)),
@@ -692,10 +689,7 @@ impl Scope {
         }
 
         // Final log tails the controller kept.
-        let live: BTreeSet<String> = pods
-            .iter()
-            .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
-            .collect();
+        let live: BTreeSet<String> = pods.iter().map(|p| p.name.clone()).collect();
         for cm in &tails {
             for (pod, container, text) in crate::controller::tails::entries(cm) {
                 let state = if live.contains(&pod) {
@@ -731,11 +725,9 @@ impl Scope {
             .timeout(self.opts.request_timeout.min(Duration::from_secs(5)))
             .build()
             .ok();
-        for pod in &pods {
-            let Some(name) = pod["metadata"]["name"].as_str().map(str::to_owned) else {
-                continue;
-            };
-            for (container, previous) in log_plan(pod) {
+        for pod in pods {
+            let name = pod.name;
+            for (container, previous) in pod.logs {
                 let key = format!(
                     "{name}/{container}{}",
                     if previous { "/previous" } else { "" }
@@ -757,12 +749,9 @@ impl Scope {
                         .remove(&key);
                 });
             }
-            let labels = &pod["metadata"]["labels"];
-            if labels[LABEL_MANAGED_BY] == MANAGED_BY
-                && let (Some(ip), Some(http)) = (pod["status"]["podIP"].as_str(), http.clone())
-            {
-                let port = labels[LABEL_POOL]
-                    .as_str()
+            if let (Some((ip, pool)), Some(http)) = (pod.agent, http.clone()) {
+                let port = pool
+                    .as_deref()
                     .and_then(|p| health_ports.get(p))
                     .copied()
                     .unwrap_or(8080);
@@ -888,25 +877,30 @@ impl Scope {
                 return;
             }
         };
-        let mut file = tokio::fs::File::from_std(spool);
         let mut stream = std::pin::pin!(stream);
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut spool = Spool::new(spool);
         let mut len = 0u64;
         // A log longer than this many caps is not read further: only its
         // last cap is kept anyway, and the API may be streaming forever.
         let read_limit = self.opts.max_bytes_per_log.saturating_mul(16);
+        let spool_error = |e: std::io::Error| {
+            self.record.error(err(
+                what,
+                "Pod",
+                pod,
+                Some(container),
+                format!("spool write: {e}"),
+            ));
+        };
         loop {
-            match tokio::time::timeout(self.opts.request_timeout, stream.read(&mut buf)).await {
+            let read =
+                tokio::time::timeout(self.opts.request_timeout, stream.read(spool.unfilled()))
+                    .await;
+            match read {
                 Ok(Ok(0)) => break,
                 Ok(Ok(n)) => {
-                    if let Err(e) = file.write_all(&buf[..n]).await {
-                        self.record.error(err(
-                            what,
-                            "Pod",
-                            pod,
-                            Some(container),
-                            format!("spool write: {e}"),
-                        ));
+                    if let Err(e) = spool.filled(n).await {
+                        spool_error(e);
                         return;
                     }
                     len += n as u64;
@@ -946,18 +940,14 @@ impl Scope {
                 }
             }
         }
-        if let Err(e) = file.flush().await {
-            self.record.error(err(
-                what,
-                "Pod",
-                pod,
-                Some(container),
-                format!("spool write: {e}"),
-            ));
-            return;
-        }
+        let file = match spool.finish().await {
+            Ok(f) => f,
+            Err(e) => {
+                spool_error(e);
+                return;
+            }
+        };
         drop(permit);
-        let file = file.into_std().await;
         self.send(Entry {
             path,
             body: Body::Spool { file, len },
@@ -969,6 +959,73 @@ impl Scope {
     }
 }
 
+/// Bytes of a log gathered before they go to its spool file.
+const SPOOL_BUF: usize = 256 * 1024;
+
+/// A log's spool file and the buffer filled from the API: the buffer goes to
+/// disk in one blocking call when full (a log arrives in chunks of a few KiB;
+/// a blocking-pool hop for each cost more CPU than the write itself and kept
+/// some forty blocking threads, each with its allocator arena, alive).
+struct Spool {
+    file: Option<std::fs::File>,
+    buf: Vec<u8>,
+    used: usize,
+}
+
+impl Spool {
+    fn new(file: std::fs::File) -> Self {
+        Spool {
+            file: Some(file),
+            buf: vec![0; SPOOL_BUF],
+            used: 0,
+        }
+    }
+
+    /// Where the next read goes.
+    fn unfilled(&mut self) -> &mut [u8] {
+        &mut self.buf[self.used..]
+    }
+
+    /// `n` bytes were read into [`Spool::unfilled`].
+    async fn filled(&mut self, n: usize) -> std::io::Result<()> {
+        self.used += n;
+        if self.used == self.buf.len() {
+            self.write().await?;
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        let (Some(mut file), buf, used) =
+            (self.file.take(), std::mem::take(&mut self.buf), self.used)
+        else {
+            return Err(std::io::Error::other("spool file already failed"));
+        };
+        let (file, buf, result) = tokio::task::spawn_blocking(move || {
+            let r = file.write_all(&buf[..used]);
+            (file, buf, r)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        result?;
+        self.file = Some(file);
+        self.buf = buf;
+        self.used = 0;
+        Ok(())
+    }
+
+    /// Writes what is left and hands the file back.
+    async fn finish(mut self) -> std::io::Result<std::fs::File> {
+        if self.used > 0 {
+            self.write().await?;
+        }
+        self.file
+            .take()
+            .ok_or_else(|| std::io::Error::other("spool file already failed"))
+    }
+}
+
 fn event_time(e: &Value) -> String {
     ["lastTimestamp", "eventTime", "firstTimestamp"]
         .iter()
@@ -976,6 +1033,35 @@ fn event_time(e: &Value) -> String {
         .or_else(|| e["metadata"]["creationTimestamp"].as_str())
         .unwrap_or_default()
         .to_owned()
+}
+
+/// What the bundle needs of a listed pod once its YAML is written.
+struct PodPlan {
+    name: String,
+    /// From [`log_plan`].
+    logs: Vec<(String, bool)>,
+    /// For one of our agents: its IP and pool, to sample its health.
+    agent: Option<(String, Option<String>)>,
+}
+
+impl PodPlan {
+    fn of(pod: &Value) -> Option<PodPlan> {
+        let labels = &pod["metadata"]["labels"];
+        let agent = (labels[LABEL_MANAGED_BY] == MANAGED_BY)
+            .then(|| pod["status"]["podIP"].as_str())
+            .flatten()
+            .map(|ip| {
+                (
+                    ip.to_owned(),
+                    labels[LABEL_POOL].as_str().map(str::to_owned),
+                )
+            });
+        Some(PodPlan {
+            name: pod["metadata"]["name"].as_str()?.to_owned(),
+            logs: log_plan(pod),
+            agent,
+        })
+    }
 }
 
 /// Which logs to fetch for a pod: every container (init, regular,

@@ -576,6 +576,10 @@ impl Redactor {
             masks.push((start, end, bits));
         }
         let mut limit = chunk.len();
+        // One set of capture slots per rule for the whole chunk (making them
+        // per line cost as much as a short search).
+        let mut slots: Vec<Option<regex::bytes::CaptureLocations>> =
+            self.rules.iter().map(|_| None).collect();
         for &(start, end, mask) in &masks {
             if start >= limit {
                 break;
@@ -593,7 +597,7 @@ impl Redactor {
                 }
                 // One set of capture slots for every match (captures_iter
                 // allocates per match, which dominates on dense input).
-                let mut locs = rule.regex.capture_locations();
+                let locs = slots[i].get_or_insert_with(|| rule.regex.capture_locations());
                 let mut at = 0;
                 while at <= line.len() {
                     let (whole, groups) = match rule.split {
@@ -608,7 +612,7 @@ impl Redactor {
                             (w.range(), g)
                         }
                         None => {
-                            let Some(w) = rule.regex.captures_read_at(&mut locs, line, at) else {
+                            let Some(w) = rule.regex.captures_read_at(locs, line, at) else {
                                 break;
                             };
                             let name = rule.name_group.and_then(|g| locs.get(g)).unwrap_or((0, 0));

@@ -356,6 +356,9 @@ fn line_skip(head: &[u8]) -> usize {
     memchr::memchr(b'\n', head).map_or(0, |p| p + 1)
 }
 
+/// Bytes gathered before a redacted log goes to the deflater.
+const OUT_BUF: usize = 64 * 1024;
+
 fn copy_through(
     input: &mut impl Read,
     out: &mut impl Write,
@@ -373,9 +376,15 @@ fn copy_through(
     }
     match redactor {
         Some(r) => {
-            let mut s = RedactStream::new(r, &mut *out);
+            // The redactor writes a log in many small pieces (the text
+            // between two secrets, then each part of a placeholder); the
+            // deflater and the CRC are much cheaper on large writes.
+            let mut s = RedactStream::new(r, io::BufWriter::with_capacity(OUT_BUF, &mut *out));
             io::copy(input, &mut s)?;
-            let (_, counts) = s.finish()?;
+            let (buffered, counts) = s.finish()?;
+            buffered
+                .into_inner()
+                .map_err(io::IntoInnerError::into_error)?;
             if !counts.is_empty() {
                 let e = written.redactions.entry(path.to_owned()).or_default();
                 for (k, v) in counts {
