@@ -237,8 +237,6 @@ pub(crate) struct Shared {
     pub burst_scaled: Mutex<HashMap<String, (Instant, Option<Timestamp>)>>,
     pub last_reconcile: Mutex<Option<Timestamp>>,
     pub synced: Arc<AtomicBool>,
-    /// Turns true with `synced`, for tasks that wait for it.
-    pub synced_signal: tokio::sync::watch::Receiver<bool>,
     pub api_unreachable_since: Mutex<Option<Instant>>,
     /// One line when the API goes, reminders with back-off, one when back.
     pub reachability: Mutex<reachability::Reachability>,
@@ -526,7 +524,6 @@ pub fn start_with(
     // state holds the stores: break the cycle with a late-bound cell.
     let cell: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>> = Arc::default();
     let synced = Arc::new(AtomicBool::new(false));
-    let (synced_tx, synced_signal) = tokio::sync::watch::channel(false);
     let report: WatchHealth = {
         let cell = cell.clone();
         let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -537,7 +534,6 @@ pub fn start_with(
                 && listed.fetch_add(1, Ordering::SeqCst) + 1 == WATCHES
             {
                 synced.store(true, Ordering::SeqCst);
-                synced_tx.send_replace(true);
                 tracing::info!("watches synced");
             }
             let Some(shared) = cell.get().and_then(std::sync::Weak::upgrade) else {
@@ -623,7 +619,6 @@ pub fn start_with(
         burst_scaled: Mutex::default(),
         last_reconcile: Mutex::default(),
         synced,
-        synced_signal,
         api_unreachable_since: Mutex::default(),
         reachability: Mutex::default(),
         started: Timestamp::now(),

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{AsyncBufReadExt, StreamExt};
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, ObjectMeta, PostParams};
@@ -174,15 +174,6 @@ pub const MAX_FOLLOWED: usize = 2000;
 /// printed after SIGTERM. A finalizer would hold deleted pods instead, but
 /// would leave them stuck whenever the controller is not running.
 pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: CancellationToken) {
-    // The first lists come first: a console shows its stores as soon as
-    // they are in, and a thousand log streams opened beside them would
-    // take the client's and the API server's time (their last 400 lines
-    // are read when they open, so nothing printed meanwhile is missed).
-    let mut synced = shared.synced_signal.clone();
-    tokio::select! {
-        _ = cancel.cancelled() => return,
-        r = synced.wait_for(|s| *s) => if r.is_err() { return },
-    }
     let pods: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let stream = watcher(pods.clone(), config)
@@ -287,19 +278,16 @@ impl Follower {
             };
             if let Ok(stream) = self.pods.log_stream(&self.pod, &lp).await {
                 let mut stream = std::pin::pin!(stream);
-                // The chunks as they arrive, with no read buffer of our own:
-                // a thousand idle followers would hold a thousand of them.
+                let mut buf = vec![0u8; 16 * 1024];
                 loop {
-                    let n = match stream.fill_buf().await {
-                        Ok([]) | Err(_) => break,
-                        Ok(chunk) => {
-                            ring.extend_from_slice(chunk);
-                            chunk.len()
+                    match futures::AsyncReadExt::read(&mut stream, &mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            ring.extend_from_slice(&buf[..n]);
+                            if ring.len() > 2 * TAIL_BYTES {
+                                ring.drain(..ring.len() - TAIL_BYTES);
+                            }
                         }
-                    };
-                    stream.consume_unpin(n);
-                    if ring.len() > 2 * TAIL_BYTES {
-                        ring.drain(..ring.len() - TAIL_BYTES);
                     }
                 }
             }
