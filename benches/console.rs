@@ -485,6 +485,18 @@ fn real_binary() {
         "start → first populated list (10k tasks): {}",
         first.map_or_else(|| "not reached in 60 s".into(), ms)
     );
+    // What it took from the API meanwhile: list pages and log streams.
+    let reqs = sb.api().faults.requests();
+    let count = |f: &dyn Fn(&str) -> bool| -> u64 {
+        reqs.iter().filter(|(k, _)| f(k)).map(|(_, v)| v).sum()
+    };
+    println!(
+        "  requests until then: {} in all; AgentTask list pages {}, pod list pages {}, log streams {}",
+        count(&|_| true),
+        count(&|k| k.starts_with("GET ") && k.ends_with("/agenttasks")),
+        count(&|k| k.starts_with("GET ") && k.ends_with("/pods")),
+        count(&|k| k.starts_with("GET ") && k.ends_with("/log")),
+    );
     // Let the initial reconciles settle.
     std::thread::sleep(Duration::from_secs(3));
     t.send("3");

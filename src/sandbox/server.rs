@@ -1080,6 +1080,16 @@ impl Filter {
         {
             return false;
         }
+        self.matches_selectors(obj)
+    }
+
+    /// A label or field selector narrows what is listed.
+    fn selects(&self) -> bool {
+        self.labels.is_some() || self.fields.is_some()
+    }
+
+    /// [`Filter::matches`] for an object known to be in the namespace.
+    fn matches_selectors(&self, obj: &Value) -> bool {
         if let Some(l) = &self.labels
             && !l.matches_object(obj)
         {
@@ -1182,44 +1192,52 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
     let (items, rv) = read_for_list(api, served, &filter, query, after.as_ref(), limit)?;
-    let key_of = |o: &Value| -> (String, String) {
-        let s = |k: &str| o["metadata"][k].as_str().unwrap_or_default().to_string();
-        (s("namespace"), s("name"))
-    };
-    let mut out: Vec<Arc<Value>> = Vec::new();
-    let mut next = None;
-    let mut remaining = 0usize;
-    for it in items
-        .into_iter()
-        .map(|o| convert::present(&served.info, o))
-        .filter(|o| filter.matches(o))
-    {
-        if let Some((_, ns, name)) = &after {
-            let m = &it["metadata"];
-            let key = (
+    // The store hands the items over in (namespace, name) order, already
+    // of the asked namespace, so a page costs its own items, not the
+    // collection's: a continued list starts by binary search after the
+    // token's key, as etcd's range read does.
+    let start = match &after {
+        Some((_, ns, name)) => items.partition_point(|o| {
+            let m = &o["metadata"];
+            (
                 m["namespace"].as_str().unwrap_or_default(),
                 m["name"].as_str().unwrap_or_default(),
-            );
-            if key <= (ns.as_str(), name.as_str()) {
-                continue;
-            }
-        }
-        if limit.is_some_and(|l| out.len() >= l) {
-            if next.is_none()
-                && let Some(last) = out.last()
-            {
-                let (ns, name) = key_of(last);
-                next = Some(encode_continue(rv, &ns, &name));
-            }
-            remaining += 1;
-            continue;
-        }
-        out.push(it);
+            ) <= (ns.as_str(), name.as_str())
+        }),
+        None => 0,
+    };
+    let selects = filter.selects();
+    let mut rest = items[start..]
+        .iter()
+        .map(|o| convert::present(&served.info, o.clone()))
+        .filter(|o| !selects || filter.matches_selectors(o));
+    let out: Vec<Arc<Value>> = match limit {
+        Some(l) => rest.by_ref().take(l).collect(),
+        None => rest.by_ref().collect(),
+    };
+    // Another page when another item matches. Its count only when no
+    // selector narrowed the list: kube-apiserver leaves
+    // `remainingItemCount` unset then (it cannot know without reading on).
+    let mut next = None;
+    if rest.next().is_some()
+        && let Some(last) = out.last()
+    {
+        let m = &last["metadata"];
+        next = Some((
+            encode_continue(
+                rv,
+                m["namespace"].as_str().unwrap_or_default(),
+                m["name"].as_str().unwrap_or_default(),
+            ),
+            (!selects).then(|| items.len() - start - out.len()),
+        ));
     }
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(n) = next {
-        meta["continue"] = json!(n);
-        meta["remainingItemCount"] = json!(remaining);
+    if let Some((token, remaining)) = next {
+        meta["continue"] = json!(token);
+        if let Some(remaining) = remaining {
+            meta["remainingItemCount"] = json!(remaining);
+        }
     }
     Ok(Listed {
         kind: format!("{}List", served.info.kind),
