@@ -583,6 +583,10 @@ fn real_binary() {
 }
 
 fn main() {
+    // The sandbox's containers start through agentdeck's own entry point,
+    // never through this harness. Set before any thread exists.
+    // SAFETY: single-threaded here; nothing reads the environment concurrently.
+    unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
     in_process();
     if std::env::var_os("AGENTDECK_BENCH_QUICK").is_none() {
         real_binary();
