@@ -237,7 +237,10 @@ impl Harness {
         self.pools().get(name).await.expect("pool")
     }
 
-    /// resourceVersion of every pool, pod and task, by kind/name.
+    /// resourceVersion of every pool and task, by kind/name; for pods, their
+    /// labels, annotations and spec (what an action could change): the
+    /// sandbox's kubelet keeps writing a running pod's status, which moves its
+    /// resourceVersion whatever the tool does.
     async fn versions(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for p in self
@@ -259,10 +262,12 @@ impl Harness {
             .expect("pods")
             .items
         {
-            out.push((
-                format!("pod/{}", p.name_any()),
-                p.resource_version().unwrap_or_default(),
-            ));
+            let written = json!({
+                "labels": p.metadata.labels,
+                "annotations": p.metadata.annotations,
+                "spec": p.spec,
+            });
+            out.push((format!("pod/{}", p.name_any()), written.to_string()));
         }
         for t in self
             .tasks()
@@ -714,7 +719,11 @@ async fn a_dry_run_prints_the_diff_and_impact_and_changes_nothing() {
             "{args:?}:\n{said}"
         );
     }
-    assert_eq!(h.versions().await, before, "no resourceVersion moved");
+    assert_eq!(
+        h.versions().await,
+        before,
+        "nothing was written: pools and tasks keep their resourceVersion, pods their labels, annotations and spec"
+    );
     assert!(!h.audit_file().exists(), "a dry run is not an action");
     for reason in [
         "OperatorScaled",
