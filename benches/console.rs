@@ -13,6 +13,9 @@
 //! ```text
 //! cargo bench --bench console
 //! AGENTDECK_BENCH_QUICK=1 cargo bench --bench console   # in-process figures only
+//! AGENTDECK_BENCH_BINARY_ONLY=1 cargo bench --bench console   # the real binary only
+//! AGENTDECK_BENCH_STARTS=5 cargo bench --bench console   # fresh starts measured (3)
+//! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench console   # another build
 //! ```
 
 use std::process::Command;
@@ -440,8 +443,11 @@ async fn fill(client: &Client, tasks: usize, agents: usize) {
         .await;
 }
 
+/// The console measured: this build's, or `AGENTDECK_BENCH_BIN` (to set two
+/// builds side by side on the same machine state).
 fn binary() -> String {
-    env!("CARGO_BIN_EXE_agentdeck").to_owned()
+    std::env::var("AGENTDECK_BENCH_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agentdeck").to_owned())
 }
 
 fn real_binary() {
@@ -476,6 +482,46 @@ fn real_binary() {
         d = dir.path().display(),
         k = kc.display()
     );
+    // Fresh starts, each measured alone: both figures move with the
+    // machine's load, so one run says little.
+    let starts: usize = std::env::var("AGENTDECK_BENCH_STARTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut firsts = Vec::new();
+    let mut rsss = Vec::new();
+    for i in 0..starts {
+        let t = Tmux::start(&cmd, 160, 48);
+        let first = t.until(Duration::from_secs(60), |s| {
+            s.contains("3:tasks 10000") && s.contains("Pools [10/10]")
+        });
+        // What it holds once the initial reconciles settled.
+        std::thread::sleep(Duration::from_secs(5));
+        let rss = t.pid().and_then(rss_mib);
+        println!(
+            "  start {}/{starts}: first populated list {}, RSS 5 s later {}",
+            i + 1,
+            first.map_or_else(|| "not reached in 60 s".into(), ms),
+            rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB"))
+        );
+        firsts.extend(first);
+        rsss.extend(rss);
+        drop(t);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    if !firsts.is_empty() {
+        rsss.sort_by(f64::total_cmp);
+        println!(
+            "start → first populated list (10k tasks), {} fresh starts: median {} (min {}, max {}); RSS median {:.1} MiB (min {:.1}, max {:.1})",
+            firsts.len(),
+            ms(percentile(&mut firsts, 0.5)),
+            ms(firsts[0]),
+            ms(firsts[firsts.len() - 1]),
+            rsss.get(rsss.len() / 2).copied().unwrap_or(f64::NAN),
+            rsss.first().copied().unwrap_or(f64::NAN),
+            rsss.last().copied().unwrap_or(f64::NAN),
+        );
+    }
     sb.api().faults.reset_requests();
     let t = Tmux::start(&cmd, 160, 48);
     let first = t.until(Duration::from_secs(60), |s| {
@@ -587,7 +633,9 @@ fn main() {
     // never through this harness. Set before any thread exists.
     // SAFETY: single-threaded here; nothing reads the environment concurrently.
     unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
-    in_process();
+    if std::env::var_os("AGENTDECK_BENCH_BINARY_ONLY").is_none() {
+        in_process();
+    }
     if std::env::var_os("AGENTDECK_BENCH_QUICK").is_none() {
         real_binary();
     }

@@ -116,13 +116,13 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
     if !errors.is_empty() {
         return invalid(pool, shared, &summary(&errors), now).await;
     }
-    let mut tasks: Vec<AgentTask> = shared
+    // Shared with the store: a task is copied only when a write replaces it.
+    let mut tasks: Vec<Arc<AgentTask>> = shared
         .view
         .tasks
         .state()
         .into_iter()
         .filter(|t| t.namespace().as_deref() == Some(ns.as_str()) && t.spec.pool == name)
-        .map(|t| (*t).clone())
         .collect();
     observe_task_metrics(shared, &tasks);
     let pool_label = label_value(&name);
@@ -185,10 +185,10 @@ impl PoolCtx<'_> {
     /// an agent wrote first, and the next reconcile sees what it wrote.
     async fn set_task_status(
         &mut self,
-        task: &mut AgentTask,
+        task: &mut Arc<AgentTask>,
         status: AgentTaskStatus,
     ) -> Result<bool> {
-        let mut next = task.clone();
+        let mut next = AgentTask::clone(task);
         let mut status = status;
         status.message = status.message.map(|m| crate::text::sanitize_line(&m));
         for c in &mut status.conditions {
@@ -202,7 +202,7 @@ impl PoolCtx<'_> {
         {
             Ok(updated) => {
                 self.shared.api_ok();
-                *task = updated;
+                *task = Arc::new(updated);
                 Ok(true)
             }
             Err(e) if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 404) => {
@@ -263,7 +263,7 @@ async fn publish(
     }
 }
 
-fn observe_task_metrics(shared: &Shared, tasks: &[AgentTask]) {
+fn observe_task_metrics(shared: &Shared, tasks: &[Arc<AgentTask>]) {
     for task in tasks {
         let (Some(uid), Some(created), Some(status)) = (
             task.metadata.uid.as_deref(),
@@ -587,7 +587,7 @@ fn to_i32(v: u32) -> i32 {
 
 async fn deployment_mode(
     ctx: &mut PoolCtx<'_>,
-    tasks: &mut [AgentTask],
+    tasks: &mut [Arc<AgentTask>],
     pool_pods: &[Arc<Pod>],
 ) -> Result<Action> {
     let shared = ctx.shared;
@@ -617,14 +617,25 @@ async fn deployment_mode(
         .unwrap_or(i32::MAX)
         .min(pool.spec.task_defaults.max_attempts.max(1));
     let offline_after = shared.config.health_probe.offline_after();
-    for action in recovery(tasks.iter(), &present, &offline, now, offline_after) {
+    for action in recovery(
+        tasks.iter().map(AsRef::as_ref),
+        &present,
+        &offline,
+        now,
+        offline_after,
+    ) {
         recover(ctx, tasks, action, max_attempts).await?;
     }
     // An offline agent whose task still heartbeats is looked at again once
     // the heartbeat is old enough to tell.
-    let offline_check = offline_recheck(tasks.iter(), &offline, now, offline_after);
+    let offline_check = offline_recheck(
+        tasks.iter().map(AsRef::as_ref),
+        &offline,
+        now,
+        offline_after,
+    );
 
-    let counts = count_tasks(tasks.iter());
+    let counts = count_tasks(tasks.iter().map(AsRef::as_ref));
     let pods: Vec<AgentPod> = agent_pods.iter().map(|p| AgentPod::of(p)).collect();
     let agents = count_agents(&pods, &counts.busy_agents);
 
@@ -894,7 +905,7 @@ async fn deployment_mode(
 /// timeout.
 async fn mark_unclaimed(
     ctx: &mut PoolCtx<'_>,
-    tasks: &mut [AgentTask],
+    tasks: &mut [Arc<AgentTask>],
     outlook: &ClaimOutlook,
 ) -> Result<Option<Duration>> {
     let timeout = ctx.pool.spec.task_defaults.acquire_timeout_seconds;
@@ -904,7 +915,12 @@ async fn mark_unclaimed(
     if timeout == 0 {
         return Ok(None);
     }
-    let plan = unclaimed(tasks.iter(), outlook, Duration::from_secs(timeout), ctx.now);
+    let plan = unclaimed(
+        tasks.iter().map(AsRef::as_ref),
+        outlook,
+        Duration::from_secs(timeout),
+        ctx.now,
+    );
     for (task_name, cond) in plan.changes {
         let Some(task) = tasks.iter_mut().find(|t| t.name_any() == task_name) else {
             continue;
@@ -936,7 +952,7 @@ async fn mark_unclaimed(
 
 async fn recover(
     ctx: &mut PoolCtx<'_>,
-    tasks: &mut [AgentTask],
+    tasks: &mut [Arc<AgentTask>],
     action: Recovery,
     max_attempts: i32,
 ) -> Result<()> {
@@ -1038,7 +1054,7 @@ fn waiting_reason(pod: Option<&Pod>) -> String {
 
 async fn job_mode(
     ctx: &mut PoolCtx<'_>,
-    tasks: &mut [AgentTask],
+    tasks: &mut [Arc<AgentTask>],
     pool_pods: &[Arc<Pod>],
 ) -> Result<Action> {
     let shared = ctx.shared;
@@ -1274,7 +1290,7 @@ async fn job_mode(
     let objects = pool_objects(ctx, 0)?;
     apply_objects(ctx, objects, true).await?;
 
-    let counts = count_tasks(tasks.iter());
+    let counts = count_tasks(tasks.iter().map(AsRef::as_ref));
     let active = tasks
         .iter()
         .filter(|t| matches!(t.phase(), TaskPhase::Scheduled | TaskPhase::Running))

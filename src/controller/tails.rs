@@ -21,11 +21,11 @@
 //! Tails are redacted before they are stored: a ConfigMap is often readable
 //! by more people than pod logs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{AsyncBufReadExt, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, ObjectMeta, PostParams};
@@ -91,6 +91,15 @@ pub fn entries(cm: &Value) -> Vec<(String, String, String)> {
             Some((e.pod, e.container, text))
         })
         .collect()
+}
+
+/// Appends `chunk` to `ring`, dropping its oldest bytes so that at most
+/// `max` remain.
+fn keep_last(ring: &mut VecDeque<u8>, chunk: &[u8], max: usize) {
+    let chunk = &chunk[chunk.len().saturating_sub(max)..];
+    let over = (ring.len() + chunk.len()).saturating_sub(max);
+    ring.drain(..over);
+    ring.extend(chunk);
 }
 
 /// Keeps the last whole lines within `max` bytes of `log`.
@@ -266,7 +275,10 @@ struct Follower {
 
 impl Follower {
     async fn run(self) {
-        let mut ring: Vec<u8> = Vec::new();
+        // At most TAIL_BYTES, grown only as the container prints: a quiet
+        // agent costs a few bytes here, not a buffer (a leader follows up to
+        // MAX_FOLLOWED containers).
+        let mut ring: VecDeque<u8> = VecDeque::new();
         let mut since: Option<i64> = None;
         loop {
             let lp = LogParams {
@@ -278,17 +290,17 @@ impl Follower {
             };
             if let Ok(stream) = self.pods.log_stream(&self.pod, &lp).await {
                 let mut stream = std::pin::pin!(stream);
-                let mut buf = vec![0u8; 16 * 1024];
+                // Read from the connection's own buffer: no copy buffer per
+                // followed container.
                 loop {
-                    match futures::AsyncReadExt::read(&mut stream, &mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            ring.extend_from_slice(&buf[..n]);
-                            if ring.len() > 2 * TAIL_BYTES {
-                                ring.drain(..ring.len() - TAIL_BYTES);
-                            }
+                    let n = match stream.as_mut().fill_buf().await {
+                        Ok([]) | Err(_) => break,
+                        Ok(chunk) => {
+                            keep_last(&mut ring, chunk, TAIL_BYTES);
+                            chunk.len()
                         }
-                    }
+                    };
+                    futures::AsyncBufRead::consume(stream.as_mut(), n);
                 }
             }
             // The stream ended: the pod went, or its container restarted,
@@ -305,7 +317,7 @@ impl Follower {
                 Err(_) => None,
             };
             if let Some(reason) = reason {
-                self.keep(&ring, reason).await;
+                self.keep(ring.make_contiguous(), reason).await;
                 return;
             }
             since = Some(2);
@@ -419,6 +431,28 @@ mod tests {
             captured_at: at.into(),
             reason: "Terminated".into(),
         }
+    }
+
+    #[test]
+    fn the_ring_keeps_the_last_bytes_printed_and_never_more_than_its_bound() {
+        let mut ring = VecDeque::new();
+        keep_last(&mut ring, b"abc", 5);
+        keep_last(&mut ring, b"def", 5);
+        assert_eq!(ring.make_contiguous(), b"bcdef");
+        // A chunk longer than the bound keeps only its own end.
+        keep_last(&mut ring, b"0123456789", 5);
+        assert_eq!(ring.make_contiguous(), b"56789");
+        keep_last(&mut ring, b"", 5);
+        assert_eq!(ring.make_contiguous(), b"56789");
+        // Many small writes: the bound holds and the capacity stays near it.
+        let mut ring = VecDeque::new();
+        for i in 0..10_000u32 {
+            keep_last(&mut ring, format!("line {i}\n").as_bytes(), TAIL_BYTES);
+            assert!(ring.len() <= TAIL_BYTES);
+        }
+        assert!(ring.capacity() <= 2 * TAIL_BYTES, "{}", ring.capacity());
+        let text = String::from_utf8(ring.make_contiguous().to_vec()).expect("utf-8");
+        assert!(text.ends_with("line 9999\n"), "{text}");
     }
 
     #[test]
