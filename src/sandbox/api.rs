@@ -1358,16 +1358,22 @@ impl Api {
             }
             other => return Err(ApiError::unsupported_media_type(other)),
         }
+        // A patch that sets resourceVersion makes it a precondition, checked
+        // in the store's update itself, as etcd's compare-and-swap does: two
+        // patches naming the same version cannot both win.
+        let sets_rv = body
+            .windows(b"resourceVersion".len())
+            .any(|w| w == b"resourceVersion");
         let expect_rv = match doc
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
         {
-            // A patch that sets resourceVersion makes it a precondition.
             Some(rv)
-                if rv
-                    != current["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default() =>
+                if sets_rv
+                    || rv
+                        != current["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or_default() =>
             {
                 Some(rv.to_string())
             }
