@@ -606,11 +606,7 @@ fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
     eventually_blocking("the resumed pool back at 2", || {
         (deployment_replicas(&sb, "quiet") == Some(2)).then_some(())
     });
-    t.send(&["s"]);
-    t.wait_for("Scale pool quiet");
-    t.send(&["C-u"]);
-    t.type_text("=1 30m");
-    t.send(&["Enter"]);
+    scale_dialog(&t, "quiet", "=1 30m");
     let s = t.wait("the hold's preview", |s| {
         s.contains("hold pool quiet at 1 for 30m")
             && s.contains("Preview (dry run):")
@@ -662,6 +658,16 @@ fn as_leader_the_console_drains_and_holds_a_pool_and_carries_both_out() {
 
 /// Narrows the table to the row named `name` with the `/` filter (and
 /// waits until it is the only one shown under `title`).
+/// Opens the scale dialog on the selected pool, replaces its input with
+/// `input` and submits it.
+fn scale_dialog(t: &Tmux, pool: &str, input: &str) {
+    t.send(&["s"]);
+    t.wait_for(&format!("Scale pool {pool}"));
+    t.send(&["C-u"]);
+    t.type_text(input);
+    t.send(&["Enter"]);
+}
+
 fn select_only(t: &Tmux, title: &str, name: &str) {
     // `/` opens the filter with the current text: ctrl-u clears it.
     t.send(&["/"]);
@@ -692,11 +698,7 @@ fn as_leader_the_console_sets_bounds_debug_logs_cancels_retries_and_drains_an_ag
 
     // Bounds through the scale dialog: 1-3, previewed, then carried out by
     // the console's controller (4 pending tasks want 3 now).
-    t.send(&["s"]);
-    t.wait_for("Scale pool quiet");
-    t.send(&["C-u"]);
-    t.type_text("1-3");
-    t.send(&["Enter"]);
+    scale_dialog(&t, "quiet", "1-3");
     t.wait("the bounds' preview", |s| {
         s.contains("scale pool quiet to 1–3")
             && s.contains("Preview (dry run):")
@@ -916,11 +918,7 @@ fn as_observer_the_console_holds_a_pool_and_the_leading_daemon_carries_it_out() 
     t.wait("observer, synced", |s| {
         s.contains("role observer") && s.contains("watch synced") && s.contains("quiet")
     });
-    t.send(&["s"]);
-    t.wait_for("Scale pool quiet");
-    t.send(&["C-u"]);
-    t.type_text("=1");
-    t.send(&["Enter"]);
+    scale_dialog(&t, "quiet", "=1");
     t.wait("the hold's preview", |s| {
         s.contains("hold pool quiet at 1 until cleared")
             && s.contains("Preview (dry run):")
@@ -934,11 +932,7 @@ fn as_observer_the_console_holds_a_pool_and_the_leading_daemon_carries_it_out() 
     assert_eq!(hold["via"], "console");
     // Cleared from the same dialog: the autoscaler decides again (5
     // pending tasks want 2).
-    t.send(&["s"]);
-    t.wait_for("Scale pool quiet");
-    t.send(&["C-u"]);
-    t.type_text("clear");
-    t.send(&["Enter"]);
+    scale_dialog(&t, "quiet", "clear");
     t.wait("the clear's preview", |s| {
         s.contains("clear the hold of pool quiet") && !s.contains("asking the API")
     });
