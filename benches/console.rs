@@ -373,15 +373,27 @@ impl Drop for Tmux {
 }
 
 fn rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmRSS:")
+}
+
+/// A `kB` line of `/proc/PID/status`, in MiB.
+fn status_mib(pid: u32, key: &str) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: f64 = s
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
+        .find(|l| l.starts_with(key))?
         .split_whitespace()
         .nth(1)?
         .parse()
         .ok()?;
     Some(kb / 1024.0)
+}
+
+/// RSS split: heap and other anonymous pages, and file pages (mostly the
+/// binary's own code).
+fn rss_split(pid: u32) -> String {
+    let f = |k| status_mib(pid, k).map_or_else(|| "?".into(), |v| format!("{v:.1}"));
+    format!("anon {} + file {} MiB", f("RssAnon:"), f("RssFile:"))
 }
 
 async fn fill(client: &Client, tasks: usize, agents: usize) {
@@ -499,10 +511,11 @@ fn real_binary() {
         std::thread::sleep(Duration::from_secs(5));
         let rss = t.pid().and_then(rss_mib);
         println!(
-            "  start {}/{starts}: first populated list {}, RSS 5 s later {}",
+            "  start {}/{starts}: first populated list {}, RSS 5 s later {} ({})",
             i + 1,
             first.map_or_else(|| "not reached in 60 s".into(), ms),
-            rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB"))
+            rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+            t.pid().map_or_else(String::new, rss_split)
         );
         firsts.extend(first);
         rsss.extend(rss);

@@ -339,6 +339,7 @@ fn main() {
         let conn = Connection {
             client: client.clone(),
             namespace: NS.into(),
+            streams: None,
         };
 
         // The controller leads in this process (the console leading).

@@ -191,6 +191,7 @@ impl Demo {
             conn: Connection {
                 client,
                 namespace: NAMESPACE.to_owned(),
+                streams: None,
             },
             stop,
         })

@@ -213,6 +213,7 @@ async fn a_bundle_of_a_busy_namespace_has_every_container_and_no_planted_secret(
         Connection {
             client: client.clone(),
             namespace: NS.into(),
+            streams: None,
         },
         &config(),
         cancel.clone(),
@@ -743,6 +744,7 @@ async fn a_debug_copy_waits_in_a_shell_is_listed_and_is_deleted_when_expired() {
         Connection {
             client: client.clone(),
             namespace: NS.into(),
+            streams: None,
         },
         &config(),
         cancel.clone(),

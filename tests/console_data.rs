@@ -62,6 +62,7 @@ async fn a_watch_only_controller_sees_changes_signals_them_and_never_writes() {
     let conn = Connection {
         client: client.clone(),
         namespace: "default".into(),
+        streams: None,
     };
     let handle = controller::start_with(
         conn,
@@ -103,6 +104,7 @@ async fn a_watch_only_controller_sees_changes_signals_them_and_never_writes() {
         Connection {
             client: client.clone(),
             namespace: "default".into(),
+            streams: None,
         },
         &config(),
         leader_cancel.clone(),
@@ -193,6 +195,7 @@ async fn the_rows_built_from_a_live_view_show_the_pools_and_their_tasks() {
         Connection {
             client: client.clone(),
             namespace: "default".into(),
+            streams: None,
         },
         &config(),
         StartOptions {

@@ -190,6 +190,27 @@ fn the_demo_opens_on_live_pools_and_a_tasks_logs_are_one_drill_down_away() {
     t.type_text("ev");
     t.send(&["Tab", "Enter"]);
     t.wait_for("Events [");
+    // An agent pod's YAML is the whole pod, read from the API: the
+    // console's cache keeps pods without volumes, env and probes.
+    t.send(&["2"]);
+    t.wait("agent pods", |s| {
+        s.contains("Agents [") && s.contains("Running")
+    });
+    t.send(&["y"]);
+    t.wait_for("apiVersion: v1");
+    let mut seen = false;
+    for _ in 0..12 {
+        let s = t.screen();
+        if s.contains("volumeMounts:") {
+            seen = true;
+            break;
+        }
+        t.send(&["PageDown"]);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    assert!(seen, "no volumeMounts in the pod's YAML: {}", t.screen());
+    t.send(&["Escape"]);
+    t.wait_for("Agents [");
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
@@ -422,6 +443,7 @@ fn next_to_a_leading_daemon_the_console_is_an_observer() {
             agentdeck::cluster::Connection {
                 client,
                 namespace: "default".into(),
+                streams: None,
             },
             &config,
             cancel.clone(),
@@ -890,6 +912,7 @@ fn as_observer_the_console_holds_a_pool_and_the_leading_daemon_carries_it_out() 
             agentdeck::cluster::Connection {
                 client: sb.client(),
                 namespace: "default".into(),
+                streams: None,
             },
             &config,
             cancel.clone(),

@@ -85,6 +85,7 @@ impl Harness {
         let conn = Connection {
             client: self.client.clone(),
             namespace: NS.into(),
+            streams: None,
         };
         let handle = Arc::new(controller::start(conn, config, cancel.clone()));
         (handle, cancel)

@@ -55,6 +55,7 @@ impl Harness {
         let conn = Connection {
             client: client.clone(),
             namespace: NS.into(),
+            streams: None,
         };
         let handle = Arc::new(controller::start(conn, &config, cancel.clone()));
         Harness {

@@ -61,6 +61,7 @@ fn idle_agents_that_answer_are_fresh_at_once_and_stay_fresh() {
         let conn = Connection {
             client: client.clone(),
             namespace: NS.into(),
+            streams: None,
         };
         let handle = controller::start(conn, &config, cancel.clone());
         // Agents that poll every 30 s: idle, they show activity far less

@@ -82,6 +82,7 @@ impl Harness {
         Connection {
             client: self.client.clone(),
             namespace: NS.into(),
+            streams: None,
         }
     }
 

@@ -131,6 +131,7 @@ fn the_installed_controller_and_its_agents_work_with_only_the_rendered_rbac() {
             Connection {
                 client: as_controller,
                 namespace: NS.into(),
+                streams: None,
             },
             &config,
             cancel.clone(),

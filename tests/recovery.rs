@@ -73,6 +73,7 @@ impl World {
         let conn = Connection {
             client: client.clone(),
             namespace: NS.into(),
+            streams: None,
         };
         let controller = controller::start(conn, &config(), cancel.clone());
         World {

@@ -152,6 +152,10 @@ pub fn check_namespace(namespace: &str, from: &'static str) -> Result<(), Cluste
 pub struct Connection {
     /// The client.
     pub client: kube::Client,
+    /// A client for long-lived streams (the controller follows the log of
+    /// every agent container): small per-connection buffers. `None`: use
+    /// `client`.
+    pub streams: Option<kube::Client>,
     /// `--namespace` if given, else the context's namespace, else `default`.
     pub namespace: String,
 }
@@ -198,8 +202,48 @@ pub async fn connect(
     *SERVER
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(config.cluster_url.to_string());
+    let streams = stream_client(&config).map_err(ClusterError::Client)?;
     let client = kube::Client::try_from(config).map_err(ClusterError::Client)?;
-    Ok(Connection { client, namespace })
+    Ok(Connection {
+        client,
+        streams: Some(streams),
+        namespace,
+    })
+}
+
+/// Read buffer of a stream client's connection. hyper's adaptive buffer
+/// starts at 8 KiB per connection and grows; a followed log arrives a line
+/// at a time, and a leader follows up to 2,000 containers. Response heads
+/// must fit in it (an API server's are a few hundred bytes).
+pub const STREAM_READ_BUFFER: usize = 2048;
+
+/// A client for long-lived streams, with the connection settings of
+/// `config` (TLS, credentials, headers, connect timeout; like kube's, no
+/// read timeout) but [`STREAM_READ_BUFFER`] bytes of read buffer per
+/// connection, and TCP keepalive so a dead peer is noticed on a silent
+/// stream. Through a proxy it is the ordinary client.
+pub fn stream_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+    use hyper_util::client::legacy::connect::HttpConnector;
+    use kube::client::ConfigExt;
+    if config.proxy_url.is_some() {
+        return kube::Client::try_from(config.clone());
+    }
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(config.connect_timeout);
+    http.set_keepalive(Some(std::time::Duration::from_secs(60)));
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let client: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http1_read_buf_exact_size(STREAM_READ_BUFFER)
+            .build(https);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(client);
+    Ok(kube::Client::new(service, config.default_namespace.clone()))
 }
 
 #[cfg(test)]

@@ -220,6 +220,8 @@ pub struct StartOptions {
 /// State shared by the reconciler, the prober, the elector and the server.
 pub(crate) struct Shared {
     pub client: Client,
+    /// For long-lived streams (followed logs): see `cluster::stream_client`.
+    pub streams: Client,
     pub config: Config,
     pub namespaces: BTreeSet<String>,
     pub view: ClusterView,
@@ -391,11 +393,48 @@ where
     }
 }
 
+/// Keeps an object as listed (managedFields aside).
+fn keep_all<K>(_: &mut K) {}
+
+/// Drops what nothing reads from a cached pod: volumes, mounts, env,
+/// probes, resources, security contexts, scheduling constraints. On a
+/// cluster these are most of a pod's size (every pod carries the projected
+/// service-account volume), and the cache holds every managed pod. Whoever
+/// needs the whole pod GETs it (the console's YAML view, debug pods).
+pub(crate) fn strip_pod(pod: &mut Pod) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    spec.volumes = None;
+    spec.tolerations = None;
+    spec.affinity = None;
+    spec.security_context = None;
+    spec.topology_spread_constraints = None;
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        c.env = None;
+        c.env_from = None;
+        c.volume_mounts = None;
+        c.volume_devices = None;
+        c.liveness_probe = None;
+        c.readiness_probe = None;
+        c.startup_probe = None;
+        c.lifecycle = None;
+        c.security_context = None;
+        c.resources = None;
+        c.resize_policy = None;
+    }
+}
+
 /// A shared reflector over `api`: its store, a stream of changed objects for
 /// the Controller, and the task driving it (which also feeds API health).
 fn shared_watch<K>(
     api: Api<K>,
     config: watcher::Config,
+    strip: fn(&mut K),
     shared_api: WatchHealth,
     changes: Changes,
     cancel: CancellationToken,
@@ -411,9 +450,10 @@ where
         .expect("a shared store always hands out subscribers");
     let stream = watcher(api, config)
         .default_backoff()
-        .modify(|o| {
+        .modify(move |o| {
             // managedFields are never read here and are most of an object's size.
             o.meta_mut().managed_fields = None;
+            strip(o);
         })
         .reflect_shared(writer);
     tasks.spawn(async move {
@@ -553,6 +593,7 @@ pub fn start_with(
     let (pools, pool_stream) = shared_watch(
         namespaced_or_all::<AgentPool>(&client, &namespaces),
         watcher::Config::default(),
+        keep_all,
         report.clone(),
         changes.clone(),
         cancel.clone(),
@@ -561,6 +602,7 @@ pub fn start_with(
     let (task_store, task_stream) = shared_watch(
         namespaced_or_all::<AgentTask>(&client, &namespaces),
         watcher::Config::default(),
+        keep_all,
         report.clone(),
         changes.clone(),
         cancel.clone(),
@@ -569,6 +611,7 @@ pub fn start_with(
     let (pods, pod_stream) = shared_watch(
         namespaced_or_all::<Pod>(&client, &namespaces),
         managed.clone(),
+        strip_pod,
         report.clone(),
         changes.clone(),
         cancel.clone(),
@@ -577,6 +620,7 @@ pub fn start_with(
     let (deployments, deployment_stream) = shared_watch(
         namespaced_or_all::<Deployment>(&client, &namespaces),
         managed.clone(),
+        keep_all,
         report.clone(),
         changes.clone(),
         cancel.clone(),
@@ -585,6 +629,7 @@ pub fn start_with(
     let (jobs, job_stream) = shared_watch(
         namespaced_or_all::<Job>(&client, &namespaces),
         managed,
+        keep_all,
         report,
         changes.clone(),
         cancel.clone(),
@@ -608,6 +653,7 @@ pub fn start_with(
     );
     let shared = Arc::new(Shared {
         client: client.clone(),
+        streams: conn.streams.clone().unwrap_or_else(|| client.clone()),
         config: config.clone(),
         namespaces,
         view: view.clone(),
@@ -782,4 +828,50 @@ fn tokio_stream_from<T: Send>(
 /// Requeue interval when nothing else asks for sooner.
 pub(crate) fn resync(shared: &Shared) -> Action {
     Action::requeue(shared.config.resync_interval().max(Duration::from_secs(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_pod_keeps_what_is_read_and_drops_the_bulk() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a-1", "labels": {"agentdeck.dev/pool": "a"}},
+            "spec": {
+                "nodeName": "node-1",
+                "containers": [{
+                    "name": "agent", "image": "img:1", "command": ["agentdeck", "agent"],
+                    "ports": [{"name": "health", "containerPort": 8081}],
+                    "env": [{"name": "X", "value": "1"}],
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8081}}
+                }],
+                "volumes": [{"name": "tmp", "emptyDir": {}}],
+                "tolerations": [{"key": "k", "operator": "Exists"}]
+            },
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                       "containerStatuses": [{"name": "agent", "ready": true, "restartCount": 2,
+                                              "image": "img:1", "imageID": ""}]}
+        }))
+        .expect("pod");
+        let before = pod.clone();
+        strip_pod(&mut pod);
+        let spec = pod.spec.as_ref().expect("spec");
+        let c = &spec.containers[0];
+        assert_eq!(spec.node_name.as_deref(), Some("node-1"));
+        assert_eq!(
+            (c.name.as_str(), c.image.as_deref()),
+            ("agent", Some("img:1"))
+        );
+        assert_eq!(c.ports, before.spec.as_ref().unwrap().containers[0].ports);
+        assert_eq!(
+            c.command,
+            before.spec.as_ref().unwrap().containers[0].command
+        );
+        assert_eq!(pod.status, before.status);
+        assert_eq!(pod.metadata, before.metadata);
+        assert!(spec.volumes.is_none() && spec.tolerations.is_none());
+        assert!(c.env.is_none() && c.volume_mounts.is_none() && c.readiness_probe.is_none());
+    }
 }

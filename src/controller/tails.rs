@@ -169,6 +169,13 @@ fn final_reason(pod: Option<&Pod>) -> Option<&'static str> {
     }
 }
 
+/// Log streams being opened at once. A new leader finds every agent's
+/// container to follow: opened all together they are a burst of TLS
+/// handshakes whose transient buffers the heap keeps long after.
+const MAX_OPENING: usize = 16;
+/// Longest wait for a log stream's response head.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Most containers followed at once; beyond, new pods are not kept.
 pub const MAX_FOLLOWED: usize = 2000;
 
@@ -183,7 +190,18 @@ pub const MAX_FOLLOWED: usize = 2000;
 /// printed after SIGTERM. A finalizer would hold deleted pods instead, but
 /// would leave them stuck whenever the controller is not running.
 pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: CancellationToken) {
+    // Not before the watches have listed: opening a stream per container
+    // next to the first lists slows the first picture for what can wait.
+    let mut changes = shared.view.changes.subscribe();
+    while !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = changes.changed() => if r.is_err() { return },
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
     let pods: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let logs: Api<Pod> = Api::namespaced(shared.streams.clone(), &namespace);
     let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let stream = watcher(pods.clone(), config)
         .default_backoff()
@@ -192,6 +210,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
     let followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
     let redactor = Arc::new(Redactor::new(&[]));
     let writer: Arc<tokio::sync::Mutex<()>> = Arc::default();
+    let opening = Arc::new(tokio::sync::Semaphore::new(MAX_OPENING));
     loop {
         let next = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -236,6 +255,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
             let follower = Follower {
                 shared: shared.clone(),
                 pods: pods.clone(),
+                logs: logs.clone(),
                 namespace: namespace.clone(),
                 pool: pool.clone(),
                 pod: pod.name_any(),
@@ -243,6 +263,7 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
                 container: c.name.clone(),
                 redactor: redactor.clone(),
                 writer: writer.clone(),
+                opening: opening.clone(),
             };
             let followed = followed.clone();
             let cancel = cancel.clone();
@@ -264,6 +285,8 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
 struct Follower {
     shared: Arc<Shared>,
     pods: Api<Pod>,
+    /// `pods` on the stream client.
+    logs: Api<Pod>,
     namespace: String,
     pool: String,
     pod: String,
@@ -271,6 +294,8 @@ struct Follower {
     container: String,
     redactor: Arc<Redactor>,
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// Streams being opened (see [`MAX_OPENING`]).
+    opening: Arc<tokio::sync::Semaphore>,
 }
 
 impl Follower {
@@ -288,7 +313,14 @@ impl Follower {
                 since_seconds: since,
                 ..LogParams::default()
             };
-            if let Ok(stream) = self.pods.log_stream(&self.pod, &lp).await {
+            let opened = {
+                let Ok(_permit) = self.opening.acquire().await else {
+                    return;
+                };
+                // A permit is not held by an API that never answers.
+                tokio::time::timeout(OPEN_TIMEOUT, self.logs.log_stream(&self.pod, &lp)).await
+            };
+            if let Ok(Ok(stream)) = opened {
                 let mut stream = std::pin::pin!(stream);
                 // Read from the connection's own buffer: no copy buffer per
                 // followed container.

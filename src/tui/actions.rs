@@ -98,6 +98,7 @@ pub fn ops_runner(context: Option<String>) -> ActionRunner {
                     let conn = Connection {
                         client: client.clone(),
                         namespace: part.namespace().to_owned(),
+                        streams: None,
                     };
                     let r = match mode {
                         ActionMode::Preview => preview(&conn, &action, &actor).await,

@@ -173,6 +173,7 @@ impl Workers {
         ));
         let (yaml, yaml_rx) = mpsc::channel(4);
         tokio::spawn(yaml_loader(
+            client.clone(),
             view,
             events,
             yaml_rx,
@@ -613,6 +614,7 @@ async fn stream_logs(
 }
 
 async fn yaml_loader(
+    client: Client,
     view: ClusterView,
     events: Store<Event>,
     mut rx: mpsc::Receiver<ObjectKey>,
@@ -624,11 +626,37 @@ async fn yaml_loader(
             _ = cancel.cancelled() => return,
             k = rx.recv() => match k { Some(k) => k, None => return },
         };
-        let text = yaml_of(&view, &events, &key);
+        let text = if key.kind == "Pod" {
+            // The cached pods are stripped (see `controller::strip_pod`):
+            // the whole pod comes from the API, as `kubectl get -o yaml`.
+            let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
+            let got = tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)) => r,
+            };
+            match got {
+                Ok(Ok(Some(pod))) => render_yaml(serde_json::to_value(&pod).ok(), &key),
+                Ok(Ok(None)) => render_yaml(None, &key),
+                Ok(Err(e)) => cached_pod_yaml(&view, &key, &e.to_string()),
+                Err(_) => cached_pod_yaml(&view, &key, "no answer in 10 s"),
+            }
+        } else {
+            yaml_of(&view, &events, &key)
+        };
         if tx.send(Msg::Yaml { object: key, text }).await.is_err() {
             return;
         }
     }
+}
+
+/// The cached pod, said to be partial, when the API could not give it.
+fn cached_pod_yaml(view: &ClusterView, key: &ObjectKey, why: &str) -> String {
+    format!(
+        "# could not read the pod from the API ({}); shown from the console's cache,\n\
+         # without volumes, env, probes, resources and security contexts\n{}",
+        crate::text::sanitize_line(why),
+        render_yaml(find(&view.pods, key), key)
+    )
 }
 
 fn find<K>(store: &Store<K>, key: &ObjectKey) -> Option<serde_json::Value>
@@ -639,7 +667,8 @@ where
     store.get(&r).and_then(|o| serde_json::to_value(&*o).ok())
 }
 
-/// The object as YAML, managedFields stripped; read from the stores.
+/// The object as YAML, managedFields stripped; read from the stores (pods
+/// are read from the API by the loader).
 pub fn yaml_of(view: &ClusterView, events: &Store<Event>, key: &ObjectKey) -> String {
     let value = match key.kind {
         "AgentPool" => find(&view.pools, key),
@@ -648,6 +677,10 @@ pub fn yaml_of(view: &ClusterView, events: &Store<Event>, key: &ObjectKey) -> St
         "Event" => find(events, key),
         _ => None,
     };
+    render_yaml(value, key)
+}
+
+fn render_yaml(value: Option<serde_json::Value>, key: &ObjectKey) -> String {
     let Some(mut value) = value else {
         return format!("# {} {}/{} is gone", key.kind, key.namespace, key.name);
     };
