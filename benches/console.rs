@@ -264,6 +264,12 @@ impl Tmux {
             self.send(k);
             while !self.screen().contains(want) {
                 if t.elapsed() > Duration::from_secs(10) {
+                    // Say what the screen showed instead: a figure of 10 s
+                    // is a key not answered, not a slow one.
+                    println!(
+                        "  ({k} not answered in 10 s; the screen:)\n{}",
+                        self.screen()
+                    );
                     break;
                 }
             }
