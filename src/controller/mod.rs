@@ -564,16 +564,20 @@ pub fn start_with(
     // state holds the stores: break the cycle with a late-bound cell.
     let cell: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>> = Arc::default();
     let synced = Arc::new(AtomicBool::new(false));
+    let changes = Changes::default();
     let report: WatchHealth = {
         let cell = cell.clone();
         let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let synced = synced.clone();
+        let changes = changes.clone();
         Arc::new(move |signal| {
             // Counted outside the shared state, which may not exist yet.
             if let WatchSignal::Listed = signal
                 && listed.fetch_add(1, Ordering::SeqCst) + 1 == WATCHES
             {
                 synced.store(true, Ordering::SeqCst);
+                // Said to whoever waits for it (after the store above).
+                changes.bump();
                 tracing::info!("watches synced");
             }
             let Some(shared) = cell.get().and_then(std::sync::Weak::upgrade) else {
@@ -588,7 +592,6 @@ pub fn start_with(
             }
         })
     };
-    let changes = Changes::default();
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (pools, pool_stream) = shared_watch(
         namespaced_or_all::<AgentPool>(&client, &namespaces),

@@ -192,12 +192,12 @@ pub const MAX_FOLLOWED: usize = 2000;
 pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: CancellationToken) {
     // Not before the watches have listed: opening a stream per container
     // next to the first lists slows the first picture for what can wait.
+    // Becoming synced is a change (see `start_with`).
     let mut changes = shared.view.changes.subscribe();
     while !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
         tokio::select! {
             _ = cancel.cancelled() => return,
             r = changes.changed() => if r.is_err() { return },
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
     }
     let pods: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
