@@ -234,3 +234,93 @@ fn injected_429s_are_retried_after_retry_after_and_500s_reach_the_caller() {
         );
     });
 }
+
+/// Established TCP connections from this process to 127.0.0.1:`port` (the
+/// client ends: their remote port is the sandbox's).
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/self/net/tcp").expect("/proc/self/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(2) == Some(&remote.as_str()) && f.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+#[test]
+fn followed_logs_share_http2_connections_at_most_64_streams_each() {
+    use agentdeck::cluster::{STREAMS_PER_CONNECTION, StreamClients};
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    let port: u16 = sb
+        .sandbox()
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("sandbox port");
+    sb.rt.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&sb.kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        let streams = StreamClients::new(&config).expect("stream clients");
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let n = STREAMS_PER_CONNECTION + 6;
+        for i in 0..n {
+            let p: Pod = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("talker-{i}")},
+                "spec": {"containers": [{"name": "main", "image": "example.com/sim:1"}]}
+            }))
+            .expect("pod");
+            pods.create(&PostParams::default(), &p).await.expect("pod");
+        }
+        common::eventually("every pod running", || {
+            let pods = pods.clone();
+            async move {
+                let list = pods.list(&ListParams::default()).await.ok()?;
+                list.items
+                    .iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                    .then_some(())
+            }
+        })
+        .await;
+        let before = connections_to(port);
+        let mut open = Vec::new();
+        for i in 0..n {
+            let lease = streams.lease().expect("lease");
+            let logs: Api<Pod> = Api::namespaced(lease.client.clone(), "default");
+            let follow = kube::api::LogParams {
+                follow: true,
+                ..Default::default()
+            };
+            let stream = logs
+                .log_stream(&format!("talker-{i}"), &follow)
+                .await
+                .expect("log stream opened");
+            open.push((lease, stream));
+        }
+        assert_eq!(
+            streams.clients(),
+            2,
+            "{n} streams, {STREAMS_PER_CONNECTION} a connection"
+        );
+        // Over HTTP/1.1 each of the n streams would hold a connection.
+        let during = connections_to(port);
+        assert!(
+            during <= before + 2,
+            "{n} followed logs took {} connections (before {before}, during {during})",
+            during.saturating_sub(before)
+        );
+        // A stream that ends makes room on its connection for the next.
+        open.truncate(n - 10);
+        let lease = streams.lease().expect("lease");
+        drop(lease);
+        assert_eq!(streams.clients(), 2);
+    });
+}

@@ -152,10 +152,9 @@ pub fn check_namespace(namespace: &str, from: &'static str) -> Result<(), Cluste
 pub struct Connection {
     /// The client.
     pub client: kube::Client,
-    /// A client for long-lived streams (the controller follows the log of
-    /// every agent container): small per-connection buffers. `None`: use
-    /// `client`.
-    pub streams: Option<kube::Client>,
+    /// Clients for long-lived streams (the controller follows the log of
+    /// every agent container). `None`: use `client`.
+    pub streams: Option<StreamClients>,
     /// `--namespace` if given, else the context's namespace, else `default`.
     pub namespace: String,
 }
@@ -202,7 +201,7 @@ pub async fn connect(
     *SERVER
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(config.cluster_url.to_string());
-    let streams = stream_client(&config).map_err(ClusterError::Client)?;
+    let streams = StreamClients::new(&config).map_err(ClusterError::Client)?;
     let client = kube::Client::try_from(config).map_err(ClusterError::Client)?;
     Ok(Connection {
         client,
@@ -211,31 +210,163 @@ pub async fn connect(
     })
 }
 
-/// Read buffer of a stream client's connection. hyper's adaptive buffer
-/// starts at 8 KiB per connection and grows; a followed log arrives a line
-/// at a time, and a leader follows up to 2,000 containers. Response heads
-/// must fit in it (an API server's are a few hundred bytes).
+/// Read buffer of a stream client's HTTP/1.1 connection. hyper's adaptive
+/// buffer starts at 8 KiB per connection and grows; a followed log arrives
+/// a line at a time, and a leader follows up to 2,000 containers. Response
+/// heads must fit in it (an API server's are a few hundred bytes).
 pub const STREAM_READ_BUFFER: usize = 2048;
 
-/// A client for long-lived streams, with the connection settings of
-/// `config` (TLS, credentials, headers, connect timeout; like kube's, no
-/// read timeout) but [`STREAM_READ_BUFFER`] bytes of read buffer per
-/// connection, and TCP keepalive so a dead peer is noticed on a silent
-/// stream. Through a proxy it is the ordinary client.
-pub fn stream_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+/// Streams one HTTP/2 connection carries at most. kube-apiserver allows
+/// 100 concurrent streams per connection (since the 2023 rapid-reset fix),
+/// and an HTTP/2 client that reaches a server's limit queues further
+/// requests on that connection, which for never-ending log follows means
+/// forever: the streams are spread over connections with room to spare.
+pub const STREAMS_PER_CONNECTION: usize = 64;
+
+/// HTTP/2 pings on a stream connection: a silent followed log on a dead
+/// connection is noticed within interval + timeout.
+const STREAM_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+const STREAM_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Clients for long-lived streams (the controller follows the log of every
+/// agent container). Against an API server, which speaks HTTP/2 over TLS,
+/// a thousand followed logs are a thousand streams over
+/// ⌈1000 / [`STREAMS_PER_CONNECTION`]⌉ connections rather than a thousand
+/// TLS connections, each with its buffers on both ends. A server that
+/// speaks only HTTP/1.1 gets a connection per stream, as before, with
+/// [`STREAM_READ_BUFFER`] bytes of read buffer each.
+#[derive(Clone)]
+pub struct StreamClients {
+    inner: std::sync::Arc<StreamInner>,
+}
+
+enum StreamInner {
+    /// One client for every stream (through a proxy, and in tests).
+    Shared(kube::Client),
+    /// A client (so a connection) per [`STREAMS_PER_CONNECTION`] streams,
+    /// made as streams need them.
+    Spread {
+        config: Box<kube::Config>,
+        slots: std::sync::Mutex<Vec<StreamSlot>>,
+    },
+}
+
+#[derive(Clone)]
+struct StreamSlot {
+    client: kube::Client,
+    room: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+/// A client to open one stream with; the stream counts against its
+/// connection until this is dropped.
+pub struct StreamLease {
+    /// The client to open the stream with.
+    pub client: kube::Client,
+    _room: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl StreamClients {
+    /// Every stream over `client`.
+    pub fn shared(client: kube::Client) -> Self {
+        Self {
+            inner: std::sync::Arc::new(StreamInner::Shared(client)),
+        }
+    }
+
+    /// Stream clients with the connection settings of `config` (TLS,
+    /// credentials, headers, connect timeout; like kube's, no read
+    /// timeout), HTTP/2 offered, pings on silent connections and TCP
+    /// keepalive. Through a proxy: the ordinary client. The settings are
+    /// checked here, by making the first client.
+    pub fn new(config: &kube::Config) -> Result<Self, kube::Error> {
+        if config.proxy_url.is_some() {
+            return Ok(Self::shared(kube::Client::try_from(config.clone())?));
+        }
+        let first = StreamSlot {
+            client: stream_client(config)?,
+            room: std::sync::Arc::new(tokio::sync::Semaphore::new(STREAMS_PER_CONNECTION)),
+        };
+        Ok(Self {
+            inner: std::sync::Arc::new(StreamInner::Spread {
+                config: Box::new(config.clone()),
+                slots: std::sync::Mutex::new(vec![first]),
+            }),
+        })
+    }
+
+    /// A client with room for one more stream.
+    pub fn lease(&self) -> Result<StreamLease, kube::Error> {
+        let (config, slots) = match &*self.inner {
+            StreamInner::Shared(client) => {
+                return Ok(StreamLease {
+                    client: client.clone(),
+                    _room: None,
+                });
+            }
+            StreamInner::Spread { config, slots } => (config, slots),
+        };
+        let mut slots = slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for slot in slots.iter() {
+            if let Ok(room) = slot.room.clone().try_acquire_owned() {
+                return Ok(StreamLease {
+                    client: slot.client.clone(),
+                    _room: Some(room),
+                });
+            }
+        }
+        let slot = StreamSlot {
+            client: stream_client(config)?,
+            room: std::sync::Arc::new(tokio::sync::Semaphore::new(STREAMS_PER_CONNECTION)),
+        };
+        let room = slot.room.clone().try_acquire_owned().ok();
+        let client = slot.client.clone();
+        slots.push(slot);
+        Ok(StreamLease {
+            client,
+            _room: room,
+        })
+    }
+
+    /// Connections' worth of clients made so far (one for a shared client).
+    pub fn clients(&self) -> usize {
+        match &*self.inner {
+            StreamInner::Shared(_) => 1,
+            StreamInner::Spread { slots, .. } => slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len(),
+        }
+    }
+}
+
+/// One stream client: its own connection pool, so with HTTP/2 its own
+/// connection.
+fn stream_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
     use hyper_util::client::legacy::connect::HttpConnector;
     use kube::client::ConfigExt;
-    if config.proxy_url.is_some() {
-        return kube::Client::try_from(config.clone());
-    }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(config.connect_timeout);
     http.set_keepalive(Some(std::time::Duration::from_secs(60)));
-    let https = config.rustls_https_connector_with_connector(http)?;
+    // As kube's own connector, but offering HTTP/2 as well.
+    let mut tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config.rustls_client_config()?)
+        .https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        let name = name.clone().try_into().map_err(|_| {
+            kube::Error::Service(format!("invalid TLS server name {name:?}").into())
+        })?;
+        tls = tls.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let https = tls.enable_http1().enable_http2().wrap_connector(http);
     let client: hyper_util::client::legacy::Client<_, kube::client::Body> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
             .http1_read_buf_exact_size(STREAM_READ_BUFFER)
+            .http2_keep_alive_interval(STREAM_PING_INTERVAL)
+            .http2_keep_alive_timeout(STREAM_PING_TIMEOUT)
             .build(https);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())

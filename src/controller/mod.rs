@@ -220,8 +220,8 @@ pub struct StartOptions {
 /// State shared by the reconciler, the prober, the elector and the server.
 pub(crate) struct Shared {
     pub client: Client,
-    /// For long-lived streams (followed logs): see `cluster::stream_client`.
-    pub streams: Client,
+    /// For long-lived streams (followed logs): see `cluster::StreamClients`.
+    pub streams: crate::cluster::StreamClients,
     pub config: Config,
     pub namespaces: BTreeSet<String>,
     pub view: ClusterView,
@@ -439,7 +439,7 @@ fn shared_watch<K>(
     changes: Changes,
     cancel: CancellationToken,
     tasks: &mut JoinSet<()>,
-) -> (Store<K>, impl Stream<Item = Arc<K>> + Send + 'static)
+) -> (Store<K>, reflector::ReflectHandle<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -620,6 +620,8 @@ pub fn start_with(
         cancel.clone(),
         &mut tasks,
     );
+    // The log tails follow the same pods (see `tails::run`).
+    let tail_pods = pod_stream.clone();
     let (deployments, deployment_stream) = shared_watch(
         namespaced_or_all::<Deployment>(&client, &namespaces),
         managed.clone(),
@@ -656,7 +658,10 @@ pub fn start_with(
     );
     let shared = Arc::new(Shared {
         client: client.clone(),
-        streams: conn.streams.clone().unwrap_or_else(|| client.clone()),
+        streams: conn
+            .streams
+            .clone()
+            .unwrap_or_else(|| crate::cluster::StreamClients::shared(client.clone())),
         config: config.clone(),
         namespaces,
         view: view.clone(),
@@ -732,9 +737,7 @@ pub fn start_with(
     // Tasks naming no pool are outside every pool's reconcile.
     tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
     // The final log lines of pods that terminate, for support bundles.
-    for ns in shared.namespaces.iter().cloned() {
-        tasks.spawn(tails::run(shared.clone(), ns, cancel.clone()));
-    }
+    tasks.spawn(tails::run(shared.clone(), tail_pods, cancel.clone()));
     // Debug pods past their TTL.
     tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
 

@@ -29,7 +29,6 @@ use futures::{AsyncBufReadExt, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, ObjectMeta, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -180,63 +179,101 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_FOLLOWED: usize = 2000;
 
 /// Runs until `cancel`: while leading, follows the log of every container
-/// of the agentdeck-managed pods in `namespace` (debug pods excepted),
-/// keeping the last [`TAIL_BYTES`] in memory, and stores them once the
-/// pod is gone, terminating or finished.
+/// of the agentdeck-managed pods (debug pods excepted), keeping the last
+/// [`TAIL_BYTES`] in memory, and stores them once the pod is gone,
+/// terminating or finished.
+///
+/// The pods are the controller's own (`shared.view.pods`, fed by the one
+/// pod watch): `changed` yields each pod as it changes. They are looked at
+/// once the watches have listed (opening a stream per container next to
+/// the first lists slows the first picture for what can wait) and whenever
+/// this controller becomes the leader, and then as they change.
 ///
 /// Following rather than fetching at deletion: a pod's log is only served
 /// while the pod exists, and a deleted pod can be gone before anyone asks
 /// (in milliseconds on the sandbox); following also keeps what the agent
 /// printed after SIGTERM. A finalizer would hold deleted pods instead, but
 /// would leave them stuck whenever the controller is not running.
-pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: CancellationToken) {
-    // Not before the watches have listed: opening a stream per container
-    // next to the first lists slows the first picture for what can wait.
-    // Becoming synced is a change (see `start_with`).
+pub(crate) async fn run<S>(shared: Arc<Shared>, changed: S, cancel: CancellationToken)
+where
+    S: futures::Stream<Item = Arc<Pod>> + Send,
+{
     let mut changes = shared.view.changes.subscribe();
-    while !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
-        tokio::select! {
+    tokio::pin!(changed);
+    let tails = Tails {
+        shared: shared.clone(),
+        followed: Arc::default(),
+        redactor: Arc::new(Redactor::new(&[])),
+        writer: Arc::default(),
+        opening: Arc::new(tokio::sync::Semaphore::new(MAX_OPENING)),
+        cancel: cancel.clone(),
+    };
+    // Whether every pod was looked at as leader since the watches listed.
+    let mut caught_up = false;
+    loop {
+        // The subscriber must be read on all along: the pod watch waits
+        // for it. A change wakes this loop too, which also revives a
+        // subscriber stalled on a pod deleted before it was read.
+        let pod = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = changes.changed() => if r.is_err() { return },
+            p = changed.next() => match p {
+                Some(p) => Some(p),
+                None => return,
+            },
+            r = changes.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                None
+            }
+            () = shared.leader.changed() => None,
+        };
+        let ready =
+            shared.synced.load(std::sync::atomic::Ordering::SeqCst) && shared.leader.is_leader();
+        if !ready {
+            caught_up = false;
+            continue;
+        }
+        if !caught_up {
+            caught_up = true;
+            for pod in shared.view.pods.state() {
+                tails.consider(&pod);
+            }
+        }
+        if let Some(pod) = pod {
+            tails.consider(&pod);
         }
     }
-    let pods: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let logs: Api<Pod> = Api::namespaced(shared.streams.clone(), &namespace);
-    let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    let stream = watcher(pods.clone(), config)
-        .default_backoff()
-        .applied_objects();
-    tokio::pin!(stream);
-    let followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
-    let redactor = Arc::new(Redactor::new(&[]));
-    let writer: Arc<tokio::sync::Mutex<()>> = Arc::default();
-    let opening = Arc::new(tokio::sync::Semaphore::new(MAX_OPENING));
-    loop {
-        let next = tokio::select! {
-            _ = cancel.cancelled() => return,
-            n = stream.next() => n,
-        };
-        let pod = match next {
-            Some(Ok(p)) => p,
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "log tails: pod watch failed; retrying");
-                continue;
-            }
-            None => return,
-        };
-        if !shared.leader.is_leader()
-            || pod.labels().contains_key(LABEL_DEBUG)
-            || final_reason(Some(&pod)).is_some()
-        {
-            continue;
+}
+
+/// What the followers share.
+struct Tails {
+    shared: Arc<Shared>,
+    /// `uid/container` of the containers followed.
+    followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    redactor: Arc<Redactor>,
+    writer: Arc<tokio::sync::Mutex<()>>,
+    opening: Arc<tokio::sync::Semaphore>,
+    cancel: CancellationToken,
+}
+
+impl Tails {
+    /// Follows the started containers of `pod` not followed yet.
+    fn consider(&self, pod: &Pod) {
+        if pod.labels().contains_key(LABEL_DEBUG) || final_reason(Some(pod)).is_some() {
+            return;
         }
-        let (Some(uid), Some(pool)) = (pod.uid(), pod.labels().get(LABEL_POOL).cloned()) else {
-            continue;
+        let (Some(uid), Some(pool), Some(namespace)) = (
+            pod.uid(),
+            pod.labels().get(LABEL_POOL).cloned(),
+            pod.namespace(),
+        ) else {
+            return;
         };
         let statuses = pod
             .status
             .as_ref()
-            .and_then(|s| s.container_statuses.clone())
+            .and_then(|s| s.container_statuses.as_deref())
             .unwrap_or_default();
         for c in statuses {
             // Only once a container has started is there a log to follow.
@@ -245,7 +282,8 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
             }
             let key = format!("{uid}/{}", c.name);
             {
-                let mut f = followed
+                let mut f = self
+                    .followed
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if f.len() >= MAX_FOLLOWED || !f.insert(key.clone()) {
@@ -253,20 +291,19 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
                 }
             }
             let follower = Follower {
-                shared: shared.clone(),
-                pods: pods.clone(),
-                logs: logs.clone(),
+                shared: self.shared.clone(),
+                pods: Api::namespaced(self.shared.client.clone(), &namespace),
                 namespace: namespace.clone(),
                 pool: pool.clone(),
                 pod: pod.name_any(),
                 uid: uid.clone(),
                 container: c.name.clone(),
-                redactor: redactor.clone(),
-                writer: writer.clone(),
-                opening: opening.clone(),
+                redactor: self.redactor.clone(),
+                writer: self.writer.clone(),
+                opening: self.opening.clone(),
             };
-            let followed = followed.clone();
-            let cancel = cancel.clone();
+            let followed = self.followed.clone();
+            let cancel = self.cancel.clone();
             tokio::spawn(async move {
                 tokio::select! {
                     _ = cancel.cancelled() => {}
@@ -285,8 +322,6 @@ pub(crate) async fn run(shared: Arc<Shared>, namespace: String, cancel: Cancella
 struct Follower {
     shared: Arc<Shared>,
     pods: Api<Pod>,
-    /// `pods` on the stream client.
-    logs: Api<Pod>,
     namespace: String,
     pool: String,
     pod: String,
@@ -313,14 +348,26 @@ impl Follower {
                 since_seconds: since,
                 ..LogParams::default()
             };
-            let opened = {
-                let Ok(_permit) = self.opening.acquire().await else {
-                    return;
-                };
-                // A permit is not held by an API that never answers.
-                tokio::time::timeout(OPEN_TIMEOUT, self.logs.log_stream(&self.pod, &lp)).await
+            // Held while the stream lasts: it counts against its connection.
+            let lease = self.shared.streams.lease();
+            let opened = match &lease {
+                Ok(lease) => {
+                    let Ok(_permit) = self.opening.acquire().await else {
+                        return;
+                    };
+                    let logs: Api<Pod> = Api::namespaced(lease.client.clone(), &self.namespace);
+                    // A permit is not held by an API that never answers.
+                    tokio::time::timeout(OPEN_TIMEOUT, logs.log_stream(&self.pod, &lp))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "log tails: no stream client");
+                    None
+                }
             };
-            if let Ok(Ok(stream)) = opened {
+            if let Some(stream) = opened {
                 let mut stream = std::pin::pin!(stream);
                 // Read from the connection's own buffer: no copy buffer per
                 // followed container.

@@ -111,8 +111,10 @@ impl Pki {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, private)?;
-        // The router speaks HTTP/1.1 only; clients offering h2 fall back.
-        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/2 for clients that offer it, as an apiserver does (kubectl
+        // and client-go do; upgrades for exec and port-forward ask for
+        // HTTP/1.1), HTTP/1.1 for the rest.
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Pki {
             ca_pem: ca_cert.pem(),
             server: Arc::new(server),
