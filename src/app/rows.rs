@@ -25,6 +25,14 @@ use crate::plan::verdict::{Verdict, unclaimed_tasks, verdict};
 /// Labels of a row, for `-l` selectors.
 pub type Labels = BTreeMap<String, String>;
 
+/// `name` lower-cased, or `None` when it already is, as every valid
+/// Kubernetes name is: a copy per row saved.
+pub fn lower_if_needed(name: &str) -> Option<Box<str>> {
+    name.chars()
+        .any(char::is_uppercase)
+        .then(|| name.to_lowercase().into_boxed_str())
+}
+
 /// What every row offers the table machinery.
 pub trait Row {
     /// Unique within its view (namespace/name).
@@ -76,7 +84,8 @@ pub struct PoolRow {
     pub created: Option<Timestamp>,
     pub labels: Labels,
     pub search: String,
-    pub name_lc: String,
+    /// The name lower-cased, when that differs (see [`lower_if_needed`]).
+    pub name_lc: Option<Box<str>>,
 }
 
 /// One agent pod (deployment mode) or task pod (job mode).
@@ -104,7 +113,8 @@ pub struct AgentRow {
     pub debug: bool,
     pub labels: Labels,
     pub search: String,
-    pub name_lc: String,
+    /// The name lower-cased, when that differs (see [`lower_if_needed`]).
+    pub name_lc: Option<Box<str>>,
 }
 
 /// One AgentTask.
@@ -129,7 +139,8 @@ pub struct TaskRow {
     pub log: Option<LogSource>,
     pub labels: Labels,
     pub search: String,
-    pub name_lc: String,
+    /// The name lower-cased, when that differs (see [`lower_if_needed`]).
+    pub name_lc: Option<Box<str>>,
 }
 
 /// Where to read a task's or pod's output.
@@ -156,7 +167,8 @@ pub struct EventRow {
     pub last: Option<Timestamp>,
     pub labels: Labels,
     pub search: String,
-    pub name_lc: String,
+    /// The name lower-cased, when that differs (see [`lower_if_needed`]).
+    pub name_lc: Option<Box<str>>,
 }
 
 macro_rules! impl_row {
@@ -172,7 +184,7 @@ macro_rules! impl_row {
                 &self.search
             }
             fn name_lc(&self) -> &str {
-                &self.name_lc
+                self.name_lc.as_deref().unwrap_or(&self.$name)
             }
             fn labels(&self) -> &Labels {
                 &self.labels
@@ -760,7 +772,7 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&Pod>) -> TaskRow {
     let search = lc(&[&name, &pool, st.phase.as_str(), &agent, &message]);
     TaskRow {
         key: format!("{ns}/{name}"),
-        name_lc: name.to_lowercase(),
+        name_lc: lower_if_needed(&name),
         namespace: ns,
         name,
         pool,
@@ -821,7 +833,7 @@ fn agent_row(p: &Pod, component: &'static str, stamp: &AgentStamp) -> AgentRow {
     ]);
     AgentRow {
         key: format!("{ns}/{name}"),
-        name_lc: name.to_lowercase(),
+        name_lc: lower_if_needed(&name),
         namespace: ns,
         name,
         pool,
@@ -881,7 +893,7 @@ fn pool_row(
     ]);
     PoolRow {
         key: format!("{ns}/{name}"),
-        name_lc: name.to_lowercase(),
+        name_lc: lower_if_needed(&name),
         namespace: ns,
         name,
         mode: p.spec.execution_mode.as_str(),
@@ -935,7 +947,7 @@ fn event_row(e: &Event, pool: &str) -> EventRow {
     ]);
     EventRow {
         key: format!("{ns}/{}", e.metadata.name.as_deref().unwrap_or_default()),
-        name_lc: object.to_lowercase(),
+        name_lc: lower_if_needed(&object),
         namespace: ns,
         warning,
         reason,
@@ -976,6 +988,12 @@ mod tests {
         b.iter()
             .filter(|r| a.iter().any(|o| Arc::ptr_eq(o, r)))
             .count()
+    }
+
+    #[test]
+    fn a_lower_case_name_is_not_copied_and_another_is_lowered() {
+        assert_eq!(lower_if_needed("task-000123"), None);
+        assert_eq!(lower_if_needed("Pod/Api-0").as_deref(), Some("pod/api-0"));
     }
 
     #[test]

@@ -357,7 +357,10 @@ impl Follower {
                     };
                     let logs: Api<Pod> = Api::namespaced(lease.client.clone(), &self.namespace);
                     // A permit is not held by an API that never answers.
-                    tokio::time::timeout(OPEN_TIMEOUT, logs.log_stream(&self.pod, &lp))
+                    // Boxed, as below: a future's state is as large as its
+                    // largest await, and a follower mostly waits on its
+                    // stream (a leader holds up to MAX_FOLLOWED of them).
+                    tokio::time::timeout(OPEN_TIMEOUT, Box::pin(logs.log_stream(&self.pod, &lp)))
                         .await
                         .ok()
                         .and_then(Result::ok)
@@ -384,23 +387,23 @@ impl Follower {
             }
             // The stream ended: the pod went, or its container restarted,
             // or the connection broke.
-            let now = self.pods.get_opt(&self.pod).await;
-            let reason = match &now {
-                Ok(p)
-                    if p.as_ref()
-                        .is_some_and(|p| p.uid().as_deref() != Some(&self.uid)) =>
-                {
-                    Some("Deleted")
-                }
-                Ok(p) => final_reason(p.as_ref()),
-                Err(_) => None,
-            };
+            let reason = Box::pin(self.final_reason_now()).await;
             if let Some(reason) = reason {
-                self.keep(ring.make_contiguous(), reason).await;
+                Box::pin(self.keep(ring.make_contiguous(), reason)).await;
                 return;
             }
             since = Some(2);
             tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Why this container's tail is final now, if it is: the pod is gone
+    /// (or another took its name), terminating or finished.
+    async fn final_reason_now(&self) -> Option<&'static str> {
+        match self.pods.get_opt(&self.pod).await {
+            Ok(Some(p)) if p.uid().as_deref() != Some(&self.uid) => Some("Deleted"),
+            Ok(p) => final_reason(p.as_ref()),
+            Err(_) => None,
         }
     }
 
