@@ -1335,3 +1335,23 @@ async fn a_cancelled_task_is_stopped() {
     assert_eq!(h.replicas("calm").await, Some(0));
     cancel.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_controller_only_watches_through_a_debug_pod_sweep() {
+    let h = Harness::start().await;
+    let (c, cancel) = h.controller(&config());
+    eventually("watches synced", || async { c.is_synced().then_some(()) }).await;
+    h.sandbox().api().faults.reset_requests();
+    // Long enough for a debug pod sweep, which once listed pods.
+    tokio::time::sleep(controller::debugpods::SWEEP_INTERVAL + Duration::from_secs(2)).await;
+    let reads: Vec<(String, u64)> = h
+        .sandbox()
+        .api()
+        .faults
+        .requests()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("GET ") && !k.ends_with("/version"))
+        .collect();
+    assert!(reads.is_empty(), "an idle controller read {reads:?}");
+    cancel.cancel();
+}

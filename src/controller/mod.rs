@@ -16,7 +16,7 @@
 // only move the allocation to the error path's callers.
 #![allow(clippy::result_large_err)]
 
-mod debugpods;
+pub mod debugpods;
 pub mod gate;
 pub mod leader;
 pub mod metrics;

@@ -6,6 +6,7 @@
 //! none of its labels or owners: a copy carrying the ReplicaSet's labels
 //! would be adopted by it and scaled away, or counted as an agent.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -441,14 +442,25 @@ pub async fn cleanup(
             name: namespace.to_owned(),
             source,
         })?;
+    delete_due(client, &pods.items, only_expired).await
+}
+
+/// Deletes those of `pods` (debug pods) not already going: all of them, or
+/// with `only_expired` those past their expiry then. Their names.
+pub async fn delete_due<P: std::borrow::Borrow<Pod>>(
+    client: &Client,
+    pods: &[P],
+    only_expired: Option<Timestamp>,
+) -> Result<Vec<String>, DebugError> {
     let mut deleted = Vec::new();
-    for p in pods.items {
-        if only_expired.is_some_and(|now| !expired(&p, now))
+    for p in pods.iter().map(Borrow::borrow) {
+        if only_expired.is_some_and(|now| !expired(p, now))
             || p.metadata.deletion_timestamp.is_some()
         {
             continue;
         }
         let name = p.name_any();
+        let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => deleted.push(name),
             Err(kube::Error::Api(s)) if s.code == 404 => {}
