@@ -324,3 +324,50 @@ fn followed_logs_share_http2_connections_at_most_64_streams_each() {
         assert_eq!(streams.clients(), 2);
     });
 }
+
+#[test]
+fn a_restart_cuts_every_connection_log_follows_included() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "talker"},
+            "spec": {"containers": [{"name": "main", "image": "example.com/sim:1"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &p).await.expect("pod");
+        common::eventually("the pod running", || {
+            let pods = pods.clone();
+            async move {
+                let p = pods.get("talker").await.ok()?;
+                (p.status?.phase.as_deref() == Some("Running")).then_some(())
+            }
+        })
+        .await;
+        let follow = kube::api::LogParams {
+            follow: true,
+            ..Default::default()
+        };
+        let mut stream = pods
+            .log_stream("talker", &follow)
+            .await
+            .expect("log stream opened");
+        sb.sandbox()
+            .api()
+            .faults
+            .restart_server(Duration::from_secs(2));
+        // A follow of a running container never ends by itself: only the
+        // restart can end it (after the 2 s the server gives streams).
+        let ended = tokio::time::timeout(Duration::from_secs(60), async {
+            use futures::AsyncBufReadExt;
+            let mut line = String::new();
+            while matches!(stream.read_line(&mut line).await, Ok(n) if n > 0) {
+                line.clear();
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "a log follow outlived the server's restart");
+    });
+}

@@ -57,7 +57,8 @@ pub async fn serve(
         };
         // HTTPS, as every real apiserver serves (the listener sets
         // TCP_NODELAY on each connection, as Go does).
-        let tls = api.security.pki().listener(listener)?;
+        let cut = CancellationToken::new();
+        let tls = api.security.pki().listener(listener, cut.clone())?;
         let server = axum::serve(tls, app.clone())
             .with_graceful_shutdown(stop)
             .into_future();
@@ -71,6 +72,9 @@ pub async fn serve(
                 let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
             }
         }
+        // Whatever is still open is cut now, as a process exiting would:
+        // the server's graceful shutdown only waits for its connections.
+        cut.cancel();
         if cancel.is_cancelled() {
             return Ok(());
         }

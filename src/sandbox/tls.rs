@@ -13,6 +13,9 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::future::Future;
+
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -140,8 +143,13 @@ impl Pki {
         .with_no_client_auth())
     }
 
-    /// Accepts TLS connections on `listener`.
-    pub fn listener(&self, listener: TcpListener) -> std::io::Result<TlsListener> {
+    /// Accepts TLS connections on `listener`; each is cut when `cut` is
+    /// cancelled (see [`Cut`]).
+    pub fn listener(
+        &self,
+        listener: TcpListener,
+        cut: CancellationToken,
+    ) -> std::io::Result<TlsListener> {
         let addr = listener.local_addr()?;
         let acceptor = TlsAcceptor::from(self.server.clone());
         let (tx, rx) = mpsc::channel(64);
@@ -150,6 +158,7 @@ impl Pki {
         Ok(TlsListener {
             addr,
             rx,
+            cut,
             _stop: stop.drop_guard(),
         })
     }
@@ -175,7 +184,81 @@ pub fn ca_ders(pem: &str) -> Vec<Vec<u8>> {
 pub struct TlsListener {
     addr: SocketAddr,
     rx: mpsc::Receiver<(TlsStream<tokio::net::TcpStream>, SocketAddr)>,
+    /// Cuts the connections it accepted.
+    cut: CancellationToken,
     _stop: DropGuard,
+}
+
+/// A connection that ends, streams in flight included, when its listener's
+/// `cut` token is cancelled: a real apiserver's connections end with its
+/// process, so a restarted sandbox must leave no watch or log follow
+/// running on an old one (a graceful shutdown only waits for them).
+pub struct Cut<S> {
+    io: S,
+    cut: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl<S> Cut<S> {
+    fn check(&mut self, cx: &mut std::task::Context<'_>) -> std::io::Result<()> {
+        match self.cut.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => Err(std::io::ErrorKind::ConnectionAborted.into()),
+            std::task::Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Cut<S> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        std::pin::Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Cut<S> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        std::pin::Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        std::pin::Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.check(cx)?;
+        std::pin::Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 async fn accept_loop(
@@ -216,12 +299,18 @@ async fn accept_loop(
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<tokio::net::TcpStream>;
+    type Io = Cut<TlsStream<tokio::net::TcpStream>>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.rx.recv().await {
-            Some(conn) => conn,
+            Some((io, peer)) => (
+                Cut {
+                    io,
+                    cut: Box::pin(self.cut.clone().cancelled_owned()),
+                },
+                peer,
+            ),
             // The accept loop only ends when this listener is dropped.
             None => std::future::pending().await,
         }
