@@ -135,8 +135,8 @@ fn first_line(s: &str) -> &str {
 impl LabelTerm {
     fn matches(&self, labels: &super::rows::Labels) -> bool {
         match self {
-            LabelTerm::Equals(k, v) => labels.get(k) == Some(v),
-            LabelTerm::NotEquals(k, v) => labels.get(k) != Some(v),
+            LabelTerm::Equals(k, v) => labels.get(k) == Some(v.as_str()),
+            LabelTerm::NotEquals(k, v) => labels.get(k) != Some(v.as_str()),
             LabelTerm::Exists(k) => labels.contains_key(k),
             LabelTerm::NotExists(k) => !labels.contains_key(k),
         }
