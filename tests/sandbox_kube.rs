@@ -235,6 +235,33 @@ fn injected_429s_are_retried_after_retry_after_and_500s_reach_the_caller() {
     });
 }
 
+/// Creates pods `names` of a simulated image (running until deleted, a log
+/// to follow) and waits until each runs.
+async fn running_sim_pods(pods: &Api<Pod>, names: &[String]) {
+    for name in names {
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "example.com/sim:1"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &p).await.expect("pod");
+    }
+    common::eventually("the pods running", || async {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        names
+            .iter()
+            .all(|n| {
+                list.items.iter().any(|p| {
+                    p.metadata.name.as_ref() == Some(n)
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+            })
+            .then_some(())
+    })
+    .await;
+}
+
 /// Established TCP connections from this process to 127.0.0.1:`port` (the
 /// client ends: their remote port is the sandbox's).
 fn connections_to(port: u16) -> usize {
@@ -270,26 +297,8 @@ fn followed_logs_share_http2_connections_at_most_64_streams_each() {
         let streams = StreamClients::new(&config).expect("stream clients");
         let pods: Api<Pod> = Api::namespaced(client, "default");
         let n = STREAMS_PER_CONNECTION + 6;
-        for i in 0..n {
-            let p: Pod = serde_json::from_value(json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("talker-{i}")},
-                "spec": {"containers": [{"name": "main", "image": "example.com/sim:1"}]}
-            }))
-            .expect("pod");
-            pods.create(&PostParams::default(), &p).await.expect("pod");
-        }
-        common::eventually("every pod running", || {
-            let pods = pods.clone();
-            async move {
-                let list = pods.list(&ListParams::default()).await.ok()?;
-                list.items
-                    .iter()
-                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                    .then_some(())
-            }
-        })
-        .await;
+        let names: Vec<String> = (0..n).map(|i| format!("talker-{i}")).collect();
+        running_sim_pods(&pods, &names).await;
         let before = connections_to(port);
         let mut open = Vec::new();
         for i in 0..n {
@@ -331,21 +340,7 @@ fn a_restart_cuts_every_connection_log_follows_included() {
     let client = sb.client();
     sb.rt.block_on(async {
         let pods: Api<Pod> = Api::namespaced(client, "default");
-        let p: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "talker"},
-            "spec": {"containers": [{"name": "main", "image": "example.com/sim:1"}]}
-        }))
-        .expect("pod");
-        pods.create(&PostParams::default(), &p).await.expect("pod");
-        common::eventually("the pod running", || {
-            let pods = pods.clone();
-            async move {
-                let p = pods.get("talker").await.ok()?;
-                (p.status?.phase.as_deref() == Some("Running")).then_some(())
-            }
-        })
-        .await;
+        running_sim_pods(&pods, &["talker".to_owned()]).await;
         let follow = kube::api::LogParams {
             follow: true,
             ..Default::default()
