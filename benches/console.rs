@@ -110,7 +110,7 @@ fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
     let _ = builder.build(&src, now, &thresholds());
     let mut times = Vec::new();
     for round in 0..rounds {
-        let mut p = Pod::clone(&src.pods[0]);
+        let mut p = agentdeck::controller::pod::CachedPod::clone(&src.pods[0]);
         p.metadata
             .labels
             .get_or_insert_with(Default::default)

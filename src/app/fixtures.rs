@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Event;
 use serde_json::json;
 
 use super::rows::Sources;
 use crate::controller::AgentSample;
+use crate::controller::pod::CachedPod;
 use crate::crd::{AgentPool, AgentTask};
 use crate::health::{HealthReport, HealthStatus};
 
@@ -111,7 +112,7 @@ fn agent_pod(
     component: &str,
     phase: &str,
     restarts: i32,
-) -> Arc<Pod> {
+) -> Arc<CachedPod> {
     let mut labels = json!({"agentdeck.dev/pool": pool, "app.kubernetes.io/component": component,
                             "app.kubernetes.io/managed-by": "agentdeck"});
     if component == "task" {

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::text::clean;
 use crate::controller::AgentSample;
+use crate::controller::pod::CachedPod;
 use crate::crd::{
     AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,
 };
@@ -342,7 +343,7 @@ pub struct TaskCounts {
 pub struct Sources {
     pub pools: Vec<Arc<AgentPool>>,
     pub tasks: Vec<Arc<AgentTask>>,
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<CachedPod>>,
     pub jobs: Vec<Arc<Job>>,
     pub events: Vec<Arc<Event>>,
     pub samples: Vec<AgentSample>,
@@ -440,7 +441,7 @@ impl Hasher for AddrHasher {
 #[derive(Default)]
 pub struct RowBuilder {
     tasks: Cache<AgentTask, TaskStamp, TaskRow>,
-    agents: Cache<Pod, AgentStamp, AgentRow>,
+    agents: Cache<CachedPod, AgentStamp, AgentRow>,
     events: Cache<Event, Option<String>, EventRow>,
     /// The task rows of the last build, sorted: reused as they are when no
     /// task changed (most changes are agents' health samples).
@@ -478,7 +479,7 @@ impl RowBuilder {
                 running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
             }
         }
-        let job_pods: HashMap<(&str, &str), &Pod> = src
+        let job_pods: HashMap<(&str, &str), &CachedPod> = src
             .pods
             .iter()
             .filter_map(|p| {
@@ -786,7 +787,7 @@ impl RowBuilder {
     }
 }
 
-fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&Pod>) -> TaskRow {
+fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskRow {
     let no_status = crate::crd::AgentTaskStatus::default();
     let ns = t.namespace().unwrap_or_default();
     let name = t.name_any();
@@ -841,7 +842,7 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&Pod>) -> TaskRow {
     }
 }
 
-fn agent_row(p: &Pod, component: &'static str, stamp: &AgentStamp) -> AgentRow {
+fn agent_row(p: &CachedPod, component: &'static str, stamp: &AgentStamp) -> AgentRow {
     let ns = p.namespace().unwrap_or_default();
     let name = p.name_any();
     let labels = p.labels();
@@ -1012,7 +1013,7 @@ fn event_row(e: &Event, pool: &str) -> EventRow {
 }
 
 /// Whether `key` is set to `true` on the pod.
-fn annotated(p: &Pod, key: &str) -> bool {
+fn annotated(p: &CachedPod, key: &str) -> bool {
     p.metadata
         .annotations
         .as_ref()
@@ -1101,7 +1102,7 @@ mod tests {
             .iter()
             .position(|p| p.metadata.name.as_deref() == Some("iac-agent-legacy-55c-x9"))
             .expect("the legacy agent");
-        let mut pod = Pod::clone(&src.pods[p]);
+        let mut pod = CachedPod::clone(&src.pods[p]);
         pod.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
         src.pods[p] = Arc::new(pod);

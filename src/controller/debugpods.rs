@@ -21,6 +21,12 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 /// their expiry. The debug pods are watched, not listed at every sweep: an
 /// idle controller's API traffic is its watches.
 pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+    // A sweep is due in 15 s at the earliest: its list waits until the
+    // first lists, which the console shows, are in.
+    tokio::select! {
+        _ = cancel.cancelled() => return,
+        () = shared.wait_synced() => {}
+    }
     let api: Api<Pod> = super::namespaced_or_all(&shared.client, &shared.namespaces);
     let (store, writer) = reflector::store::<Pod>();
     let selector = format!("{}=true", debug::LABEL_DEBUG_POD);

@@ -21,6 +21,7 @@ pub mod gate;
 pub mod leader;
 pub mod metrics;
 pub mod orphans;
+pub mod pod;
 pub mod prober;
 pub mod reachability;
 mod reconcile;
@@ -52,6 +53,7 @@ use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY}
 use crate::health::{HealthReport, HealthStatus};
 pub use leader::LeaderState;
 pub use metrics::Metrics;
+use pod::CachedPod;
 pub use prober::{AgentSample, HealthSamples};
 
 /// Field manager of every server-side apply.
@@ -155,7 +157,7 @@ pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
 pub struct ClusterView {
     pub pools: Store<AgentPool>,
     pub tasks: Store<AgentTask>,
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     pub deployments: Store<Deployment>,
     pub jobs: Store<Job>,
     pub health: HealthSamples,
@@ -247,6 +249,17 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Resolves once every store has finished its initial list. The sync
+    /// is announced as a change after the flag is set, and the receiver is
+    /// taken before the flag is read, so the announcement cannot be missed.
+    async fn wait_synced(&self) {
+        let mut changes = self.view.changes.subscribe();
+        while !self.synced.load(Ordering::SeqCst) {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
     pub fn api_ok(&self) {
         *self
             .api_unreachable_since
@@ -329,6 +342,12 @@ impl ControllerHandle {
         self.shared.synced.load(Ordering::SeqCst)
     }
 
+    /// Resolves once every store has finished its initial list (at once
+    /// when it has): what can wait for the first lists starts after them.
+    pub async fn synced(&self) {
+        self.shared.wait_synced().await;
+    }
+
     /// Reconciles run so far, and how many failed.
     pub fn reconcile_counts(&self) -> (u64, u64) {
         self.shared.metrics.reconcile_counts()
@@ -396,11 +415,10 @@ where
 /// Keeps an object as listed (managedFields aside).
 fn keep_all<K>(_: &mut K) {}
 
-/// Drops what nothing reads from a cached pod: volumes, mounts, env,
-/// probes, resources, security contexts, scheduling constraints. On a
-/// cluster these are most of a pod's size (every pod carries the projected
-/// service-account volume), and the cache holds every managed pod. Whoever
-/// needs the whole pod GETs it (the console's YAML view, debug pods).
+/// Drops what nothing reads from a pod the debug-pod sweep caches:
+/// volumes, mounts, env, probes, resources, security contexts, scheduling
+/// constraints (most of a pod's size on a cluster). The managed pods are
+/// cached as [`CachedPod`], which keeps less still.
 pub(crate) fn strip_pod(pod: &mut Pod) {
     let Some(spec) = pod.spec.as_mut() else {
         return;
@@ -512,7 +530,7 @@ fn pool_ref_from_label<K: Resource>(obj: &K) -> Option<ObjectRef<AgentPool>> {
 }
 
 /// The pool of an agent pod.
-fn pool_ref_of_pod(pod: &Pod) -> Option<ObjectRef<AgentPool>> {
+fn pool_ref_of_pod(pod: &CachedPod) -> Option<ObjectRef<AgentPool>> {
     pool_ref_from_label(pod)
 }
 
@@ -612,9 +630,9 @@ pub fn start_with(
         &mut tasks,
     );
     let (pods, pod_stream) = shared_watch(
-        namespaced_or_all::<Pod>(&client, &namespaces),
+        namespaced_or_all::<CachedPod>(&client, &namespaces),
         managed.clone(),
-        strip_pod,
+        keep_all,
         report.clone(),
         changes.clone(),
         cancel.clone(),
@@ -784,7 +802,7 @@ pub fn start_with(
             })
             .boxed(),
         pod_stream
-            .map(move |pod: Arc<Pod>| background(pool_ref_from_label(&*pod)))
+            .map(move |pod: Arc<CachedPod>| background(pool_ref_from_label(&*pod)))
             .boxed(),
         job_stream
             .map(move |job: Arc<Job>| background(pool_ref_from_label(&*job)))

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::HealthProbeConfig;
+use crate::controller::pod::CachedPod;
 use crate::crd::{AgentPool, LABEL_POOL};
 use crate::health::{Freshness, FreshnessThresholds, HealthReport, ProbeFacts, classify};
 use crate::plan::manifests::HEALTH_PORT_NAME;
@@ -134,7 +134,7 @@ pub fn thresholds(config: &HealthProbeConfig) -> FreshnessThresholds {
     }
 }
 
-fn health_port(pod: &Pod) -> u16 {
+fn health_port(pod: &CachedPod) -> u16 {
     pod.spec
         .as_ref()
         .into_iter()
@@ -210,11 +210,11 @@ pub fn counts_changed(
 /// reconciler recovers its task and reports the counts now rather than at
 /// the next resync; `pool_of` maps a pod to its pool.
 pub async fn run(
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
     samples: HealthSamples,
     config: HealthProbeConfig,
     offline: mpsc::Sender<ObjectRef<AgentPool>>,
-    pool_of: fn(&Pod) -> Option<ObjectRef<AgentPool>>,
+    pool_of: fn(&CachedPod) -> Option<ObjectRef<AgentPool>>,
     cancel: CancellationToken,
 ) {
     let client = match reqwest::Client::builder()

@@ -19,6 +19,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::pod::CachedPod;
 use super::{ControllerError, Result, Shared, resync};
 use crate::crd::validate::{summary, validate_pool};
 use crate::crd::{
@@ -126,7 +127,7 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
         .collect();
     observe_task_metrics(shared, &tasks);
     let pool_label = label_value(&name);
-    let pool_pods: Vec<Arc<Pod>> = shared
+    let pool_pods: Vec<Arc<CachedPod>> = shared
         .view
         .pods
         .state()
@@ -304,7 +305,7 @@ pub(crate) fn token_secret_missing_note(secret: &str, namespace: &str) -> String
 /// pool's token Secret is missing. Asked only while some pod of the pool
 /// waits to start, or while the pool still says the Secret is missing, so
 /// a steady pool costs no request.
-async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<Pod>]) {
+async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<CachedPod>]) {
     let Some(secret) = ctx
         .pool
         .spec
@@ -473,7 +474,7 @@ fn default_tz(shared: &Shared) -> TimeZone {
 fn health_counts(
     shared: &Shared,
     ns: &str,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     now: Timestamp,
 ) -> (HealthCounts, BTreeSet<String>) {
     let thresholds = super::prober::thresholds(&shared.config.health_probe);
@@ -588,12 +589,12 @@ fn to_i32(v: u32) -> i32 {
 async fn deployment_mode(
     ctx: &mut PoolCtx<'_>,
     tasks: &mut [Arc<AgentTask>],
-    pool_pods: &[Arc<Pod>],
+    pool_pods: &[Arc<CachedPod>],
 ) -> Result<Action> {
     let shared = ctx.shared;
     let pool = ctx.pool;
     let now = ctx.now;
-    let agent_pods: Vec<Arc<Pod>> = pool_pods
+    let agent_pods: Vec<Arc<CachedPod>> = pool_pods
         .iter()
         .filter(|p| p.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(COMPONENT_AGENT))
         .cloned()
@@ -1019,7 +1020,7 @@ fn job_outcome(job: &Job) -> Option<bool> {
 }
 
 /// Why a task's pod has not started, from its container states.
-fn waiting_reason(pod: Option<&Pod>) -> String {
+fn waiting_reason(pod: Option<&CachedPod>) -> String {
     let Some(pod) = pod else {
         return "no pod yet".into();
     };
@@ -1055,7 +1056,7 @@ fn waiting_reason(pod: Option<&Pod>) -> String {
 async fn job_mode(
     ctx: &mut PoolCtx<'_>,
     tasks: &mut [Arc<AgentTask>],
-    pool_pods: &[Arc<Pod>],
+    pool_pods: &[Arc<CachedPod>],
 ) -> Result<Action> {
     let shared = ctx.shared;
     let pool = ctx.pool;
@@ -1068,11 +1069,11 @@ async fn job_mode(
         .filter(|j| j.namespace().as_deref() == Some(ctx.ns.as_str()))
         .map(|j| (j.name_any(), j))
         .collect();
-    let task_pods: Vec<&Arc<Pod>> = pool_pods
+    let task_pods: Vec<&Arc<CachedPod>> = pool_pods
         .iter()
         .filter(|p| p.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(COMPONENT_TASK))
         .collect();
-    let pod_of = |task: &AgentTask| -> Option<&Pod> {
+    let pod_of = |task: &AgentTask| -> Option<&CachedPod> {
         let label = label_value(&task.name_any());
         task_pods
             .iter()
@@ -1444,7 +1445,7 @@ mod tests {
 
     #[test]
     fn a_pod_that_has_not_started_is_explained_by_its_waiting_containers() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: CachedPod = serde_json::from_value(json!({
             "metadata": {"name": "p"},
             "status": {"phase": "Pending", "containerStatuses": [
                 {"name": "runner", "image": "i", "imageID": "", "ready": false, "restartCount": 0,

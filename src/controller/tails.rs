@@ -35,6 +35,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use super::pod::CachedPod;
 use crate::crd::{AgentPool, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
 use crate::ops::bundle::LABEL_LOG_TAILS;
 use crate::ops::bundle::redact::{RedactionCounts, Redactor};
@@ -154,7 +155,7 @@ pub fn merge(
 }
 
 /// Why a pod's tails are final now, if they are (`None`: it still runs).
-fn final_reason(pod: Option<&Pod>) -> Option<&'static str> {
+fn final_reason(pod: Option<&CachedPod>) -> Option<&'static str> {
     let Some(pod) = pod else {
         return Some("Deleted");
     };
@@ -196,7 +197,7 @@ pub const MAX_FOLLOWED: usize = 2000;
 /// would leave them stuck whenever the controller is not running.
 pub(crate) async fn run<S>(shared: Arc<Shared>, changed: S, cancel: CancellationToken)
 where
-    S: futures::Stream<Item = Arc<Pod>> + Send,
+    S: futures::Stream<Item = Arc<CachedPod>> + Send,
 {
     let mut changes = shared.view.changes.subscribe();
     tokio::pin!(changed);
@@ -259,7 +260,7 @@ struct Tails {
 
 impl Tails {
     /// Follows the started containers of `pod` not followed yet.
-    fn consider(&self, pod: &Pod) {
+    fn consider(&self, pod: &CachedPod) {
         if pod.labels().contains_key(LABEL_DEBUG) || final_reason(Some(pod)).is_some() {
             return;
         }
@@ -321,7 +322,7 @@ impl Tails {
 /// Follows one container's log.
 struct Follower {
     shared: Arc<Shared>,
-    pods: Api<Pod>,
+    pods: Api<CachedPod>,
     namespace: String,
     pool: String,
     pod: String,

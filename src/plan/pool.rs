@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use crate::controller::pod::CachedPod;
 use crate::crd::{ANNOTATION_POD_DELETION_COST, AgentTask, TaskPhase};
 
 /// Deletion cost of an agent running a task: the ReplicaSet removes it last.
@@ -62,7 +62,7 @@ pub struct AgentPod {
 
 impl AgentPod {
     /// The facts of `pod`.
-    pub fn of(pod: &Pod) -> AgentPod {
+    pub fn of(pod: &CachedPod) -> AgentPod {
         let ready = pod
             .status
             .as_ref()

@@ -144,7 +144,7 @@ impl Workers {
             &setup.conn,
             setup.all_namespaces,
             &setup.config,
-            view.changes.clone(),
+            handle.clone(),
             cancel.clone(),
         );
         let thresholds = controller::prober::thresholds(&setup.config.health_probe);
@@ -323,13 +323,18 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
 }
 
 /// A reflector of Events in the watched namespaces, bumping `changes`.
+///
+/// The list starts once the controller's own watches have listed: events
+/// are a view away, and their first pages would compete with the lists the
+/// first screen shows.
 fn watch_events(
     conn: &Connection,
     all: bool,
     config: &Config,
-    changes: controller::Changes,
+    handle: Arc<ControllerHandle>,
     cancel: CancellationToken,
 ) -> Store<Event> {
+    let changes = handle.view().changes;
     let api: Api<Event> = if all || config.namespaces.len() > 1 {
         Api::all(conn.client.clone())
     } else {
@@ -342,6 +347,10 @@ fn watch_events(
         .modify(|e| e.meta_mut().managed_fields = None)
         .reflect(writer);
     tokio::spawn(async move {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            () = handle.synced() => {}
+        }
         tokio::pin!(stream);
         loop {
             tokio::select! {
@@ -627,8 +636,9 @@ async fn yaml_loader(
             k = rx.recv() => match k { Some(k) => k, None => return },
         };
         let text = if key.kind == "Pod" {
-            // The cached pods are stripped (see `controller::strip_pod`):
-            // the whole pod comes from the API, as `kubectl get -o yaml`.
+            // The cached pods keep only what is read (see
+            // `controller::pod`): the whole pod comes from the API, as
+            // `kubectl get -o yaml`.
             let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
             let got = tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -653,7 +663,7 @@ async fn yaml_loader(
 fn cached_pod_yaml(view: &ClusterView, key: &ObjectKey, why: &str) -> String {
     format!(
         "# could not read the pod from the API ({}); shown from the console's cache,\n\
-         # without volumes, env, probes, resources and security contexts\n{}",
+         # with only the fields the console reads (no volumes, env, probes, resources)\n{}",
         crate::text::sanitize_line(why),
         render_yaml(find(&view.pods, key), key)
     )
