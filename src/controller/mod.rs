@@ -342,12 +342,6 @@ impl ControllerHandle {
         self.shared.synced.load(Ordering::SeqCst)
     }
 
-    /// Resolves once every store has finished its initial list (at once
-    /// when it has): what can wait for the first lists starts after them.
-    pub async fn synced(&self) {
-        self.shared.wait_synced().await;
-    }
-
     /// Reconciles run so far, and how many failed.
     pub fn reconcile_counts(&self) -> (u64, u64) {
         self.shared.metrics.reconcile_counts()

@@ -140,11 +140,13 @@ impl Workers {
         let (tx, rx) = mpsc::channel(256);
         let client = setup.conn.client.clone();
         let view = handle.view();
+        let (shown, shown_rx) = watch::channel(false);
         let events = watch_events(
             &setup.conn,
             setup.all_namespaces,
             &setup.config,
-            handle.clone(),
+            view.changes.clone(),
+            shown_rx,
             cancel.clone(),
         );
         let thresholds = controller::prober::thresholds(&setup.config.health_probe);
@@ -154,6 +156,7 @@ impl Workers {
             handle.clone(),
             thresholds,
             tx.clone(),
+            shown,
             cancel.clone(),
         ));
         tokio::spawn(status(
@@ -324,17 +327,17 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
 
 /// A reflector of Events in the watched namespaces, bumping `changes`.
 ///
-/// The list starts once the controller's own watches have listed: events
-/// are a view away, and their first pages would compete with the lists the
-/// first screen shows.
+/// The list starts once the first screen of synced rows is built (`shown`
+/// turns true): events are a view away, and their pages would compete with
+/// the lists and the rows that screen shows.
 fn watch_events(
     conn: &Connection,
     all: bool,
     config: &Config,
-    handle: Arc<ControllerHandle>,
+    changes: controller::Changes,
+    mut shown: watch::Receiver<bool>,
     cancel: CancellationToken,
 ) -> Store<Event> {
-    let changes = handle.view().changes;
     let api: Api<Event> = if all || config.namespaces.len() > 1 {
         Api::all(conn.client.clone())
     } else {
@@ -349,7 +352,7 @@ fn watch_events(
     tokio::spawn(async move {
         tokio::select! {
             _ = cancel.cancelled() => return,
-            () = handle.synced() => {}
+            r = shown.wait_for(|shown| *shown) => if r.is_err() { return },
         }
         tokio::pin!(stream);
         loop {
@@ -367,13 +370,15 @@ fn watch_events(
 }
 
 /// Rebuilds the rows whenever the view changes (not on a timer), at most
-/// every [`SNAPSHOT_GAP`] or twice the time the last build took.
+/// every [`SNAPSHOT_GAP`] or twice the time the last build took. `shown`
+/// turns true once rows built from synced stores are sent.
 async fn snapshots(
     view: ClusterView,
     events: Store<Event>,
     synced: Arc<ControllerHandle>,
     thresholds: FreshnessThresholds,
     tx: mpsc::Sender<Msg>,
+    shown: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
     let mut changes = view.changes.subscribe();
@@ -381,6 +386,7 @@ async fn snapshots(
     let mut builder = RowBuilder::default();
     loop {
         let started = Instant::now();
+        let whole = synced.is_synced();
         let src = sources(&view, &events);
         let now = Timestamp::now();
         let Ok((b, snap)) = tokio::task::spawn_blocking(move || {
@@ -401,6 +407,9 @@ async fn snapshots(
         );
         if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
             return;
+        }
+        if whole {
+            shown.send_if_modified(|shown| !std::mem::replace(shown, true));
         }
         let gap = if synced.is_synced() {
             SNAPSHOT_GAP
