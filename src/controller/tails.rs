@@ -363,23 +363,27 @@ impl Follower {
                     let Ok(permit) = self.opening.clone().acquire_owned().await else {
                         return;
                     };
-                    // A permit is freed OPEN_PACE after it was taken at the
-                    // earliest, so streams open at MAX_OPENING per
-                    // OPEN_PACE at most.
                     let paced = tokio::time::Instant::now() + OPEN_PACE;
-                    tokio::spawn(async move {
-                        tokio::time::sleep_until(paced).await;
-                        drop(permit);
-                    });
                     let logs: Api<Pod> = Api::namespaced(lease.client.clone(), &self.namespace);
                     // A permit is not held by an API that never answers.
                     // Boxed, as below: a future's state is as large as its
                     // largest await, and a follower mostly waits on its
                     // stream (a leader holds up to MAX_FOLLOWED of them).
-                    tokio::time::timeout(OPEN_TIMEOUT, Box::pin(logs.log_stream(&self.pod, &lp)))
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
+                    let opened = tokio::time::timeout(
+                        OPEN_TIMEOUT,
+                        Box::pin(logs.log_stream(&self.pod, &lp)),
+                    )
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                    // The permit is freed once the stream is open and
+                    // OPEN_PACE after it was taken: at most MAX_OPENING
+                    // opening at once, and MAX_OPENING per OPEN_PACE.
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(paced).await;
+                        drop(permit);
+                    });
+                    opened
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "log tails: no stream client");
