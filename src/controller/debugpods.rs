@@ -63,6 +63,7 @@ pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
         let swept = debug::delete_due(&shared.client, &pods, Some(Timestamp::now()));
         match tokio::select! {
             _ = cancel.cancelled() => return,
+            () = &mut watch => return,
             r = swept => r,
         } {
             Ok(deleted) => {
