@@ -8,7 +8,9 @@
 //!   screen changed (p50/p99, read through `capture-pane`), the same with
 //!   2 s of API latency and dropped watches, RSS, and the API requests it
 //!   makes while idle;
-//! - `--demo` start → first full screen.
+//! - `--demo` start → first full screen;
+//! - the initial list of those 10k tasks into a store, by agentdeck's
+//!   watcher (next page asked for while one decodes) and kube-runtime's.
 //!
 //! ```text
 //! cargo bench --bench console
@@ -16,6 +18,7 @@
 //! AGENTDECK_BENCH_BINARY_ONLY=1 cargo bench --bench console   # the real binary only
 //! AGENTDECK_BENCH_STARTS=5 cargo bench --bench console   # fresh starts measured (3)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench console   # another build
+//! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_LIST_ONLY=1 cargo bench --bench console   # the list only
 //! ```
 
 use std::process::Command;
@@ -480,6 +483,67 @@ async fn fill(client: &Client, tasks: usize, agents: usize) {
         .await;
 }
 
+/// The initial list of the 10k tasks into a store, as the console's watch
+/// does it (pages asked for one ahead) and as kube-runtime's watcher does
+/// (one after another), alternately, from a runtime of its own (two
+/// workers, as the console's) beside the sandbox's.
+fn initial_list(sb: &Sandbox) {
+    use agentdeck::controller::listwatch;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let api: Api<AgentTask> = {
+        let _g = rt.enter();
+        Api::namespaced(sb.client().expect("client"), "default")
+    };
+    let list = |pipelined: bool| -> Duration {
+        let api = api.clone();
+        // Spawned, as the console's watches are: polled by a worker.
+        let listed = rt.spawn(async move {
+            let started = Instant::now();
+            let (reader, writer) = reflector::store();
+            let events = if pipelined {
+                listwatch::watcher(api, watcher::Config::default()).boxed()
+            } else {
+                watcher(api, watcher::Config::default()).boxed()
+            };
+            let mut events = events.reflect(writer);
+            while let Some(e) = events.next().await {
+                if matches!(e, Ok(watcher::Event::InitDone)) {
+                    break;
+                }
+            }
+            let took = started.elapsed();
+            assert_eq!(reader.state().len(), 10_000, "all tasks listed");
+            took
+        });
+        rt.block_on(listed).expect("the list ran")
+    };
+    let (mut kube, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        kube.push(list(false));
+        ours.push(list(true));
+    }
+    let figure = |name: &str, samples: &mut Vec<Duration>| {
+        samples.sort();
+        println!(
+            "  {name}: median {} (min {}, max {})",
+            ms(percentile(samples, 0.5)),
+            ms(samples[0]),
+            ms(samples[samples.len() - 1])
+        );
+    };
+    println!("initial list of 10k tasks into a store (500 a page), 10 lists each, alternating:");
+    figure("kube-runtime watcher, pages one after another", &mut kube);
+    figure(
+        "agentdeck's watcher, next page asked for while one decodes",
+        &mut ours,
+    );
+}
+
 /// The console measured: this build's, or `AGENTDECK_BENCH_BIN` (to set two
 /// builds side by side on the same machine state).
 fn binary() -> String {
@@ -511,6 +575,10 @@ fn real_binary() {
         "(sandbox filled with 10,000 tasks and 1,000 agent pods in {:.1} s)",
         filled.elapsed().as_secs_f64()
     );
+    initial_list(&sb);
+    if std::env::var_os("AGENTDECK_BENCH_LIST_ONLY").is_some() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let kc = dir.path().join("kubeconfig");
     std::fs::write(&kc, sb.kubeconfig("default")).expect("kubeconfig");

@@ -19,6 +19,7 @@
 pub mod debugpods;
 pub mod gate;
 pub mod leader;
+pub mod listwatch;
 pub mod metrics;
 pub mod orphans;
 pub mod pod;
@@ -460,7 +461,7 @@ where
     let subscriber = writer
         .subscribe()
         .expect("a shared store always hands out subscribers");
-    let stream = watcher(api, config)
+    let stream = listwatch::watcher(api, config)
         .default_backoff()
         .modify(move |o| {
             // managedFields are never read here and are most of an object's size.
