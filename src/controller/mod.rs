@@ -343,6 +343,11 @@ impl ControllerHandle {
         self.shared.synced.load(Ordering::SeqCst)
     }
 
+    /// Waits until the watches have synced (at once when they have).
+    pub async fn synced(&self) {
+        self.shared.wait_synced().await;
+    }
+
     /// Reconciles run so far, and how many failed.
     pub fn reconcile_counts(&self) -> (u64, u64) {
         self.shared.metrics.reconcile_counts()

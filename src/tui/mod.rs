@@ -496,9 +496,12 @@ async fn status(
                 Err(_) => Err("the API did not answer within 10s".to_owned()),
             }
         };
+        let syncing = !handle.is_synced();
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = leader.changed() => continue,
+            // Said as soon as it is so, not at the next ask up to 500 ms on.
+            _ = handle.synced(), if syncing => continue,
             r = async { tokio::time::sleep(every).await; ask.await } => last = Some(r),
         }
     }
