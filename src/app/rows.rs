@@ -410,6 +410,12 @@ struct AgentStamp {
 
 type Cache<K, S, R> = HashMap<usize, Kept<K, S, R>, BuildHasherDefault<AddrHasher>>;
 
+/// A map keyed by (namespace, name), hashed with foldhash: a build looks
+/// up a few per task, and SipHash over the two strings was a fifth of a
+/// rebuild's time. The names come from the cluster, whose writers are
+/// trusted with it already; foldhash is still seeded per process.
+type NameMap<'a, V> = HashMap<(&'a str, &'a str), V, foldhash::fast::RandomState>;
+
 /// Hashes an address (a `usize` key) with one multiplication: the keys are
 /// distinct allocations, so SipHash's protection buys nothing here and
 /// costs a probe per row per build.
@@ -463,14 +469,14 @@ impl RowBuilder {
         thresholds: &FreshnessThresholds,
     ) -> Snapshot {
         self.rebuilt = 0;
-        let samples: HashMap<(&str, &str), &AgentSample> = src
+        let samples: NameMap<&AgentSample> = src
             .samples
             .iter()
             .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
             .collect();
 
         // Tasks first: agents show their current task, pools their queue.
-        let mut running_on: HashMap<(&str, &str), &str> = HashMap::new();
+        let mut running_on: NameMap<&str> = NameMap::default();
         for t in &src.tasks {
             if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
                 && st.phase == TaskPhase::Running
@@ -479,7 +485,7 @@ impl RowBuilder {
                 running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
             }
         }
-        let job_pods: HashMap<(&str, &str), &CachedPod> = src
+        let job_pods: NameMap<&CachedPod> = src
             .pods
             .iter()
             .filter_map(|p| {
@@ -488,7 +494,7 @@ impl RowBuilder {
                 Some(((ns, task.as_str()), &**p))
             })
             .collect();
-        let pools_by_name: HashMap<(&str, &str), &AgentPool> = src
+        let pools_by_name: NameMap<&AgentPool> = src
             .pools
             .iter()
             .filter_map(|p| {
@@ -504,7 +510,9 @@ impl RowBuilder {
 
         let mut old = std::mem::take(&mut self.tasks);
         let mut kept = Cache::with_capacity_and_hasher(src.tasks.len(), Default::default());
-        let mut tasks = Vec::with_capacity(src.tasks.len());
+        // Each task's row kept from the last build, or to build (below).
+        let mut slots: Vec<Result<Kept<AgentTask, TaskStamp, TaskRow>, ToBuild>> =
+            Vec::with_capacity(src.tasks.len());
         for t in &src.tasks {
             let ns = t.metadata.namespace.as_deref().unwrap_or_default();
             let job_mode = pools_by_name
@@ -518,17 +526,24 @@ impl RowBuilder {
             } else {
                 None
             };
-            let key = addr(t);
-            let entry = match old.remove(&key) {
+            slots.push(match old.remove(&addr(t)) {
                 Some(k)
                     if Arc::ptr_eq(&k.object, t)
                         && k.stamp.job_mode == job_mode
                         && k.stamp.job_pod.as_deref()
                             == job_pod.and_then(|p| p.metadata.name.as_deref()) =>
                 {
-                    k
+                    Ok(k)
                 }
-                _ => {
+                _ => Err((job_mode, job_pod)),
+            });
+        }
+        let mut built = build_task_rows(&src.tasks, &slots).into_iter();
+        let mut tasks = Vec::with_capacity(src.tasks.len());
+        for (t, slot) in src.tasks.iter().zip(slots) {
+            let entry = match slot {
+                Ok(k) => k,
+                Err((job_mode, job_pod)) => {
                     self.rebuilt += 1;
                     Kept {
                         object: t.clone(),
@@ -536,12 +551,14 @@ impl RowBuilder {
                             job_mode,
                             job_pod: job_pod.and_then(|p| p.metadata.name.clone()),
                         },
-                        row: Arc::new(task_row(t, job_mode, job_pod)),
+                        row: built
+                            .next()
+                            .expect("a row was built for every task to build"),
                     }
                 }
             };
             tasks.push(entry.row.clone());
-            kept.insert(key, entry);
+            kept.insert(addr(t), entry);
         }
         // No task built anew and none gone: the same rows as last time.
         let tasks_unchanged = self.rebuilt == 0 && old.is_empty();
@@ -554,7 +571,7 @@ impl RowBuilder {
             running: i32,
             unclaimed: u32,
         }
-        let mut queues: HashMap<(&str, &str), Queue> = HashMap::new();
+        let mut queues: NameMap<Queue> = NameMap::default();
         for t in &tasks {
             let q = queues.entry((&t.namespace, &t.pool)).or_default();
             match t.phase {
@@ -574,7 +591,7 @@ impl RowBuilder {
         let mut old = std::mem::take(&mut self.agents);
         let mut kept = Cache::with_capacity_and_hasher(src.pods.len(), Default::default());
         let mut agents = Vec::new();
-        let mut health_counts: HashMap<(&str, &str), (i32, i32, i32)> = HashMap::new();
+        let mut health_counts: NameMap<(i32, i32, i32)> = NameMap::default();
         for p in &src.pods {
             let labels = p.labels();
             let component = match labels.get(LABEL_COMPONENT).map(String::as_str) {
@@ -692,7 +709,7 @@ impl RowBuilder {
     fn events<'a>(
         &mut self,
         src: &'a Sources,
-        pools_by_name: &HashMap<(&str, &str), &AgentPool>,
+        pools_by_name: &NameMap<&AgentPool>,
     ) -> Vec<Arc<EventRow>> {
         let mut old = std::mem::take(&mut self.events);
         if src.events.is_empty() {
@@ -704,7 +721,7 @@ impl RowBuilder {
                 .iter()
                 .any(|e| e.involved_object.kind.as_deref() == Some(kind))
         };
-        let task_pool: HashMap<(&str, &str), &str> = if about("AgentTask") {
+        let task_pool: NameMap<&str> = if about("AgentTask") {
             src.tasks
                 .iter()
                 .filter_map(|t| {
@@ -718,7 +735,7 @@ impl RowBuilder {
                 })
                 .collect()
         } else {
-            HashMap::new()
+            NameMap::default()
         };
         let pool_label = |m: &'a ObjectMeta| -> Option<((&'a str, &'a str), &'a str)> {
             Some((
@@ -726,21 +743,21 @@ impl RowBuilder {
                 m.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
             ))
         };
-        let pod_pool: HashMap<(&str, &str), &str> = if about("Pod") {
+        let pod_pool: NameMap<&str> = if about("Pod") {
             src.pods
                 .iter()
                 .filter_map(|p| pool_label(&p.metadata))
                 .collect()
         } else {
-            HashMap::new()
+            NameMap::default()
         };
-        let job_pool: HashMap<(&str, &str), &str> = if about("Job") {
+        let job_pool: NameMap<&str> = if about("Job") {
             src.jobs
                 .iter()
                 .filter_map(|j| pool_label(&j.metadata))
                 .collect()
         } else {
-            HashMap::new()
+            NameMap::default()
         };
         let mut kept = Cache::with_capacity_and_hasher(src.events.len(), Default::default());
         let mut events = Vec::new();
@@ -785,6 +802,53 @@ impl RowBuilder {
         events.sort_unstable_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
         events
     }
+}
+
+/// A task row to build: whether its pool runs tasks as Jobs, and its Job's
+/// pod.
+type ToBuild<'a> = (bool, Option<&'a CachedPod>);
+
+/// Task rows built at once past this many are built in two halves, the
+/// second on a thread of its own: the first build after a (re)list is all
+/// 10,000 rows of a big namespace at a few µs each, between the list and
+/// the first screen.
+const PARALLEL_ROWS: usize = 2048;
+
+/// The rows of the tasks whose slot is `Err` (to build), in order.
+fn build_task_rows<S>(tasks: &[Arc<AgentTask>], slots: &[Result<S, ToBuild>]) -> Vec<Arc<TaskRow>> {
+    let todo: Vec<(&AgentTask, bool, Option<&CachedPod>)> = tasks
+        .iter()
+        .zip(slots)
+        .filter_map(|(t, slot)| match slot {
+            Ok(_) => None,
+            Err((job_mode, job_pod)) => Some((&**t, *job_mode, *job_pod)),
+        })
+        .collect();
+    let build = |part: &[(&AgentTask, bool, Option<&CachedPod>)]| -> Vec<Arc<TaskRow>> {
+        part.iter()
+            .map(|(t, job_mode, job_pod)| Arc::new(task_row(t, *job_mode, *job_pod)))
+            .collect()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if todo.len() < PARALLEL_ROWS || cores < 2 {
+        return build(&todo);
+    }
+    let (first, second) = todo.split_at(todo.len() / 2);
+    std::thread::scope(|scope| {
+        let later = std::thread::Builder::new()
+            .name("agentdeck-rows".into())
+            .spawn_scoped(scope, || build(second));
+        let mut rows = build(first);
+        match later {
+            Ok(later) => match later.join() {
+                Ok(more) => rows.extend(more),
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            // No thread to be had: this one builds the rest too.
+            Err(_) => rows.extend(build(second)),
+        }
+        rows
+    })
 }
 
 fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskRow {
@@ -1127,6 +1191,37 @@ mod tests {
                 .any(|r| Some(r.name.as_str()) == gone.metadata.name.as_deref())
         );
         assert_eq!(last, build(&src, now, &thresholds()));
+    }
+
+    #[test]
+    fn many_rows_built_in_two_halves_are_the_rows_of_their_tasks_in_order() {
+        let now = fixtures::now();
+        let src = fixtures::sources(now, PARALLEL_ROWS * 2 + 7);
+        // Every fifth row kept from a last build; the batch pool's in job mode.
+        let slots: Vec<Result<(), ToBuild>> = src
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i % 5 == 0 {
+                    Ok(())
+                } else {
+                    Err((t.spec.pool == "batch", None))
+                }
+            })
+            .collect();
+        let rows = build_task_rows(&src.tasks, &slots);
+        let one_by_one: Vec<TaskRow> = src
+            .tasks
+            .iter()
+            .zip(&slots)
+            .filter_map(|(t, slot)| slot.as_ref().err().map(|(j, p)| task_row(t, *j, *p)))
+            .collect();
+        assert!(one_by_one.len() > PARALLEL_ROWS, "built in halves");
+        assert_eq!(rows.len(), one_by_one.len());
+        for (i, (row, want)) in rows.iter().zip(&one_by_one).enumerate() {
+            assert_eq!(**row, *want, "row {i}");
+        }
     }
 
     #[test]
