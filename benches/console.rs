@@ -343,6 +343,23 @@ impl Control {
         }
     }
 
+    /// Polls the screen until `ok` (given a test for a text on it); the
+    /// time it took, or None after `limit`.
+    fn until(
+        &mut self,
+        limit: Duration,
+        ok: impl Fn(&dyn Fn(&str) -> bool) -> bool,
+    ) -> Option<Duration> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            let screen = self.command("capture-pane -p -t b").unwrap_or_default();
+            if ok(&|what| screen.iter().any(|l| l.contains(what))) {
+                return Some(started.elapsed());
+            }
+        }
+        None
+    }
+
     /// Key press → screen changed, `n` times alternating two views.
     fn key_latency(&mut self, n: usize) -> Vec<Duration> {
         let mut out = Vec::new();
@@ -354,13 +371,7 @@ impl Control {
             };
             let t = Instant::now();
             let _ = self.command(&format!("send-keys -t b {k}"));
-            loop {
-                let screen = self.command("capture-pane -p -t b").unwrap_or_default();
-                if screen.iter().any(|l| l.contains(want)) || t.elapsed() > Duration::from_secs(10)
-                {
-                    break;
-                }
-            }
+            self.until(Duration::from_secs(10), |has| has(want));
             out.push(t.elapsed());
         }
         out
@@ -382,13 +393,12 @@ fn control_first_list(cmd: &str, starts: usize) {
         };
         let started = Instant::now();
         let _ = c.command(&format!("respawn-pane -k -t b '{cmd}'"));
-        while started.elapsed() < Duration::from_secs(60) {
-            let screen = c.command("capture-pane -p -t b").unwrap_or_default();
-            let has = |what: &str| screen.iter().any(|l| l.contains(what));
-            if has("3:tasks 10000") && has("Pools [10/10]") {
-                firsts.push(started.elapsed());
-                break;
-            }
+        if c.until(Duration::from_secs(60), |has| {
+            has("3:tasks 10000") && has("Pools [10/10]")
+        })
+        .is_some()
+        {
+            firsts.push(started.elapsed());
         }
         drop(c);
         drop(t);

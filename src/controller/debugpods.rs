@@ -30,7 +30,7 @@ pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     let api: Api<Pod> = super::namespaced_or_all(&shared.client, &shared.namespaces);
     let (store, writer) = reflector::store::<Pod>();
     let selector = format!("{}=true", debug::LABEL_DEBUG_POD);
-    let watch = watcher(api, watcher::Config::default().labels(&selector))
+    let watch = super::listwatch::watcher(api, watcher::Config::default().labels(&selector))
         .default_backoff()
         .modify(|p| {
             p.metadata.managed_fields = None;

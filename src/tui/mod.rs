@@ -345,7 +345,7 @@ fn watch_events(
         Api::namespaced(conn.client.clone(), ns)
     };
     let (reader, writer) = reflector::store::<Event>();
-    let stream = watcher(api, watcher::Config::default())
+    let stream = controller::listwatch::watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|e| e.meta_mut().managed_fields = None)
         .reflect(writer);
