@@ -629,6 +629,10 @@ fn real_binary() {
         "(sandbox filled with 10,000 tasks and 1,000 agent pods in {:.1} s)",
         filled.elapsed().as_secs_f64()
     );
+    if let Ok(secs) = std::env::var("AGENTDECK_BENCH_HOLD") {
+        std::fs::write("/work/bins/bench-kc", sb.kubeconfig("default")).unwrap();
+        std::thread::sleep(Duration::from_secs(secs.parse().unwrap()));
+    }
     initial_list(&sb);
     if std::env::var_os("AGENTDECK_BENCH_LIST_ONLY").is_some() {
         return;

@@ -28,12 +28,9 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{ListParams, VersionMatch, WatchEvent, WatchParams};
-use kube::core::ObjectList;
 use kube::runtime::watcher::{self, Event, ListSemantic};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
@@ -142,13 +139,6 @@ fn join_error(e: tokio::task::JoinError) -> kube::Error {
         Ok(panic) => std::panic::resume_unwind(panic),
         Err(e) => kube::Error::Service(Box::new(e)),
     }
-}
-
-/// A list page's metadata, read without decoding its items.
-#[derive(Deserialize)]
-struct ListHead {
-    #[serde(default)]
-    metadata: ListMeta,
 }
 
 enum State<K> {
@@ -304,8 +294,8 @@ where
         Ok(text) => text,
         Err(e) => return failed(e),
     };
-    let head = match serde_json::from_str::<ListHead>(&text) {
-        Ok(head) => head.metadata,
+    let head = match super::slim::head(&text) {
+        Ok(head) => head,
         Err(e) => return failed(kube::Error::SerdeError(e)),
     };
     let resource_version = head.resource_version.filter(|v| !v.is_empty());
@@ -319,11 +309,11 @@ where
         // task wait in its queue) before it is busy decoding.
         tokio::task::yield_now().await;
     }
-    match serde_json::from_str::<ObjectList<K>>(&text) {
-        Ok(list) => (
+    match super::slim::items::<K>(&text) {
+        Ok(items) => (
             None,
             State::Listing {
-                objects: list.items.into_iter(),
+                objects: items.into_iter(),
                 next,
                 resource_version,
             },

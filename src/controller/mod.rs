@@ -25,6 +25,7 @@ pub mod orphans;
 pub mod pod;
 pub mod prober;
 pub mod reachability;
+pub mod slim;
 mod reconcile;
 pub mod tails;
 

@@ -1,0 +1,639 @@
+//! List pages decoded without `metadata.managedFields`.
+//!
+//! Every watch here drops an object's managedFields as soon as it is
+//! decoded: nothing reads them, and they are about 40% of an object's JSON
+//! (an agent task's or an agent pod's alike). Decoded, they are also its
+//! most costly part: each `fieldsV1` is a tree of `serde_json::Value` maps,
+//! every key a `String` and every map a B-tree, built and freed at once. A
+//! page decoded with [`items`] skips them in the text instead (as serde
+//! skips a field it does not know), so the objects come out as the watch
+//! would have kept them, and those allocations never happen.
+//!
+//! Only `metadata.managedFields` of each item is skipped: a field of that
+//! name anywhere else (in a spec, a label key) is decoded as usual.
+//!
+//! [`head`] reads a page's list metadata (its `continue` token) and stops:
+//! the API server writes it before the items, so the next page can be
+//! asked for without a pass over this one's items first.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
+    Visitor,
+};
+
+/// The `items` of a list page, each without `metadata.managedFields`.
+pub fn items<K: DeserializeOwned>(text: &str) -> serde_json::Result<Vec<K>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let items = de.deserialize_map(PageVisitor(PhantomData))?;
+    de.end()?;
+    Ok(items)
+}
+
+/// A page's list metadata (`resourceVersion`, `continue`); the default when
+/// it has none. The text after it is not read (not even checked: [`items`]
+/// does that), unless it comes after the items.
+pub fn head(text: &str) -> serde_json::Result<ListMeta> {
+    let mut found = None;
+    let read = serde_json::Deserializer::from_str(text).deserialize_map(HeadVisitor(&mut found));
+    match (found, read) {
+        (Some(meta), _) => Ok(meta),
+        (None, Ok(())) => Ok(ListMeta::default()),
+        (None, Err(e)) => Err(e),
+    }
+}
+
+/// Keeps the page's `metadata` and stops there.
+struct HeadVisitor<'a>(&'a mut Option<ListMeta>);
+
+impl<'de> Visitor<'de> for HeadVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.as_str() == "metadata" {
+                *self.0 = Some(map.next_value()?);
+                // Not an error: the way to stop the parser mid-object.
+                return Err(de::Error::custom("list metadata read"));
+            }
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+/// Which map keys to look at, and how.
+#[derive(Clone, Copy)]
+enum Level {
+    /// An item: its `metadata` is decoded at [`Level::Meta`].
+    Item,
+    /// An item's metadata: its `managedFields` are skipped.
+    Meta,
+}
+
+/// The page object: `items` decoded, everything else (`metadata`, read
+/// before, `apiVersion`, `kind`) skipped.
+struct PageVisitor<K>(PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for PageVisitor<K> {
+    type Value = Vec<K>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<K>, A::Error> {
+        let mut items = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.as_str() == "items" {
+                // `null` items are an empty list, as kube's `ObjectList` has them.
+                items = map.next_value_seed(ItemsSeed(PhantomData))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(items.unwrap_or_default())
+    }
+}
+
+/// `items`: `null` or an array of objects.
+struct ItemsSeed<K>(PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<K> {
+    type Value = Option<Vec<K>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<K> {
+    type Value = Option<Vec<K>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(Slim {
+            level: Level::Item,
+            inner: PhantomData::<K>,
+        })? {
+            items.push(item);
+        }
+        Ok(Some(items))
+    }
+}
+
+/// Decodes a `T` from a deserializer wrapped at `level`.
+struct Slim<T> {
+    level: Level,
+    inner: T,
+}
+
+impl<'de, K: de::Deserialize<'de>> DeserializeSeed<'de> for Slim<PhantomData<K>> {
+    type Value = K;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<K, D::Error> {
+        K::deserialize(Slim {
+            level: self.level,
+            inner: d,
+        })
+    }
+}
+
+/// A seed whose deserializer is wrapped at `level` (the value of an item's
+/// `metadata`).
+struct SlimSeed<S> {
+    level: Level,
+    seed: S,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for SlimSeed<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
+        self.seed.deserialize(Slim {
+            level: self.level,
+            inner: d,
+        })
+    }
+}
+
+/// Deserializer methods handed to the wrapped deserializer as they are.
+macro_rules! forward {
+    ($($method:ident)*) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+                self.inner.$method(v)
+            }
+        )*
+    };
+}
+/// A deserializer whose maps go through [`SlimMap`]; anything else is the
+/// wrapped deserializer's own.
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Slim<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_any(Slim {
+            level: self.level,
+            inner: v,
+        })
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_map(Slim {
+            level: self.level,
+            inner: v,
+        })
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_struct(
+            name,
+            fields,
+            Slim {
+                level: self.level,
+                inner: v,
+            },
+        )
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        // `Some` is decoded through the wrapper too (an `Option<ObjectMeta>`).
+        self.inner.deserialize_option(Slim {
+            level: self.level,
+            inner: v,
+        })
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_newtype_struct(
+            name,
+            Slim {
+                level: self.level,
+                inner: v,
+            },
+        )
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_enum(name, variants, v)
+    }
+
+    forward! {
+        deserialize_bool deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64
+        deserialize_i128 deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64
+        deserialize_u128 deserialize_f32 deserialize_f64 deserialize_char deserialize_str
+        deserialize_string deserialize_bytes deserialize_byte_buf deserialize_unit
+        deserialize_seq deserialize_identifier deserialize_ignored_any
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_unit_struct(name, v)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, v: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_tuple(len, v)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_tuple_struct(name, len, v)
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.inner.is_human_readable()
+    }
+}
+
+/// A visitor whose maps go through [`SlimMap`] (and whose `Some` through
+/// the wrapper); anything else is the wrapped visitor's own.
+impl<'de, V: Visitor<'de>> Visitor<'de> for Slim<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.inner.expecting(f)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_map(SlimMap {
+            level: self.level,
+            inner: map,
+            value_level: None,
+        })
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(Slim {
+            level: self.level,
+            inner: d,
+        })
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_newtype_struct(Slim {
+            level: self.level,
+            inner: d,
+        })
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_unit()
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_seq(seq)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<V::Value, E> {
+        self.inner.visit_bool(v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<V::Value, E> {
+        self.inner.visit_i64(v)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<V::Value, E> {
+        self.inner.visit_u64(v)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<V::Value, E> {
+        self.inner.visit_f64(v)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
+        self.inner.visit_str(v)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
+        self.inner.visit_borrowed_str(v)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<V::Value, E> {
+        self.inner.visit_string(v)
+    }
+
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<V::Value, E> {
+        self.inner.visit_i128(v)
+    }
+
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<V::Value, E> {
+        self.inner.visit_u128(v)
+    }
+
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<V::Value, E> {
+        self.inner.visit_bytes(v)
+    }
+
+    fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<V::Value, E> {
+        self.inner.visit_borrowed_bytes(v)
+    }
+
+    fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<V::Value, E> {
+        self.inner.visit_byte_buf(v)
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_enum(data)
+    }
+}
+
+/// An object's keys at `level`: an item's `metadata` is handed on wrapped
+/// at [`Level::Meta`]; a metadata's `managedFields` are skipped.
+struct SlimMap<A> {
+    level: Level,
+    inner: A,
+    /// The level the value of the key just read is decoded at.
+    value_level: Option<Level>,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for SlimMap<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, A::Error> {
+        loop {
+            let Some(key) = self.inner.next_key::<Key<'de>>()? else {
+                return Ok(None);
+            };
+            self.value_level = match (self.level, key.as_str()) {
+                (Level::Meta, "managedFields") => {
+                    self.inner.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                (Level::Item, "metadata") => Some(Level::Meta),
+                _ => None,
+            };
+            return match key {
+                Key::Borrowed(k) => seed.deserialize(BorrowedStrDeserializer::<A::Error>::new(k)),
+                Key::Owned(k) => seed.deserialize(StringDeserializer::<A::Error>::new(k)),
+            }
+            .map(Some);
+        }
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
+        match self.value_level.take() {
+            Some(level) => self.inner.next_value_seed(SlimSeed { level, seed }),
+            None => self.inner.next_value_seed(seed),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.inner.size_hint()
+    }
+}
+
+/// A map key, borrowed from the text when it holds no escapes.
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(k) => k,
+            Key::Owned(k) => k,
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Borrowed(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(v))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::pod::CachedPod;
+    use crate::crd::AgentTask;
+    use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+    use kube::Resource;
+    use kube::core::ObjectList;
+    use serde_json::{Value, json};
+
+    fn managed() -> Value {
+        json!([
+            {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubelet",
+             "operation": "Update", "subresource": "status", "time": "2026-11-27T09:42:33Z",
+             "fieldsV1": {"f:status": {"f:conditions": {}, "f:containerStatuses": {
+                 "k:{\"name\":\"agent\"}": {".": {}, "f:ready": {}}}}}},
+            {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubectl",
+             "operation": "Apply", "time": "2026-11-27T09:42:30Z", "fieldsV1": {"f:spec": {}}}
+        ])
+    }
+
+    fn page(items: Vec<Value>) -> String {
+        json!({
+            "apiVersion": "v1", "kind": "List",
+            "metadata": {"resourceVersion": "42", "continue": "abc"},
+            "items": items,
+        })
+        .to_string()
+    }
+
+    /// What the watch kept before: the whole page decoded, then each
+    /// item's managedFields dropped.
+    fn decoded_then_dropped<K: Resource + DeserializeOwned + Clone>(text: &str) -> Vec<K> {
+        let mut list: ObjectList<K> = serde_json::from_str(text).expect("decodes whole");
+        for item in &mut list.items {
+            item.meta_mut().managed_fields = None;
+        }
+        list.items
+    }
+
+    fn agent_pod(i: usize) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("agent-{i}"), "namespace": "ns", "uid": "u",
+                "resourceVersion": "7", "creationTimestamp": "2026-11-27T09:42:30Z",
+                "labels": {"agentdeck.dev/pool": "a", "managedFields": "a label"},
+                "annotations": {"managedFields": "an annotation"},
+                "managedFields": managed(),
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "rs", "uid": "r", "controller": true}]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "agent", "image": "img:1",
+                "ports": [{"name": "health", "containerPort": 8081}],
+                "env": [{"name": "managedFields", "value": "1"}]}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.7",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "agent", "ready": true, "restartCount": 2,
+                    "image": "img:1", "imageID": "",
+                    "state": {"running": {"startedAt": "2026-11-27T09:42:31Z"}}}]}
+        })
+    }
+
+    #[test]
+    fn items_are_the_whole_decode_without_managed_fields() {
+        let pods = page((0..3).map(agent_pod).collect());
+        let slim: Vec<CachedPod> = items(&pods).expect("cached pods");
+        assert_eq!(slim, decoded_then_dropped::<CachedPod>(&pods));
+        assert_eq!(slim.len(), 3);
+        let whole: Vec<Pod> = items(&pods).expect("pods");
+        assert_eq!(whole, decoded_then_dropped::<Pod>(&pods));
+        // Only metadata's own managedFields go: a label, an annotation and
+        // an env var of that name stay.
+        let meta = &whole[0].metadata;
+        assert!(meta.managed_fields.is_none());
+        assert_eq!(meta.labels.as_ref().unwrap()["managedFields"], "a label");
+        assert_eq!(meta.annotations.as_ref().unwrap()["managedFields"], "an annotation");
+        assert_eq!(meta.owner_references.as_ref().unwrap()[0].name, "rs");
+        let env = whole[0].spec.as_ref().unwrap().containers[0].env.as_ref().unwrap();
+        assert_eq!(env[0].name, "managedFields");
+
+        let tasks = page(
+            (0..2)
+                .map(|i| {
+                    json!({
+                        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                        "metadata": {"name": format!("t-{i}"), "namespace": "ns",
+                            "generation": 1, "managedFields": managed()},
+                        "spec": {"pool": "a", "command": ["echo", "\"managedFields\": []"]},
+                        "status": {"phase": "Failed", "message": "exit 1", "attempts": 2}
+                    })
+                })
+                .collect(),
+        );
+        let slim: Vec<AgentTask> = items(&tasks).expect("tasks");
+        assert_eq!(slim, decoded_then_dropped::<AgentTask>(&tasks));
+        assert_eq!(slim[1].spec.command[1], "\"managedFields\": []");
+
+        let events = page(vec![json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "ns", "managedFields": managed()},
+            "involvedObject": {"kind": "Pod", "name": "agent-0"},
+            "reason": "Started", "message": "m", "count": 3,
+            "lastTimestamp": "2026-11-27T09:42:31Z"
+        })]);
+        let slim: Vec<Event> = items(&events).expect("events");
+        assert_eq!(slim, decoded_then_dropped::<Event>(&events));
+        assert_eq!(slim[0].count, Some(3));
+    }
+
+    #[test]
+    fn escaped_keys_are_read_as_their_text() {
+        // `metadata` and `managedFields` spelt with escapes still mean them.
+        let text = r#"{"items": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "meta\u0064ata": {"name": "c", "managed\u0046ields": [{"manager": "m"}],
+                "l\u0061bels": {"a": "b"}},
+            "data": {"managedFields": "kept", "k\u0065y": "v"}}]}"#;
+        let slim: Vec<ConfigMap> = items(text).expect("config maps");
+        assert_eq!(slim, decoded_then_dropped::<ConfigMap>(text));
+        assert_eq!(slim[0].metadata.name.as_deref(), Some("c"));
+        assert_eq!(slim[0].metadata.labels.as_ref().unwrap()["a"], "b");
+        let data = slim[0].data.as_ref().unwrap();
+        assert_eq!((data["managedFields"].as_str(), data["key"].as_str()), ("kept", "v"));
+    }
+
+    #[test]
+    fn the_head_is_the_list_metadata_wherever_it_is() {
+        let meta = head(&page(vec![agent_pod(0)])).expect("head");
+        assert_eq!(meta.resource_version.as_deref(), Some("42"));
+        assert_eq!(meta.continue_.as_deref(), Some("abc"));
+        // Read before the items, which are not looked at: broken ones too.
+        let meta = head(r#"{"metadata": {"resourceVersion": "7"}, "items": [{"#).expect("head");
+        assert_eq!(meta.resource_version.as_deref(), Some("7"));
+        // After the items, and with escapes in its name.
+        let meta = head(r#"{"items": [{"metadata": {"resourceVersion": "1"}}],
+            "met\u0061data": {"continue": "c", "remainingItemCount": 3}}"#)
+        .expect("head");
+        assert_eq!(meta.continue_.as_deref(), Some("c"));
+        assert_eq!(meta.remaining_item_count, Some(3));
+        // None at all: the default, as a missing field.
+        assert_eq!(head(r#"{"items": []}"#).expect("head"), ListMeta::default());
+        for text in [r#"{"metadata": {"continue": 3}}"#, r#"{"items": [}"#, "[]", ""] {
+            assert!(head(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_empty_page_has_no_items_and_a_broken_one_is_an_error() {
+        for text in [
+            r#"{"kind": "List", "metadata": {"resourceVersion": "1"}, "items": null}"#,
+            r#"{"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []}"#,
+            r#"{"kind": "List", "metadata": {"resourceVersion": "1"}}"#,
+        ] {
+            assert!(items::<Pod>(text).expect(text).is_empty(), "{text}");
+        }
+        for text in [
+            r#"{"items": [{"metadata": {"name": 3}}]}"#,
+            r#"{"items": [{"metadata": {"managedFields": [}}]}"#,
+            r#"{"items": {}}"#,
+            r#"{"items": []} trailing"#,
+            r#"[]"#,
+            r#"{"items": [{"metadata": {"name": "a"}}]"#,
+        ] {
+            assert!(items::<ConfigMap>(text).is_err(), "{text}");
+        }
+    }
+}
