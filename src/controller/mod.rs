@@ -25,8 +25,8 @@ pub mod orphans;
 pub mod pod;
 pub mod prober;
 pub mod reachability;
-pub mod slim;
 mod reconcile;
+pub mod slim;
 pub mod tails;
 
 use std::collections::{BTreeSet, HashMap};

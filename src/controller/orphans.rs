@@ -130,10 +130,21 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             .collect();
         let live: HashSet<String> = tasks.iter().filter_map(|t| t.uid()).collect();
         written.retain(|uid, _| live.contains(uid));
-        for change in pool_not_found(&tasks, &pools, jiff::Timestamp::now()) {
-            let Some(task) = tasks.iter().find(|t| {
-                t.namespace().as_deref() == Some(&change.namespace) && t.name_any() == change.task
-            }) else {
+        let changes = pool_not_found(&tasks, &pools, jiff::Timestamp::now());
+        // One look-up table, not a search per change (10,000 orphans).
+        let at: HashMap<(&str, &str), &Arc<AgentTask>> = if changes.is_empty() {
+            HashMap::new()
+        } else {
+            tasks
+                .iter()
+                .filter_map(|t| {
+                    let m = &t.metadata;
+                    Some(((m.namespace.as_deref()?, m.name.as_deref()?), t))
+                })
+                .collect()
+        };
+        for change in changes {
+            let Some(task) = at.get(&(change.namespace.as_str(), change.task.as_str())) else {
                 continue;
             };
             let uid = task.uid().unwrap_or_default();

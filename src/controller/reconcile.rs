@@ -618,14 +618,18 @@ async fn deployment_mode(
         .unwrap_or(i32::MAX)
         .min(pool.spec.task_defaults.max_attempts.max(1));
     let offline_after = shared.config.health_probe.offline_after();
-    for action in recovery(
+    let actions = recovery(
         tasks.iter().map(AsRef::as_ref),
         &present,
         &offline,
         now,
         offline_after,
-    ) {
-        recover(ctx, tasks, action, max_attempts).await?;
+    );
+    let actions = at_tasks(tasks, actions, |a| match a {
+        Recovery::Requeue { task, .. } | Recovery::Cancelled { task, .. } => task,
+    });
+    for (i, action) in actions {
+        recover(ctx, &mut tasks[i], action, max_attempts).await?;
     }
     // An offline agent whose task still heartbeats is looked at again once
     // the heartbeat is old enough to tell.
@@ -922,10 +926,8 @@ async fn mark_unclaimed(
         Duration::from_secs(timeout),
         ctx.now,
     );
-    for (task_name, cond) in plan.changes {
-        let Some(task) = tasks.iter_mut().find(|t| t.name_any() == task_name) else {
-            continue;
-        };
+    for (i, (task_name, cond)) in at_tasks(tasks, plan.changes, |(name, _)| name) {
+        let task = &mut tasks[i];
         let mut status = task.status.clone().unwrap_or_default();
         status.conditions.retain(|c| c.type_ != UNCLAIMED);
         let warn = cond.status == "True";
@@ -951,18 +953,38 @@ async fn mark_unclaimed(
     Ok(plan.next_check)
 }
 
+/// Each of `changes` with the position in `tasks` of the task it names
+/// (by `name`); those naming no task are left out. One look-up table for
+/// all: finding each in turn made a reconcile with thousands of changes
+/// (10,000 tasks past their acquire timeout) quadratic.
+fn at_tasks<C>(
+    tasks: &[Arc<AgentTask>],
+    changes: Vec<C>,
+    name: impl Fn(&C) -> &String,
+) -> Vec<(usize, C)> {
+    if changes.is_empty() {
+        return Vec::new();
+    }
+    let at: HashMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((t.metadata.name.as_deref()?, i)))
+        .collect();
+    changes
+        .into_iter()
+        .filter_map(|c| Some((*at.get(name(&c).as_str())?, c)))
+        .collect()
+}
+
 async fn recover(
     ctx: &mut PoolCtx<'_>,
-    tasks: &mut [Arc<AgentTask>],
+    task: &mut Arc<AgentTask>,
     action: Recovery,
     max_attempts: i32,
 ) -> Result<()> {
     let (task_name, reason, cancel) = match action {
         Recovery::Requeue { task, reason } => (task, reason, false),
         Recovery::Cancelled { task, reason } => (task, reason, true),
-    };
-    let Some(task) = tasks.iter_mut().find(|t| t.name_any() == task_name) else {
-        return Ok(());
     };
     let status = task.status.clone().unwrap_or_default();
     let next = if cancel {
@@ -1397,6 +1419,31 @@ mod tests {
         json_patch::merge(&mut doc, &patch);
         assert!(doc["status"].get("frozenReason").is_none(), "{doc}");
         assert_eq!(doc["status"]["scaleReason"], "idle");
+    }
+
+    #[test]
+    fn changes_are_matched_to_their_tasks_by_name_in_order() {
+        let tasks: Vec<Arc<AgentTask>> = ["a", "b", "c"]
+            .iter()
+            .map(|n| {
+                Arc::new(
+                    serde_json::from_value(json!({
+                        "metadata": {"name": n}, "spec": {"pool": "p", "command": ["true"]}
+                    }))
+                    .expect("task"),
+                )
+            })
+            .collect();
+        let changes = vec![
+            ("c".to_owned(), 1),
+            ("gone".to_owned(), 2),
+            ("a".to_owned(), 3),
+            ("c".to_owned(), 4),
+        ];
+        let at = at_tasks(&tasks, changes, |(name, _)| name);
+        let got: Vec<(usize, i32)> = at.iter().map(|(i, (_, n))| (*i, *n)).collect();
+        assert_eq!(got, [(2, 1), (0, 3), (2, 4)]);
+        assert!(at_tasks(&tasks, Vec::<(String, i32)>::new(), |(n, _)| n).is_empty());
     }
 
     fn job(status: serde_json::Value) -> Job {

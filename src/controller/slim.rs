@@ -546,9 +546,15 @@ mod tests {
         let meta = &whole[0].metadata;
         assert!(meta.managed_fields.is_none());
         assert_eq!(meta.labels.as_ref().unwrap()["managedFields"], "a label");
-        assert_eq!(meta.annotations.as_ref().unwrap()["managedFields"], "an annotation");
+        assert_eq!(
+            meta.annotations.as_ref().unwrap()["managedFields"],
+            "an annotation"
+        );
         assert_eq!(meta.owner_references.as_ref().unwrap()[0].name, "rs");
-        let env = whole[0].spec.as_ref().unwrap().containers[0].env.as_ref().unwrap();
+        let env = whole[0].spec.as_ref().unwrap().containers[0]
+            .env
+            .as_ref()
+            .unwrap();
         assert_eq!(env[0].name, "managedFields");
 
         let tasks = page(
@@ -592,7 +598,10 @@ mod tests {
         assert_eq!(slim[0].metadata.name.as_deref(), Some("c"));
         assert_eq!(slim[0].metadata.labels.as_ref().unwrap()["a"], "b");
         let data = slim[0].data.as_ref().unwrap();
-        assert_eq!((data["managedFields"].as_str(), data["key"].as_str()), ("kept", "v"));
+        assert_eq!(
+            (data["managedFields"].as_str(), data["key"].as_str()),
+            ("kept", "v")
+        );
     }
 
     #[test]
@@ -604,14 +613,21 @@ mod tests {
         let meta = head(r#"{"metadata": {"resourceVersion": "7"}, "items": [{"#).expect("head");
         assert_eq!(meta.resource_version.as_deref(), Some("7"));
         // After the items, and with escapes in its name.
-        let meta = head(r#"{"items": [{"metadata": {"resourceVersion": "1"}}],
-            "met\u0061data": {"continue": "c", "remainingItemCount": 3}}"#)
+        let meta = head(
+            r#"{"items": [{"metadata": {"resourceVersion": "1"}}],
+            "met\u0061data": {"continue": "c", "remainingItemCount": 3}}"#,
+        )
         .expect("head");
         assert_eq!(meta.continue_.as_deref(), Some("c"));
         assert_eq!(meta.remaining_item_count, Some(3));
         // None at all: the default, as a missing field.
         assert_eq!(head(r#"{"items": []}"#).expect("head"), ListMeta::default());
-        for text in [r#"{"metadata": {"continue": 3}}"#, r#"{"items": [}"#, "[]", ""] {
+        for text in [
+            r#"{"metadata": {"continue": 3}}"#,
+            r#"{"items": [}"#,
+            "[]",
+            "",
+        ] {
             assert!(head(text).is_err(), "{text}");
         }
     }
