@@ -212,7 +212,10 @@ where
                 Some(page) => next_page(lister, page).await,
                 None => match resource_version {
                     Some(resource_version) => (
-                        Some(Ok(Event::InitDone)),
+                        {
+                            tracing::trace!(url = %lister.url, "listed");
+                            Some(Ok(Event::InitDone))
+                        },
                         State::Listed { resource_version },
                     ),
                     None => (Some(Err(watcher::Error::NoResourceVersion)), State::Empty),
@@ -309,6 +312,7 @@ where
         // task wait in its queue) before it is busy decoding.
         tokio::task::yield_now().await;
     }
+    tracing::trace!(url = %lister.url, bytes = text.len(), more = next.is_some(), "list page arrived");
     match super::slim::items::<K>(&text) {
         Ok(items) => (
             None,

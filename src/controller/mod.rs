@@ -489,6 +489,7 @@ where
             match next {
                 Some(Ok(watcher::Event::InitDone)) if !listed => {
                     listed = true;
+                    tracing::debug!(kind = %K::kind(&K::DynamicType::default()), "watch listed");
                     shared_api(WatchSignal::Listed);
                 }
                 // `Init` starts a relist before anything was answered.
