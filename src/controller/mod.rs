@@ -475,25 +475,9 @@ where
             strip(o);
         })
         .reflect_shared(writer);
-    // Listed the moment the list is in the store. The list's end reaches
-    // the loop below only after every object has been handed to the
-    // subscribers, one by one as they take them: 18 ms for 10,000 tasks.
-    {
-        let reader = reader.clone();
-        let shared_api = shared_api.clone();
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                ready = reader.wait_until_ready() => if ready.is_ok() {
-                    tracing::debug!(kind = %K::kind(&K::DynamicType::default()), "watch listed");
-                    shared_api(WatchSignal::Listed);
-                }
-            }
-        });
-    }
     tasks.spawn(async move {
         tokio::pin!(stream);
+        let mut listed = false;
         loop {
             let next = tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -503,6 +487,11 @@ where
                 changes.bump();
             }
             match next {
+                Some(Ok(watcher::Event::InitDone)) if !listed => {
+                    listed = true;
+                    tracing::debug!(kind = %K::kind(&K::DynamicType::default()), "watch listed");
+                    shared_api(WatchSignal::Listed);
+                }
                 // `Init` starts a relist before anything was answered.
                 Some(Ok(watcher::Event::Init)) => {}
                 Some(Ok(_)) => shared_api(WatchSignal::Event),
