@@ -378,6 +378,13 @@ impl Control {
     }
 }
 
+/// The first populated list is on the screen: every task counted, every
+/// pool listed, and the header saying the watches have synced (a console
+/// whose controller never syncs has not started).
+fn first_list_shown(has: impl Fn(&str) -> bool) -> bool {
+    has("3:tasks 10000") && has("Pools [10/10]") && has("watch synced")
+}
+
 /// Start → first populated list read through a control-mode client: the
 /// pane starts idle, the client respawns it with `cmd` and polls the
 /// screen over its pipe. `capture-pane` in a loop spawns a process per
@@ -393,10 +400,8 @@ fn control_first_list(cmd: &str, starts: usize) {
         };
         let started = Instant::now();
         let _ = c.command(&format!("respawn-pane -k -t b '{cmd}'"));
-        if c.until(Duration::from_secs(60), |has| {
-            has("3:tasks 10000") && has("Pools [10/10]")
-        })
-        .is_some()
+        if c.until(Duration::from_secs(60), |has| first_list_shown(has))
+            .is_some()
         {
             firsts.push(started.elapsed());
         }
@@ -656,7 +661,7 @@ fn real_binary() {
     for i in 0..starts {
         let t = Tmux::start(&cmd, 160, 48);
         let first = t.until(Duration::from_secs(60), |s| {
-            s.contains("3:tasks 10000") && s.contains("Pools [10/10]")
+            first_list_shown(|x| s.contains(x))
         });
         // What it holds once the initial reconciles settled.
         std::thread::sleep(Duration::from_secs(5));
@@ -690,7 +695,7 @@ fn real_binary() {
     sb.api().faults.reset_requests();
     let t = Tmux::start(&cmd, 160, 48);
     let first = t.until(Duration::from_secs(60), |s| {
-        s.contains("3:tasks 10000") && s.contains("Pools [10/10]")
+        first_list_shown(|x| s.contains(x))
     });
     println!(
         "start → first populated list (10k tasks): {}",

@@ -5,18 +5,24 @@
 //! another: ask, wait, decode, ask again. The API server encodes a page while
 //! we wait and we decode it while the server waits, so one side is idle half
 //! of the time. Listing 10,000 tasks (20 pages) from the sandbox into a
-//! store takes a median 84 ms that way and 64 ms this way (`benches/console.rs`).
+//! store takes a median 76–90 ms that way and 48–58 ms this way, with the
+//! pages decoded as [`super::slim`] does (`benches/console.rs`, 27 Nov).
 //!
 //! This is kube-runtime's watcher state machine (the same [`Event`]s in the
 //! same order, the same [`watcher::Error`]s, the same recovery: a watch that
 //! ends resumes from the last resourceVersion, `410 Gone` relists) with one
-//! change: as soon as a page has arrived, its `continue` token is read (a
-//! quick scan that skips the items) and the next page is asked for; the
+//! change: as soon as a page has arrived, its `continue` token is read (the
+//! server writes it before the items, and the scan stops there) and the
+//! next page is asked for; the
 //! page's items are then decoded while the server encodes the next one. At
 //! most one page is asked for ahead, so memory grows by one page's text at
 //! most. (Decoding on the blocking pool instead was no quicker and held
 //! 8 MiB more RSS, we think because its thread allocates from a malloc
 //! arena of its own.)
+//!
+//! A second difference: listed objects come without `metadata.managedFields`
+//! (skipped while decoding, see [`super::slim`]); every watch here drops
+//! them anyway, watched objects included.
 //!
 //! The initial list is always list-then-watch: streaming lists are off by
 //! default up to Kubernetes 1.33 and answer `422` there.
