@@ -8,7 +8,8 @@
 //!   press → screen changed (p50/p99), each read both through `capture-pane`
 //!   and through a tmux control-mode client (no process per poll), the key
 //!   press with 2 s of API latency and dropped watches, RSS, and the API
-//!   requests it makes while idle;
+//!   requests it makes while idle; the same key presses answered by a shell
+//!   loop, for the measurement's own floor;
 //! - `--demo` start → first full screen;
 //! - the initial list of those 10k tasks into a store, by agentdeck's
 //!   watcher (next page asked for while one decodes) and kube-runtime's.
@@ -53,6 +54,10 @@ fn thresholds() -> FreshnessThresholds {
 /// p99 was the second slowest press: one stray time slice of the machine
 /// moved it by milliseconds. Of 300 it is the fourth slowest.
 const KEY_PRESSES: usize = 300;
+
+/// A terminal program that answers each key at once: what tmux and the
+/// polling take by themselves.
+const FLOOR_LOOP: &str = r#"bash -c 'echo "Pools ["; while IFS= read -rsn1 k; do printf "\033[H\033[2J"; if [ "$k" = 3 ]; then echo "Tasks ["; else echo "Pools ["; fi; done'"#;
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
@@ -766,6 +771,17 @@ fn real_binary() {
     control_latency(&t, "same, tmux control mode");
     sb.api().faults.set_latency(Duration::ZERO);
     drop(t);
+    // The measurement's own floor: the same presses answered by a shell
+    // loop that redraws at once (builtins only), the sandbox still running.
+    let floor = Tmux::start(FLOOR_LOOP, 160, 48);
+    floor.until(Duration::from_secs(10), |s| s.contains("Pools ["));
+    let mut lat = floor.key_latency(KEY_PRESSES);
+    println!(
+        "key press → screen changed, a shell loop in the console's place (tmux capture-pane's own floor): p50 {} p99 {}",
+        ms(percentile(&mut lat, 0.5)),
+        ms(percentile(&mut lat, 0.99))
+    );
+    drop(floor);
     rt.block_on(sb.stop());
 
     let cmd = format!(
