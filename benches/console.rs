@@ -771,6 +771,8 @@ fn real_binary() {
     control_latency(&t, "same, tmux control mode");
     sb.api().faults.set_latency(Duration::ZERO);
     drop(t);
+    // The server on the same socket must be gone before the next starts.
+    std::thread::sleep(Duration::from_secs(1));
     // The measurement's own floor: the same presses answered by a shell
     // loop that redraws at once (builtins only), the sandbox still running.
     let floor = Tmux::start(FLOOR_LOOP, 160, 48);
