@@ -79,6 +79,13 @@ enum Level {
     Meta,
 }
 
+impl Level {
+    /// `inner` (a deserializer, visitor or seed) wrapped at this level.
+    fn wrap<T>(self, inner: T) -> Slim<T> {
+        Slim { level: self, inner }
+    }
+}
+
 /// The page object: `items` decoded, everything else (`metadata`, read
 /// before, `apiVersion`, `kind`) skipped.
 struct PageVisitor<K>(PhantomData<K>);
@@ -136,48 +143,26 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<K> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(Slim {
-            level: Level::Item,
-            inner: PhantomData::<K>,
-        })? {
+        while let Some(item) = seq.next_element_seed(Level::Item.wrap(PhantomData::<K>))? {
             items.push(item);
         }
         Ok(Some(items))
     }
 }
 
-/// Decodes a `T` from a deserializer wrapped at `level`.
+/// A deserializer, visitor or seed (`inner`) wrapped at `level`.
 struct Slim<T> {
     level: Level,
     inner: T,
 }
 
-impl<'de, K: de::Deserialize<'de>> DeserializeSeed<'de> for Slim<PhantomData<K>> {
-    type Value = K;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<K, D::Error> {
-        K::deserialize(Slim {
-            level: self.level,
-            inner: d,
-        })
-    }
-}
-
-/// A seed whose deserializer is wrapped at `level` (the value of an item's
-/// `metadata`).
-struct SlimSeed<S> {
-    level: Level,
-    seed: S,
-}
-
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for SlimSeed<S> {
+/// A seed decoding through a deserializer wrapped at `level`: an item
+/// (the seed `PhantomData<K>`), or an item's `metadata` value.
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Slim<S> {
     type Value = S::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
-        self.seed.deserialize(Slim {
-            level: self.level,
-            inner: d,
-        })
+        self.inner.deserialize(self.level.wrap(d))
     }
 }
 
@@ -191,23 +176,18 @@ macro_rules! forward {
         )*
     };
 }
+
 /// A deserializer whose maps go through [`SlimMap`]; anything else is the
 /// wrapped deserializer's own.
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Slim<D> {
     type Error = D::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_any(Slim {
-            level: self.level,
-            inner: v,
-        })
+        self.inner.deserialize_any(self.level.wrap(v))
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_map(Slim {
-            level: self.level,
-            inner: v,
-        })
+        self.inner.deserialize_map(self.level.wrap(v))
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -216,22 +196,13 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Slim<D> {
         fields: &'static [&'static str],
         v: V,
     ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_struct(
-            name,
-            fields,
-            Slim {
-                level: self.level,
-                inner: v,
-            },
-        )
+        self.inner
+            .deserialize_struct(name, fields, self.level.wrap(v))
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
         // `Some` is decoded through the wrapper too (an `Option<ObjectMeta>`).
-        self.inner.deserialize_option(Slim {
-            level: self.level,
-            inner: v,
-        })
+        self.inner.deserialize_option(self.level.wrap(v))
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -239,13 +210,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Slim<D> {
         name: &'static str,
         v: V,
     ) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_newtype_struct(
-            name,
-            Slim {
-                level: self.level,
-                inner: v,
-            },
-        )
+        self.inner
+            .deserialize_newtype_struct(name, self.level.wrap(v))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -309,17 +275,11 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Slim<V> {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        self.inner.visit_some(Slim {
-            level: self.level,
-            inner: d,
-        })
+        self.inner.visit_some(self.level.wrap(d))
     }
 
     fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        self.inner.visit_newtype_struct(Slim {
-            level: self.level,
-            inner: d,
-        })
+        self.inner.visit_newtype_struct(self.level.wrap(d))
     }
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
@@ -425,7 +385,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for SlimMap<A> {
 
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
         match self.value_level.take() {
-            Some(level) => self.inner.next_value_seed(SlimSeed { level, seed }),
+            Some(level) => self.inner.next_value_seed(level.wrap(seed)),
             None => self.inner.next_value_seed(seed),
         }
     }
