@@ -219,7 +219,7 @@ fn usage_mistakes_exit_2_with_a_message_naming_the_value_and_what_is_valid() {
             fragments: &[
                 "no usable Kubernetes configuration",
                 "KUBECONFIG=/nonexistent/kubeconfig",
-                "agentdeck sandbox",
+                "; and not running in a cluster (KUBERNETES_SERVICE_HOST unset). Set KUBECONFIG or --context, or start a local API with `agentdeck sandbox`",
             ],
         },
         Case {

@@ -32,7 +32,7 @@ pub enum ClusterError {
     },
     /// The kubeconfig is missing or not a kubeconfig, and this is not a pod.
     #[error(
-        "no usable Kubernetes configuration: kubeconfig{}: {kubeconfig}; and not running          in a cluster (KUBERNETES_SERVICE_HOST unset). Set KUBECONFIG or --context, or start          a local API with `agentdeck sandbox`",
+        "no usable Kubernetes configuration: kubeconfig{}: {kubeconfig}; and not running in a cluster (KUBERNETES_SERVICE_HOST unset). Set KUBECONFIG or --context, or start a local API with `agentdeck sandbox`",
         source_hint()
     )]
     Infer {
