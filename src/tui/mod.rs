@@ -7,6 +7,7 @@
 //! (`ratatui::try_init` installs the hook).
 
 use std::future::Future;
+use std::io::{BufWriter, Stdout, Write};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +20,8 @@ use kube::api::LogParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -73,6 +76,30 @@ pub const FRAME: Duration = Duration::from_millis(16);
 /// [`FRAME`], so the first lists show as soon as they are in); longer when
 /// building one is slow.
 pub const SNAPSHOT_GAP: Duration = Duration::from_millis(50);
+
+/// The terminal the console draws on. Its output is buffered, so a frame
+/// leaves in one write (`Terminal::draw` flushes at its end) instead of one
+/// per kilobyte through stdout's line buffer: each of those woke the
+/// terminal (or tmux) to take part of a frame.
+pub type Term = Terminal<CrosstermBackend<BufWriter<Stdout>>>;
+
+/// Room for a whole frame: a full redraw of 160×48 in colour is 15–30 KiB.
+const FRAME_BYTES: usize = 256 * 1024;
+
+/// A terminal over `out` that sends each frame in one write.
+fn terminal_over<W: Write>(out: W) -> std::io::Result<Terminal<CrosstermBackend<BufWriter<W>>>> {
+    Terminal::new(CrosstermBackend::new(BufWriter::with_capacity(
+        FRAME_BYTES,
+        out,
+    )))
+}
+
+/// Raw mode, the alternate screen and the panic hook that undoes both
+/// (`ratatui::try_init`), then a terminal over buffered output.
+fn open_terminal() -> std::io::Result<Term> {
+    drop(ratatui::try_init()?);
+    terminal_over(std::io::stdout())
+}
 
 /// Opens the console and runs it until the user quits (or `cancel`).
 pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Result<()> {
@@ -242,7 +269,7 @@ impl Workers {
 }
 
 async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io::Result<()> {
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = open_terminal()?;
     let result = async {
         let size = terminal.size()?;
         app.update(Msg::Resize(size.width, size.height));
@@ -253,6 +280,10 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
         // A key was handled since the last frame: draw at once.
         let mut input = false;
         let mut last_draw: Option<Instant> = None;
+        // When the first key since the last frame was taken, and what
+        // updating the app for the messages since took.
+        let mut key_at: Option<Instant> = None;
+        let mut updating = Duration::ZERO;
         // SIGTERM, SIGINT from outside, or SIGHUP (its terminal closed)
         // end the console cleanly too, stopping what it started.
         let stop = async {
@@ -272,8 +303,18 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
         tokio::pin!(stop);
         loop {
             if dirty && (input || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
+                let drawing = Instant::now();
                 terminal.draw(|f| ui::draw(f, app, theme))?;
                 last_draw = Some(Instant::now());
+                if let Some(at) = key_at.take() {
+                    tracing::trace!(
+                        answered_us = at.elapsed().as_micros() as u64,
+                        update_us = updating.as_micros() as u64,
+                        draw_us = drawing.elapsed().as_micros() as u64,
+                        "key answered"
+                    );
+                }
+                updating = Duration::ZERO;
                 dirty = false;
                 input = false;
             }
@@ -295,6 +336,10 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
                 _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(wait), if dirty => continue,
             };
+            let woke = Instant::now();
+            if matches!(msg, Msg::Key(_)) && key_at.is_none() {
+                key_at = Some(woke);
+            }
             input |= matches!(msg, Msg::Key(_) | Msg::Paste(_) | Msg::Resize(..));
             let mut pending = vec![msg];
             // Take whatever else is ready before drawing once.
@@ -317,6 +362,7 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
             if let Some(req) = workers.shell.take() {
                 suspend::shell(&mut terminal, &mut events, app, &workers.client, req).await?;
             }
+            updating += woke.elapsed();
             dirty = true;
         }
     }
@@ -710,4 +756,53 @@ fn render_yaml(value: Option<serde_json::Value>, key: &ObjectKey) -> String {
         meta.remove("managedFields");
     }
     serde_saphyr::to_string(&value).unwrap_or_else(|e| format!("# cannot render: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::fixtures;
+    use crate::app::rows;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    /// Counts the writes that reach it: (calls, bytes).
+    #[derive(Clone, Default)]
+    struct Writes(std::rc::Rc<std::cell::Cell<(usize, usize)>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let (calls, bytes) = self.0.get();
+            self.0.set((calls + 1, bytes + buf.len()));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_whole_frame_reaches_the_terminal_in_one_write() {
+        let now = fixtures::now();
+        let src = fixtures::sources(now, 10_000);
+        let thresholds = controller::prober::thresholds(&Default::default());
+        let mut app = App::new(AppOptions::default(), now);
+        app.update(Msg::Resize(160, 48));
+        app.update(Msg::Snapshot(Arc::new(rows::build(&src, now, &thresholds))));
+        let theme = Theme::default();
+        let out = Writes::default();
+        let mut term = terminal_over(out.clone()).expect("terminal");
+        for view in ['3', '1', '2', '3'] {
+            app.update(Msg::Key(KeyEvent::new(
+                KeyCode::Char(view),
+                KeyModifiers::NONE,
+            )));
+            let (calls, bytes) = out.0.get();
+            term.draw(|f| ui::draw(f, &app, &theme)).expect("draw");
+            let (calls, bytes) = (out.0.get().0 - calls, out.0.get().1 - bytes);
+            // All of it at once, though each frame is more than stdout's
+            // 1 KiB line buffer lets through in one write.
+            assert_eq!(calls, 1, "view {view}: {calls} writes for {bytes} bytes");
+            assert!(bytes > 1024, "view {view}: {bytes} bytes");
+        }
+    }
 }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use crossterm::event::EventStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
-use ratatui::DefaultTerminal;
 
 use crate::app::{App, Msg, ShellRequest};
 use crate::ops::attach::{self, ShellTarget};
@@ -18,7 +17,7 @@ use crate::ops::attach::{self, ShellTarget};
 /// Runs a shell for `req` with the console suspended; the outcome reaches
 /// the app as [`Msg::ShellEnded`].
 pub async fn shell(
-    terminal: &mut DefaultTerminal,
+    terminal: &mut super::Term,
     events: &mut EventStream,
     app: &mut App,
     client: &Client,
