@@ -9,7 +9,8 @@
 //!   and through a tmux control-mode client (no process per poll), the key
 //!   press with 2 s of API latency and dropped watches, RSS, and the API
 //!   requests it makes while idle; the same key presses answered by a shell
-//!   loop, for the measurement's own floor;
+//!   loop that draws the console's own screens at once, for the
+//!   measurement's own floor (both ways);
 //! - `--demo` start → first full screen;
 //! - the initial list of those 10k tasks into a store, by agentdeck's
 //!   watcher (next page asked for while one decodes) and kube-runtime's.
@@ -52,12 +53,25 @@ fn thresholds() -> FreshnessThresholds {
 
 /// Key presses timed per key-latency figure. Of 60 (as until 27 Nov), the
 /// p99 was the second slowest press: one stray time slice of the machine
-/// moved it by milliseconds. Of 300 it is the fourth slowest.
-const KEY_PRESSES: usize = 300;
+/// moved it by milliseconds. Of 300 (until 28 Nov) it was the fourth
+/// slowest, and still moved by 2–3 ms from run to run; of 600 it is the
+/// seventh.
+const KEY_PRESSES: usize = 600;
 
-/// A terminal program that answers each key at once: what tmux and the
-/// polling take by themselves.
-const FLOOR_LOOP: &str = r#"bash -c 'echo "Pools ["; while IFS= read -rsn1 k; do printf "\033[H\033[2J"; if [ "$k" = 3 ]; then echo "Tasks ["; else echo "Pools ["; fi; done'"#;
+/// A terminal program that answers each key at once with the console's own
+/// screens (`$P` and `$T` hold them, captured with their colours): what
+/// tmux and the polling take by themselves for frames of that size.
+const FLOOR_LOOP: &str = r#"bash -c 'p=$(<"$P"); t=$(<"$T"); printf "%s" "$p"; while IFS= read -rsn1 k; do if [ "$k" = 3 ]; then printf "%s" "$t"; else printf "%s" "$p"; fi; done'"#;
+
+/// A captured screen (`capture-pane -e`) as one frame to replay: each row
+/// placed and cleared first, so no text of the other screen is left over.
+fn frame(captured: &str) -> String {
+    captured
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("\x1b[{};1H\x1b[2K{l}", i + 1))
+        .collect()
+}
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
@@ -237,8 +251,13 @@ impl Tmux {
         Tmux(socket)
     }
     fn screen(&self) -> String {
+        self.capture(false)
+    }
+    /// The screen, with its colours as escape sequences when `escapes`.
+    fn capture(&self, escapes: bool) -> String {
         let o = Command::new("tmux")
             .args(["-L", &self.0, "capture-pane", "-p", "-t", "b"])
+            .args(escapes.then_some("-e"))
             .output()
             .expect("capture");
         String::from_utf8_lossy(&o.stdout).into_owned()
@@ -331,12 +350,15 @@ impl Control {
         self.stdin.flush().ok()?;
         let mut lines = Vec::new();
         let mut inside = false;
-        let mut line = String::new();
+        let mut raw = Vec::new();
         loop {
-            line.clear();
-            if self.out.read_line(&mut line).ok()? == 0 {
+            raw.clear();
+            // Bytes, not text: `%output` notifications carry a pane's output
+            // as it was read, and a chunk can end inside a UTF-8 sequence.
+            if self.out.read_until(b'\n', &mut raw).ok()? == 0 {
                 return None;
             }
+            let line = String::from_utf8_lossy(&raw);
             let l = line.trim_end_matches('\n');
             if l.starts_with("%begin") {
                 inside = true;
@@ -644,10 +666,6 @@ fn real_binary() {
         "(sandbox filled with 10,000 tasks and 1,000 agent pods in {:.1} s)",
         filled.elapsed().as_secs_f64()
     );
-    if let Ok(secs) = std::env::var("AGENTDECK_BENCH_HOLD") {
-        std::fs::write("/work/bins/bench-kc", sb.kubeconfig("default")).unwrap();
-        std::thread::sleep(Duration::from_secs(secs.parse().unwrap()));
-    }
     initial_list(&sb);
     if std::env::var_os("AGENTDECK_BENCH_LIST_ONLY").is_some() {
         return;
@@ -770,19 +788,38 @@ fn real_binary() {
     );
     control_latency(&t, "same, tmux control mode");
     sb.api().faults.set_latency(Duration::ZERO);
+    // The console's two screens, for the floor below to replay.
+    let mut screens = Vec::new();
+    for (k, want) in [("1", "Pools ["), ("3", "Tasks [")] {
+        t.send(k);
+        t.until(Duration::from_secs(10), |s| s.contains(want));
+        let path = dir.path().join(format!("screen-{k}"));
+        std::fs::write(&path, frame(&t.capture(true))).expect("screen");
+        screens.push(path);
+    }
     drop(t);
     // The server on the same socket must be gone before the next starts.
     std::thread::sleep(Duration::from_secs(1));
     // The measurement's own floor: the same presses answered by a shell
-    // loop that redraws at once (builtins only), the sandbox still running.
-    let floor = Tmux::start(FLOOR_LOOP, 160, 48);
+    // loop that draws the console's screens at once (builtins only), the
+    // sandbox still running.
+    let floor = Tmux::start(
+        &format!(
+            "env P={} T={} {FLOOR_LOOP}",
+            screens[0].display(),
+            screens[1].display()
+        ),
+        160,
+        48,
+    );
     floor.until(Duration::from_secs(10), |s| s.contains("Pools ["));
     let mut lat = floor.key_latency(KEY_PRESSES);
     println!(
-        "key press → screen changed, a shell loop in the console's place (tmux capture-pane's own floor): p50 {} p99 {}",
+        "key press → screen changed, a shell loop drawing the console's screens in its place (the measurement's floor): p50 {} p99 {}",
         ms(percentile(&mut lat, 0.5)),
         ms(percentile(&mut lat, 0.99))
     );
+    control_latency(&floor, "same floor, tmux control mode");
     drop(floor);
     rt.block_on(sb.stop());
 
