@@ -40,12 +40,17 @@ pub fn pool_not_found(
     pools: &HashSet<(String, String)>,
     now: jiff::Timestamp,
 ) -> Vec<PoolNotFoundChange> {
+    // Looked up by borrowed names: no two strings cloned per task.
+    let pools: HashSet<(&str, &str)> = pools
+        .iter()
+        .map(|(ns, name)| (ns.as_str(), name.as_str()))
+        .collect();
     let mut out = Vec::new();
     for task in tasks {
         if task.phase().is_finished() || task.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let Some(namespace) = task.namespace() else {
+        let Some(namespace) = task.metadata.namespace.as_deref() else {
             continue;
         };
         let previous: &[Condition] = task
@@ -54,7 +59,7 @@ pub fn pool_not_found(
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default();
         let current = previous.iter().find(|c| c.type_ == POOL_NOT_FOUND);
-        let exists = pools.contains(&(namespace.clone(), task.spec.pool.clone()));
+        let exists = pools.contains(&(namespace, task.spec.pool.as_str()));
         let want = match (exists, current.map(|c| c.status.as_str())) {
             (false, Some("True")) | (true, None | Some("False")) => continue,
             (false, _) => condition(
@@ -81,7 +86,7 @@ pub fn pool_not_found(
             ),
         };
         out.push(PoolNotFoundChange {
-            namespace,
+            namespace: namespace.to_owned(),
             task: task.name_any(),
             condition: want,
         });
@@ -97,6 +102,12 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     let mut written: HashMap<String, String> = HashMap::new();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The stores' change count and the role at the last look, and whether
+    // a write of that look failed: a steady cluster is looked at once, not
+    // every tick (10,000 tasks took 5–8 ms a look, twice a second).
+    let mut changes = shared.view.changes.subscribe();
+    let mut looked: Option<(u64, bool)> = None;
+    let mut failed = false;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -105,6 +116,12 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
         if !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
             continue;
         }
+        let state = (*changes.borrow_and_update(), shared.leader.is_leader());
+        if looked == Some(state) && !failed {
+            continue;
+        }
+        looked = Some(state);
+        failed = false;
         let pools: HashSet<(String, String)> = shared
             .view
             .pools
@@ -124,12 +141,19 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             .state()
             .into_iter()
             .filter(|t| {
-                t.namespace()
-                    .is_some_and(|ns| shared.namespaces.contains(&ns))
+                t.metadata
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|ns| shared.namespaces.contains(ns))
             })
             .collect();
-        let live: HashSet<String> = tasks.iter().filter_map(|t| t.uid()).collect();
-        written.retain(|uid, _| live.contains(uid));
+        if !written.is_empty() {
+            let live: HashSet<&str> = tasks
+                .iter()
+                .filter_map(|t| t.metadata.uid.as_deref())
+                .collect();
+            written.retain(|uid, _| live.contains(uid.as_str()));
+        }
         let changes = pool_not_found(&tasks, &pools, jiff::Timestamp::now());
         // One look-up table, not a search per change (10,000 orphans).
         let at: HashMap<(&str, &str), &Arc<AgentTask>> = if changes.is_empty() {
@@ -153,6 +177,9 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             }
             if write(&shared, task, &change).await {
                 written.insert(uid, change.condition.status.clone());
+            } else {
+                // Looked at again next tick, changed or not.
+                failed = true;
             }
         }
     }
