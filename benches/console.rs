@@ -53,7 +53,7 @@ fn thresholds() -> FreshnessThresholds {
 
 /// Key presses timed per key-latency figure. Of 60 (as until 27 Nov), the
 /// p99 was the second slowest press: one stray time slice of the machine
-/// moved it by milliseconds. Of 300 (until 28 Nov) it was the fourth
+/// moved it by milliseconds. Of 300 (until `bf27bb1`) it was the fourth
 /// slowest, and still moved by 2–3 ms from run to run; of 600 it is the
 /// seventh.
 const KEY_PRESSES: usize = 600;
