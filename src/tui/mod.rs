@@ -83,7 +83,8 @@ pub const SNAPSHOT_GAP: Duration = Duration::from_millis(50);
 /// terminal (or tmux) to take part of a frame.
 pub type Term = Terminal<CrosstermBackend<BufWriter<Stdout>>>;
 
-/// Room for a whole frame: a full redraw of 160×48 in colour is 15–30 KiB.
+/// Room for a whole frame: a full redraw of 160×48 in colour is 10–30 KiB
+/// (a larger one still goes out whole, in a few writes).
 const FRAME_BYTES: usize = 256 * 1024;
 
 /// A terminal over `out` that sends each frame in one write.
