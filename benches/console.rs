@@ -326,7 +326,12 @@ impl Control {
     fn attach(t: &Tmux) -> Option<Control> {
         use std::process::Stdio;
         let mut child = Command::new("tmux")
-            .args(["-L", &t.0, "-C", "attach", "-t", "b"])
+            // Without the pane's output: a control client is sent every
+            // byte the pane prints as `%output` lines (escaped, so a frame
+            // grows threefold) ahead of its commands' answers, and while the
+            // server encodes them and the client reads them, key presses
+            // wait (bursts of 20–80 ms, the console's thread idle).
+            .args(["-L", &t.0, "-C", "attach", "-f", "no-output", "-t", "b"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
