@@ -105,7 +105,7 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     // The stores' change count and the role at the last look, and whether
     // a write of that look failed: a steady cluster is looked at once, not
     // every tick (10,000 tasks took 5–8 ms a look, twice a second).
-    let mut changes = shared.view.changes.subscribe();
+    let mut store_changes = shared.view.changes.subscribe();
     let mut looked: Option<(u64, bool)> = None;
     let mut failed = false;
     loop {
@@ -116,7 +116,10 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
         if !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
             continue;
         }
-        let state = (*changes.borrow_and_update(), shared.leader.is_leader());
+        let state = (
+            *store_changes.borrow_and_update(),
+            shared.leader.is_leader(),
+        );
         if looked == Some(state) && !failed {
             continue;
         }
