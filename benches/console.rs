@@ -73,6 +73,15 @@ fn frame(captured: &str) -> String {
         .collect()
 }
 
+/// Prints one key-latency figure: `what: p50 … p99 …`.
+fn report_latency(what: &str, mut samples: Vec<Duration>) {
+    println!(
+        "{what}: p50 {} p99 {}",
+        ms(percentile(&mut samples, 0.5)),
+        ms(percentile(&mut samples, 0.99))
+    );
+}
+
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
@@ -470,12 +479,7 @@ fn control_first_list(cmd: &str, starts: usize) {
 fn control_latency(t: &Tmux, what: &str) {
     match Control::attach(t) {
         Some(mut c) => {
-            let mut lat = c.key_latency(KEY_PRESSES);
-            println!(
-                "{what}: p50 {} p99 {}",
-                ms(percentile(&mut lat, 0.5)),
-                ms(percentile(&mut lat, 0.99))
-            );
+            report_latency(what, c.key_latency(KEY_PRESSES));
         }
         None => println!("(tmux control mode unavailable: no control-mode figure)"),
     }
@@ -753,11 +757,9 @@ fn real_binary() {
         s.contains("Tasks [10000/10000]")
     });
     t.send("1");
-    let mut lat = t.key_latency(KEY_PRESSES);
-    println!(
-        "key press → screen changed (10k tasks, tmux capture-pane): p50 {} p99 {}",
-        ms(percentile(&mut lat, 0.5)),
-        ms(percentile(&mut lat, 0.99))
+    report_latency(
+        "key press → screen changed (10k tasks, tmux capture-pane)",
+        t.key_latency(KEY_PRESSES),
     );
     control_latency(
         &t,
@@ -785,11 +787,9 @@ fn real_binary() {
     // Slow API: 2 s on every request, watches dropped.
     sb.api().faults.set_latency(Duration::from_secs(2));
     sb.api().faults.drop_watches();
-    let mut slow = t.key_latency(KEY_PRESSES);
-    println!(
-        "key press → screen changed with 2 s API latency and dropped watches: p50 {} p99 {}",
-        ms(percentile(&mut slow, 0.5)),
-        ms(percentile(&mut slow, 0.99))
+    report_latency(
+        "key press → screen changed with 2 s API latency and dropped watches",
+        t.key_latency(KEY_PRESSES),
     );
     control_latency(&t, "same, tmux control mode");
     sb.api().faults.set_latency(Duration::ZERO);
@@ -818,11 +818,9 @@ fn real_binary() {
         48,
     );
     floor.until(Duration::from_secs(10), |s| s.contains("Pools ["));
-    let mut lat = floor.key_latency(KEY_PRESSES);
-    println!(
-        "key press → screen changed, a shell loop drawing the console's screens in its place (the measurement's floor): p50 {} p99 {}",
-        ms(percentile(&mut lat, 0.5)),
-        ms(percentile(&mut lat, 0.99))
+    report_latency(
+        "key press → screen changed, a shell loop drawing the console's screens in its place (the measurement's floor)",
+        floor.key_latency(KEY_PRESSES),
     );
     control_latency(&floor, "same floor, tmux control mode");
     drop(floor);
