@@ -119,8 +119,12 @@ pub enum WatchState {
     /// Initial lists not all in yet.
     Syncing,
     Synced,
-    /// A watch failed lately and is listing again.
-    Resyncing,
+    /// A watch is listing again (after `410 Gone`, or a failed list): which,
+    /// and why.
+    Resyncing(String),
+    /// A watch's last attempt failed and it retries: which, and why. Its
+    /// store may be missing what happened since.
+    Failing(String),
     /// The API cannot be reached: why.
     Disconnected(String),
 }

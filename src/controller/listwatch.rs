@@ -40,6 +40,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
+use super::watches::{Restart, WatchCell};
+
 /// The watch's own idle limit beyond the server's timeout (as kube-runtime):
 /// a connection whose close never came is given up after this.
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
@@ -57,11 +59,27 @@ pub fn watcher<K>(
 ) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    watcher_reporting(api, config, WatchCell::detached(&kind))
+}
+
+/// [`watcher`], reporting each change of phase and each restart to `cell`
+/// (see [`super::watches`]).
+pub fn watcher_reporting<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    cell: WatchCell,
+) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let lister = Lister {
         client: api.clone().into_client(),
         url: api.resource_url().to_owned(),
         params: list_params(&config),
+        cell,
     };
     futures::stream::unfold(
         (api, lister, config, State::Empty),
@@ -97,11 +115,12 @@ fn watch_params(config: &watcher::Config) -> WatchParams {
     }
 }
 
-/// Asks for list pages.
+/// Asks for list pages (and holds the watch's report cell).
 struct Lister {
     client: Client,
     url: String,
     params: ListParams,
+    cell: WatchCell,
 }
 
 impl Lister {
@@ -193,14 +212,17 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     match state {
-        State::Empty => (
-            Some(Ok(Event::Init)),
-            State::Listing {
-                objects: Vec::new().into_iter(),
-                next: Some(lister.fetch(None)),
-                resource_version: None,
-            },
-        ),
+        State::Empty => {
+            lister.cell.listing();
+            (
+                Some(Ok(Event::Init)),
+                State::Listing {
+                    objects: Vec::new().into_iter(),
+                    next: Some(lister.fetch(None)),
+                    resource_version: None,
+                },
+            )
+        }
         State::Listing {
             mut objects,
             next,
@@ -220,29 +242,48 @@ where
                     Some(resource_version) => (
                         {
                             tracing::trace!(url = %lister.url, "listed");
+                            lister.cell.watching();
                             Some(Ok(Event::InitDone))
                         },
                         State::Listed { resource_version },
                     ),
-                    None => (Some(Err(watcher::Error::NoResourceVersion)), State::Empty),
+                    None => {
+                        lister.cell.failed(
+                            Restart::ListFailed,
+                            "the list carried no resourceVersion".into(),
+                        );
+                        (Some(Err(watcher::Error::NoResourceVersion)), State::Empty)
+                    }
                 },
             }
         }
         State::Listed { resource_version } => {
             match api.watch(&watch_params(config), &resource_version).await {
-                Ok(stream) => (
-                    None,
-                    State::Watching {
-                        resource_version,
-                        stream: stream.boxed(),
-                    },
-                ),
+                Ok(stream) => {
+                    lister.cell.watching();
+                    (
+                        None,
+                        State::Watching {
+                            resource_version,
+                            stream: stream.boxed(),
+                        },
+                    )
+                }
                 Err(e) => {
                     log_failure(&e, "watch start failed");
-                    (
-                        Some(Err(watcher::Error::WatchStartFailed(e))),
-                        State::Listed { resource_version },
-                    )
+                    // 410 as the answer's status (not as an ERROR event in
+                    // a 200 stream): the version is as gone as in an event,
+                    // and asking again from it can never work. kube-runtime's
+                    // watcher retries the same version here, forever.
+                    let gone = matches!(&e, kube::Error::Api(s) if s.code == 410);
+                    let state = if gone {
+                        lister.cell.failed(Restart::Gone, cause(&e));
+                        State::Empty
+                    } else {
+                        lister.cell.failed(Restart::StartFailed, cause(&e));
+                        State::Listed { resource_version }
+                    };
+                    (Some(Err(watcher::Error::WatchStartFailed(e))), state)
                 }
             }
         }
@@ -250,23 +291,34 @@ where
             resource_version,
             mut stream,
         } => match next_or_idle(&mut stream, config.timeout).await {
-            Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
-                watched(object, Event::Apply, stream)
+            Watched::Event(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
+                lister.cell.watching();
+                watched(lister, object, Event::Apply, stream)
             }
-            Some(Ok(WatchEvent::Deleted(object))) => watched(object, Event::Delete, stream),
-            Some(Ok(WatchEvent::Bookmark(mark))) => (
-                None,
-                State::Watching {
-                    resource_version: mark.metadata.resource_version,
-                    stream,
-                },
-            ),
-            Some(Ok(WatchEvent::Error(status))) => {
+            Watched::Event(WatchEvent::Deleted(object)) => {
+                lister.cell.watching();
+                watched(lister, object, Event::Delete, stream)
+            }
+            Watched::Event(WatchEvent::Bookmark(mark)) => {
+                lister.cell.watching();
+                (
+                    None,
+                    State::Watching {
+                        resource_version: mark.metadata.resource_version,
+                        stream,
+                    },
+                )
+            }
+            Watched::Event(WatchEvent::Error(status)) => {
                 tracing::debug!(?status, "watch error event");
+                let why = format!("{} ({})", status.message, status.code);
                 // 410 Gone: the version is out of the server's window; relist.
+                // Any other ERROR: the server ends the watch after it; resume.
                 let state = if status.code == 410 {
+                    lister.cell.failed(Restart::Gone, why);
                     State::Empty
                 } else {
+                    lister.cell.failed(Restart::StreamFailed, why);
                     State::Watching {
                         resource_version,
                         stream,
@@ -274,15 +326,23 @@ where
                 };
                 (Some(Err(watcher::Error::WatchError(status))), state)
             }
-            Some(Err(e)) => {
+            Watched::Failed(e) => {
                 log_failure(&e, "watch failed");
+                lister.cell.failed(Restart::StreamFailed, cause(&e));
                 let state = State::Watching {
                     resource_version,
                     stream,
                 };
                 (Some(Err(watcher::Error::WatchFailed(e))), state)
             }
-            None => (None, State::Listed { resource_version }),
+            Watched::Ended => {
+                lister.cell.restarted(Restart::Ended);
+                (None, State::Listed { resource_version })
+            }
+            Watched::Idle => {
+                lister.cell.restarted(Restart::Idle);
+                (None, State::Listed { resource_version })
+            }
         },
     }
 }
@@ -294,6 +354,7 @@ where
 {
     let failed = |e: kube::Error| {
         log_failure(&e, "list failed");
+        lister.cell.failed(Restart::ListFailed, cause(&e));
         (
             Some(Err(watcher::Error::InitialListFailed(e))),
             State::Empty,
@@ -310,6 +371,10 @@ where
     let resource_version = head.resource_version.filter(|v| !v.is_empty());
     let continue_token = head.continue_.filter(|c| !c.is_empty());
     if resource_version.is_none() && continue_token.is_none() {
+        lister.cell.failed(
+            Restart::ListFailed,
+            "a list page carried no resourceVersion".into(),
+        );
         return (Some(Err(watcher::Error::NoResourceVersion)), State::Empty);
     }
     let next = continue_token.map(|c| lister.fetch(Some(c)));
@@ -334,6 +399,7 @@ where
 
 /// An object from the watch: its event, the watch going on from its version.
 fn watched<K: Resource>(
+    lister: &Lister,
     object: K,
     event: fn(K) -> Event<K>,
     stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
@@ -346,23 +412,67 @@ fn watched<K: Resource>(
                 stream,
             },
         ),
-        None => (Some(Err(watcher::Error::NoResourceVersion)), State::Empty),
+        None => {
+            lister.cell.failed(
+                Restart::StreamFailed,
+                "a watch event carried no resourceVersion".into(),
+            );
+            (Some(Err(watcher::Error::NoResourceVersion)), State::Empty)
+        }
+    }
+}
+
+/// What the watch stream said next.
+enum Watched<K> {
+    Event(WatchEvent<K>),
+    Failed(kube::Error),
+    /// The server ended the watch.
+    Ended,
+    /// Nothing for longer than the server's timeout and a margin: the
+    /// connection's end was lost.
+    Idle,
+}
+
+/// The innermost cause of `e`, which says what went wrong ("connection
+/// refused"), with the outer message when the cause alone says little.
+pub(crate) fn cause(e: &kube::Error) -> String {
+    if let kube::Error::Api(status) = e {
+        return format!("{} ({})", status.message, status.code);
+    }
+    let mut cur: &dyn std::error::Error = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    let inner = cur.to_string();
+    if inner.is_empty() {
+        e.to_string()
+    } else {
+        inner
     }
 }
 
 /// The watch's next event, or `None` when it ended or said nothing for the
 /// server's timeout and a margin (its close was lost).
-async fn next_or_idle<T>(stream: &mut BoxStream<'static, T>, timeout: Option<u32>) -> Option<T> {
+async fn next_or_idle<K>(
+    stream: &mut BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    timeout: Option<u32>,
+) -> Watched<K> {
+    let said = |next: Option<kube::Result<WatchEvent<K>>>| match next {
+        Some(Ok(event)) => Watched::Event(event),
+        Some(Err(e)) => Watched::Failed(e),
+        None => Watched::Ended,
+    };
     if timeout == Some(0) {
-        return stream.next().await;
+        return said(stream.next().await);
     }
     let secs = u64::from(timeout.unwrap_or(DEFAULT_WATCH_TIMEOUT));
-    tokio::time::timeout(Duration::from_secs(secs) + IDLE_MARGIN, stream.next())
-        .await
-        .unwrap_or_else(|_| {
+    match tokio::time::timeout(Duration::from_secs(secs) + IDLE_MARGIN, stream.next()).await {
+        Ok(next) => said(next),
+        Err(_) => {
             tracing::debug!("watch idle past its timeout; watching again");
-            None
-        })
+            Watched::Idle
+        }
+    }
 }
 
 fn log_failure(e: &kube::Error, what: &str) {
@@ -442,6 +552,9 @@ mod tests {
             Err(watcher::Error::WatchError(s)) => format!("watch error {}", s.code),
             Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) => {
                 format!("list failed {}", s.code)
+            }
+            Err(watcher::Error::WatchStartFailed(kube::Error::Api(s))) => {
+                format!("watch start failed {}", s.code)
             }
             Err(e) => format!("error {e}"),
         }
@@ -557,6 +670,54 @@ mod tests {
         for uri in lists {
             assert!(uri.contains("limit=2"), "{uri}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_watch_refused_with_410_lists_again_and_the_board_says_why() {
+        let watches = Arc::new(Mutex::new(0));
+        let seen = watches.clone();
+        let (client, asked) = client(move |uri| {
+            if let Some(page) = three_pages(uri) {
+                return (200, page);
+            }
+            *seen.lock().unwrap() += 1;
+            (
+                410,
+                r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 10 (40)","reason":"Expired","code":410}"#.into(),
+            )
+        });
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let board = super::super::WatchBoard::default();
+        let mut stream = Box::pin(watcher_reporting(
+            api,
+            watcher::Config::default().page_size(2),
+            board.cell("ConfigMap"),
+        ));
+        let mut got = Vec::new();
+        for _ in 0..8 {
+            got.push(next_said(&mut stream).await);
+        }
+        assert_eq!(
+            got,
+            [
+                "init",
+                "init-apply a1",
+                "init-apply a2",
+                "init-apply a3",
+                "init-apply a4",
+                "init-done",
+                "watch start failed 410",
+                // Listed again, not asked again from the gone version.
+                "init",
+            ]
+        );
+        let status = &board.statuses()["ConfigMap"];
+        assert_eq!(status.phase, super::super::watches::Phase::Listing);
+        assert_eq!(
+            status.reason.as_deref(),
+            Some("too old resource version: 10 (40) (410)")
+        );
+        assert_eq!(*watches.lock().unwrap(), 1, "{:?}", asked.lock().unwrap());
     }
 
     #[tokio::test]

@@ -93,6 +93,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     api_errors: Family<CodeLabels, Counter>,
     leader: Gauge,
+    watches: super::watches::WatchMetrics,
     seen: Mutex<Seen>,
 }
 
@@ -201,8 +202,20 @@ impl Default for Metrics {
             "1 when this controller holds the leader Lease.",
             leader.clone(),
         );
+        let watches = super::watches::WatchMetrics::default();
+        registry.register(
+            "agentdeck_watch_current",
+            "1 while the watch behind a store is following changes (listed, not failing).",
+            watches.current.clone(),
+        );
+        registry.register(
+            "agentdeck_watch_restarts",
+            "Watches started over, by kind and reason (ended, idle, gone, list_failed, start_failed, stream_failed).",
+            watches.restarts.clone(),
+        );
         Metrics {
             registry,
+            watches,
             pool_gauges,
             health,
             scale_events,
@@ -339,6 +352,11 @@ impl Metrics {
     pub fn api_error(&self, code: Option<u16>) {
         let code = code.map_or_else(|| "transport".to_owned(), |c| c.to_string());
         self.api_errors.get_or_create(&CodeLabels { code }).inc();
+    }
+
+    /// The families the watch board writes.
+    pub(crate) fn watch_metrics(&self) -> super::watches::WatchMetrics {
+        self.watches.clone()
     }
 
     /// Reconciles so far, and how many failed.

@@ -28,6 +28,7 @@ pub mod reachability;
 mod reconcile;
 pub mod slim;
 pub mod tails;
+pub mod watches;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +58,7 @@ pub use leader::LeaderState;
 pub use metrics::Metrics;
 use pod::CachedPod;
 pub use prober::{AgentSample, HealthSamples};
+pub use watches::{WatchBoard, WatchCell};
 
 /// Field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "agentdeck";
@@ -166,6 +168,9 @@ pub struct ClusterView {
     /// Bumped on every watch event and health sample, so a reader (the
     /// console) rebuilds what it shows on change rather than on a timer.
     pub changes: Changes,
+    /// What each watch behind the stores is doing: a store is current only
+    /// while its watch watches.
+    pub watches: WatchBoard,
 }
 
 /// A cheap change signal: a counter that every store event and health
@@ -365,7 +370,14 @@ impl ControllerHandle {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_some_and(|t| t.elapsed() >= s.config.server.api_unreachable_after());
-        let status = if !self.is_synced() || unreachable {
+        // A watch failing as long as the API may be unreachable leaves a
+        // store nobody should act on: say so (a liveness probe restarts
+        // the daemon, which lists afresh).
+        let watch_failing = s.view.watches.summary().worst.is_some_and(|(_, w)| {
+            w.phase == watches::Phase::Failing
+                && w.since.elapsed() >= s.config.server.api_unreachable_after()
+        });
+        let status = if !self.is_synced() || unreachable || watch_failing {
             HealthStatus::Unhealthy
         } else {
             HealthStatus::Healthy
@@ -448,35 +460,57 @@ pub(crate) fn strip_pod(pod: &mut Pod) {
     }
 }
 
-/// A shared reflector over `api`: its store, a stream of changed objects for
-/// the Controller, and the task driving it (which also feeds API health).
+/// A reflector over `api`: its store, `subscribers` streams of the objects
+/// it applies (for the Controller's triggers and the log tails), and the
+/// task driving it (which also feeds API health and the watch board).
+///
+/// kube-runtime's shared reflector is not used: its subscriber
+/// (`ReflectHandle`) looks each object up when it is read and, when the
+/// object was deleted in between, answers `Pending` without asking to be
+/// woken again. A subscriber polled only on its own wake-ups (one stream of
+/// a `select_all`, as the Controller's triggers are) then never reads again,
+/// its buffer fills, and the reflector waits for it forever: the store
+/// freezes while everything says it is synced. [`Subscriber`] skips an
+/// object that is gone and reads on.
+#[allow(clippy::too_many_arguments)]
 fn shared_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     strip: fn(&mut K),
     shared_api: WatchHealth,
     changes: Changes,
+    cell: WatchCell,
+    subscribers: usize,
     cancel: CancellationToken,
     tasks: &mut JoinSet<()>,
-) -> (Store<K>, reflector::ReflectHandle<K>)
+) -> (Store<K>, Vec<Subscriber<K>>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store_shared::<K>(1024);
-    let subscriber = writer
-        .subscribe()
-        .expect("a shared store always hands out subscribers");
-    let stream = listwatch::watcher(api, config)
+    let (reader, writer) = reflector::store::<K>();
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..subscribers)
+        .map(|_| tokio::sync::mpsc::channel::<ObjectRef<K>>(SUBSCRIBER_BUFFER))
+        .unzip();
+    let subscribers = receivers
+        .into_iter()
+        .map(|rx| Subscriber {
+            rx,
+            store: reader.clone(),
+        })
+        .collect();
+    let stream = listwatch::watcher_reporting(api, config, cell)
         .default_backoff()
         .modify(move |o| {
             // managedFields are never read here and are most of an object's size.
             o.meta_mut().managed_fields = None;
             strip(o);
         })
-        .reflect_shared(writer);
+        .reflect(writer);
+    let store = reader.clone();
     tasks.spawn(async move {
         tokio::pin!(stream);
+        let mut senders = senders;
         let mut listed = false;
         loop {
             let next = tokio::select! {
@@ -486,6 +520,17 @@ where
             if matches!(next, Some(Ok(_))) {
                 changes.bump();
             }
+            // What the subscribers are told (kube-runtime's dispatch: an
+            // applied object; after a list, every object).
+            let told: Vec<ObjectRef<K>> = match &next {
+                Some(Ok(watcher::Event::Apply(o))) => vec![ObjectRef::from_obj(o)],
+                Some(Ok(watcher::Event::InitDone)) => store
+                    .state()
+                    .iter()
+                    .map(|o| ObjectRef::from_obj(&**o))
+                    .collect(),
+                _ => Vec::new(),
+            };
             match next {
                 Some(Ok(watcher::Event::InitDone)) if !listed => {
                     listed = true;
@@ -509,9 +554,67 @@ where
                 }
                 None => return,
             }
+            for object in told {
+                // A subscriber that went away is not waited for again.
+                let mut gone = Vec::new();
+                for (i, tx) in senders.iter().enumerate() {
+                    let sent = tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        sent = tx.send(object.clone()) => sent,
+                    };
+                    if sent.is_err() {
+                        gone.push(i);
+                    }
+                }
+                for i in gone.into_iter().rev() {
+                    senders.swap_remove(i);
+                }
+            }
         }
     });
-    (reader, subscriber)
+    (reader, subscribers)
+}
+
+/// Objects told to a subscriber and not yet read, per subscriber (as the
+/// shared reflector's buffer was): the watch waits for a subscriber that
+/// has this many unread.
+const SUBSCRIBER_BUFFER: usize = 1024;
+
+/// The objects a watch applies, read from its store when taken: an object
+/// deleted before it was read is skipped (see [`shared_watch`]).
+pub(crate) struct Subscriber<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    rx: tokio::sync::mpsc::Receiver<ObjectRef<K>>,
+    store: Store<K>,
+}
+
+impl<K> Stream for Subscriber<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    type Item = Arc<K>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Arc<K>>> {
+        loop {
+            match std::task::ready!(self.rx.poll_recv(cx)) {
+                None => return std::task::Poll::Ready(None),
+                Some(object) => {
+                    if let Some(found) = self.store.get(&object) {
+                        return std::task::Poll::Ready(Some(found));
+                    }
+                    // Deleted since: read on (a `Pending` here would ask
+                    // nobody to wake this stream again).
+                }
+            }
+        }
+    }
 }
 
 /// A watch failure with no answer from the API behind it (connect, TLS,
@@ -613,12 +716,16 @@ pub fn start_with(
         })
     };
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let metrics = Metrics::default();
+    let board = WatchBoard::with_metrics(metrics.watch_metrics());
     let (pools, pool_stream) = shared_watch(
         namespaced_or_all::<AgentPool>(&client, &namespaces),
         watcher::Config::default(),
         keep_all,
         report.clone(),
         changes.clone(),
+        board.cell("AgentPool"),
+        1,
         cancel.clone(),
         &mut tasks,
     );
@@ -628,26 +735,31 @@ pub fn start_with(
         keep_all,
         report.clone(),
         changes.clone(),
+        board.cell("AgentTask"),
+        1,
         cancel.clone(),
         &mut tasks,
     );
-    let (pods, pod_stream) = shared_watch(
+    // The log tails follow the same pods as the triggers (see `tails::run`).
+    let (pods, pod_streams) = shared_watch(
         namespaced_or_all::<CachedPod>(&client, &namespaces),
         managed.clone(),
         keep_all,
         report.clone(),
         changes.clone(),
+        board.cell("Pod"),
+        2,
         cancel.clone(),
         &mut tasks,
     );
-    // The log tails follow the same pods (see `tails::run`).
-    let tail_pods = pod_stream.clone();
     let (deployments, deployment_stream) = shared_watch(
         namespaced_or_all::<Deployment>(&client, &namespaces),
         managed.clone(),
         keep_all,
         report.clone(),
         changes.clone(),
+        board.cell("Deployment"),
+        1,
         cancel.clone(),
         &mut tasks,
     );
@@ -657,8 +769,20 @@ pub fn start_with(
         keep_all,
         report,
         changes.clone(),
+        board.cell("Job"),
+        1,
         cancel.clone(),
         &mut tasks,
+    );
+    let only = "one subscriber asked for";
+    let pool_stream = pool_stream.into_iter().next().expect(only);
+    let task_stream = task_stream.into_iter().next().expect(only);
+    let deployment_stream = deployment_stream.into_iter().next().expect(only);
+    let job_stream = job_stream.into_iter().next().expect(only);
+    let mut pod_streams = pod_streams.into_iter();
+    let (pod_stream, tail_pods) = (
+        pod_streams.next().expect("two subscribers asked for"),
+        pod_streams.next().expect("two subscribers asked for"),
     );
     let view = ClusterView {
         pools: pools.clone(),
@@ -668,6 +792,7 @@ pub fn start_with(
         jobs,
         health: HealthSamples::with_changes(changes.clone()),
         changes,
+        watches: board,
     };
     let recorder = Recorder::new(
         client.clone(),
@@ -686,7 +811,7 @@ pub fn start_with(
         namespaces,
         view: view.clone(),
         recorder,
-        metrics: Metrics::default(),
+        metrics,
         leader: leader.clone(),
         applied: Mutex::default(),
         scaled: Mutex::default(),
@@ -859,6 +984,116 @@ pub(crate) fn resync(shared: &Shared) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client answering a list of `a` (version 10) and, from version 10,
+    /// a watch that adds `x`, deletes it, adds `y0`..`y{ys-1}`, then stays
+    /// open saying nothing (later watches too).
+    fn churning_client(ys: usize) -> Client {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let uri = request.uri().to_string();
+            let map = |name: &str, version: usize| {
+                format!(
+                    r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"default","resourceVersion":"{version}"}}}}"#
+                )
+            };
+            let lines: Vec<String> = if !uri.contains("watch=") {
+                vec![format!(
+                    r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{}]}}"#,
+                    map("a", 3)
+                )]
+            } else if uri.contains("resourceVersion=10&") || uri.ends_with("resourceVersion=10") {
+                let mut lines = vec![
+                    format!(r#"{{"type":"ADDED","object":{}}}"#, map("x", 11)),
+                    format!(r#"{{"type":"DELETED","object":{}}}"#, map("x", 12)),
+                ];
+                lines.extend((0..ys).map(|i| {
+                    format!(
+                        r#"{{"type":"ADDED","object":{}}}"#,
+                        map(&format!("y{i}"), 13 + i)
+                    )
+                }));
+                lines.into_iter().map(|l| l + "\n").collect()
+            } else {
+                Vec::new()
+            };
+            let watch = uri.contains("watch=");
+            let chunks = futures::stream::iter(
+                lines
+                    .into_iter()
+                    .map(|l| Ok::<_, std::io::Error>(axum::body::Bytes::from(l))),
+            );
+            let body = if watch {
+                axum::body::Body::from_stream(chunks.chain(futures::stream::pending()))
+            } else {
+                axum::body::Body::from_stream(chunks)
+            };
+            let response = http::Response::builder()
+                .status(200)
+                .body(body)
+                .expect("a valid response");
+            async move { Ok::<_, std::convert::Infallible>(response) }
+        });
+        Client::new(service, "default")
+    }
+
+    /// The freeze of issue 27: an object applied and deleted before a
+    /// subscriber read it stalled kube-runtime's shared subscriber for good
+    /// (polled inside `select_all`, as the Controller's triggers are), and
+    /// once its buffer was full the watch itself stopped: the store kept
+    /// what it had while everything said synced.
+    #[tokio::test]
+    async fn a_subscriber_reads_on_past_an_object_deleted_before_it_was_read() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        const YS: usize = 3 * SUBSCRIBER_BUFFER;
+        let api: Api<ConfigMap> = Api::namespaced(churning_client(YS), "default");
+        let mut tasks = JoinSet::new();
+        let cancel = CancellationToken::new();
+        let report: WatchHealth = Arc::new(|_| {});
+        let (store, subscribers) = shared_watch(
+            api,
+            watcher::Config::default(),
+            keep_all,
+            report,
+            Changes::default(),
+            WatchCell::detached("ConfigMap"),
+            1,
+            cancel.clone(),
+            &mut tasks,
+        );
+        let named = |name: &str| ObjectRef::<ConfigMap>::new(name).within("default");
+        // Nobody reads until `x` is gone from the store (a busy reader).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while store.get(&named("y0")).is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "y0 never arrived");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(store.get(&named("x")).is_none());
+        let mut triggers =
+            futures::stream::select_all(subscribers.into_iter().map(StreamExt::boxed));
+        let mut read = Vec::new();
+        let last = format!("y{}", YS - 1);
+        while read.last() != Some(&last) {
+            let next = tokio::time::timeout(Duration::from_secs(30), triggers.next())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "the subscriber stopped after {} objects (last {:?}); the store holds {}",
+                        read.len(),
+                        read.last(),
+                        store.state().len()
+                    )
+                })
+                .expect("the subscriber never ends");
+            read.push(next.name_any());
+        }
+        assert_eq!(read.first().map(String::as_str), Some("a"));
+        assert!(
+            !read.contains(&"x".to_owned()),
+            "x was deleted before it was read"
+        );
+        assert_eq!(store.state().len(), YS + 1, "a and every y");
+        cancel.cancel();
+    }
 
     #[test]
     fn a_cached_pod_keeps_what_is_read_and_drops_the_bulk() {

@@ -113,7 +113,9 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
+        if !shared.synced.load(std::sync::atomic::Ordering::SeqCst)
+            || !shared.view.watches.all_watching()
+        {
             continue;
         }
         let state = (

@@ -100,6 +100,12 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
     if !shared.synced.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok(Action::requeue(Duration::from_millis(300)));
     }
+    // A store whose watch is failing or listing again may be missing what
+    // happened since: nothing is decided on it (a task's agent pod looks
+    // gone when the pod watch stopped, not the pod).
+    if !shared.view.watches.all_watching() {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
     let name = pool.name_any();
     let ns = pool
         .namespace()

@@ -498,13 +498,9 @@ async fn status(
     cancel: CancellationToken,
 ) {
     let leader = handle.leader();
-    let changes = handle.view().changes;
+    let board = handle.view().watches;
     let mut last: Option<Result<Duration, String>> = None;
-    let mut failures = changes.watch_failures();
     loop {
-        let now_failures = changes.watch_failures();
-        let resyncing = now_failures != failures;
-        failures = now_failures;
         let role = if read_only {
             Role::ReadOnly
         } else if leader.is_leader() {
@@ -512,11 +508,13 @@ async fn status(
         } else {
             Role::Observer
         };
-        let watch = match &last {
-            Some(Err(why)) => WatchState::Disconnected(why.clone()),
-            _ if resyncing => WatchState::Resyncing,
-            _ if handle.is_synced() => WatchState::Synced,
-            _ => WatchState::Syncing,
+        let summary = board.summary();
+        let current = summary.all_watching;
+        let watch = match (&last, summary.worst) {
+            (Some(Err(why)), _) => WatchState::Disconnected(why.clone()),
+            _ if !handle.is_synced() => WatchState::Syncing,
+            (_, None) => WatchState::Synced,
+            (_, Some((kind, w))) => watch_trouble(&kind, &w),
         };
         let latency = last.as_ref().and_then(|r| r.as_ref().ok().copied());
         if tx
@@ -530,7 +528,7 @@ async fn status(
         {
             return;
         }
-        let every = if matches!(last, Some(Ok(_))) && handle.is_synced() && !resyncing {
+        let every = if matches!(last, Some(Ok(_))) && handle.is_synced() && current {
             STATUS_EVERY
         } else {
             Duration::from_millis(500)
@@ -551,6 +549,23 @@ async fn status(
             _ = handle.synced(), if syncing => continue,
             r = async { tokio::time::sleep(every).await; ask.await } => last = Some(r),
         }
+    }
+}
+
+/// The header's word for a watch that is not current: which, and why.
+fn watch_trouble(kind: &str, w: &controller::watches::WatchStatus) -> WatchState {
+    let why = w.reason.as_deref().unwrap_or("");
+    match w.phase {
+        controller::watches::Phase::Failing => {
+            let times = if w.failures_in_row > 1 {
+                format!(" ({}×)", w.failures_in_row)
+            } else {
+                String::new()
+            };
+            WatchState::Failing(format!("{kind} watch: {why}{times}"))
+        }
+        _ if why.is_empty() => WatchState::Resyncing(format!("{kind} listing")),
+        _ => WatchState::Resyncing(format!("{kind} listing again: {why}")),
     }
 }
 

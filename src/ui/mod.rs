@@ -461,7 +461,8 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let (watch, watch_role) = match &app.status.watch {
         WatchState::Synced => ("synced".to_owned(), Role::Ok),
         WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
-        WatchState::Resyncing => ("resyncing".to_owned(), Role::Warn),
+        WatchState::Resyncing(what) => (format!("resyncing: {what}"), Role::Warn),
+        WatchState::Failing(what) => (format!("failing: {what}"), Role::Danger),
         WatchState::Disconnected(why) => (format!("disconnected: {why}"), Role::Danger),
     };
     let latency = match app.status.latency {
@@ -709,7 +710,9 @@ fn table<R: Row>(
             match &app.status.watch {
                 WatchState::Syncing => "loading…".to_owned(),
                 WatchState::Disconnected(why) => format!("disconnected: {why}"),
-                WatchState::Synced | WatchState::Resyncing => format!("no {} yet", kind.as_str()),
+                WatchState::Synced | WatchState::Resyncing(_) | WatchState::Failing(_) => {
+                    format!("no {} yet", kind.as_str())
+                }
             }
         } else {
             "nothing matches the filter (esc clears it)".to_owned()

@@ -1,0 +1,297 @@
+//! What each watch of the cluster view is doing, so that nobody trusts a
+//! store whose watch is not running.
+//!
+//! A store fed by a watch is only as current as the watch: one that failed,
+//! is listing again, or stopped reading keeps its last objects and looks
+//! fine. Each watch (see [`super::listwatch`]) reports its phase to a
+//! [`WatchCell`]; the [`WatchBoard`] holds every cell's phase for the
+//! console's header (`watch synced` only while every watch watches), the
+//! controller (which decides nothing on a view that is not current) and
+//! `/metrics` (`agentdeck_watch_current`, `agentdeck_watch_restarts_total`
+//! by kind and reason).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+/// What a watch is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Listing (the first time, or again after `410 Gone`).
+    Listing,
+    /// Listed and following the changes: its store is current.
+    Watching,
+    /// Its last attempt failed; it retries with backoff.
+    Failing,
+}
+
+/// Why a watch started over: each is counted in
+/// `agentdeck_watch_restarts_total{kind, reason}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// The server ended the watch (its timeout): resumed from the last version.
+    Ended,
+    /// Nothing arrived for longer than the server's timeout: the connection
+    /// is given up and the watch resumed.
+    Idle,
+    /// `410 Gone` (an ERROR event or an HTTP status): listed again.
+    Gone,
+    /// The list failed: listed again after backoff.
+    ListFailed,
+    /// The watch request failed: resumed after backoff.
+    StartFailed,
+    /// The watch stream failed or said ERROR: resumed after backoff.
+    StreamFailed,
+}
+
+impl Restart {
+    /// The metric's `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Restart::Ended => "ended",
+            Restart::Idle => "idle",
+            Restart::Gone => "gone",
+            Restart::ListFailed => "list_failed",
+            Restart::StartFailed => "start_failed",
+            Restart::StreamFailed => "stream_failed",
+        }
+    }
+}
+
+/// One watch's state, as the board shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchStatus {
+    pub phase: Phase,
+    /// Why the last attempt failed (kept while listing again after it).
+    pub reason: Option<String>,
+    /// Failures since the watch last watched.
+    pub failures_in_row: u32,
+    /// Since when the watch is in this phase.
+    pub since: Instant,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct KindLabels {
+    pub(crate) kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RestartLabels {
+    pub(crate) kind: String,
+    pub(crate) reason: &'static str,
+}
+
+/// The metric families the board writes (registered by
+/// [`super::Metrics`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WatchMetrics {
+    pub(crate) current: Family<KindLabels, Gauge>,
+    pub(crate) restarts: Family<RestartLabels, Counter>,
+}
+
+/// Every watch's state. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct WatchBoard {
+    watches: Arc<Mutex<BTreeMap<String, WatchStatus>>>,
+    metrics: WatchMetrics,
+}
+
+/// How the board sums up: whether every watch is current and, when not,
+/// the one that says most (failing before listing, the longest first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoardSummary {
+    pub all_watching: bool,
+    pub worst: Option<(String, WatchStatus)>,
+}
+
+impl WatchBoard {
+    pub(crate) fn with_metrics(metrics: WatchMetrics) -> Self {
+        WatchBoard {
+            watches: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// A cell for the watch of `kind` (listing until it says otherwise).
+    pub fn cell(&self, kind: &str) -> WatchCell {
+        let cell = WatchCell {
+            board: self.clone(),
+            kind: kind.to_owned(),
+            watching: Arc::new(AtomicBool::new(false)),
+        };
+        cell.set(Phase::Listing, None);
+        cell
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, WatchStatus>> {
+        self.watches.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Each watch's state, by kind.
+    pub fn statuses(&self) -> BTreeMap<String, WatchStatus> {
+        self.lock().clone()
+    }
+
+    /// Whether every watch is current, and which is not.
+    pub fn summary(&self) -> BoardSummary {
+        let watches = self.lock();
+        let rank = |s: &WatchStatus| match s.phase {
+            Phase::Failing => 0,
+            Phase::Listing => 1,
+            Phase::Watching => 2,
+        };
+        let worst = watches
+            .iter()
+            .filter(|(_, s)| s.phase != Phase::Watching)
+            .min_by_key(|(_, s)| (rank(s), s.since))
+            .map(|(k, s)| (k.clone(), s.clone()));
+        BoardSummary {
+            all_watching: worst.is_none(),
+            worst,
+        }
+    }
+
+    /// Whether every watch is current.
+    pub fn all_watching(&self) -> bool {
+        self.lock().values().all(|s| s.phase == Phase::Watching)
+    }
+}
+
+/// What one watch reports to the board.
+#[derive(Clone)]
+pub struct WatchCell {
+    board: WatchBoard,
+    kind: String,
+    /// Whether the phase is `Watching`: the per-event report is one load.
+    watching: Arc<AtomicBool>,
+}
+
+impl WatchCell {
+    /// A cell on a board of its own (a watch nobody looks at).
+    pub fn detached(kind: &str) -> Self {
+        WatchBoard::default().cell(kind)
+    }
+
+    fn set(&self, phase: Phase, failure: Option<String>) {
+        let mut watches = self.board.lock();
+        let now = Instant::now();
+        let entry = watches
+            .entry(self.kind.clone())
+            .or_insert_with(|| WatchStatus {
+                phase,
+                reason: None,
+                failures_in_row: 0,
+                since: now,
+            });
+        if entry.phase != phase {
+            entry.since = now;
+        }
+        entry.phase = phase;
+        match failure {
+            Some(why) => {
+                entry.reason = Some(why);
+                entry.failures_in_row = entry.failures_in_row.saturating_add(1);
+            }
+            None if phase == Phase::Watching => {
+                entry.reason = None;
+                entry.failures_in_row = 0;
+            }
+            None => {}
+        }
+        self.watching
+            .store(phase == Phase::Watching, Ordering::Release);
+        self.board
+            .metrics
+            .current
+            .get_or_create(&KindLabels {
+                kind: self.kind.clone(),
+            })
+            .set(i64::from(phase == Phase::Watching));
+    }
+
+    /// A list starts.
+    pub fn listing(&self) {
+        self.set(Phase::Listing, None);
+    }
+
+    /// Listed, or a watch started or delivered: the store is current.
+    pub fn watching(&self) {
+        if !self.watching.load(Ordering::Acquire) {
+            self.set(Phase::Watching, None);
+        }
+    }
+
+    /// An attempt failed with `why`; the watch starts over as `restart` says.
+    pub fn failed(&self, restart: Restart, why: String) {
+        self.count(restart);
+        self.set(Phase::Failing, Some(why));
+    }
+
+    /// The watch starts over for `restart` with nothing wrong (the server
+    /// ended it, or it went quiet): counted, phase unchanged.
+    pub fn restarted(&self, restart: Restart) {
+        self.count(restart);
+    }
+
+    fn count(&self, restart: Restart) {
+        self.board
+            .metrics
+            .restarts
+            .get_or_create(&RestartLabels {
+                kind: self.kind.clone(),
+                reason: restart.as_str(),
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_board_is_current_only_while_every_watch_watches() {
+        let board = WatchBoard::default();
+        let pods = board.cell("Pod");
+        let tasks = board.cell("AgentTask");
+        assert!(!board.all_watching());
+        pods.watching();
+        tasks.watching();
+        assert!(board.all_watching());
+        pods.failed(Restart::StartFailed, "connection refused".into());
+        let summary = board.summary();
+        assert!(!summary.all_watching);
+        let (kind, status) = summary.worst.expect("a watch is not current");
+        assert_eq!(kind, "Pod");
+        assert_eq!(status.phase, Phase::Failing);
+        assert_eq!(status.reason.as_deref(), Some("connection refused"));
+        pods.failed(Restart::StartFailed, "connection refused".into());
+        assert_eq!(board.statuses()["Pod"].failures_in_row, 2);
+        // Listing again after the failure keeps the reason.
+        pods.listing();
+        assert_eq!(
+            board.statuses()["Pod"].reason.as_deref(),
+            Some("connection refused")
+        );
+        pods.watching();
+        assert!(board.all_watching());
+        assert_eq!(board.statuses()["Pod"].failures_in_row, 0);
+        assert_eq!(board.statuses()["Pod"].reason, None);
+    }
+
+    #[test]
+    fn a_failing_watch_is_shown_before_a_listing_one() {
+        let board = WatchBoard::default();
+        let a = board.cell("A");
+        let b = board.cell("B");
+        a.listing();
+        b.failed(Restart::Gone, "410".into());
+        assert_eq!(board.summary().worst.map(|(k, _)| k).as_deref(), Some("B"));
+    }
+}
