@@ -320,6 +320,48 @@ pub fn finished_status(
     }
 }
 
+/// What `status.outputTail` keeps of a run's output `log` (the end of the
+/// file, as the agent wrote it): its last whole lines, at most
+/// [`OUTPUT_TAIL_LINES`] and [`OUTPUT_TAIL_BYTES`], with `secrets` (values
+/// the agent knows are secret) and the bundle's secret patterns redacted
+/// and anything not printable sanitised. `None` when it printed nothing.
+pub fn output_tail(log: &[u8], secrets: &[Vec<u8>]) -> Option<String> {
+    use crate::crd::{OUTPUT_TAIL_BYTES, OUTPUT_TAIL_LINES};
+    let redactor = crate::ops::bundle::redact::Redactor::new(secrets);
+    // Redacted before it is cut, so a secret is never cut in two and missed.
+    let start = log.len().saturating_sub(OUTPUT_TAIL_BYTES * 4);
+    let mut window = &log[start..];
+    if start > 0 {
+        // Drop the line the cut fell in.
+        match window.iter().position(|b| *b == b'\n') {
+            Some(i) => window = &window[i + 1..],
+            None => window = &[],
+        }
+    }
+    let mut counts = crate::ops::bundle::redact::RedactionCounts::default();
+    let redacted = redactor.redact_bytes(window, &mut counts);
+    let text = String::from_utf8_lossy(&redacted);
+    let lines: Vec<String> = text
+        .lines()
+        .map(crate::text::sanitize_line)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let mut kept: Vec<&str> = Vec::new();
+    let mut bytes = 0;
+    for line in lines.iter().rev().take(OUTPUT_TAIL_LINES) {
+        if bytes + line.len() + 1 > OUTPUT_TAIL_BYTES {
+            break;
+        }
+        bytes += line.len() + 1;
+        kept.push(line);
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    kept.reverse();
+    Some(kept.join("\n"))
+}
+
 /// `1m05s`-style text for messages.
 pub fn format_duration(d: Duration) -> String {
     let secs = d.as_secs();
@@ -366,6 +408,40 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_output_tail_is_the_last_whole_lines_redacted_within_its_bounds() {
+        use crate::crd::{OUTPUT_TAIL_BYTES, OUTPUT_TAIL_LINES};
+        assert_eq!(output_tail(b"", &[]), None);
+        assert_eq!(output_tail(b"\n  \n", &[]), None);
+        let secret = b"s3cr3t-planted-value".to_vec();
+        let log = b"plan: 3 to add\npassword is s3cr3t-planted-value\ndone\n";
+        let tail = output_tail(log, std::slice::from_ref(&secret)).expect("a tail");
+        assert!(!tail.contains("s3cr3t-planted-value"), "{tail}");
+        assert!(tail.starts_with("plan: 3 to add\npassword is "), "{tail}");
+        assert!(tail.ends_with("\ndone"), "{tail}");
+        // Many lines: the last OUTPUT_TAIL_LINES, whole.
+        let many: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        let tail = output_tail(many.as_bytes(), &[]).expect("a tail");
+        let lines: Vec<&str> = tail.lines().collect();
+        assert_eq!(lines.len(), OUTPUT_TAIL_LINES);
+        assert_eq!(lines.last(), Some(&"line 499"));
+        assert_eq!(
+            lines.first().map(|l| l.to_string()),
+            Some(format!("line {}", 500 - OUTPUT_TAIL_LINES))
+        );
+        // Long lines: the bytes bound holds and no line is cut.
+        let long: String = (0..100)
+            .map(|i| format!("{i:03} {}\n", "x".repeat(300)))
+            .collect();
+        let tail = output_tail(long.as_bytes(), &[]).expect("a tail");
+        assert!(tail.len() <= OUTPUT_TAIL_BYTES, "{}", tail.len());
+        assert!(tail.lines().all(|l| l.len() == 304), "{tail}");
+        assert!(tail.ends_with(&format!("099 {}", "x".repeat(300))));
+        // Invalid UTF-8 and control characters come out printable.
+        let tail = output_tail(b"ok \xff\x1b[31mred\n", &[]).expect("a tail");
+        assert!(!tail.contains('\x1b'), "{tail:?}");
+    }
+
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;

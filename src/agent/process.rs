@@ -71,6 +71,23 @@ pub async fn run_task(env: Arc<RunEnv>, task: AgentTask, stop: watch::Receiver<S
     let attempts = task.status.as_ref().map_or(0, |s| s.attempts);
     let started = Instant::now();
     let ending = supervise(&env, &task, &name, attempts, stop).await;
+    // The run's own log file: its end goes into the status, then it goes
+    // (an agent that runs for weeks must not keep one file per task).
+    let log_path = env.work_dir.join(format!("{name}-{attempts}.log"));
+    let tail = read_end(&log_path).and_then(|end| {
+        let secrets: Vec<Vec<u8>> = env
+            .token
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
+        plan::output_tail(&end, &secrets)
+    });
+    if let Err(e) = std::fs::remove_file(&log_path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::debug!(task = %name, error = %e, "task log not removed");
+    }
     let Some(ending) = ending else {
         tracing::warn!(task = %name, "task was taken from this agent; stopped it without reporting");
         return;
@@ -82,7 +99,11 @@ pub async fn run_task(env: Arc<RunEnv>, task: AgentTask, stop: watch::Receiver<S
     match env
         .writer
         .finish(&name, attempts, |s| {
-            plan::finished_status(s, &ending, duration, max_attempts, now)
+            let mut next = plan::finished_status(s, &ending, duration, max_attempts, now);
+            if next.phase.is_finished() {
+                next.output_tail = tail.clone();
+            }
+            next
         })
         .await
     {
@@ -204,6 +225,19 @@ async fn supervise(
         tracing::debug!(task = %name, error = %e, "working directory not removed");
     }
     ending
+}
+
+/// The last bytes of `path` (enough for [`plan::output_tail`]), or `None`
+/// when it cannot be read.
+fn read_end(path: &Path) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let want = u64::try_from(crate::crd::OUTPUT_TAIL_BYTES * 4).unwrap_or(u64::MAX);
+    file.seek(SeekFrom::Start(len.saturating_sub(want))).ok()?;
+    let mut end = Vec::new();
+    file.read_to_end(&mut end).ok()?;
+    Some(end)
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

@@ -141,6 +141,53 @@ pub struct AgentPoolSpec {
     /// Defaults for the tasks this pool runs.
     #[serde(default)]
     pub task_defaults: TaskDefaults,
+    /// How long finished AgentTasks are kept (as a Job's TTL and a
+    /// CronJob's history limits); older ones are deleted by the controller.
+    #[serde(default)]
+    pub task_history: TaskHistory,
+}
+
+/// Retention of finished AgentTasks (`Succeeded`, `Failed`, `Errored`,
+/// `Cancelled`). A finished task is deleted once it ended longer than
+/// `ttlSecondsAfterFinished` ago, or when more than the limit of its kind
+/// ended after it. The defaults keep a day, and at most 200 succeeded and
+/// 200 unsuccessful tasks per pool: a pool running a task a minute keeps
+/// under 2 MiB of tasks in etcd instead of growing by 40,000 a month, and
+/// an incident of the last day is still in `kubectl get atasks`. A deleted
+/// task's summary and output tail stay readable (`agentdeck task show`,
+/// the console and the bundle) in the pool's history ConfigMap.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskHistory {
+    /// Seconds a finished task is kept after it ended.
+    #[serde(default = "default_history_ttl")]
+    #[schemars(range(min = 0, max = 31536000))]
+    pub ttl_seconds_after_finished: i64,
+    /// Succeeded tasks kept per pool, newest first.
+    #[serde(default = "default_history_limit")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub succeeded_limit: i32,
+    /// Failed, Errored and Cancelled tasks kept per pool, newest first.
+    #[serde(default = "default_history_limit")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub failed_limit: i32,
+}
+
+fn default_history_ttl() -> i64 {
+    86_400
+}
+fn default_history_limit() -> i32 {
+    200
+}
+
+impl Default for TaskHistory {
+    fn default() -> Self {
+        TaskHistory {
+            ttl_seconds_after_finished: default_history_ttl(),
+            succeeded_limit: default_history_limit(),
+            failed_limit: default_history_limit(),
+        }
+    }
 }
 
 fn default_max_replicas() -> i32 {

@@ -154,7 +154,18 @@ pub struct AgentTaskStatus {
     /// Earlier runs that ended before an operator retried the task, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<AttemptRecord>,
+    /// The last lines the task printed (at most [`OUTPUT_TAIL_LINES`] lines
+    /// and [`OUTPUT_TAIL_BYTES`] bytes), written by the agent with the end
+    /// of the run, so the output outlives the agent pod. Secret values the
+    /// agent was handed are redacted before it is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<String>,
 }
+
+/// Lines kept in `status.outputTail`.
+pub const OUTPUT_TAIL_LINES: usize = 40;
+/// Bytes kept in `status.outputTail`.
+pub const OUTPUT_TAIL_BYTES: usize = 4096;
 
 /// How one run of a task ended, kept when the task is retried.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -301,6 +312,7 @@ impl AgentTaskStatus {
             message: Some(format!("retried by {by} at {now}")),
             conditions: Vec::new(),
             history,
+            output_tail: None,
         }
     }
 }

@@ -242,6 +242,28 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
     if let Some(r) = &td.resources {
         check_resources("spec.taskDefaults.resources", r, &mut errs);
     }
+    let th = &s.task_history;
+    range(
+        &mut errs,
+        "spec.taskHistory.ttlSecondsAfterFinished",
+        th.ttl_seconds_after_finished,
+        0,
+        31_536_000,
+    );
+    range(
+        &mut errs,
+        "spec.taskHistory.succeededLimit",
+        th.succeeded_limit.into(),
+        0,
+        100_000,
+    );
+    range(
+        &mut errs,
+        "spec.taskHistory.failedLimit",
+        th.failed_limit.into(),
+        0,
+        100_000,
+    );
     errs
 }
 

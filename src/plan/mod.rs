@@ -5,5 +5,6 @@ pub mod freeze;
 pub mod manifests;
 pub mod names;
 pub mod pool;
+pub mod retention;
 pub mod strategic_merge;
 pub mod verdict;
