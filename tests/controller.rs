@@ -507,9 +507,11 @@ async fn scale_up_step_adds_one_agent_per_decision() {
 async fn finished_work_scales_back_to_min_without_removing_busy_agents() {
     let h = Harness::start().await;
     let (_c, cancel) = h.controller(&config());
+    // No stabilization window: this is about which agents go, not when.
     h.create_pool(
         "shrink",
-        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 1}}),
+        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 1},
+               "scaleDownStabilizationSeconds": 0}),
     )
     .await;
     h.create_tasks("shrink", "w", 4).await;

@@ -125,6 +125,13 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
     );
     range(
         &mut errs,
+        "spec.scaleDownStabilizationSeconds",
+        s.scale_down_stabilization_seconds,
+        0,
+        3_600,
+    );
+    range(
+        &mut errs,
         "spec.healthPort",
         s.health_port.into(),
         1,
@@ -715,6 +722,7 @@ mod tests {
         assert_eq!(p.spec.max_replicas, 1);
         assert_eq!(p.spec.health_port, 8080);
         assert_eq!(p.spec.cooldown_seconds.down, 300);
+        assert_eq!(p.spec.scale_down_stabilization_seconds, 300);
     }
 
     #[test]
