@@ -78,12 +78,14 @@ pub struct AgentPoolSpec {
     ///
     /// Default 300, the HPA's: a trickle (a 1–5 s task every 2 s) dips to
     /// zero work between tasks many times a minute, so a window must span
-    /// many arrivals to see the pool's real peak; 300 s spans 150, and holds
-    /// the pool at that peak instead of scaling it down into every dip and
-    /// up again a second later. It is also the default `cooldownSeconds.down`,
-    /// so a pool left idle shrinks about as late as it did without a window.
-    /// At most 3600 (as the HPA), so a scale-to-zero pool always reaches zero
-    /// within an hour of its last task.
+    /// many arrivals to see the pool's real peak (simulated for 11 minutes:
+    /// 30 s still flaps, 13 changes; 60 s changes once; 120 s and 300 s
+    /// never), and holds the pool at that peak instead of scaling it down
+    /// into every dip and up again a second later. It is also the default
+    /// `cooldownSeconds.down`, so a pool left idle shrinks about as late as
+    /// it did without a window. At most 3600 (as the HPA), so a scale-to-zero
+    /// pool always reaches zero within an hour of its last task. Deployment
+    /// mode only (job mode runs one Job per task).
     #[serde(default = "default_scale_down_stabilization")]
     #[schemars(range(min = 0, max = 3600))]
     pub scale_down_stabilization_seconds: i64,

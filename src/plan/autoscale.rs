@@ -2125,7 +2125,11 @@ mod tests {
     fn a_steady_trickle_settles_instead_of_flapping() {
         let stable = trickle(Duration::from_secs(300));
         let flapping = trickle(Duration::ZERO);
-        eprintln!("window 300 s: {stable:?}; no window: {flapping:?}");
+        // The figures for choosing the default (README).
+        for window in [0, 30, 60, 120, 300] {
+            let run = trickle(Duration::from_secs(window));
+            eprintln!("window {window:>3} s: {run:?}");
+        }
         assert!(
             stable.changes_after_warmup <= 8,
             "with the window: {stable:?}"
