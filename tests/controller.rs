@@ -563,6 +563,147 @@ async fn finished_work_scales_back_to_min_without_removing_busy_agents() {
     cancel.cancel();
 }
 
+/// Plays the agents of `pools` through a trickle: one task per pool every
+/// second, each running 0.5–2.5 s (the same deterministic lengths in every
+/// pool) on an idle agent, every fifth failing. Returns when every task has
+/// finished.
+async fn trickle(h: &Harness, pools: &[&str], tasks: usize) {
+    use std::collections::{BTreeSet, VecDeque};
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let lengths: Vec<Duration> = (0..tasks)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            Duration::from_millis(500 + rng % 2001)
+        })
+        .collect();
+    let start = Instant::now();
+    let mut created = 0;
+    let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); pools.len()];
+    // (pool, task, agent, ends at)
+    let mut running: Vec<(usize, usize, String, Instant)> = Vec::new();
+    loop {
+        while created < tasks && start.elapsed() >= Duration::from_secs(created as u64) {
+            for (p, pool) in pools.iter().enumerate() {
+                let task: AgentTask = serde_json::from_value(json!({
+                    "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                    "metadata": {"name": format!("{pool}-{created}")},
+                    "spec": {"pool": pool, "command": ["terraform", "plan"]}
+                }))
+                .expect("task");
+                h.tasks()
+                    .create(&PostParams::default(), &task)
+                    .await
+                    .expect("task created");
+                waiting[p].push_back(created);
+            }
+            created += 1;
+        }
+        let now = Instant::now();
+        let mut still = Vec::new();
+        for (p, t, agent, end) in running.drain(..) {
+            if end > now {
+                still.push((p, t, agent, end));
+                continue;
+            }
+            let status = if t % 5 == 4 {
+                json!({"phase": "Failed", "attempts": 1, "exitCode": 1})
+            } else {
+                json!({"phase": "Succeeded", "attempts": 1, "exitCode": 0})
+            };
+            h.set_task_status(&format!("{}-{t}", pools[p]), status)
+                .await;
+        }
+        running = still;
+        for (p, pool) in pools.iter().enumerate() {
+            if waiting[p].is_empty() {
+                continue;
+            }
+            let busy: BTreeSet<&str> = running
+                .iter()
+                .filter(|r| r.0 == p)
+                .map(|r| r.2.as_str())
+                .collect();
+            let idle: Vec<String> = h
+                .live_agents(pool)
+                .await
+                .into_iter()
+                .filter(|a| !busy.contains(a.as_str()))
+                .collect();
+            for agent in idle {
+                let Some(t) = waiting[p].pop_front() else {
+                    break;
+                };
+                h.set_task_status(&format!("{pool}-{t}"), running_on(&agent, 1))
+                    .await;
+                running.push((p, t, agent, Instant::now() + lengths[t]));
+            }
+        }
+        if created == tasks && running.is_empty() && waiting.iter().all(VecDeque::is_empty) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_under_a_trickle_settles_and_says_why_it_holds() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    // No cooldowns: only the window stands between a trickle and flapping.
+    for (name, window) in [("steady", 300), ("flappy", 0)] {
+        h.create_pool(
+            name,
+            json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 0},
+                   "scaleDownStabilizationSeconds": window}),
+        )
+        .await;
+    }
+    let steady = h.record_replicas("steady");
+    let flappy = h.record_replicas("flappy");
+    eventually("one agent in each pool", || async {
+        (h.live_agents("steady").await.len() == 1 && h.live_agents("flappy").await.len() == 1)
+            .then_some(())
+    })
+    .await;
+
+    trickle(&h, &["steady", "flappy"], 30).await;
+    let steady = steady.lock().expect("lock").clone();
+    let flappy = flappy.lock().expect("lock").clone();
+    eprintln!("replicas under the trickle: steady {steady:?}, flappy {flappy:?}");
+    assert!(
+        steady.iter().max() > Some(&1),
+        "the trickle needed more than one agent: {steady:?}"
+    );
+    assert!(
+        steady.is_sorted(),
+        "with the window the pool only grows under a trickle: {steady:?}"
+    );
+    // The same trickle without the window: the test can fail.
+    assert!(
+        flappy.windows(2).any(|w| w[0] > w[1]),
+        "without the window the pool scales down between tasks: {flappy:?}"
+    );
+
+    // The work is done: the steady pool holds its agents for the window and
+    // says until when.
+    let top = *steady.last().expect("replicas");
+    let reason = eventually("the stabilizing reason", || async {
+        let reason = h.pool("steady").await.status?.scale_reason?;
+        reason
+            .starts_with(&format!("stabilizing: hold at {top} until "))
+            .then_some(reason)
+    })
+    .await;
+    assert!(
+        reason.contains("needed within the last 300s; 0 pending, 0 running"),
+        "{reason}"
+    );
+    assert_eq!(h.replicas("steady").await, Some(top));
+    cancel.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_freeze_window_holds_the_replicas_and_the_condition_says_why() {
     let h = Harness::start().await;
