@@ -784,6 +784,30 @@ mod tests {
     }
 
     #[test]
+    fn the_stabilization_window_is_bounded_like_the_hpas() {
+        for (window, ok) in [
+            (0, true),
+            (300, true),
+            (3600, true),
+            (3601, false),
+            (-1, false),
+        ] {
+            let result = parse_pool(&pool(
+                json!({"image": "x", "scaleDownStabilizationSeconds": window}),
+            ));
+            assert_eq!(result.is_ok(), ok, "{window}: {result:?}");
+            if let Err(errs) = result {
+                assert_eq!(
+                    summary(&errs),
+                    format!(
+                        "spec.scaleDownStabilizationSeconds: {window} is not valid; expected an integer from 0 to 3600"
+                    )
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_wrong_type_names_its_path() {
         let errs =
             parse_pool(&pool(json!({"image": "x", "maxReplicas": "ten"}))).expect_err("invalid");
