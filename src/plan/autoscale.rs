@@ -501,12 +501,13 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
                 None,
             );
         }
-        let kept = if busy > need.clamped {
+        let stable = stabilized(input, desired);
+        // Busy agents set the count only when the window does not.
+        let kept = if stable.is_none() && busy > need.clamped {
             format!(", keeping {}", busy_agents(u64::from(busy)))
         } else {
             String::new()
         };
-        let stable = stabilized(input, desired);
         let stabilization_left = stable.as_ref().map(|s| s.left);
         let with_left = |d: ScaleDecision| ScaleDecision {
             stabilization_left,
@@ -1750,7 +1751,7 @@ mod tests {
                 reason: "cooldown: scale down 3→2 (stabilizing until 2025-01-10T12:03:20Z, 2 needed within the last 300s) in 40s; 0 pending, 1 running, need 1 agent",
             },
             Case {
-                name: "busy agents above the window's need are still kept",
+                name: "a window above the busy agents sets the count",
                 input: AutoscaleInput {
                     running_tasks: 2,
                     busy_agents: 2,
@@ -1762,7 +1763,22 @@ mod tests {
                 desired: 3,
                 direction: Down,
                 need: 1,
-                reason: "scale down 4→3 (stabilizing until 2025-01-10T12:03:20Z, 3 needed within the last 300s): 0 pending, 2 running, need 1 agent, keeping 2 busy agents",
+                reason: "scale down 4→3 (stabilizing until 2025-01-10T12:03:20Z, 3 needed within the last 300s): 0 pending, 2 running, need 1 agent",
+            },
+            Case {
+                name: "busy agents above the window's need are still kept",
+                input: AutoscaleInput {
+                    running_tasks: 3,
+                    busy_agents: 3,
+                    current_replicas: 5,
+                    concurrency: 3,
+                    recommendations: history(&[(-100, 2)]),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Down,
+                need: 1,
+                reason: "scale down 5→3: 0 pending, 3 running, need 1 agent, keeping 3 busy agents",
             },
             Case {
                 name: "a freeze says what the window would do",
