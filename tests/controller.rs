@@ -704,6 +704,71 @@ async fn a_pool_under_a_trickle_settles_and_says_why_it_holds() {
     cancel.cancel();
 }
 
+/// The `until` of a `stabilizing: hold at N until <time>, …` reason.
+fn stabilizing_until(reason: &str) -> Option<jiff::Timestamp> {
+    let rest = reason.strip_prefix("stabilizing: hold at ")?;
+    let (_, rest) = rest.split_once(" until ")?;
+    rest.split(',').next()?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_holds_a_busy_looking_pool_for_a_window() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "restarted",
+        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 0},
+               "scaleDownStabilizationSeconds": 300}),
+    )
+    .await;
+    h.create_tasks("restarted", "r", 3).await;
+    let pods = eventually("three agents", || async {
+        let live = h.live_agents("restarted").await;
+        (live.len() == 3).then_some(live)
+    })
+    .await;
+    for (i, pod) in pods.iter().enumerate() {
+        h.set_task_status(&format!("r-{i}"), running_on(pod, 1))
+            .await;
+    }
+    for i in 0..3 {
+        h.set_task_status(
+            &format!("r-{i}"),
+            json!({"phase": "Succeeded", "attempts": 1}),
+        )
+        .await;
+    }
+    let first = eventually("the first controller holding 3", || async {
+        let reason = h.pool("restarted").await.status?.scale_reason?;
+        stabilizing_until(&reason)
+    })
+    .await;
+    cancel.cancel();
+
+    // A new controller remembers nothing of the need for 3 agents.
+    let (_c, cancel) = h.controller(&config());
+    let (second, reason) = eventually("the new controller's decision", || async {
+        let reason = h.pool("restarted").await.status?.scale_reason?;
+        let until = stabilizing_until(&reason)?;
+        (until > first).then_some((until, reason))
+    })
+    .await;
+    assert!(
+        reason.starts_with("stabilizing: hold at 3 until "),
+        "{reason}"
+    );
+    assert!(
+        second > first,
+        "held for a window from the restart: {reason}"
+    );
+    assert_eq!(h.replicas("restarted").await, Some(3));
+    assert!(
+        h.events("restarted", "ScaledDown").await.is_empty(),
+        "nothing was scaled down"
+    );
+    cancel.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_freeze_window_holds_the_replicas_and_the_condition_says_why() {
     let h = Harness::start().await;
