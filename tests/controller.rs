@@ -507,9 +507,11 @@ async fn scale_up_step_adds_one_agent_per_decision() {
 async fn finished_work_scales_back_to_min_without_removing_busy_agents() {
     let h = Harness::start().await;
     let (_c, cancel) = h.controller(&config());
+    // No stabilization window: this is about which agents go, not when.
     h.create_pool(
         "shrink",
-        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 1}}),
+        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 1},
+               "scaleDownStabilizationSeconds": 0}),
     )
     .await;
     h.create_tasks("shrink", "w", 4).await;
@@ -558,6 +560,212 @@ async fn finished_work_scales_back_to_min_without_removing_busy_agents() {
         (!h.events("shrink", "ScaledDown").await.is_empty()).then_some(())
     })
     .await;
+    cancel.cancel();
+}
+
+/// Plays the agents of `pools` through a trickle: one task per pool every
+/// second, each running 0.5–2.5 s (the same deterministic lengths in every
+/// pool) on an idle agent, every fifth failing. Returns when every task has
+/// finished.
+async fn trickle(h: &Harness, pools: &[&str], tasks: usize) {
+    use std::collections::{BTreeSet, VecDeque};
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let lengths: Vec<Duration> = (0..tasks)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            Duration::from_millis(500 + rng % 2001)
+        })
+        .collect();
+    let start = Instant::now();
+    let mut created = 0;
+    let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); pools.len()];
+    // (pool, task, agent, ends at)
+    let mut running: Vec<(usize, usize, String, Instant)> = Vec::new();
+    loop {
+        while created < tasks && start.elapsed() >= Duration::from_secs(created as u64) {
+            for (p, pool) in pools.iter().enumerate() {
+                let task: AgentTask = serde_json::from_value(json!({
+                    "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                    "metadata": {"name": format!("{pool}-{created}")},
+                    "spec": {"pool": pool, "command": ["terraform", "plan"]}
+                }))
+                .expect("task");
+                h.tasks()
+                    .create(&PostParams::default(), &task)
+                    .await
+                    .expect("task created");
+                waiting[p].push_back(created);
+            }
+            created += 1;
+        }
+        let now = Instant::now();
+        let mut still = Vec::new();
+        for (p, t, agent, end) in running.drain(..) {
+            if end > now {
+                still.push((p, t, agent, end));
+                continue;
+            }
+            let status = if t % 5 == 4 {
+                json!({"phase": "Failed", "attempts": 1, "exitCode": 1})
+            } else {
+                json!({"phase": "Succeeded", "attempts": 1, "exitCode": 0})
+            };
+            h.set_task_status(&format!("{}-{t}", pools[p]), status)
+                .await;
+        }
+        running = still;
+        for (p, pool) in pools.iter().enumerate() {
+            if waiting[p].is_empty() {
+                continue;
+            }
+            let busy: BTreeSet<&str> = running
+                .iter()
+                .filter(|r| r.0 == p)
+                .map(|r| r.2.as_str())
+                .collect();
+            let idle: Vec<String> = h
+                .live_agents(pool)
+                .await
+                .into_iter()
+                .filter(|a| !busy.contains(a.as_str()))
+                .collect();
+            for agent in idle {
+                let Some(t) = waiting[p].pop_front() else {
+                    break;
+                };
+                h.set_task_status(&format!("{pool}-{t}"), running_on(&agent, 1))
+                    .await;
+                running.push((p, t, agent, Instant::now() + lengths[t]));
+            }
+        }
+        if created == tasks && running.is_empty() && waiting.iter().all(VecDeque::is_empty) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_under_a_trickle_settles_and_says_why_it_holds() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    // No cooldowns: only the window stands between a trickle and flapping.
+    for (name, window) in [("steady", 300), ("flappy", 0)] {
+        h.create_pool(
+            name,
+            json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 0},
+                   "scaleDownStabilizationSeconds": window}),
+        )
+        .await;
+    }
+    let steady = h.record_replicas("steady");
+    let flappy = h.record_replicas("flappy");
+    eventually("one agent in each pool", || async {
+        (h.live_agents("steady").await.len() == 1 && h.live_agents("flappy").await.len() == 1)
+            .then_some(())
+    })
+    .await;
+
+    trickle(&h, &["steady", "flappy"], 30).await;
+    let steady = steady.lock().expect("lock").clone();
+    let flappy = flappy.lock().expect("lock").clone();
+    eprintln!("replicas under the trickle: steady {steady:?}, flappy {flappy:?}");
+    assert!(
+        steady.iter().max() > Some(&1),
+        "the trickle needed more than one agent: {steady:?}"
+    );
+    assert!(
+        steady.is_sorted(),
+        "with the window the pool only grows under a trickle: {steady:?}"
+    );
+    // The same trickle without the window: the test can fail.
+    assert!(
+        flappy.windows(2).any(|w| w[0] > w[1]),
+        "without the window the pool scales down between tasks: {flappy:?}"
+    );
+
+    // The work is done: the steady pool holds its agents for the window and
+    // says until when.
+    let top = *steady.last().expect("replicas");
+    let reason = eventually("the stabilizing reason", || async {
+        let reason = h.pool("steady").await.status?.scale_reason?;
+        reason
+            .starts_with(&format!("stabilizing: hold at {top} until "))
+            .then_some(reason)
+    })
+    .await;
+    assert!(
+        reason.contains("needed within the last 300s; 0 pending, 0 running"),
+        "{reason}"
+    );
+    assert_eq!(h.replicas("steady").await, Some(top));
+    cancel.cancel();
+}
+
+/// The `until` of a `stabilizing: hold at N until <time>, …` reason.
+fn stabilizing_until(reason: &str) -> Option<jiff::Timestamp> {
+    let rest = reason.strip_prefix("stabilizing: hold at ")?;
+    let (_, rest) = rest.split_once(" until ")?;
+    rest.split(',').next()?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_holds_a_busy_looking_pool_for_a_window() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "restarted",
+        json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 0},
+               "scaleDownStabilizationSeconds": 300}),
+    )
+    .await;
+    h.create_tasks("restarted", "r", 3).await;
+    let pods = eventually("three agents", || async {
+        let live = h.live_agents("restarted").await;
+        (live.len() == 3).then_some(live)
+    })
+    .await;
+    for (i, pod) in pods.iter().enumerate() {
+        h.set_task_status(&format!("r-{i}"), running_on(pod, 1))
+            .await;
+    }
+    for i in 0..3 {
+        h.set_task_status(
+            &format!("r-{i}"),
+            json!({"phase": "Succeeded", "attempts": 1}),
+        )
+        .await;
+    }
+    let first = eventually("the first controller holding 3", || async {
+        let reason = h.pool("restarted").await.status?.scale_reason?;
+        stabilizing_until(&reason)
+    })
+    .await;
+    cancel.cancel();
+
+    // A new controller remembers nothing of the need for 3 agents.
+    let (_c, cancel) = h.controller(&config());
+    let (second, reason) = eventually("the new controller's decision", || async {
+        let reason = h.pool("restarted").await.status?.scale_reason?;
+        let until = stabilizing_until(&reason)?;
+        (until > first).then_some((until, reason))
+    })
+    .await;
+    assert!(
+        reason.starts_with("stabilizing: hold at 3 until "),
+        "{reason}"
+    );
+    assert!(
+        second > first,
+        "held for a window from the restart: {reason}"
+    );
+    assert_eq!(h.replicas("restarted").await, Some(3));
+    assert!(
+        h.events("restarted", "ScaledDown").await.is_empty(),
+        "nothing was scaled down"
+    );
     cancel.cancel();
 }
 

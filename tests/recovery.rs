@@ -458,9 +458,11 @@ fn forty_tasks_on_an_autoscaled_pool_run_once_each_and_the_pool_returns_to_min()
     let client = sb.client();
     sb.rt.block_on(async {
         let w = World::start(client).await;
+        // A short window, so the return to min comes within the test.
         w.pool(
             "burst",
-            json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 3}}),
+            json!({"minReplicas": 1, "maxReplicas": 4, "cooldownSeconds": {"up": 0, "down": 3},
+                   "scaleDownStabilizationSeconds": 3}),
         )
         .await;
         eventually("the first agent running", || async {

@@ -1,9 +1,9 @@
 //! One pool reconcile: read the stores, ask the planners, write the
 //! difference, record Events. Kept thin; the deciding is in `crate::plan`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -27,7 +27,7 @@ use crate::crd::{
     HoldStatus, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase, k8s_time,
 };
 use crate::health::Freshness;
-use crate::plan::autoscale::{AutoscaleInput, HoldInput, ScaleDirection, decide};
+use crate::plan::autoscale::{AutoscaleInput, HoldInput, Recommendations, ScaleDirection, decide};
 use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
@@ -45,6 +45,16 @@ const STORE_LAG: Duration = Duration::from_secs(5);
 /// part of the same decision (see `gate`: the follow-up comes once the pool
 /// has been quiet for `DEBOUNCE`).
 const BURST: Duration = Duration::from_secs(2);
+
+/// Each pool's recent needs, for the scale-down stabilization window, per
+/// `identity/namespace/pool`: the identity is unique per controller, so two
+/// controllers in one process (tests, the console beside a daemon) keep
+/// their own. Bounded twice: a history holds at most one entry per distinct
+/// need (see [`Recommendations`]), and a history not recorded for a while
+/// (a deleted pool, a controller gone) is dropped at the next record.
+/// Process state rather than a field of `Shared` only to keep this change
+/// out of the controller's module.
+static RECOMMENDATIONS: Mutex<BTreeMap<String, Recommendations>> = Mutex::new(BTreeMap::new());
 
 pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Result<Action> {
     let started = Instant::now();
@@ -686,6 +696,24 @@ async fn deployment_mode(
         .as_ref()
         .map(|t| t.0)
         .max(remembered.map(|(_, _, t)| t));
+    let window = Duration::from_secs(
+        u64::try_from(pool.spec.scale_down_stabilization_seconds.max(0)).unwrap_or(0),
+    );
+    // A leading controller decides at least once a resync; a history older
+    // than a few resyncs was not recorded by a leader and is seeded again.
+    let stale_after = shared.config.resync_interval().max(Duration::from_secs(1)) * 3;
+    let history_key = format!("{}/{key}", shared.identity);
+    let recommendations = {
+        let histories = RECOMMENDATIONS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Recommendations::fresh_or_seeded(
+            histories.get(&history_key).cloned(),
+            clamp_u32(current),
+            now,
+            stale_after,
+        )
+    };
     let input = AutoscaleInput {
         pending_tasks: counts.pending,
         running_tasks: counts.running,
@@ -703,6 +731,8 @@ async fn deployment_mode(
         cooldown_down: Duration::from_secs(
             u64::try_from(pool.spec.cooldown_seconds.down.max(0)).unwrap_or(0),
         ),
+        scale_down_window: window,
+        recommendations,
         frozen: frozen.as_ref().map(|f| f.reason.clone()),
         draining: pool.spec.drain,
         hold: pool.spec.hold.as_ref().map(|h| HoldInput {
@@ -737,6 +767,14 @@ async fn deployment_mode(
         }
         None => decide(&input),
     };
+    record_recommendation(
+        history_key,
+        input.recommendations,
+        now,
+        decision.need,
+        window,
+        stale_after,
+    );
     let desired = to_i32(decision.desired);
 
     if desired < current {
@@ -885,6 +923,7 @@ async fn deployment_mode(
         .cooldown_left
         .into_iter()
         .chain(decision.hold_left)
+        .chain(decision.stabilization_left)
         .min()
     {
         next = next.min(left + Duration::from_millis(50));
@@ -908,6 +947,29 @@ async fn deployment_mode(
         next = next.min(left + Duration::from_millis(50));
     }
     Ok(Action::requeue(next))
+}
+
+/// Records `need` in the history a decision used, and drops the histories
+/// no decision recorded within `stale_after` (they would be seeded again).
+fn record_recommendation(
+    key: String,
+    mut history: Recommendations,
+    now: Timestamp,
+    need: u32,
+    window: Duration,
+    stale_after: Duration,
+) {
+    history.record(now, need, window);
+    let mut histories = RECOMMENDATIONS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    histories.retain(|_, h| {
+        h.newest().is_some_and(|t| {
+            now.duration_since(t)
+                < jiff::SignedDuration::try_from(stale_after).unwrap_or(jiff::SignedDuration::MAX)
+        })
+    });
+    histories.insert(key, history);
 }
 
 /// Writes the Unclaimed condition of tasks no agent took within the pool's

@@ -71,6 +71,24 @@ pub struct AgentPoolSpec {
     /// Minimum time between scaling decisions, per direction.
     #[serde(default)]
     pub cooldown_seconds: CooldownSeconds,
+    /// Scale down no lower than the most agents the work needed within this
+    /// many seconds (the HorizontalPodAutoscaler's
+    /// `behavior.scaleDown.stabilizationWindowSeconds`); 0 turns it off.
+    /// Scale-up is never delayed by it.
+    ///
+    /// Default 300, the HPA's: a trickle (a 1–5 s task every 2 s) dips to
+    /// zero work between tasks many times a minute, so a window must span
+    /// many arrivals to see the pool's real peak (simulated for 11 minutes:
+    /// 30 s still flaps, 13 changes; 60 s changes once; 120 s and 300 s
+    /// never), and holds the pool at that peak instead of scaling it down
+    /// into every dip and up again a second later. It is also the default
+    /// `cooldownSeconds.down`, so a pool left idle shrinks about as late as
+    /// it did without a window. At most 3600 (as the HPA), so a scale-to-zero
+    /// pool always reaches zero within an hour of its last task. Deployment
+    /// mode only (job mode runs one Job per task).
+    #[serde(default = "default_scale_down_stabilization")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub scale_down_stabilization_seconds: i64,
     /// Job mode: most task Jobs in flight at once (defaults to maxReplicas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10000))]
@@ -195,6 +213,9 @@ fn default_max_replicas() -> i32 {
 }
 fn default_concurrency() -> i32 {
     1
+}
+fn default_scale_down_stabilization() -> i64 {
+    300
 }
 fn default_health_port() -> i32 {
     8080

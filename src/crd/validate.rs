@@ -125,6 +125,13 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
     );
     range(
         &mut errs,
+        "spec.scaleDownStabilizationSeconds",
+        s.scale_down_stabilization_seconds,
+        0,
+        3_600,
+    );
+    range(
+        &mut errs,
         "spec.healthPort",
         s.health_port.into(),
         1,
@@ -737,6 +744,7 @@ mod tests {
         assert_eq!(p.spec.max_replicas, 1);
         assert_eq!(p.spec.health_port, 8080);
         assert_eq!(p.spec.cooldown_seconds.down, 300);
+        assert_eq!(p.spec.scale_down_stabilization_seconds, 300);
     }
 
     #[test]
@@ -794,6 +802,30 @@ mod tests {
             "spec.apiEndpoint",
         ] {
             assert!(f.contains(&want), "{want} missing from {f:?}");
+        }
+    }
+
+    #[test]
+    fn the_stabilization_window_is_bounded_like_the_hpas() {
+        for (window, ok) in [
+            (0, true),
+            (300, true),
+            (3600, true),
+            (3601, false),
+            (-1, false),
+        ] {
+            let result = parse_pool(&pool(
+                json!({"image": "x", "scaleDownStabilizationSeconds": window}),
+            ));
+            assert_eq!(result.is_ok(), ok, "{window}: {result:?}");
+            if let Err(errs) = result {
+                assert_eq!(
+                    summary(&errs),
+                    format!(
+                        "spec.scaleDownStabilizationSeconds: {window} is not valid; expected an integer from 0 to 3600"
+                    )
+                );
+            }
         }
     }
 

@@ -29,15 +29,32 @@
 //!    when set; held while `cooldown_up` since `last_scale_time` has not
 //!    passed (the boundary itself is outside the cooldown).
 //! 7. **Scale down** when need < current: to max(need, busy), never removing
-//!    a busy agent; held while `cooldown_down` since `last_scale_time` has not
-//!    passed. When the busy agents keep the count where it is, hold.
+//!    a busy agent. When the busy agents keep the count where it is, hold.
+//!    Never while a task is pending (an idle agent may be about to claim
+//!    it). Then the **stabilization window** (`scale_down_window`, the
+//!    HorizontalPodAutoscaler's `behavior.scaleDown.stabilizationWindowSeconds`):
+//!    the count goes no lower than the highest need recommended within the
+//!    window, this decision's included, so a dip between two tasks of a
+//!    steady trickle scales nothing away. A recommendation made exactly one
+//!    window ago has left it (as the HPA's cutoff, and the cooldowns'
+//!    boundary). Last, held while `cooldown_down` since `last_scale_time` has
+//!    not passed: the window says how far down, the cooldown how soon after
+//!    the previous change.
 //! 8. Otherwise **steady**.
+//!
+//! The window needs the needs of earlier decisions: the caller keeps a
+//! [`Recommendations`] per pool, passes it in, and records each decision's
+//! [`ScaleDecision::need`] in it afterwards. A caller with no history (a
+//! restart, a new leader) starts one with [`Recommendations::fresh_or_seeded`],
+//! which counts the current replicas as needed now, as the HPA does: an
+//! empty history would otherwise scale a busy-looking pool down at once.
 //!
 //! Reasons are one human line with concrete numbers, shown in the console and
 //! in Kubernetes Events, e.g.
 //! `scale up 2→10: 100 pending, 0 running, need 100 agents, capped at max 10`.
 //! A `last_scale_time` in the future (clock skew) counts as "just scaled".
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -65,6 +82,11 @@ pub struct AutoscaleInput {
     pub scale_up_step: Option<u32>,
     pub cooldown_up: Duration,
     pub cooldown_down: Duration,
+    /// Scale down no lower than the highest need within this long (rule 7);
+    /// zero turns the window off.
+    pub scale_down_window: Duration,
+    /// Needs recommended by earlier decisions, for the window.
+    pub recommendations: Recommendations,
     /// Reason from the freeze planner when inside a freeze window.
     pub frozen: Option<String>,
     pub draining: bool,
@@ -108,6 +130,103 @@ pub struct ScaleDecision {
     /// Set while a hold with an end is in force: how long until it ends,
     /// so the caller decides again right then.
     pub hold_left: Option<Duration>,
+    /// Set while the stabilization window keeps agents that the work no
+    /// longer needs: how long until the need that keeps them leaves the
+    /// window, so the caller decides again right then.
+    pub stabilization_left: Option<Duration>,
+}
+
+/// The needs one pool's recent decisions recommended, for the scale-down
+/// stabilization window (rule 7), as a sliding-window maximum.
+///
+/// The HPA keeps every recommendation of the window; a recommendation that
+/// a later one at least as high outlasts can never be the window's highest,
+/// so only the others are kept: oldest first, needs strictly decreasing. At
+/// most one entry per distinct need, so the history stays within
+/// `maxReplicas + 1` entries however long the window and however often the
+/// pool is reconciled, and entries older than the window go at each record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recommendations {
+    entries: VecDeque<(Timestamp, u32)>,
+}
+
+impl Recommendations {
+    /// A history that counts `replicas` as needed at `at`.
+    pub fn seeded(replicas: u32, at: Timestamp) -> Recommendations {
+        Recommendations {
+            entries: VecDeque::from([(at, replicas)]),
+        }
+    }
+
+    /// The history a decision at `now` uses: `kept` while its newest
+    /// recommendation is younger than `stale_after`, otherwise one seeded
+    /// with the `current` replicas. A history that stopped being recorded
+    /// (this controller restarted, lost the lead, or could not reach the API)
+    /// says nothing of what another leader saw meanwhile; the current count
+    /// is the one safe guess, and it only delays a scale-down by a window.
+    pub fn fresh_or_seeded(
+        kept: Option<Recommendations>,
+        current: u32,
+        now: Timestamp,
+        stale_after: Duration,
+    ) -> Recommendations {
+        match kept {
+            Some(kept)
+                if kept.newest().is_some_and(|newest| {
+                    cooldown_left(Some(newest), now, stale_after).is_some()
+                }) =>
+            {
+                kept
+            }
+            _ => Recommendations::seeded(current, now),
+        }
+    }
+
+    /// Records that a decision at `at` recommended `need`, and forgets what
+    /// left the `window`. A time before the newest entry (the clock stepped
+    /// back) counts as the newest entry's time, so entries stay in order.
+    pub fn record(&mut self, at: Timestamp, need: u32, window: Duration) {
+        let at = self.newest().map_or(at, |newest| newest.max(at));
+        while self.entries.back().is_some_and(|&(_, n)| n <= need) {
+            self.entries.pop_back();
+        }
+        self.entries.push_back((at, need));
+        let cutoff = before(at, window);
+        while self.entries.front().is_some_and(|&(t, _)| t <= cutoff) {
+            self.entries.pop_front();
+        }
+    }
+
+    /// When the last recommendation was recorded.
+    pub fn newest(&self) -> Option<Timestamp> {
+        self.entries.back().map(|&(t, _)| t)
+    }
+
+    /// Entries kept (see the type's doc for the bound).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The highest need recommended after `cutoff`.
+    fn highest_after(&self, cutoff: Timestamp) -> Option<u32> {
+        self.entries
+            .iter()
+            .find(|&&(t, _)| t > cutoff)
+            .map(|&(_, n)| n)
+    }
+
+    /// The last time after `cutoff` a need of at least `need` was recommended.
+    fn last_at_least(&self, need: u32, cutoff: Timestamp) -> Option<Timestamp> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|&&(t, n)| t > cutoff && n >= need)
+            .map(|&(t, _)| t)
+    }
 }
 
 /// Decides the replica count for one pool (rules in the module doc).
@@ -137,6 +256,7 @@ pub fn decide(input: &AutoscaleInput) -> ScaleDecision {
                 reason: format!("frozen: {freeze}; {otherwise}"),
                 cooldown_left: None,
                 hold_left: None,
+                stabilization_left: None,
             }
         }
         None => plan,
@@ -251,6 +371,7 @@ fn held(
         reason: format!("held: {change}, {} held{by}{until}{notes}", hold.replicas),
         cooldown_left: None,
         hold_left: left,
+        stabilization_left: None,
     }
 }
 
@@ -284,6 +405,7 @@ fn drain(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         reason,
         cooldown_left: None,
         hold_left: None,
+        stabilization_left: None,
     }
 }
 
@@ -307,6 +429,7 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         reason,
         cooldown_left,
         hold_left: None,
+        stabilization_left: None,
     };
     let work = need.describe();
 
@@ -368,23 +491,56 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
                 None,
             );
         }
-        let kept = if busy > need.clamped {
+        if need.pending > 0 {
+            return decision(
+                current,
+                format!(
+                    "hold at {current}: no scale-down while {} pending; {work}",
+                    tasks(need.pending)
+                ),
+                None,
+            );
+        }
+        let stable = stabilized(input, desired);
+        // Busy agents set the count only when the window does not.
+        let kept = if stable.is_none() && busy > need.clamped {
             format!(", keeping {}", busy_agents(u64::from(busy)))
         } else {
             String::new()
         };
-        let change = format!("scale down {current}→{desired}");
-        return match cooldown_left(input.last_scale_time, input.now, input.cooldown_down) {
-            Some(left) => decision(
-                current,
-                format!(
-                    "cooldown: {change} in {}s; {work}{kept}",
-                    whole_seconds(left)
-                ),
-                Some(left),
-            ),
-            None => decision(desired, format!("{change}: {work}{kept}"), None),
+        let stabilization_left = stable.as_ref().map(|s| s.left);
+        let with_left = |d: ScaleDecision| ScaleDecision {
+            stabilization_left,
+            ..d
         };
+        let (desired, note) = match &stable {
+            Some(s) if s.target == current => {
+                return with_left(decision(
+                    current,
+                    format!(
+                        "stabilizing: hold at {current} until {}; {work}{kept}",
+                        s.note
+                    ),
+                    None,
+                ));
+            }
+            Some(s) => (s.target, format!(" (stabilizing until {})", s.note)),
+            None => (desired, String::new()),
+        };
+        let change = format!("scale down {current}→{desired}{note}");
+        return with_left(
+            match cooldown_left(input.last_scale_time, input.now, input.cooldown_down) {
+                Some(left) => decision(
+                    current,
+                    format!(
+                        "cooldown: {change} in {}s; {work}{kept}",
+                        whole_seconds(left)
+                    ),
+                    Some(left),
+                ),
+                None => decision(desired, format!("{change}: {work}{kept}"), None),
+            },
+        );
     }
 
     let bound = if need.raw > u64::from(need.max) {
@@ -404,6 +560,71 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         ),
         None,
     )
+}
+
+/// What the stabilization window keeps of a scale-down.
+struct Stabilized {
+    /// The count to go down to at most: above the work's target, at most
+    /// the current count.
+    target: u32,
+    /// Until the need that sets `target` leaves the window.
+    left: Duration,
+    /// `<when>, <n> needed within the last <window>s` for the reason.
+    note: String,
+}
+
+/// Rule 7's window for a scale-down from `input.current_replicas` to
+/// `desired`; `None` when it keeps nothing.
+fn stabilized(input: &AutoscaleInput, desired: u32) -> Option<Stabilized> {
+    let window = input.scale_down_window;
+    if window.is_zero() {
+        return None;
+    }
+    let cutoff = before(input.now, window);
+    let highest = input.recommendations.highest_after(cutoff)?;
+    let target = highest.min(input.current_replicas);
+    if target <= desired {
+        return None;
+    }
+    let last = input.recommendations.last_at_least(target, cutoff)?;
+    let until = after(last, window);
+    let left = Duration::try_from(until.duration_since(input.now)).unwrap_or(Duration::ZERO);
+    Some(Stabilized {
+        target,
+        left,
+        note: format!(
+            "{}, {highest} needed within the last {}s",
+            whole_second_after(until),
+            whole_seconds(window)
+        ),
+    })
+}
+
+/// `at` minus `d`, or the earliest time there is.
+fn before(at: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| at.checked_sub(d).ok())
+        .unwrap_or(Timestamp::MIN)
+}
+
+/// `at` plus `d`, or the latest time there is.
+fn after(at: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| at.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// `at` rounded up to a whole second, so a reason never names a time
+/// before the one it means and never shows nanoseconds.
+fn whole_second_after(at: Timestamp) -> Timestamp {
+    at.round(
+        jiff::TimestampRound::new()
+            .smallest(jiff::Unit::Second)
+            .mode(jiff::RoundMode::Ceil),
+    )
+    .unwrap_or(at)
 }
 
 fn direction(current: u32, desired: u32) -> ScaleDirection {
@@ -434,6 +655,14 @@ fn agents(n: u64) -> String {
         "1 agent".to_string()
     } else {
         format!("{n} agents")
+    }
+}
+
+fn tasks(n: u32) -> String {
+    if n == 1 {
+        "1 task".to_string()
+    } else {
+        format!("{n} tasks")
     }
 }
 
@@ -477,6 +706,8 @@ mod tests {
             scale_up_step: None,
             cooldown_up: Duration::from_secs(60),
             cooldown_down: Duration::from_secs(300),
+            scale_down_window: Duration::ZERO,
+            recommendations: Recommendations::default(),
             frozen: None,
             draining: false,
             hold: None,
@@ -1400,5 +1631,534 @@ mod tests {
             ..base()
         });
         assert_eq!(ended.hold_left, None);
+    }
+
+    /// A history recommending `need` at each `(seconds from t0, need)`.
+    fn history(points: &[(i64, u32)]) -> Recommendations {
+        let mut h = Recommendations::default();
+        for &(at, need) in points {
+            h.record(secs(at), need, Duration::from_secs(3600));
+        }
+        h
+    }
+
+    /// 3 agents, 1 of them busy, a window of 300 s, last needed 3 at
+    /// `needed_3_at` seconds from t0 (`now` is t0).
+    fn dipped(needed_3_at: i64) -> AutoscaleInput {
+        AutoscaleInput {
+            running_tasks: 1,
+            busy_agents: 1,
+            idle_agents: 2,
+            current_replicas: 3,
+            min_replicas: 1,
+            cooldown_down: Duration::ZERO,
+            scale_down_window: Duration::from_secs(300),
+            recommendations: history(&[(needed_3_at, 3)]),
+            ..base()
+        }
+    }
+
+    #[test]
+    fn a_scale_down_waits_for_the_highest_need_of_the_window() {
+        check(vec![
+            Case {
+                name: "a need of 3 within the window holds 3",
+                input: dipped(-100),
+                desired: 3,
+                direction: Hold,
+                need: 1,
+                reason: "stabilizing: hold at 3 until 2025-01-10T12:03:20Z, 3 needed within the last 300s; 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "a need a moment younger than the window still holds, its end rounded up",
+                input: AutoscaleInput {
+                    recommendations: Recommendations::seeded(
+                        3,
+                        secs(-300)
+                            .checked_add(jiff::SignedDuration::from_millis(1))
+                            .expect("in range"),
+                    ),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Hold,
+                need: 1,
+                reason: "stabilizing: hold at 3 until 2025-01-10T12:00:01Z, 3 needed within the last 300s; 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "a need exactly one window old has left it",
+                input: dipped(-300),
+                desired: 1,
+                direction: Down,
+                need: 1,
+                reason: "scale down 3→1: 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "a lower need later in the window lets the pool down that far",
+                input: AutoscaleInput {
+                    recommendations: history(&[(-350, 3), (-100, 2), (-50, 1)]),
+                    ..dipped(0)
+                },
+                desired: 2,
+                direction: Down,
+                need: 1,
+                reason: "scale down 3→2 (stabilizing until 2025-01-10T12:03:20Z, 2 needed within the last 300s): 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "a need above the current count holds the current count",
+                input: AutoscaleInput {
+                    recommendations: history(&[(-10, 6)]),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Hold,
+                need: 1,
+                reason: "stabilizing: hold at 3 until 2025-01-10T12:04:50Z, 6 needed within the last 300s; 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "a window of zero ignores the history",
+                input: AutoscaleInput {
+                    scale_down_window: Duration::ZERO,
+                    ..dipped(-1)
+                },
+                desired: 1,
+                direction: Down,
+                need: 1,
+                reason: "scale down 3→1: 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "an empty history holds nothing back",
+                input: AutoscaleInput {
+                    recommendations: Recommendations::default(),
+                    ..dipped(0)
+                },
+                desired: 1,
+                direction: Down,
+                need: 1,
+                reason: "scale down 3→1: 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "the down cooldown still paces what the window lets go",
+                input: AutoscaleInput {
+                    recommendations: history(&[(-350, 3), (-100, 2)]),
+                    cooldown_down: Duration::from_secs(60),
+                    last_scale_time: Some(secs(-20)),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Hold,
+                need: 1,
+                reason: "cooldown: scale down 3→2 (stabilizing until 2025-01-10T12:03:20Z, 2 needed within the last 300s) in 40s; 0 pending, 1 running, need 1 agent",
+            },
+            Case {
+                name: "a window above the busy agents sets the count",
+                input: AutoscaleInput {
+                    running_tasks: 2,
+                    busy_agents: 2,
+                    current_replicas: 4,
+                    concurrency: 2,
+                    recommendations: history(&[(-100, 3), (-50, 2)]),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Down,
+                need: 1,
+                reason: "scale down 4→3 (stabilizing until 2025-01-10T12:03:20Z, 3 needed within the last 300s): 0 pending, 2 running, need 1 agent",
+            },
+            Case {
+                name: "busy agents above the window's need are still kept",
+                input: AutoscaleInput {
+                    running_tasks: 3,
+                    busy_agents: 3,
+                    current_replicas: 5,
+                    concurrency: 3,
+                    recommendations: history(&[(-100, 2)]),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Down,
+                need: 1,
+                reason: "scale down 5→3: 0 pending, 3 running, need 1 agent, keeping 3 busy agents",
+            },
+            Case {
+                name: "a freeze says what the window would do",
+                input: AutoscaleInput {
+                    frozen: Some("f".to_string()),
+                    recommendations: history(&[(-350, 3), (-100, 2)]),
+                    ..dipped(0)
+                },
+                desired: 3,
+                direction: Hold,
+                need: 1,
+                reason: "frozen: f; would scale to 2",
+            },
+        ]);
+    }
+
+    #[test]
+    fn a_held_scale_down_says_when_to_decide_again() {
+        assert_eq!(
+            decide(&dipped(-100)).stabilization_left,
+            Some(Duration::from_secs(200))
+        );
+        let partly = decide(&AutoscaleInput {
+            recommendations: history(&[(-350, 3), (-100, 2)]),
+            ..dipped(0)
+        });
+        assert_eq!(partly.stabilization_left, Some(Duration::from_secs(200)));
+        assert_eq!(decide(&dipped(-300)).stabilization_left, None);
+        let up = decide(&AutoscaleInput {
+            pending_tasks: 5,
+            ..dipped(-100)
+        });
+        assert_eq!(up.stabilization_left, None);
+    }
+
+    #[test]
+    fn the_window_never_delays_a_scale_up() {
+        check(vec![
+            Case {
+                name: "more work scales up at once whatever the window holds",
+                input: AutoscaleInput {
+                    pending_tasks: 4,
+                    running_tasks: 1,
+                    ..dipped(-1)
+                },
+                desired: 5,
+                direction: Up,
+                need: 5,
+                reason: "scale up 3→5: 4 pending, 1 running, need 5 agents",
+            },
+            Case {
+                name: "the step and the up cooldown apply as before",
+                input: AutoscaleInput {
+                    pending_tasks: 4,
+                    running_tasks: 1,
+                    scale_up_step: Some(1),
+                    cooldown_up: Duration::from_secs(60),
+                    last_scale_time: Some(secs(-30)),
+                    ..dipped(-1)
+                },
+                desired: 3,
+                direction: Hold,
+                need: 5,
+                reason: "cooldown: scale up 3→4 (step 1) in 30s; 4 pending, 1 running, need 5 agents",
+            },
+        ]);
+    }
+
+    #[test]
+    fn pending_tasks_block_every_scale_down_of_the_autoscaler() {
+        check(vec![
+            Case {
+                name: "a pending task keeps idle agents that could claim it",
+                input: AutoscaleInput {
+                    pending_tasks: 1,
+                    scale_down_window: Duration::ZERO,
+                    ..dipped(-400)
+                },
+                desired: 3,
+                direction: Hold,
+                need: 2,
+                reason: "hold at 3: no scale-down while 1 task pending; 1 pending, 1 running, need 2 agents",
+            },
+            Case {
+                name: "pending tasks beyond the window and the cooldown still hold",
+                input: AutoscaleInput {
+                    pending_tasks: 2,
+                    running_tasks: 0,
+                    busy_agents: 0,
+                    current_replicas: 6,
+                    concurrency: 4,
+                    ..dipped(-400)
+                },
+                desired: 6,
+                direction: Hold,
+                need: 1,
+                reason: "hold at 6: no scale-down while 2 tasks pending; 2 pending, 0 running, need 1 agent",
+            },
+            Case {
+                name: "pending tasks do not stop a correction above max",
+                input: AutoscaleInput {
+                    pending_tasks: 1,
+                    current_replicas: 12,
+                    ..base()
+                },
+                desired: 10,
+                direction: Down,
+                need: 1,
+                reason: "scale down 12→10: above max 10; 1 pending, 0 running, need 1 agent",
+            },
+            Case {
+                name: "pending tasks do not stop a drain",
+                input: AutoscaleInput {
+                    pending_tasks: 1,
+                    draining: true,
+                    current_replicas: 3,
+                    ..base()
+                },
+                desired: 0,
+                direction: Down,
+                need: 1,
+                reason: "draining: scale down 3→0, no agent is busy",
+            },
+        ]);
+    }
+
+    #[test]
+    fn recommendations_keep_only_what_can_be_the_window_highest() {
+        let window = Duration::from_secs(300);
+        let mut h = Recommendations::default();
+        h.record(secs(0), 2, window);
+        h.record(secs(1), 4, window);
+        h.record(secs(2), 1, window);
+        h.record(secs(3), 3, window);
+        // 2 is outlasted by the later 4, 1 by the later 3.
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.highest_after(secs(0)), Some(4));
+        assert_eq!(h.highest_after(secs(1)), Some(3));
+        assert_eq!(h.last_at_least(3, secs(-1)), Some(secs(3)));
+        assert_eq!(h.last_at_least(4, secs(-1)), Some(secs(1)));
+        // Exactly one window after the 4, it is forgotten.
+        h.record(secs(301), 0, window);
+        assert_eq!(h.highest_after(secs(1)), Some(3));
+        assert_eq!(h.len(), 2);
+        h.record(secs(303), 0, window);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h.newest(), Some(secs(303)));
+    }
+
+    #[test]
+    fn recommendations_stay_bounded_by_the_distinct_needs() {
+        let mut h = Recommendations::default();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let need = u32::try_from(x % 5).expect("small");
+            h.record(
+                t0().checked_add(jiff::SignedDuration::from_millis(i * 10))
+                    .expect("in range"),
+                need,
+                Duration::from_secs(3600),
+            );
+            assert!(h.len() <= 5, "{} entries after {i} records", h.len());
+        }
+    }
+
+    #[test]
+    fn a_clock_stepping_back_keeps_the_history_in_order() {
+        let window = Duration::from_secs(300);
+        let mut h = Recommendations::seeded(3, secs(100));
+        h.record(secs(50), 2, window);
+        assert_eq!(h.newest(), Some(secs(100)));
+        assert_eq!(h.last_at_least(2, secs(0)), Some(secs(100)));
+        assert_eq!(h.highest_after(secs(0)), Some(3));
+    }
+
+    #[test]
+    fn a_missing_or_stale_history_is_seeded_with_the_current_replicas() {
+        let stale_after = Duration::from_secs(90);
+        let kept = history(&[(-30, 2)]);
+        assert_eq!(
+            Recommendations::fresh_or_seeded(Some(kept.clone()), 4, t0(), stale_after),
+            kept,
+            "a history recorded 30 s ago is kept"
+        );
+        assert_eq!(
+            Recommendations::fresh_or_seeded(None, 4, t0(), stale_after),
+            Recommendations::seeded(4, t0()),
+            "a restarted controller or a new leader seeds"
+        );
+        assert_eq!(
+            Recommendations::fresh_or_seeded(Some(history(&[(-90, 2)])), 4, t0(), stale_after),
+            Recommendations::seeded(4, t0()),
+            "a history not recorded for the whole bound (a lost lead) seeds"
+        );
+        assert_eq!(
+            Recommendations::fresh_or_seeded(
+                Some(Recommendations::default()),
+                4,
+                t0(),
+                stale_after
+            ),
+            Recommendations::seeded(4, t0())
+        );
+    }
+
+    #[test]
+    fn after_a_restart_a_busy_looking_pool_is_held_a_window_not_scaled_down() {
+        let input = AutoscaleInput {
+            recommendations: Recommendations::fresh_or_seeded(
+                None,
+                4,
+                t0(),
+                Duration::from_secs(90),
+            ),
+            current_replicas: 4,
+            ..dipped(0)
+        };
+        let d = decide(&input);
+        assert_eq!((d.desired, d.direction), (4, Hold), "{}", d.reason);
+        assert_eq!(d.stabilization_left, Some(Duration::from_secs(300)));
+        let later = decide(&AutoscaleInput {
+            now: secs(300),
+            ..input
+        });
+        assert_eq!(
+            (later.desired, later.direction),
+            (1, Down),
+            "{}",
+            later.reason
+        );
+    }
+
+    /// What happened to a pool in a simulated trickle.
+    #[derive(Debug)]
+    struct Trickle {
+        /// Replica changes after the first minute.
+        changes_after_warmup: usize,
+        /// Agent pods started over the whole run.
+        pods_started: usize,
+        /// Replicas at the end.
+        last: u32,
+    }
+
+    /// A pool with min 1, max 4 and `cooldownSeconds` 0 up / 30 down (the
+    /// quickstart's) under a trickle for 11 simulated minutes: one task
+    /// every 2 s, each 1–5 s long (deterministic pseudo-random), every fifth
+    /// failing halfway. The decision runs every 100 ms, as often as task
+    /// changes reconcile a busy pool; a new agent is ready 3 s after it is
+    /// asked for; a scale-down removes starting agents, then idle ones.
+    fn trickle(window: Duration) -> Trickle {
+        const TICK_MS: i64 = 100;
+        const TICKS: i64 = 11 * 60 * 1000 / TICK_MS;
+        const WARMUP: i64 = 60 * 1000 / TICK_MS;
+        const START_TICKS: i64 = 3000 / TICK_MS;
+        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next_len = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // 1 s to 5 s, in ticks.
+            10 + i64::try_from(rng % 41).expect("small")
+        };
+        // Per agent: ready at tick, running a task until tick.
+        let mut agents: Vec<(i64, Option<i64>)> = vec![(0, None)];
+        let mut pending: std::collections::VecDeque<i64> = Default::default();
+        let mut history = Recommendations::default();
+        let mut last_scale_time = None;
+        let mut arrived = 0u32;
+        let mut changes_after_warmup = 0;
+        let mut pods_started = 1;
+        for tick in 0..TICKS {
+            let now = t0()
+                .checked_add(jiff::SignedDuration::from_millis(tick * TICK_MS))
+                .expect("in range");
+            for agent in &mut agents {
+                if agent.1.is_some_and(|end| end <= tick) {
+                    agent.1 = None;
+                }
+            }
+            if tick % (2000 / TICK_MS) == 0 {
+                arrived += 1;
+                let len = next_len();
+                pending.push_back(if arrived.is_multiple_of(5) {
+                    len / 2
+                } else {
+                    len
+                });
+            }
+            for agent in &mut agents {
+                if agent.0 <= tick && agent.1.is_none() {
+                    match pending.pop_front() {
+                        Some(len) => agent.1 = Some(tick + len),
+                        None => break,
+                    }
+                }
+            }
+            let busy = agents.iter().filter(|a| a.1.is_some()).count();
+            let starting = agents.iter().filter(|a| a.0 > tick).count();
+            let current = u32::try_from(agents.len()).expect("small");
+            let input = AutoscaleInput {
+                pending_tasks: u32::try_from(pending.len()).expect("small"),
+                running_tasks: u32::try_from(busy).expect("small"),
+                busy_agents: u32::try_from(busy).expect("small"),
+                idle_agents: u32::try_from(agents.len() - busy - starting).expect("small"),
+                starting_agents: u32::try_from(starting).expect("small"),
+                current_replicas: current,
+                concurrency: 1,
+                min_replicas: 1,
+                max_replicas: 4,
+                scale_up_step: None,
+                cooldown_up: Duration::ZERO,
+                cooldown_down: Duration::from_secs(30),
+                scale_down_window: window,
+                recommendations: history.clone(),
+                frozen: None,
+                draining: false,
+                hold: None,
+                last_scale_time,
+                now,
+            };
+            let d = decide(&input);
+            history.record(now, d.need, window);
+            if d.desired == current {
+                continue;
+            }
+            last_scale_time = Some(now);
+            if tick >= WARMUP {
+                changes_after_warmup += 1;
+            }
+            if d.desired > current {
+                for _ in current..d.desired {
+                    agents.push((tick + START_TICKS, None));
+                    pods_started += 1;
+                }
+            } else {
+                let mut remove = usize::try_from(current - d.desired).expect("small");
+                // The ReplicaSet takes pods not ready first, then the
+                // lowest deletion cost (idle); never a busy one here.
+                for starting_first in [true, false] {
+                    agents.retain(|a| {
+                        let goes = remove > 0 && a.1.is_none() && (a.0 > tick) == starting_first;
+                        remove -= usize::from(goes);
+                        !goes
+                    });
+                }
+                assert_eq!(remove, 0, "the decision removed a busy agent: {d:?}");
+            }
+        }
+        Trickle {
+            changes_after_warmup,
+            pods_started,
+            last: u32::try_from(agents.len()).expect("small"),
+        }
+    }
+
+    #[test]
+    fn a_steady_trickle_settles_instead_of_flapping() {
+        let stable = trickle(Duration::from_secs(300));
+        let flapping = trickle(Duration::ZERO);
+        // The figures for choosing the default (README).
+        for window in [0, 30, 60, 120, 300] {
+            let run = trickle(Duration::from_secs(window));
+            eprintln!("window {window:>3} s: {run:?}");
+        }
+        assert!(
+            stable.changes_after_warmup <= 8,
+            "with the window: {stable:?}"
+        );
+        assert!(
+            (2..=4).contains(&stable.last),
+            "the settled pool carries the trickle: {stable:?}"
+        );
+        // The same trickle without the window flaps: the test can fail.
+        assert!(
+            flapping.changes_after_warmup > 8,
+            "without the window: {flapping:?}"
+        );
+        assert!(stable.pods_started < flapping.pods_started);
     }
 }
