@@ -50,6 +50,8 @@ pub fn pools() -> Vec<serde_json::Value> {
                 "executionMode": "deployment",
                 "minReplicas": 1, "maxReplicas": 4,
                 "cooldownSeconds": {"up": 0, "down": 20},
+                "scaleDownStabilizationSeconds": 60,
+                "taskHistory": {"ttlSecondsAfterFinished": 900},
                 "envForwardAllowlist": ["TF_LOG"],
                 "env": [{"name": "TF_LOG", "value": "info"}],
                 "freezeSchedules": [{"name": "release-freeze", "from": "16:00", "to": "09:00",
@@ -63,6 +65,8 @@ pub fn pools() -> Vec<serde_json::Value> {
                 "image": "ghcr.io/agentdeck/agentdeck:0.1.0",
                 "executionMode": "job",
                 "minReplicas": 0, "maxReplicas": 6, "maxInFlight": 3,
+                "scaleDownStabilizationSeconds": 60,
+                "taskHistory": {"ttlSecondsAfterFinished": 900},
                 "taskDefaults": {"runnerImage": "ghcr.io/opentofu/opentofu:1.8",
                                  "ttlSecondsAfterFinished": 120},
                 "onStop": "grace-shutdown", "graceShutdownSeconds": 5
@@ -74,6 +78,8 @@ pub fn pools() -> Vec<serde_json::Value> {
                 "image": "ghcr.io/agentdeck/agentdeck:0.1.0",
                 "minReplicas": 0, "maxReplicas": 2, "scaleUpStep": 1,
                 "cooldownSeconds": {"up": 5, "down": 15},
+                "scaleDownStabilizationSeconds": 60,
+                "taskHistory": {"ttlSecondsAfterFinished": 900},
                 "onStop": "force-shutdown"
             }),
         ),

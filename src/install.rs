@@ -167,7 +167,9 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": CONTROLLER, "labels": labels()},
         "rules": [
-            {"apiGroups": [grp], "resources": ["agentpools", "agenttasks"], "verbs": ["get", "list", "watch", "update", "patch"]},
+            {"apiGroups": [grp], "resources": ["agentpools"], "verbs": ["get", "list", "watch", "update", "patch"]},
+            // delete: finished tasks past their pool's taskHistory.
+            {"apiGroups": [grp], "resources": ["agenttasks"], "verbs": ["get", "list", "watch", "update", "patch", "delete"]},
             {"apiGroups": [grp], "resources": ["agentpools/status", "agenttasks/status"], "verbs": ["get", "update", "patch"]},
                    // blockOwnerDeletion on owned objects needs update on the owners' finalizers.
                    {"apiGroups": [grp], "resources": ["agentpools/finalizers", "agenttasks/finalizers"], "verbs": ["update"]},

@@ -1563,3 +1563,88 @@ async fn an_idle_controller_only_watches_through_a_debug_pod_sweep() {
     assert!(reads.is_empty(), "an idle controller read {reads:?}");
     cancel.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_tasks_go_after_their_pools_task_history_and_their_record_stays() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "kept",
+        json!({"minReplicas": 0, "maxReplicas": 1,
+               "taskHistory": {"ttlSecondsAfterFinished": 4, "succeededLimit": 2, "failedLimit": 5}}),
+    )
+    .await;
+    h.create_tasks("kept", "t", 6).await;
+    let now = jiff::Timestamp::now();
+    let at = |secs: i64| (now - jiff::SignedDuration::from_secs(secs)).to_string();
+    // Four succeeded (two beyond the limit), one failed with its output,
+    // one still running.
+    for (i, secs) in [(0, 3), (1, 2), (2, 1), (3, 0)] {
+        h.set_task_status(
+            &format!("t-{i}"),
+            json!({"phase": "Succeeded", "attempts": 1, "finishedAt": at(secs)}),
+        )
+        .await;
+    }
+    h.set_task_status(
+        "t-4",
+        json!({"phase": "Failed", "attempts": 1, "exitCode": 3, "finishedAt": at(0),
+               "message": "exited with code 3 after 1.0s",
+               "outputTail": "Error: state lock held\nexit 3"}),
+    )
+    .await;
+    h.set_task_status("t-5", running_on("some-agent", 1)).await;
+    let names = || async {
+        let mut n: Vec<String> = h
+            .tasks()
+            .list(&ListParams::default())
+            .await
+            .expect("tasks")
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        n.sort();
+        n
+    };
+    // The limit first: the two oldest succeeded go at once.
+    eventually("the succeeded beyond the limit deleted", || async {
+        let n = names().await;
+        (!n.contains(&"t-0".to_owned()) && !n.contains(&"t-1".to_owned())).then_some(())
+    })
+    .await;
+    // Then the TTL: every finished task, never the running one.
+    let left = eventually("the finished tasks past the TTL deleted", || async {
+        let n = names().await;
+        (n.len() == 1).then_some(n)
+    })
+    .await;
+    assert_eq!(left, ["t-5"], "a running task is never deleted");
+    // What each was is still readable.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(h.client.clone(), NS);
+    let history = cms
+        .get("agentdeck-task-history-kept")
+        .await
+        .expect("the history ConfigMap");
+    assert_eq!(
+        history.owner_references()[0].kind,
+        "AgentPool",
+        "it goes with its pool"
+    );
+    let failed = controller::retention::record_in(&history, "t-4").expect("t-4's record");
+    assert_eq!(failed.phase, TaskPhase::Failed);
+    assert_eq!(failed.exit_code, Some(3));
+    assert_eq!(
+        failed.output_tail.as_deref(),
+        Some("Error: state lock held\nexit 3")
+    );
+    assert!(
+        failed.deleted_because.contains("past the 4s to keep"),
+        "{}",
+        failed.deleted_because
+    );
+    let first = controller::retention::record_in(&history, "t-0").expect("t-0's record");
+    assert_eq!(first.deleted_because, "2 newer succeeded tasks are kept");
+    assert!(controller::retention::record_in(&history, "t-5").is_none());
+    cancel.cancel();
+}

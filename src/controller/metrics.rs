@@ -93,6 +93,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     api_errors: Family<CodeLabels, Counter>,
     leader: Gauge,
+    tasks_deleted: Family<PoolLabels, Counter>,
     watches: super::watches::WatchMetrics,
     seen: Mutex<Seen>,
 }
@@ -202,6 +203,12 @@ impl Default for Metrics {
             "1 when this controller holds the leader Lease.",
             leader.clone(),
         );
+        let tasks_deleted = Family::<PoolLabels, Counter>::default();
+        registry.register(
+            "agentdeck_tasks_deleted",
+            "Finished AgentTasks deleted by their pool's taskHistory.",
+            tasks_deleted.clone(),
+        );
         let watches = super::watches::WatchMetrics::default();
         registry.register(
             "agentdeck_watch_current",
@@ -215,6 +222,7 @@ impl Default for Metrics {
         );
         Metrics {
             registry,
+            tasks_deleted,
             watches,
             pool_gauges,
             health,
@@ -285,6 +293,7 @@ impl Metrics {
                 freshness,
             });
         }
+        self.tasks_deleted.remove(labels);
         for direction in DIRECTIONS {
             self.scale_events.remove(&ScaleLabels {
                 namespace: labels.namespace.clone(),
@@ -323,6 +332,19 @@ impl Metrics {
             namespace: namespace.to_owned(),
             pool: pool.to_owned(),
         });
+    }
+
+    /// Counts finished tasks deleted for a pool's taskHistory.
+    pub fn tasks_deleted(&self, namespace: &str, pool: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let labels = PoolLabels {
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+        };
+        self.tasks_deleted.get_or_create(&labels).inc_by(n);
+        self.seen().pools.insert(labels);
     }
 
     /// Observes a task's queue-to-start latency once per task uid.

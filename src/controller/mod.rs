@@ -26,6 +26,7 @@ pub mod pod;
 pub mod prober;
 pub mod reachability;
 mod reconcile;
+pub mod retention;
 pub mod slim;
 pub mod tails;
 pub mod watches;
@@ -885,6 +886,8 @@ pub fn start_with(
     tasks.spawn(tails::run(shared.clone(), tail_pods, cancel.clone()));
     // Debug pods past their TTL.
     tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
+    // Finished tasks past their pool's taskHistory.
+    tasks.spawn(retention::run(shared.clone(), cancel.clone()));
 
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);

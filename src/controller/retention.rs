@@ -1,0 +1,229 @@
+//! Finished AgentTasks go once their pool's `spec.taskHistory` lets them
+//! (see [`crate::plan::retention`]); what each was stays readable.
+//!
+//! **Record first, then delete.** Before a task is deleted its summary and
+//! `status.outputTail` are written to the pool's history ConfigMap,
+//! `agentdeck-task-history-<pool>` (labelled `agentdeck.dev/task-history`,
+//! owned by the pool, at most [`MAX_RECORDS`] records and
+//! [`MAX_RECORD_BYTES`]); the delete then carries the uid and
+//! resourceVersion recorded, so a task retried in between is not deleted.
+//! A crash between the two leaves a record of a task that still exists,
+//! never a deleted task without a record.
+//!
+//! **When.** The leader looks when the stores change (at most every
+//! [`MIN_GAP`]) and when the next kept task's time is up, and only while
+//! every watch is current: a task missing from a stale store is not
+//! "finished long ago".
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
+pub use crate::plan::retention::{MAX_RECORD_BYTES, MAX_RECORDS};
+use crate::plan::retention::{TaskRecord, merge_records, plan};
+
+/// Label of the history ConfigMaps.
+pub const LABEL_TASK_HISTORY: &str = "agentdeck.dev/task-history";
+/// Shortest time between two looks.
+pub const MIN_GAP: Duration = Duration::from_secs(2);
+/// Longest time between two looks.
+const MAX_GAP: Duration = Duration::from_secs(60);
+/// Tasks deleted per pool per look (the rest go at the next).
+const PER_LOOK: usize = 100;
+
+/// Name of the pool's history ConfigMap.
+pub fn configmap_name(pool: &str) -> String {
+    format!("agentdeck-task-history-{pool}")
+}
+
+/// Runs until `cancel`.
+pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+    let mut changes = shared.view.changes.subscribe();
+    let mut due = MAX_GAP;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(due) => {}
+            r = changes.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(MIN_GAP) => {}
+                }
+                changes.borrow_and_update();
+            }
+        }
+        due = MAX_GAP;
+        let ready = shared.synced.load(std::sync::atomic::Ordering::SeqCst)
+            && shared.leader.is_leader()
+            && shared.view.watches.all_watching();
+        if !ready {
+            continue;
+        }
+        let next = look(&shared).await;
+        due = next.map_or(MAX_GAP, |d| d.clamp(MIN_GAP, MAX_GAP));
+    }
+}
+
+/// One look over every pool: records and deletes what its history lets
+/// go. Returns when the next kept task is due.
+async fn look(shared: &Shared) -> Option<Duration> {
+    let now = Timestamp::now();
+    let mut by_pool: HashMap<(String, String), Vec<Arc<AgentTask>>> = HashMap::new();
+    for task in shared.view.tasks.state() {
+        let finished = task.status.as_ref().is_some_and(|s| s.phase.is_finished());
+        if let (true, Some(ns)) = (finished, task.namespace()) {
+            by_pool
+                .entry((ns, task.spec.pool.clone()))
+                .or_default()
+                .push(task);
+        }
+    }
+    let mut next: Option<Duration> = None;
+    for ((ns, pool_name), tasks) in by_pool {
+        if !shared.namespaces.contains(&ns) {
+            continue;
+        }
+        let pool_ref =
+            kube::runtime::reflector::ObjectRef::<AgentPool>::new(&pool_name).within(&ns);
+        // Tasks of a pool that does not exist are the orphan sweep's.
+        let Some(pool) = shared.view.pools.get(&pool_ref) else {
+            continue;
+        };
+        let retention = plan(tasks.iter().map(|t| &**t), &pool.spec.task_history, now);
+        if let Some(d) = retention.next_due {
+            next = Some(next.map_or(d, |n| n.min(d)));
+        }
+        if retention.expired.is_empty() {
+            continue;
+        }
+        if retention.expired.len() > PER_LOOK {
+            next = Some(MIN_GAP);
+        }
+        let by_name: HashMap<String, &Arc<AgentTask>> =
+            tasks.iter().map(|t| (t.name_any(), t)).collect();
+        let going: Vec<(&Arc<AgentTask>, TaskRecord)> = retention
+            .expired
+            .iter()
+            .take(PER_LOOK)
+            .filter_map(|e| {
+                let task = by_name.get(&e.name)?;
+                Some((*task, TaskRecord::of(task, &e.why, now)))
+            })
+            .collect();
+        let records: Vec<TaskRecord> = going.iter().map(|(_, r)| r.clone()).collect();
+        if let Err(e) = keep_records(shared, &ns, &pool, &records).await {
+            // Nothing is deleted whose record could not be kept.
+            tracing::warn!(namespace = %ns, pool = %pool_name, error = %e, "cannot keep the records of finished tasks; not deleting them");
+            next = Some(MIN_GAP.max(Duration::from_secs(10)));
+            continue;
+        }
+        let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &ns);
+        let mut deleted = 0u64;
+        for (task, record) in going {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: task.uid(),
+                    resource_version: task.resource_version(),
+                }),
+                ..DeleteParams::background()
+            };
+            match api.delete(&record.name, &params).await {
+                Ok(_) => {
+                    deleted += 1;
+                    tracing::debug!(namespace = %ns, task = %record.name, why = %record.deleted_because, "finished task deleted");
+                }
+                // Gone already, or changed since it was read (retried):
+                // the next look decides again.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, task = %record.name, error = %e, "cannot delete a finished task");
+                    shared.metrics.api_error(match &e {
+                        kube::Error::Api(s) => Some(s.code),
+                        _ => None,
+                    });
+                    break;
+                }
+            }
+        }
+        shared.metrics.tasks_deleted(&ns, &pool_name, deleted);
+    }
+    next
+}
+
+/// Adds `records` to the pool's history ConfigMap (created on first use).
+async fn keep_records(
+    shared: &Shared,
+    namespace: &str,
+    pool: &AgentPool,
+    records: &[TaskRecord],
+) -> Result<(), kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), namespace);
+    let pool_name = pool.name_any();
+    let name = configmap_name(&pool_name);
+    let mut last = None;
+    for _attempt in 0..5 {
+        let existing = api.get_opt(&name).await?;
+        let mut cm = existing.clone().unwrap_or_else(|| ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(BTreeMap::from([
+                    (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
+                    (LABEL_POOL.to_owned(), pool_name.clone()),
+                    (LABEL_TASK_HISTORY.to_owned(), "true".to_owned()),
+                ])),
+                owner_references: pool.controller_owner_ref(&()).map(|o| vec![o]),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        });
+        let mut data = cm.data.take().unwrap_or_default();
+        merge_records(&mut data, records);
+        cm.data = Some(data);
+        let result = if existing.is_some() {
+            api.replace(&name, &PostParams::default(), &cm).await
+        } else {
+            api.create(&PostParams::default(), &cm).await
+        };
+        match result {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => last = Some(kube::Error::Api(s)),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("five conflicts"))
+}
+
+/// The record of a deleted task in its pool's history, if one is kept.
+pub async fn find_record(
+    client: &kube::Client,
+    namespace: &str,
+    pool: &str,
+    task: &str,
+) -> Result<Option<TaskRecord>, kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let Some(cm) = api.get_opt(&configmap_name(pool)).await? else {
+        return Ok(None);
+    };
+    Ok(record_in(&cm, task))
+}
+
+/// The record of `task` in a history ConfigMap.
+pub fn record_in(cm: &ConfigMap, task: &str) -> Option<TaskRecord> {
+    let text = cm
+        .data
+        .as_ref()?
+        .get(&crate::plan::retention::record_key(task))?;
+    serde_json::from_str(text).ok()
+}
