@@ -409,6 +409,18 @@ pub enum TaskCommand {
     Cancel(TaskSelectArgs),
     /// Run Failed or Errored tasks again; their earlier runs stay in status.history.
     Retry(TaskSelectArgs),
+    /// Show a task: phase, agent, times, message and the last lines it
+    /// printed, also after its pod is gone or the task itself was deleted
+    /// by its pool's taskHistory (then from the pool's history record).
+    Show(TaskShowArgs),
+}
+
+/// `agentdeck task show`.
+#[derive(Debug, Args)]
+pub struct TaskShowArgs {
+    /// Task name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 /// Tasks by name and/or label selector.

@@ -135,10 +135,18 @@ fn run(cli: Cli) -> Result<()> {
             let action = ops::cli::debug_logs_action(&args)?;
             act(&cli.global, &action, args.confirm)
         }
-        Some(Command::Task(args)) => {
-            let (action, confirm) = ops::cli::task_action(&args.command);
-            act(&cli.global, &action, confirm)
-        }
+        Some(Command::Task(args)) => match ops::cli::task_action(&args.command) {
+            Some((action, confirm)) => act(&cli.global, &action, confirm),
+            None => {
+                let agentdeck::cli::TaskCommand::Show(show) = &args.command else {
+                    unreachable!("only show has no action");
+                };
+                with_cluster(&cli.global, async |conn| {
+                    ops::cli::print_task(&conn, &show.name, &mut std::io::stdout().lock()).await?;
+                    Ok(())
+                })
+            }
+        },
         Some(Command::Status(args)) => with_cluster(&cli.global, async |conn| {
             ops::cli::print_status(&conn, &args, &mut std::io::stdout().lock()).await?;
             Ok(())

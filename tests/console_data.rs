@@ -224,3 +224,137 @@ async fn the_rows_built_from_a_live_view_show_the_pools_and_their_tasks() {
     handle.join().await;
     sb.stop().await;
 }
+
+/// A task's output once its pod is gone: its own kept tail, then its
+/// record once deleted, then the pod's final log tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_outlives_its_pod_and_its_task() {
+    use agentdeck::ops::kept;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (_sb, client) = sandbox().await;
+    create_pool(&client, "p").await;
+    let tasks: Api<AgentTask> = Api::namespaced(client.clone(), "default");
+    let task: AgentTask = serde_json::from_value(json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+        "metadata": {"name": "t1"}, "spec": {"pool": "p", "command": ["true"]}
+    }))
+    .expect("task");
+    tasks
+        .create(&PostParams::default(), &task)
+        .await
+        .expect("task created");
+    assert_eq!(
+        kept::task_output(&client, "default", "t1")
+            .await
+            .expect("read"),
+        None,
+        "nothing kept yet"
+    );
+    tasks
+        .patch_status(
+            "t1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"phase": "Failed", "agent": "gone-pod",
+                "outputTail": "Plan: 1 to add\nError: lock held"}})),
+        )
+        .await
+        .expect("status");
+    let live = kept::task_output(&client, "default", "t1")
+        .await
+        .expect("read")
+        .expect("the status's tail");
+    assert_eq!(live.lines, ["Plan: 1 to add", "Error: lock held"]);
+    assert!(live.from.contains("outputTail"), "{}", live.from);
+
+    // Deleted, with its record in the pool's history.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let record = json!({"name": "t1", "pool": "p", "phase": "Failed", "attempts": 1,
+        "deletedAt": "2026-01-01T00:00:00Z", "deletedBecause": "ended 90s ago, past the 60s to keep",
+        "outputTail": "Error: lock held"});
+    let history: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "agentdeck-task-history-p",
+                     "labels": {"agentdeck.dev/task-history": "true"}},
+        "data": {"t1.json": record.to_string()}
+    }))
+    .expect("cm");
+    cms.create(&PostParams::default(), &history)
+        .await
+        .expect("history");
+    tasks
+        .delete("t1", &Default::default())
+        .await
+        .expect("deleted");
+    let gone = kept::task_output(&client, "default", "t1")
+        .await
+        .expect("read")
+        .expect("the record's tail");
+    assert_eq!(gone.lines, ["Error: lock held"]);
+    assert!(
+        gone.from.contains("was deleted") && gone.from.contains("past the 60s"),
+        "{}",
+        gone.from
+    );
+    match kept::find_task(&client, "default", "t1")
+        .await
+        .expect("read")
+    {
+        Some(kept::TaskNow::Deleted(r)) => assert_eq!(r.deleted_at, "2026-01-01T00:00:00Z"),
+        other => panic!("expected the record, got {other:?}"),
+    }
+    assert!(
+        kept::find_task(&client, "default", "never")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    // `agentdeck task show` answers for the deleted task, and refuses a
+    // name that never was.
+    let conn = Connection {
+        client: client.clone(),
+        namespace: "default".into(),
+        streams: None,
+    };
+    let mut shown = Vec::new();
+    agentdeck::ops::cli::print_task(&conn, "t1", &mut shown)
+        .await
+        .expect("shown");
+    let shown = String::from_utf8(shown).expect("utf-8");
+    for want in [
+        "Phase:     Failed",
+        "Deleted:   2026-01-01T00:00:00Z (ended 90s ago, past the 60s to keep)",
+        "Output (last lines, from agentdeck-task-history-p):\n  Error: lock held",
+    ] {
+        assert!(shown.contains(want), "{want:?} in\n{shown}");
+    }
+    let mut none = Vec::new();
+    let refused = agentdeck::ops::cli::print_task(&conn, "never", &mut none)
+        .await
+        .expect_err("no such task");
+    assert!(refused.to_string().contains("never"), "{refused}");
+
+    // A pod's final tail, by container.
+    let index = json!([{"pod": "agent-1", "container": "agent", "key": "agent-1__agent.log",
+                         "capturedAt": "2026-01-01T00:00:00Z", "reason": "Terminated"}]);
+    let tails: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "agentdeck-log-tails-p",
+                     "labels": {"agentdeck.dev/log-tails": "true"},
+                     "annotations": {"agentdeck.dev/log-tails-index": index.to_string()}},
+        "data": {"agent-1__agent.log": "[t2] line one\n[t2] line two\n"}
+    }))
+    .expect("cm");
+    cms.create(&PostParams::default(), &tails)
+        .await
+        .expect("tails");
+    let tail = kept::pod_tail(&client, "default", "agent-1", None)
+        .await
+        .expect("read")
+        .expect("the pod's tail");
+    assert_eq!(tail.lines, ["[t2] line one", "[t2] line two"]);
+    assert!(tail.from.contains("agentdeck-log-tails-p"), "{}", tail.from);
+    assert!(
+        kept::pod_tail(&client, "default", "agent-1", Some("other"))
+            .await
+            .expect("read")
+            .is_none()
+    );
+}

@@ -958,6 +958,7 @@ impl App {
                         pod: a.name.clone(),
                         container: (a.component == "task").then(|| "runner".to_owned()),
                         prefix: None,
+                        task: None,
                     }),
                     format!("pod {}", a.name),
                     crate::crd::TaskPhase::Running,

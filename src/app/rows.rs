@@ -202,6 +202,9 @@ pub struct LogSource {
     pub container: Option<String>,
     /// Keep only lines starting with this (an agent's `[task] ` prefix), stripped.
     pub prefix: Option<String>,
+    /// The task whose output this is: once the pod is gone, its kept
+    /// output (`status.outputTail`) is shown instead.
+    pub task: Option<String>,
 }
 
 /// One Event about our objects.
@@ -868,6 +871,7 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
             pod: pod.name_any(),
             container: Some("runner".into()),
             prefix: None,
+            task: Some(name.clone()),
         })
     } else {
         st.agent
@@ -878,6 +882,7 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
                 pod: agent.to_owned(),
                 container: None,
                 prefix: Some(format!("[{name}] ")),
+                task: Some(name.clone()),
             })
     };
     let agent = clean(st.agent.as_deref().unwrap_or_default());

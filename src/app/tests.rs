@@ -192,6 +192,7 @@ fn enter_drills_from_a_pool_to_its_tasks_to_the_logs_and_esc_comes_back() {
                 pod: t.agent.clone(),
                 container: None,
                 prefix: Some(format!("[{task}] ")),
+                task: Some(task.to_string()),
             },
             previous: false,
         }]

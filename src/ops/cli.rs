@@ -67,10 +67,12 @@ pub fn debug_logs_action(args: &DebugLogsArgs) -> Result<Action> {
 }
 
 /// `agentdeck task cancel|retry` as an action, with its confirmation flags.
-pub fn task_action(command: &TaskCommand) -> (Action, ConfirmArgs) {
+/// The action of `agentdeck task cancel|retry` (`None` for `show`).
+pub fn task_action(command: &TaskCommand) -> Option<(Action, ConfirmArgs)> {
     let (args, cancel) = match command {
         TaskCommand::Cancel(a) => (a, true),
         TaskCommand::Retry(a) => (a, false),
+        TaskCommand::Show(_) => return None,
     };
     let sel = TaskSelection {
         names: args.names.clone(),
@@ -81,7 +83,129 @@ pub fn task_action(command: &TaskCommand) -> (Action, ConfirmArgs) {
     } else {
         Action::RetryTasks(sel)
     };
-    (action, args.confirm)
+    Some((action, args.confirm))
+}
+
+/// `agentdeck task show NAME`: the task as it is, or as its pool's history
+/// keeps it once deleted, with the last lines it printed.
+pub async fn print_task(conn: &Connection, name: &str, out: &mut impl Write) -> Result<()> {
+    use super::kept::{TaskNow, find_task};
+    let found = find_task(&conn.client, &conn.namespace, name)
+        .await
+        .map_err(OpsError::api(format!("cannot read task {name}")))?;
+    let text = match found {
+        None => {
+            return Err(OpsError::UnknownTasks {
+                missing: vec![name.to_owned()],
+                namespace: conn.namespace.clone(),
+            });
+        }
+        Some(TaskNow::Live(task)) => {
+            let st = task.status.clone().unwrap_or_default();
+            let at = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+                t.map_or_else(|| "-".to_owned(), |t| t.0.to_string())
+            };
+            task_text(&TaskText {
+                name,
+                pool: &task.spec.pool,
+                phase: st.phase.as_str(),
+                agent: st.agent.as_deref(),
+                attempts: st.attempts,
+                exit_code: st.exit_code,
+                message: st.message.as_deref(),
+                times: [
+                    ("created", at(task.metadata.creation_timestamp.as_ref())),
+                    (
+                        "started",
+                        at(st.started_at.as_ref().or(st.claimed_at.as_ref())),
+                    ),
+                    ("finished", at(st.finished_at.as_ref())),
+                ],
+                deleted: None,
+                output: st.output_tail.as_deref(),
+                output_from: "status.outputTail",
+            })
+        }
+        Some(TaskNow::Deleted(r)) => {
+            let t = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+            let deleted = format!("{} ({})", r.deleted_at, r.deleted_because);
+            let from = format!("agentdeck-task-history-{}", r.pool);
+            task_text(&TaskText {
+                name,
+                pool: &r.pool,
+                phase: r.phase.as_str(),
+                agent: r.agent.as_deref(),
+                attempts: r.attempts,
+                exit_code: r.exit_code,
+                message: r.message.as_deref(),
+                times: [
+                    ("created", t(&r.created_at)),
+                    ("started", t(&r.started_at)),
+                    ("finished", t(&r.finished_at)),
+                ],
+                deleted: Some(&deleted),
+                output: r.output_tail.as_deref(),
+                output_from: &from,
+            })
+        }
+    };
+    out.write_all(text.as_bytes()).map_err(OpsError::Output)?;
+    Ok(())
+}
+
+struct TaskText<'a> {
+    name: &'a str,
+    pool: &'a str,
+    phase: &'a str,
+    agent: Option<&'a str>,
+    attempts: i32,
+    exit_code: Option<i32>,
+    message: Option<&'a str>,
+    times: [(&'static str, String); 3],
+    deleted: Option<&'a str>,
+    output: Option<&'a str>,
+    output_from: &'a str,
+}
+
+fn task_text(t: &TaskText<'_>) -> String {
+    use std::fmt::Write as _;
+    let clean = crate::text::sanitize_line;
+    let mut s = String::new();
+    let _ = writeln!(s, "Task:      {}", clean(t.name));
+    let _ = writeln!(s, "Pool:      {}", clean(t.pool));
+    let _ = writeln!(s, "Phase:     {}", t.phase);
+    let _ = writeln!(s, "Agent:     {}", clean(t.agent.unwrap_or("-")));
+    let _ = writeln!(s, "Attempts:  {}", t.attempts);
+    let code = t
+        .exit_code
+        .map_or_else(|| "-".to_owned(), |c| c.to_string());
+    let _ = writeln!(s, "Exit code: {code}");
+    let _ = writeln!(s, "Message:   {}", clean(t.message.unwrap_or("-")));
+    for (what, when) in &t.times {
+        let _ = writeln!(s, "{:<10} {when}", format!("{}:", capitalised(what)));
+    }
+    if let Some(d) = t.deleted {
+        let _ = writeln!(s, "Deleted:   {}", clean(d));
+    }
+    match t.output {
+        Some(output) => {
+            let _ = writeln!(s, "Output (last lines, from {}):", t.output_from);
+            for line in output.lines() {
+                let _ = writeln!(s, "  {}", clean(line));
+            }
+        }
+        None => {
+            let _ = writeln!(s, "Output:    none kept");
+        }
+    }
+    s
+}
+
+fn capitalised(word: &str) -> String {
+    let mut c = word.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
 }
 
 /// Previews `action`, asks on `input` unless `--yes` (or stops after the

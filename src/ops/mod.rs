@@ -16,6 +16,7 @@ pub mod diff;
 pub mod duration;
 pub mod error;
 pub mod exec;
+pub mod kept;
 pub mod plan;
 pub mod status;
 

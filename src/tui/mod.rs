@@ -616,6 +616,32 @@ async fn log_streamer(
     }
 }
 
+/// What was kept of `source` once its pod is gone: the task's own output
+/// tail, else the pod's final log tail (lines given back with the
+/// source's prefix, which the log view strips).
+async fn kept_output(client: &Client, source: &LogSource) -> Option<crate::ops::kept::Kept> {
+    use crate::ops::kept;
+    if let Some(task) = &source.task
+        && let Ok(Some(mut found)) = kept::task_output(client, &source.namespace, task).await
+    {
+        if let Some(prefix) = &source.prefix {
+            for line in &mut found.lines {
+                line.insert_str(0, prefix);
+            }
+        }
+        return Some(found);
+    }
+    kept::pod_tail(
+        client,
+        &source.namespace,
+        &source.pod,
+        source.container.as_deref(),
+    )
+    .await
+    .ok()
+    .flatten()
+}
+
 async fn stream_logs(
     client: Client,
     id: StreamId,
@@ -624,7 +650,7 @@ async fn stream_logs(
     capacity: usize,
     tx: mpsc::Sender<Msg>,
 ) {
-    let pods: Api<Pod> = Api::namespaced(client, &source.namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &source.namespace);
     // An agent's log mixes its tasks: read further back to find this one's.
     let tail = if source.prefix.is_some() {
         capacity * 10
@@ -641,6 +667,24 @@ async fn stream_logs(
     };
     let reader = match pods.log_stream(&source.pod, &params).await {
         Ok(r) => r,
+        Err(kube::Error::Api(s)) if s.code == 404 && !previous => {
+            // The pod is gone: what was kept of it, and say so.
+            let kept = kept_output(&client, &source).await;
+            let reason = match kept {
+                Some(kept) => {
+                    let _ = tx
+                        .send(Msg::LogLines {
+                            id,
+                            lines: kept.lines,
+                        })
+                        .await;
+                    format!("pod {} is gone; above: {}", source.pod, kept.from)
+                }
+                None => format!("pod {} is gone and nothing of its log was kept", source.pod),
+            };
+            let _ = tx.send(Msg::LogEnded { id, reason }).await;
+            return;
+        }
         Err(e) => {
             let reason = match &e {
                 kube::Error::Api(s) => {

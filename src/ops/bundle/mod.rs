@@ -617,6 +617,10 @@ impl Scope {
         let mut pods: Vec<PodPlan> = Vec::new();
         let mut tails: Vec<Value> = Vec::new();
         let mut pools: Vec<Value> = Vec::new();
+        // Each task's kept output: (task, header, text); deleted tasks'
+        // from their pool's history.
+        let mut outputs: BTreeMap<String, (String, String)> = BTreeMap::new();
+        let mut histories: Vec<Value> = Vec::new();
         while let Some(joined) = lists.join_next().await {
             let Ok((ar, file, result)) = joined else {
                 continue;
@@ -635,6 +639,28 @@ impl Scope {
                                 tails.push(cm.clone());
                                 // Their content is in pods/<pod>/*.final.log.
                                 cm["data"] = Value::String("(see pods/*/*.final.log)".into());
+                            }
+                            if cm["metadata"]["labels"]
+                                [crate::controller::retention::LABEL_TASK_HISTORY]
+                                == "true"
+                            {
+                                histories.push(cm.clone());
+                            }
+                        }
+                    }
+                    if ar.kind == "AgentTask" {
+                        for t in &items {
+                            if let (Some(name), Some(tail)) = (
+                                t["metadata"]["name"].as_str(),
+                                t["status"]["outputTail"].as_str(),
+                            ) {
+                                outputs.insert(
+                                    name.to_owned(),
+                                    (
+                                        format!("# the last lines task {name} printed (status.outputTail)"),
+                                        tail.to_owned(),
+                                    ),
+                                );
                             }
                         }
                     }
@@ -686,6 +712,48 @@ impl Scope {
                 }
                 Err(m) => self.record.error(err("list", "Event", "", None, m)),
             }
+        }
+
+        // Each task's kept output, live tasks first, then deleted ones.
+        for cm in &histories {
+            let Ok(cm) =
+                serde_json::from_value::<k8s_openapi::api::core::v1::ConfigMap>(cm.clone())
+            else {
+                continue;
+            };
+            for key in cm.data.iter().flat_map(|d| d.keys()) {
+                let Some(task) = key.strip_suffix(".json") else {
+                    continue;
+                };
+                if outputs.contains_key(task) {
+                    continue;
+                }
+                if let Some(r) = crate::controller::retention::record_in(&cm, task)
+                    && let Some(tail) = r.output_tail
+                {
+                    outputs.insert(
+                        task.to_owned(),
+                        (
+                            format!(
+                                "# the last lines task {task} printed; the task was deleted at {} ({}); kept in agentdeck-task-history-{}",
+                                r.deleted_at, r.deleted_because, r.pool
+                            ),
+                            tail,
+                        ),
+                    );
+                }
+            }
+        }
+        for (task, (header, text)) in outputs {
+            self.expected.fetch_add(1, Ordering::Relaxed);
+            self.send(Entry {
+                path: format!("tasks/{task}.output.log"),
+                body: Body::Bytes(format!("{header}\n{text}\n").into_bytes()),
+                cap: Some(self.opts.max_bytes_per_log),
+                redact: true,
+                counts: Default::default(),
+            })
+            .await;
         }
 
         // Final log tails the controller kept.
