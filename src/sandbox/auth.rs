@@ -539,12 +539,112 @@ fn rules_for(api: &Api, user: &UserInfo, namespace: &str) -> Vec<Value> {
     rules
 }
 
+/// `(namespace, name)` of a service account's username.
+fn service_account_of(username: &str) -> Option<(&str, &str)> {
+    username
+        .strip_prefix("system:serviceaccount:")?
+        .split_once(':')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+}
+
 /// Whether RBAC lets `user` do `a`.
 pub fn allowed(api: &Api, user: &UserInfo, a: &Attributes) -> bool {
     user.is_master()
         || rules_for(api, user, &a.namespace)
             .iter()
             .any(|r| rule_allows(r, a))
+}
+
+/// [`allowed`], for the answer of an access review about a subject that
+/// may be named rather than authenticated (`kubectl auth can-i --as`,
+/// SubjectAccessReview): a service account that does not exist may do
+/// nothing, as its tokens are refused, whatever binding names it. (Its
+/// requests themselves are still authorized by RBAC alone, as kube-apiserver
+/// does: `system:authenticated` may ask an access review.)
+pub fn authorized(api: &Api, user: &UserInfo, a: &Attributes) -> bool {
+    if !user.is_master()
+        && let Some((ns, name)) = service_account_of(&user.username)
+        && api.store.get("serviceaccounts", ns, name).is_none()
+    {
+        return false;
+    }
+    allowed(api, user, a)
+}
+
+/// The user a request acts as when it carries `Impersonate-User` (and
+/// `Impersonate-Group`, `Impersonate-Uid`), as kube-apiserver's
+/// impersonation filter does: `user` must be allowed to `impersonate` each
+/// (`serviceaccounts` in the account's namespace, `users`, `groups`,
+/// `uids`), else 403 naming the first refused. The impersonated user gets
+/// the groups asked for, a service account its own groups, and
+/// `system:authenticated`. `Ok(None)`: no impersonation asked.
+pub fn impersonated(
+    api: &Api,
+    user: &UserInfo,
+    headers: &HeaderMap,
+) -> Result<Option<UserInfo>, ApiError> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect()
+    };
+    let users = values("impersonate-user");
+    let groups = values("impersonate-group");
+    let uids = values("impersonate-uid");
+    let Some(username) = users.first().cloned() else {
+        if groups.is_empty() && uids.is_empty() {
+            return Ok(None);
+        }
+        return Err(ApiError::new_status(
+            400,
+            "BadRequest",
+            "requested impersonation without a user",
+        ));
+    };
+    let impersonate = |api_group: &str, resource: &str, namespace: &str, name: &str| Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        api_group: api_group.into(),
+        resource: resource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        ..Attributes::default()
+    };
+    let account = service_account_of(&username);
+    let mut asked = vec![match account {
+        Some((ns, name)) => impersonate("", "serviceaccounts", ns, name),
+        None => impersonate("", "users", "", &username),
+    }];
+    asked.extend(groups.iter().map(|g| impersonate("", "groups", "", g)));
+    asked.extend(
+        uids.iter()
+            .map(|u| impersonate("authentication.k8s.io", "uids", "", u)),
+    );
+    if let Some(refused) = asked.iter().find(|a| !allowed(api, user, a)) {
+        return Err(forbidden(user, refused));
+    }
+    let mut as_user = match account {
+        Some((ns, name)) => UserInfo::service_account(ns, name, None),
+        None => UserInfo {
+            username: username.clone(),
+            uid: None,
+            groups: Vec::new(),
+        },
+    };
+    as_user.uid = uids.first().cloned();
+    for g in groups {
+        if !as_user.groups.contains(&g) {
+            as_user.groups.push(g);
+        }
+    }
+    if username != "system:anonymous" && !as_user.groups.iter().any(|g| g == "system:authenticated")
+    {
+        as_user.groups.push("system:authenticated".into());
+    }
+    Ok(Some(as_user))
 }
 
 /// Authenticates and authorizes every request before it is routed; the
@@ -558,6 +658,11 @@ pub async fn middleware(State(api): State<Arc<Api>>, mut req: Request, next: Nex
         },
         None if is_public(&path) => UserInfo::anonymous(),
         None => return super::server::error_response(&unauthorized()),
+    };
+    let user = match impersonated(&api, &user, req.headers()) {
+        Ok(Some(as_user)) => as_user,
+        Ok(None) => user,
+        Err(e) => return super::server::error_response(&e),
     };
     if path.starts_with("/sandbox/") && !user.is_master() {
         let a = Attributes {
@@ -687,7 +792,7 @@ pub fn review(
     mut obj: Value,
 ) -> Option<Value> {
     let decision = |subject: &UserInfo, a: &Attributes| {
-        if allowed(api, subject, a) {
+        if authorized(api, subject, a) {
             json!({"allowed": true, "reason": if subject.is_master() { "" } else { "RBAC: allowed by a role binding" }})
         } else {
             json!({"allowed": false})
