@@ -99,6 +99,7 @@ fn the_installed_controller_and_its_agents_work_with_only_the_rendered_rbac() {
     );
     let mut config = Config {
         controller_namespace: SYSTEM.into(),
+        namespaces: vec![NS.into()],
         resync_interval_seconds: 2,
         ..Config::default()
     };
@@ -107,16 +108,19 @@ fn the_installed_controller_and_its_agents_work_with_only_the_rendered_rbac() {
         namespace: SYSTEM.into(),
         image: "agentdeck:dev".into(),
         config: config.clone(),
+        cluster_wide: false,
     })
     .expect("manifests")
     .into_iter()
     .filter(|o| o["kind"] != "Deployment")
     .collect();
+    // The watched namespace is the operator's: it exists before the
+    // controller's Role is applied into it.
+    create_namespace(&sb, NS);
     sb.kubectl_in_ok(
         &["apply", "-f", "-"],
         &to_yaml_stream(&objects).expect("yaml"),
     );
-    create_namespace(&sb, NS);
     let admin = sb.client();
     sb.rt.block_on(async {
         let token = token_for(&admin, SYSTEM, "agentdeck-controller").await;
