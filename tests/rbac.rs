@@ -17,7 +17,7 @@ use common::{TestSandbox, eventually, out};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -521,5 +521,214 @@ fn a_pod_connects_with_in_cluster_configuration_as_its_service_account() {
         let pod = pods.get("in-cluster").await.expect("pod");
         assert_eq!(pod.spec.expect("spec").service_account_name.as_deref(), Some("viewer"));
         let _ = pods.delete("in-cluster", &DeleteParams::default()).await;
+    });
+}
+
+/// Every file of the bundle at `zip`, extracted under `into`, as bytes.
+fn bundle_files(zip: &std::path::Path, into: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let x = std::process::Command::new("unzip")
+        .arg("-q")
+        .arg(zip)
+        .arg("-d")
+        .arg(into)
+        .output()
+        .expect("unzip runs");
+    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    let mut out = Vec::new();
+    let mut todo = vec![into.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).expect("file")));
+            }
+        }
+    }
+    out
+}
+
+/// A value that exists only in a Secret of the pool's namespace, handed to
+/// the agents through `secretKeyRef` and forwarded to a task that prints
+/// it: the agent hides it before printing, so the kept log tails, the
+/// task, the Events and a support bundle hold no trace of it, while the
+/// line around it is there.
+#[test]
+fn a_secret_value_a_task_prints_leaves_no_trace_in_configmaps_tasks_events_or_bundles() {
+    const PLANTED: &str = "planted-Zq8v-only-in-a-secret";
+    use_this_build();
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&crd_documents()).expect("crds"),
+    );
+    let mut config = Config {
+        controller_namespace: SYSTEM.into(),
+        namespaces: vec![NS.into()],
+        resync_interval_seconds: 2,
+        ..Config::default()
+    };
+    config.leader_election.enabled = false;
+    let objects: Vec<Value> = controller_objects(&InstallOptions {
+        namespace: SYSTEM.into(),
+        image: "agentdeck:dev".into(),
+        config: config.clone(),
+        cluster_wide: false,
+    })
+    .expect("manifests")
+    .into_iter()
+    .filter(|o| o["kind"] != "Deployment")
+    .collect();
+    create_namespace(&sb, NS);
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&objects).expect("yaml"),
+    );
+    sb.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "db",
+        "-n",
+        NS,
+        &format!("--from-literal=password={PLANTED}"),
+    ]);
+    let admin = sb.client();
+    sb.rt.block_on(async {
+        let token = token_for(&admin, SYSTEM, "agentdeck-controller").await;
+        let as_controller = {
+            let _g = sb.rt.enter();
+            sb.sandbox()
+                .client_with_token(&token)
+                .expect("controller client")
+        };
+        let cancel = CancellationToken::new();
+        let handle = controller::start(
+            Connection {
+                client: as_controller,
+                namespace: NS.into(),
+                streams: None,
+            },
+            &config,
+            cancel.clone(),
+        );
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "alpha", "namespace": NS},
+            "spec": {"image": "agentdeck:dev", "minReplicas": 1, "maxReplicas": 1,
+                     "graceShutdownSeconds": 2,
+                     "envForwardAllowlist": ["DB_PASSWORD"],
+                     "env": [{"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
+                             {"name": "DB_PASSWORD",
+                              "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}
+        }))
+        .expect("pool");
+        Api::<AgentPool>::namespaced(admin.clone(), NS)
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+        let task: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "leaky", "namespace": NS},
+            "spec": {"pool": "alpha",
+                     "command": ["sh", "-c", "echo \"connecting with $DB_PASSWORD now\""]}
+        }))
+        .expect("task");
+        let tasks: Api<AgentTask> = Api::namespaced(admin.clone(), NS);
+        tasks
+            .create(&PostParams::default(), &task)
+            .await
+            .expect("task created");
+        let done = common::wait_task(&tasks, "leaky", "Succeeded", |t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.phase == TaskPhase::Succeeded)
+        })
+        .await;
+        let agent = done.status.and_then(|s| s.agent).expect("its agent");
+
+        // The pod log: the line is there, the value is not.
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+        let log = eventually("the task's line in the agent's log", || {
+            let (pods, agent) = (pods.clone(), agent.clone());
+            async move {
+                let log = pods.logs(&agent, &Default::default()).await.ok()?;
+                log.contains("connecting with").then_some(log)
+            }
+        })
+        .await;
+        assert!(!log.contains(PLANTED), "{log}");
+        assert!(log.contains("REDACTED"), "{log}");
+
+        // The agent's pod goes: its last lines are kept, without the value.
+        pods.delete(&agent, &DeleteParams::default())
+            .await
+            .expect("agent pod deleted");
+        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), NS);
+        eventually("the agent's tail kept", || {
+            let (cms, agent) = (cms.clone(), agent.clone());
+            async move {
+                let cm = cms
+                    .get_opt(&agentdeck::controller::tails::configmap_name("alpha"))
+                    .await
+                    .ok()??;
+                let v = serde_json::to_value(&cm).ok()?;
+                agentdeck::controller::tails::entries(&v)
+                    .iter()
+                    .any(|(p, _, t)| *p == agent && t.contains("connecting with"))
+                    .then_some(())
+            }
+        })
+        .await;
+        let lp = ListParams::default();
+        let sinks = [
+            (
+                "ConfigMaps",
+                serde_json::to_string(&cms.list(&lp).await.expect("configmaps").items),
+            ),
+            (
+                "AgentTasks",
+                serde_json::to_string(&tasks.list(&lp).await.expect("tasks").items),
+            ),
+            (
+                "Events",
+                serde_json::to_string(
+                    &Api::<Event>::namespaced(admin.clone(), NS)
+                        .list(&lp)
+                        .await
+                        .expect("events")
+                        .items,
+                ),
+            ),
+        ];
+        for (sink, text) in sinks {
+            let text = text.expect("JSON");
+            assert!(!text.contains(PLANTED), "{sink} hold the value");
+        }
+
+        // A support bundle of the namespace.
+        let dir = tempfile::tempdir().expect("dir");
+        let zip = dir.path().join("b.zip");
+        let mut opts = agentdeck::ops::bundle::BundleOptions::new(NS, &zip);
+        opts.deadline = std::time::Duration::from_secs(120);
+        agentdeck::ops::bundle::collect(admin.clone(), opts, |_| {})
+            .await
+            .expect("bundle written");
+        let files = bundle_files(&zip, &dir.path().join("x"));
+        assert!(
+            files
+                .iter()
+                .any(|(_, b)| String::from_utf8_lossy(b).contains("connecting with")),
+            "the task's line is in the bundle"
+        );
+        for (name, bytes) in files {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(PLANTED),
+                "{name} holds the value"
+            );
+        }
+        cancel.cancel();
+        drop(handle);
     });
 }

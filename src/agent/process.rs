@@ -22,6 +22,7 @@ use super::plan::{self, Ending};
 use super::state::AgentState;
 use super::status::{StatusWriter, ownership_lost};
 use crate::crd::AgentTask;
+use crate::ops::bundle::redact::{RedactionCounts, Redactor};
 
 /// How often the running task's object is looked at (cancel, ownership):
 /// an in-memory store read, so cheap.
@@ -61,6 +62,9 @@ pub struct RunEnv {
     pub heartbeat: Duration,
     /// SIGTERM-to-SIGKILL time for cancel and timeout.
     pub grace: Duration,
+    /// Hides the Secret values the agent was handed ([`super::secrets`])
+    /// from the task output it prints and keeps.
+    pub redactor: Arc<Redactor>,
 }
 
 /// Runs the claimed `task` to its end and reports it. Never fails: every
@@ -121,7 +125,7 @@ async fn supervise(
         Ok(v) => v,
         Err(e) => return Some(Ending::Invalid(e.0)),
     };
-    let spawned = spawn(&argv, &vars, &dir, &log_path, name);
+    let spawned = spawn(&argv, &vars, &dir, &log_path, name, env.redactor.clone());
     let (mut child, pgid, output) = match spawned {
         Ok(x) => x,
         Err(e) => {
@@ -244,6 +248,7 @@ fn spawn(
     dir: &Path,
     log_path: &Path,
     name: &str,
+    redactor: Arc<Redactor>,
 ) -> std::io::Result<Spawned> {
     let (program, args) = argv
         .split_first()
@@ -280,7 +285,7 @@ fn spawn(
     }
     drop(tx);
     let prefix = format!("[{name}] ");
-    let writer = tokio::task::spawn_blocking(move || write_output(rx, log, &prefix));
+    let writer = tokio::task::spawn_blocking(move || write_output(rx, log, &prefix, &redactor));
     let output = tokio::spawn(async move {
         for r in readers {
             let _ = r.await;
@@ -345,10 +350,20 @@ async fn read_lines(stream: impl AsyncRead + Unpin, tx: mpsc::Sender<Piece>) {
     }
 }
 
-/// The log file gets the bytes as printed; the pod log gets each piece as
-/// one prefixed line (a cut line continues on the next `[task]` line).
-fn write_output(mut rx: mpsc::Receiver<Piece>, mut log: std::fs::File, prefix: &str) {
+/// The log file gets the bytes as printed, and the pod log each piece as
+/// one prefixed line (a cut line continues on the next `[task]` line),
+/// both redacted: the Secret values the agent knows never leave it. (A
+/// value cut in two by a 16 KiB piece boundary of a longer line is not
+/// matched.)
+fn write_output(
+    mut rx: mpsc::Receiver<Piece>,
+    mut log: std::fs::File,
+    prefix: &str,
+    redactor: &Redactor,
+) {
+    let mut counts = RedactionCounts::new();
     while let Some(Piece(piece)) = rx.blocking_recv() {
+        let piece = redactor.redact_bytes(&piece, &mut counts);
         let _ = log.write_all(&piece);
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(prefix.as_bytes());
