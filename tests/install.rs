@@ -469,6 +469,45 @@ fn the_installed_accounts_are_refused_secrets_other_namespaces_and_others_object
         assert_eq!(can_i(&sb, t, args), want, "controller: can-i {args:?}");
     }
 
+    // Roles and bindings it writes cannot grant what it does not hold.
+    for (args, what) in [
+        (
+            &[
+                "create",
+                "role",
+                "grab",
+                "-n",
+                "default",
+                "--verb=get",
+                "--resource=secrets",
+            ][..],
+            "roles.rbac.authorization.k8s.io \"grab\" is forbidden",
+        ),
+        (
+            &[
+                "create",
+                "rolebinding",
+                "grab",
+                "-n",
+                "default",
+                "--clusterrole=admin",
+                "--serviceaccount=default:default",
+            ],
+            "rolebindings.rbac.authorization.k8s.io \"grab\" is forbidden",
+        ),
+    ] {
+        let mut all = vec!["--token", controller.as_str()];
+        all.extend_from_slice(args);
+        let o = sb.kubectl(&all);
+        assert!(!o.status.success(), "{args:?}: {}", out(&o));
+        let said = common::err(&o);
+        assert!(
+            said.contains(what)
+                && said.contains("is attempting to grant RBAC permissions not currently held"),
+            "{said}"
+        );
+    }
+
     // The same answers for an operator asking as the account, and none for
     // an account that does not exist.
     let as_controller = format!("--as=system:serviceaccount:{SYSTEM}:agentdeck-controller");

@@ -647,6 +647,167 @@ pub fn impersonated(
     Ok(Some(as_user))
 }
 
+/// Every `(verb, group, resource, name)` a PolicyRule grants, wildcards
+/// kept as `*` (only a holder of `*` covers them), as request attributes
+/// in `namespace`.
+fn granted_by(rule: &Value, namespace: &str) -> Vec<Attributes> {
+    let list =
+        |key: &str| -> Vec<String> { strings(&rule[key]).into_iter().map(str::to_owned).collect() };
+    let verbs = list("verbs");
+    let urls = list("nonResourceURLs");
+    let mut out = Vec::new();
+    if !urls.is_empty() {
+        for verb in &verbs {
+            for path in &urls {
+                out.push(Attributes {
+                    verb: verb.clone(),
+                    path: path.clone(),
+                    ..Attributes::default()
+                });
+            }
+        }
+        return out;
+    }
+    let mut names = list("resourceNames");
+    if names.is_empty() {
+        names.push(String::new());
+    }
+    for verb in &verbs {
+        for group in list("apiGroups") {
+            for full in list("resources") {
+                let (resource, subresource) = match full.split_once('/') {
+                    Some((r, s)) => (r.to_owned(), s.to_owned()),
+                    None => (full.clone(), String::new()),
+                };
+                for name in &names {
+                    out.push(Attributes {
+                        verb: verb.clone(),
+                        resource_request: true,
+                        api_group: group.clone(),
+                        resource: resource.clone(),
+                        subresource: subresource.clone(),
+                        name: name.clone(),
+                        namespace: namespace.to_owned(),
+                        path: String::new(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// kube-apiserver's RBAC escalation prevention, for a Role, ClusterRole,
+/// RoleBinding or ClusterRoleBinding `obj` that `user` writes in
+/// `namespace` (empty: cluster scope): a role may grant only what its
+/// writer holds there, unless the writer may `escalate` it; a binding may
+/// bind only a role whose every rule its writer holds there, unless the
+/// writer may `bind` it. A partial object (a merge patch) is checked for
+/// what it sets.
+pub fn escalation_check(
+    api: &Api,
+    user: &UserInfo,
+    plural: &str,
+    namespace: &str,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    if user.is_master() {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let rbac = "rbac.authorization.k8s.io";
+    let may = |verb: &str, resource: &str, role: &str| {
+        allowed(
+            api,
+            user,
+            &Attributes {
+                verb: verb.into(),
+                resource_request: true,
+                api_group: rbac.into(),
+                resource: resource.into(),
+                name: role.into(),
+                namespace: namespace.into(),
+                ..Attributes::default()
+            },
+        )
+    };
+    let rules: Vec<Value> = match plural {
+        "roles" | "clusterroles" => {
+            if may("escalate", plural, name) {
+                return Ok(());
+            }
+            obj["rules"].as_array().cloned().unwrap_or_default()
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let role_ref = &obj["roleRef"];
+            let Some(role) = role_ref["name"].as_str() else {
+                return Ok(());
+            };
+            let (resource, stored) = match role_ref["kind"].as_str() {
+                Some("ClusterRole") => (
+                    "clusterroles",
+                    api.store.get(&format!("clusterroles.{rbac}"), "", role),
+                ),
+                _ => (
+                    "roles",
+                    api.store.get(&format!("roles.{rbac}"), namespace, role),
+                ),
+            };
+            if may("bind", resource, role) {
+                return Ok(());
+            }
+            stored
+                .and_then(|r| r["rules"].as_array().cloned())
+                .unwrap_or_default()
+        }
+        _ => return Ok(()),
+    };
+    let held = rules_for(api, user, namespace);
+    let missing: Vec<&Value> = rules
+        .iter()
+        .filter(|rule| {
+            granted_by(rule, namespace)
+                .iter()
+                .any(|a| !held.iter().any(|h| rule_allows(h, a)))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = missing
+        .iter()
+        .map(|r| {
+            let field = |key: &str, label: &str| {
+                let v = strings(&r[key]);
+                (!v.is_empty()).then(|| format!("{label}:{v:?}"))
+            };
+            let parts: Vec<String> = [
+                field("apiGroups", "APIGroups"),
+                field("resources", "Resources"),
+                field("resourceNames", "ResourceNames"),
+                field("nonResourceURLs", "NonResourceURLs"),
+                field("verbs", "Verbs"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            format!("{{{}}}", parts.join(", "))
+        })
+        .collect();
+    let mut e = ApiError::new_status(
+        403,
+        "Forbidden",
+        format!(
+            "{plural}.{rbac} \"{name}\" is forbidden: user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held:\n{}",
+            user.username,
+            user.groups,
+            listed.join("\n")
+        ),
+    );
+    e.details = Some(json!({"group": rbac, "kind": plural, "name": name}));
+    Err(e)
+}
+
 /// Authenticates and authorizes every request before it is routed; the
 /// user travels on in the request's extensions.
 pub async fn middleware(State(api): State<Arc<Api>>, mut req: Request, next: Next) -> Response {

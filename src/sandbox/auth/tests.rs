@@ -739,3 +739,120 @@ fn impersonation_acts_as_the_named_subject_and_needs_the_impersonate_verb() {
     .expect_err("a group alone");
     assert_eq!(no_user.code, 400);
 }
+
+#[test]
+fn roles_and_bindings_grant_only_what_their_writer_holds_unless_it_may_escalate_or_bind() {
+    let api = api();
+    namespace(&api, "team");
+    service_account(&api, "team", "ctl");
+    role(
+        &api,
+        "team",
+        "ctl",
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+             "verbs": ["create", "update", "patch"]}
+        ]),
+    );
+    bind(
+        &api,
+        "team",
+        "ctl",
+        "Role",
+        "ctl",
+        json!([{"kind": "ServiceAccount", "name": "ctl", "namespace": "team"}]),
+    );
+    let ctl = UserInfo::service_account("team", "ctl", None);
+    let role_of = |name: &str, rules: Value| json!({"metadata": {"name": name}, "rules": rules});
+    let reader = role_of(
+        "reader",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["p"]}]),
+    );
+    assert!(escalation_check(&api, &ctl, "roles", "team", &reader).is_ok());
+    let grab = role_of(
+        "grab",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+    );
+    let refused = escalation_check(&api, &ctl, "roles", "team", &grab).expect_err("escalation");
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused.message.starts_with(
+            "roles.rbac.authorization.k8s.io \"grab\" is forbidden: user \"system:serviceaccount:team:ctl\""
+        ) && refused.message.contains("is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"),
+        "{}",
+        refused.message
+    );
+    // Elsewhere it holds nothing.
+    assert!(escalation_check(&api, &ctl, "roles", "other", &reader).is_err());
+    // A wildcard is covered only by a wildcard.
+    let star = role_of(
+        "star",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}]),
+    );
+    assert!(escalation_check(&api, &ctl, "roles", "team", &star).is_err());
+
+    let binding = |role_kind: &str, role: &str| {
+        json!({"metadata": {"name": "b"},
+               "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+               "subjects": [{"kind": "ServiceAccount", "name": "x", "namespace": "team"}]})
+    };
+    role(&api, "team", "reader", reader["rules"].clone());
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("Role", "reader")
+        )
+        .is_ok()
+    );
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("ClusterRole", "admin")
+        )
+        .is_err()
+    );
+    // `bind` on that ClusterRole by name lets it bind what it does not hold.
+    role(
+        &api,
+        "team",
+        "binder",
+        json!([{"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["bind"],
+                "resourceNames": ["view"]}]),
+    );
+    bind(
+        &api,
+        "team",
+        "binder",
+        "Role",
+        "binder",
+        json!([{"kind": "ServiceAccount", "name": "ctl", "namespace": "team"}]),
+    );
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("ClusterRole", "view")
+        )
+        .is_ok()
+    );
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("ClusterRole", "edit")
+        )
+        .is_err()
+    );
+    assert!(escalation_check(&api, &UserInfo::admin(), "roles", "team", &grab).is_ok());
+}
