@@ -550,12 +550,14 @@ fn bundle_files(zip: &std::path::Path, into: &std::path::Path) -> Vec<(String, V
 }
 
 /// A value that exists only in a Secret of the pool's namespace, handed to
-/// the agents through `secretKeyRef` and forwarded to a task that prints
-/// it: the agent hides it before printing, so the kept log tails, the
-/// task, the Events and a support bundle hold no trace of it, while the
+/// the agents through `secretKeyRef` and forwarded to tasks that print it,
+/// in deployment mode and in job mode: the agent (or the job's worker)
+/// hides it before printing, so the pod logs, the kept log tails, the
+/// tasks, the Events and a support bundle hold no trace of it, while the
 /// line around it is there.
 #[test]
-fn a_secret_value_a_task_prints_leaves_no_trace_in_configmaps_tasks_events_or_bundles() {
+fn a_secret_value_tasks_print_in_either_mode_leaves_no_trace_in_configmaps_tasks_events_or_bundles()
+{
     const PLANTED: &str = "planted-Zq8v-only-in-a-secret";
     use_this_build();
     let sb = TestSandbox::start();
@@ -681,6 +683,87 @@ fn a_secret_value_a_task_prints_leaves_no_trace_in_configmaps_tasks_events_or_bu
             }
         })
         .await;
+
+        // Job mode: the runner runs the task, the worker prints its output.
+        let job_pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "beta", "namespace": NS},
+            "spec": {"image": "agentdeck:dev", "executionMode": "job",
+                     "taskDefaults": {"runnerImage": "runner:1"},
+                     "envForwardAllowlist": ["DB_PASSWORD"],
+                     "env": [{"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
+                             {"name": "DB_PASSWORD",
+                              "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}
+        }))
+        .expect("job pool");
+        Api::<AgentPool>::namespaced(admin.clone(), NS)
+            .create(&PostParams::default(), &job_pool)
+            .await
+            .expect("job pool created");
+        let job_task: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "leaky-job", "namespace": NS},
+            "spec": {"pool": "beta",
+                     "command": ["sh", "-c", "echo \"job connecting with $DB_PASSWORD now\""]}
+        }))
+        .expect("job task");
+        tasks
+            .create(&PostParams::default(), &job_task)
+            .await
+            .expect("job task created");
+        let done = common::wait_task(&tasks, "leaky-job", "Succeeded", |t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.phase == TaskPhase::Succeeded)
+        })
+        .await;
+        let job_pod = done.status.and_then(|s| s.agent).expect("its pod");
+        let worker_log = eventually("the job task's line in its worker's log", || {
+            let (pods, job_pod) = (pods.clone(), job_pod.clone());
+            async move {
+                let lp = kube::api::LogParams {
+                    container: Some("worker".into()),
+                    ..Default::default()
+                };
+                let log = pods.logs(&job_pod, &lp).await.ok()?;
+                log.contains("job connecting with").then_some(log)
+            }
+        })
+        .await;
+        assert!(!worker_log.contains(PLANTED), "{worker_log}");
+        assert!(worker_log.contains("REDACTED"), "{worker_log}");
+        let runner_log = pods
+            .logs(
+                &job_pod,
+                &kube::api::LogParams {
+                    container: Some("runner".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("runner log");
+        assert!(!runner_log.contains(PLANTED), "{runner_log}");
+        pods.delete(&job_pod, &DeleteParams::default())
+            .await
+            .expect("job pod deleted");
+        eventually("the job pod's tails kept", || {
+            let (cms, job_pod) = (cms.clone(), job_pod.clone());
+            async move {
+                let cm = cms
+                    .get_opt(&agentdeck::controller::tails::configmap_name("beta"))
+                    .await
+                    .ok()??;
+                let v = serde_json::to_value(&cm).ok()?;
+                agentdeck::controller::tails::entries(&v)
+                    .iter()
+                    .any(|(p, c, t)| {
+                        *p == job_pod && c == "worker" && t.contains("job connecting with")
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
+
         let lp = ListParams::default();
         let sinks = [
             (

@@ -203,9 +203,21 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     let terminated = crate::signal::terminated();
     tokio::pin!(terminated);
     let exit_file = dir.join("exit-code");
+    let token = agent.token();
+    let redactor = super::secrets::redactor_for(
+        agent.client.clone(),
+        &agent.namespace,
+        Some(&agent.id.agent),
+        crate::plan::manifests::WORKER_CONTAINER,
+        token.as_deref(),
+        &agent.env,
+    )
+    .await;
+    let mut output = super::process::OutputRelay::new(dir.join("output"), name, Arc::new(redactor));
     let ending = loop {
         tokio::select! {
             _ = check.tick() => {
+                output.pump(false);
                 if let Some(code) = read_exit_code(&exit_file) {
                     break Ending::Exited(code);
                 }
@@ -244,6 +256,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
             }
         }
     };
+    output.pump(true);
     report(ending).await
 }
 

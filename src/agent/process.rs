@@ -350,6 +350,86 @@ async fn read_lines(stream: impl AsyncRead + Unpin, tx: mpsc::Sender<Piece>) {
     }
 }
 
+/// Prints `piece` (already redacted) to the pod log as one `prefix`ed line.
+fn print_piece(prefix: &str, piece: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(prefix.as_bytes());
+    let _ = out.write_all(piece);
+    if piece.last() != Some(&b'\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
+/// Follows a file another process writes (a job-mode runner's `output`)
+/// and prints it as the agent prints its own tasks' output: in lines or
+/// [`OUTPUT_PIECE`]-byte pieces, redacted, `prefix`ed.
+pub struct OutputRelay {
+    path: std::path::PathBuf,
+    offset: u64,
+    pending: Vec<u8>,
+    prefix: String,
+    redactor: Arc<Redactor>,
+    counts: RedactionCounts,
+}
+
+impl OutputRelay {
+    /// A relay of `path` (which may not exist yet) for task `name`.
+    pub fn new(path: std::path::PathBuf, name: &str, redactor: Arc<Redactor>) -> Self {
+        OutputRelay {
+            path,
+            offset: 0,
+            pending: Vec::new(),
+            prefix: format!("[{name}] "),
+            redactor,
+            counts: RedactionCounts::new(),
+        }
+    }
+
+    /// Prints what was added since the last call: whole lines (or
+    /// [`OUTPUT_PIECE`]-byte pieces of longer ones), and when `last` all
+    /// that is left. Reads at most 1 MiB per call unless `last`.
+    pub fn pump(&mut self, last: bool) {
+        use std::io::{Read, Seek, SeekFrom};
+        const MAX_READ: u64 = 1024 * 1024;
+        loop {
+            let mut read = 0;
+            if let Ok(mut file) = std::fs::File::open(&self.path)
+                && file.seek(SeekFrom::Start(self.offset)).is_ok()
+            {
+                let mut buf = Vec::new();
+                if let Ok(n) = file.take(MAX_READ).read_to_end(&mut buf) {
+                    read = n;
+                    self.offset += n as u64;
+                    self.pending.extend_from_slice(&buf);
+                }
+            }
+            self.print_pieces(false);
+            if !last || read == 0 {
+                break;
+            }
+        }
+        if last {
+            self.print_pieces(true);
+        }
+    }
+
+    fn print_pieces(&mut self, rest: bool) {
+        loop {
+            let window = &self.pending[..self.pending.len().min(OUTPUT_PIECE)];
+            let take = match window.iter().position(|b| *b == b'\n') {
+                Some(end) => end + 1,
+                None if window.len() == OUTPUT_PIECE => OUTPUT_PIECE,
+                None if rest && !window.is_empty() => window.len(),
+                None => break,
+            };
+            let piece: Vec<u8> = self.pending.drain(..take).collect();
+            let piece = self.redactor.redact_bytes(&piece, &mut self.counts);
+            print_piece(&self.prefix, &piece);
+        }
+    }
+}
+
 /// The log file gets the bytes as printed, and the pod log each piece as
 /// one prefixed line (a cut line continues on the next `[task]` line),
 /// both redacted: the Secret values the agent knows never leave it. (A
@@ -365,13 +445,7 @@ fn write_output(
     while let Some(Piece(piece)) = rx.blocking_recv() {
         let piece = redactor.redact_bytes(&piece, &mut counts);
         let _ = log.write_all(&piece);
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(prefix.as_bytes());
-        let _ = out.write_all(&piece);
-        if piece.last() != Some(&b'\n') {
-            let _ = out.write_all(b"\n");
-        }
-        let _ = out.flush();
+        print_piece(prefix, &piece);
     }
 }
 
