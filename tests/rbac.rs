@@ -815,3 +815,98 @@ fn a_secret_value_tasks_print_in_either_mode_leaves_no_trace_in_configmaps_tasks
         drop(handle);
     });
 }
+
+/// A controller of two namespaces: a Role in each and the read-only
+/// cluster watch are enough to run pools in both; a third namespace is
+/// not its to write.
+#[test]
+fn a_controller_of_two_namespaces_runs_pools_in_both_with_its_roles_and_the_cluster_watch() {
+    const SECOND: &str = "agents-b";
+    use_this_build();
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&crd_documents()).expect("crds"),
+    );
+    let config = Config {
+        controller_namespace: SYSTEM.into(),
+        namespaces: vec![NS.into(), SECOND.into()],
+        resync_interval_seconds: 2,
+        ..Config::default()
+    };
+    let objects: Vec<Value> = controller_objects(&InstallOptions {
+        namespace: SYSTEM.into(),
+        image: "agentdeck:dev".into(),
+        config: config.clone(),
+        cluster_wide: false,
+    })
+    .expect("manifests")
+    .into_iter()
+    .filter(|o| o["kind"] != "Deployment")
+    .collect();
+    for ns in [NS, SECOND, "elsewhere"] {
+        create_namespace(&sb, ns);
+    }
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&objects).expect("yaml"),
+    );
+    let admin = sb.client();
+    sb.rt.block_on(async {
+        let token = token_for(&admin, SYSTEM, "agentdeck-controller").await;
+        let as_controller = {
+            let _g = sb.rt.enter();
+            sb.sandbox()
+                .client_with_token(&token)
+                .expect("controller client")
+        };
+        let cancel = CancellationToken::new();
+        let handle = controller::start(
+            Connection {
+                client: as_controller.clone(),
+                namespace: NS.into(),
+                streams: None,
+            },
+            &config,
+            cancel.clone(),
+        );
+        for ns in [NS, SECOND] {
+            let mut pool = pool_doc("alpha");
+            pool.metadata.namespace = Some(ns.into());
+            Api::<AgentPool>::namespaced(admin.clone(), ns)
+                .create(&PostParams::default(), &pool)
+                .await
+                .expect("pool created");
+            let mut task = task_doc("first", "alpha");
+            task.metadata.namespace = Some(ns.into());
+            let tasks: Api<AgentTask> = Api::namespaced(admin.clone(), ns);
+            tasks
+                .create(&PostParams::default(), &task)
+                .await
+                .expect("task created");
+            common::wait_task(&tasks, "first", "Succeeded", |t| {
+                t.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == TaskPhase::Succeeded)
+            })
+            .await;
+        }
+        // Cluster-wide it may only list and watch; elsewhere, nothing more.
+        let r = Api::<Pod>::namespaced(as_controller.clone(), "elsewhere")
+            .delete("x", &DeleteParams::default())
+            .await
+            .map(drop);
+        assert_eq!(refusal(r).0, 403);
+        let r = Api::<Secret>::all(as_controller.clone())
+            .list(&ListParams::default())
+            .await
+            .map(drop);
+        assert_eq!(refusal(r).0, 403);
+        Api::<Pod>::all(as_controller)
+            .list(&ListParams::default())
+            .await
+            .expect("the cluster watch's list");
+        cancel.cancel();
+        drop(handle);
+    });
+}
