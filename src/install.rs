@@ -169,26 +169,31 @@ fn labels() -> Value {
 ///   API server's escalation check caps any Role this account writes at
 ///   what it holds itself in that namespace, and it holds this Role in the
 ///   watched namespaces only.
+/// - Nothing it only applies may be listed, watched or deleted by it
+///   (another's RoleBinding, ConfigMap or Service is not its to remove).
 pub fn controller_rules() -> Value {
     let grp = crd::GROUP;
-    let all = json!([
-        "get", "list", "watch", "create", "update", "patch", "delete"
-    ]);
+    // What it applies (server-side apply) and never lists, watches nor
+    // deletes: its owned objects go with their pool through garbage
+    // collection.
+    let apply = json!(["get", "create", "update", "patch"]);
+    let watch_and_apply = json!(["get", "list", "watch", "create", "update", "patch"]);
     json!([
         {"apiGroups": [grp], "resources": ["agentpools", "agenttasks"], "verbs": ["get", "list", "watch", "update", "patch"]},
         {"apiGroups": [grp], "resources": ["agentpools/status", "agenttasks/status"], "verbs": ["get", "update", "patch"]},
         // blockOwnerDeletion on owned objects needs update on the owners' finalizers.
         {"apiGroups": [grp], "resources": ["agentpools/finalizers", "agenttasks/finalizers"], "verbs": ["update"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": all},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": all},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": watch_and_apply},
+        // A finished or orphaned task's Job is deleted.
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": all},
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": all},
-        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": all},
-        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": all},
-        {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": all}
+        {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": apply},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "create", "patch"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": apply},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": apply},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": apply},
+        {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": apply}
     ])
 }
 
@@ -605,6 +610,18 @@ mod tests {
                 .collect()
         };
         assert!(verbs_on("secrets").is_empty(), "{:?}", verbs_on("secrets"));
+        let rbac = rules
+            .as_array()
+            .expect("rules")
+            .iter()
+            .find(|r| r["apiGroups"] == json!(["rbac.authorization.k8s.io"]))
+            .expect("an RBAC rule");
+        assert_eq!(rbac["resources"], json!(["roles", "rolebindings"]));
+        assert_eq!(
+            rbac["verbs"],
+            json!(["get", "create", "update", "patch"]),
+            "it writes its pools' agent Roles and bindings, and removes none"
+        );
         assert_eq!(
             verbs_on("pods"),
             ["get", "list", "watch", "patch", "delete"]
