@@ -488,6 +488,11 @@ pub struct ManifestsArgs {
     /// Namespace the daemon is installed in (default: config controllerNamespace).
     #[arg(long)]
     pub install_namespace: Option<String>,
+    /// Grant the controller its rules in every namespace (one ClusterRole and
+    /// ClusterRoleBinding) instead of a Role in each namespace it watches:
+    /// for clusters whose watched namespaces change without re-rendering.
+    #[arg(long)]
+    pub cluster_wide_rbac: bool,
 }
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ pub struct InstallOptions {
     pub image: String,
     /// Config rendered into the daemon's ConfigMap.
     pub config: Config,
+    /// Grant the controller's rules cluster-wide (a ClusterRole) rather than
+    /// in each namespace of `config.namespaces`.
+    pub cluster_wide: bool,
 }
 
 /// Image of this version's release build.
@@ -152,45 +155,138 @@ fn labels() -> Value {
     })
 }
 
-/// The daemon: Namespace, ServiceAccount, ClusterRole(+Binding), Role for its
-/// Lease, ConfigMap with `agentdeck.yaml`, Deployment and metrics Service.
+/// What the controller does in a namespace it watches, and nothing else:
+/// run pools (their Deployments, task Jobs and the objects beside them),
+/// keep their status, record Events, follow and keep pods' final log lines.
+///
+/// - No Secrets: a missing `tokenSecretRef` is told by the pods'
+///   `FailedMount` Events, which is why Events are listed.
+/// - Pods: no `create` (agents run under Deployments and task pods under
+///   Jobs; debug pods are created by the operator's own credentials), only
+///   `patch` (the deletion cost of busy agents) and `delete` (expired debug
+///   pods).
+/// - Roles and RoleBindings: each pool's agent Role and its binding. The
+///   API server's escalation check caps any Role this account writes at
+///   what it holds itself in that namespace, and it holds this Role in the
+///   watched namespaces only.
+/// - Nothing it only applies may be listed, watched or deleted by it
+///   (another's RoleBinding, ConfigMap or Service is not its to remove).
+pub fn controller_rules() -> Value {
+    let grp = crd::GROUP;
+    // What it applies (server-side apply) and never lists, watches nor
+    // deletes: its owned objects go with their pool through garbage
+    // collection.
+    let apply = json!(["get", "create", "update", "patch"]);
+    let watch_and_apply = json!(["get", "list", "watch", "create", "update", "patch"]);
+    json!([
+        {"apiGroups": [grp], "resources": ["agentpools"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        // delete: finished tasks past their pool's taskHistory (recorded first).
+        {"apiGroups": [grp], "resources": ["agenttasks"], "verbs": ["get", "list", "watch", "update", "patch", "delete"]},
+        {"apiGroups": [grp], "resources": ["agentpools/status", "agenttasks/status"], "verbs": ["get", "update", "patch"]},
+        // blockOwnerDeletion on owned objects needs update on the owners' finalizers.
+        {"apiGroups": [grp], "resources": ["agentpools/finalizers", "agenttasks/finalizers"], "verbs": ["update"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": watch_and_apply},
+        // A finished or orphaned task's Job is deleted.
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": apply},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "create", "patch"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": apply},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": apply},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": apply},
+        {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": apply}
+    ])
+}
+
+/// What a controller watching several namespaces needs at the cluster
+/// scope: its watches of pools, tasks, pods, Deployments and Jobs are one
+/// watch each across namespaces (it keeps what is in its namespaces), and a
+/// watch across namespaces is authorized at the cluster scope. Read-only.
+pub fn cluster_watch_rules() -> Value {
+    json!([
+        {"apiGroups": [crd::GROUP], "resources": ["agentpools", "agenttasks"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch"]}
+    ])
+}
+
+/// The namespaces the rendered controller works in: its configuration's,
+/// or, when that lists none, its own (where a daemon in a pod looks).
+fn controller_namespaces(opts: &InstallOptions) -> Vec<String> {
+    let mut out: std::collections::BTreeSet<String> =
+        opts.config.namespaces.iter().cloned().collect();
+    if out.is_empty() {
+        out.insert(opts.namespace.clone());
+    }
+    out.into_iter().collect()
+}
+
+fn binding_to(kind: &str, name: &str, namespace: Option<&str>, sa_namespace: &str) -> Value {
+    let binding_kind = if namespace.is_some() {
+        "RoleBinding"
+    } else {
+        "ClusterRoleBinding"
+    };
+    let mut metadata = json!({"name": name, "labels": labels()});
+    if let Some(ns) = namespace {
+        metadata["namespace"] = json!(ns);
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding_kind,
+           "metadata": metadata,
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+           "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": sa_namespace}]})
+}
+
+/// The controller's grants: a Role and RoleBinding in each namespace it
+/// watches; for `cluster_wide` one ClusterRole and ClusterRoleBinding
+/// instead. A controller of several namespaces also gets the read-only
+/// cluster-scope watch ([`cluster_watch_rules`]).
+pub fn controller_rbac(opts: &InstallOptions) -> Vec<Value> {
+    let ns = opts.namespace.as_str();
+    let rbac = "rbac.authorization.k8s.io/v1";
+    if opts.cluster_wide {
+        return vec![
+            json!({"apiVersion": rbac, "kind": "ClusterRole",
+                   "metadata": {"name": CONTROLLER, "labels": labels()},
+                   "rules": controller_rules()}),
+            binding_to("ClusterRole", CONTROLLER, None, ns),
+        ];
+    }
+    let namespaces = controller_namespaces(opts);
+    let mut out = Vec::new();
+    if namespaces.len() > 1 {
+        let name = format!("{CONTROLLER}-watch");
+        out.push(json!({"apiVersion": rbac, "kind": "ClusterRole",
+                        "metadata": {"name": name, "labels": labels()},
+                        "rules": cluster_watch_rules()}));
+        out.push(binding_to("ClusterRole", &name, None, ns));
+    }
+    for watched in &namespaces {
+        out.push(json!({"apiVersion": rbac, "kind": "Role",
+                        "metadata": {"name": CONTROLLER, "namespace": watched, "labels": labels()},
+                        "rules": controller_rules()}));
+        out.push(binding_to("Role", CONTROLLER, Some(watched), ns));
+    }
+    out
+}
+
+/// The daemon: Namespace, ServiceAccount, its grants ([`controller_rbac`]),
+/// Role for its Lease, ConfigMap with `agentdeck.yaml`, Deployment and
+/// metrics Service.
 pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallError> {
     let ns = opts.namespace.as_str();
     let config_yaml =
         serde_saphyr::to_string(&opts.config).map_err(|e| InstallError::Render(e.to_string()))?;
     let port = opts.config.server.port;
-    let grp = crd::GROUP;
-    Ok(vec![
+    let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels()}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
                "metadata": {"name": CONTROLLER, "namespace": ns, "labels": labels()}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": CONTROLLER, "labels": labels()},
-        "rules": [
-            {"apiGroups": [grp], "resources": ["agentpools"], "verbs": ["get", "list", "watch", "update", "patch"]},
-            // delete: finished tasks past their pool's taskHistory.
-            {"apiGroups": [grp], "resources": ["agenttasks"], "verbs": ["get", "list", "watch", "update", "patch", "delete"]},
-            {"apiGroups": [grp], "resources": ["agentpools/status", "agenttasks/status"], "verbs": ["get", "update", "patch"]},
-                   // blockOwnerDeletion on owned objects needs update on the owners' finalizers.
-                   {"apiGroups": [grp], "resources": ["agentpools/finalizers", "agenttasks/finalizers"], "verbs": ["update"]},
-            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-            // Only to say when a pool's tokenSecretRef names a missing Secret
-            // (metadata is all that is read).
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-            {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
-            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}
-        ]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": CONTROLLER, "labels": labels()},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER},
-               "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": ns}]}),
+    ];
+    objects.extend(controller_rbac(opts));
+    objects.extend([
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                "metadata": {"name": format!("{CONTROLLER}-leader"), "namespace": ns, "labels": labels()},
                "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]}]}),
@@ -239,7 +335,8 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
                "metadata": {"name": CONTROLLER, "namespace": ns, "labels": labels()},
                "spec": {"selector": {"app.kubernetes.io/name": "agentdeck", "app.kubernetes.io/component": "controller"},
                         "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}),
-    ])
+    ]);
+    Ok(objects)
 }
 
 /// Reads AgentPool documents from a file or from every `*.yaml`/`*.yml` in a
@@ -398,6 +495,150 @@ mod tests {
             "spec": {"image": "agentdeck"}
         }))
         .expect("pool")
+    }
+
+    fn options(namespaces: &[&str], cluster_wide: bool) -> InstallOptions {
+        InstallOptions {
+            namespace: "agentdeck-system".into(),
+            image: "agentdeck:dev".into(),
+            config: Config {
+                namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+                ..Config::default()
+            },
+            cluster_wide,
+        }
+    }
+
+    /// `(kind, namespace, name)` of the RBAC objects rendered for the daemon.
+    fn grants(opts: &InstallOptions) -> Vec<(String, String, String)> {
+        controller_objects(opts)
+            .expect("renders")
+            .iter()
+            .filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1")
+            .map(|o| {
+                let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (
+                    s(&o["kind"]),
+                    s(&o["metadata"]["namespace"]),
+                    s(&o["metadata"]["name"]),
+                )
+            })
+            .collect()
+    }
+
+    fn owned(rows: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+        rows.iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_controller_is_granted_a_role_in_each_watched_namespace_and_nothing_cluster_wide() {
+        assert_eq!(
+            grants(&options(&["team-a"], false)),
+            owned(&[
+                ("Role", "team-a", CONTROLLER),
+                ("RoleBinding", "team-a", CONTROLLER),
+                ("Role", "agentdeck-system", "agentdeck-controller-leader"),
+                (
+                    "RoleBinding",
+                    "agentdeck-system",
+                    "agentdeck-controller-leader"
+                ),
+            ])
+        );
+        // No namespaces configured: the daemon in its pod watches its own.
+        assert_eq!(
+            grants(&options(&[], false))[..2],
+            owned(&[
+                ("Role", "agentdeck-system", CONTROLLER),
+                ("RoleBinding", "agentdeck-system", CONTROLLER),
+            ])
+        );
+    }
+
+    #[test]
+    fn several_namespaces_add_only_a_read_only_cluster_watch() {
+        let rows = grants(&options(&["team-b", "team-a"], false));
+        assert_eq!(
+            rows[..6],
+            owned(&[
+                ("ClusterRole", "", "agentdeck-controller-watch"),
+                ("ClusterRoleBinding", "", "agentdeck-controller-watch"),
+                ("Role", "team-a", CONTROLLER),
+                ("RoleBinding", "team-a", CONTROLLER),
+                ("Role", "team-b", CONTROLLER),
+                ("RoleBinding", "team-b", CONTROLLER),
+            ])
+        );
+        for rule in cluster_watch_rules().as_array().expect("rules") {
+            assert_eq!(rule["verbs"], json!(["list", "watch"]), "{rule}");
+        }
+    }
+
+    #[test]
+    fn cluster_wide_rbac_is_one_cluster_role_when_asked_for() {
+        let rows = grants(&options(&["team-a", "team-b"], true));
+        assert_eq!(
+            rows[..2],
+            owned(&[
+                ("ClusterRole", "", CONTROLLER),
+                ("ClusterRoleBinding", "", CONTROLLER),
+            ])
+        );
+        assert!(!rows.iter().any(|(k, _, n)| k == "Role" && n == CONTROLLER));
+    }
+
+    #[test]
+    fn the_controller_may_not_read_secrets_nor_create_pods() {
+        let rules = controller_rules();
+        let verbs_on = |resource: &str| -> Vec<String> {
+            rules
+                .as_array()
+                .expect("rules")
+                .iter()
+                .filter(|r| {
+                    r["apiGroups"]
+                        .as_array()
+                        .expect("groups")
+                        .contains(&json!(""))
+                        && r["resources"]
+                            .as_array()
+                            .expect("resources")
+                            .contains(&json!(resource))
+                })
+                .flat_map(|r| r["verbs"].as_array().expect("verbs").clone())
+                .map(|v| v.as_str().expect("verb").to_owned())
+                .collect()
+        };
+        assert!(verbs_on("secrets").is_empty(), "{:?}", verbs_on("secrets"));
+        let rbac = rules
+            .as_array()
+            .expect("rules")
+            .iter()
+            .find(|r| r["apiGroups"] == json!(["rbac.authorization.k8s.io"]))
+            .expect("an RBAC rule");
+        assert_eq!(rbac["resources"], json!(["roles", "rolebindings"]));
+        assert_eq!(
+            rbac["verbs"],
+            json!(["get", "create", "update", "patch"]),
+            "it writes its pools' agent Roles and bindings, and removes none"
+        );
+        assert_eq!(
+            verbs_on("pods"),
+            ["get", "list", "watch", "patch", "delete"]
+        );
+        for rule in rules.as_array().expect("rules") {
+            for verb in rule["verbs"].as_array().expect("verbs") {
+                assert!(
+                    !matches!(
+                        verb.as_str(),
+                        Some("*" | "escalate" | "bind" | "impersonate")
+                    ),
+                    "{rule}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -64,6 +64,7 @@ fn run(cli: Cli) -> Result<()> {
                     .unwrap_or_else(|| config.controller_namespace.clone()),
                 image: args.image.unwrap_or_else(install::default_image),
                 config,
+                cluster_wide: args.cluster_wide_rbac,
             };
             print(&install::to_yaml_stream(&install::install_documents(
                 &opts, &pools,

@@ -161,8 +161,6 @@ fn manifests_include_the_daemon_and_every_example_pool() {
         "CustomResourceDefinition",
         "Namespace",
         "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
         "Role",
         "RoleBinding",
         "ConfigMap",
@@ -170,6 +168,35 @@ fn manifests_include_the_daemon_and_every_example_pool() {
         "Service",
     ] {
         assert!(kinds.contains(&k), "no {k} in {kinds:?}");
+    }
+    // Namespaced by default: nothing cluster-wide for one namespace.
+    assert!(!kinds.iter().any(|k| k.starts_with("Cluster")), "{kinds:?}");
+    let roles: Vec<(&str, &str)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Role")
+        .filter_map(|d| {
+            Some((
+                d["metadata"]["namespace"].as_str()?,
+                d["metadata"]["name"].as_str()?,
+            ))
+        })
+        .collect();
+    assert!(
+        roles.contains(&("default", "agentdeck-controller"))
+            && roles.contains(&("agentdeck-system", "agentdeck-controller-leader")),
+        "{roles:?}"
+    );
+    let wide = agentdeck(&["manifests", "--pools", "config/", "--cluster-wide-rbac"]);
+    assert!(wide.status.success(), "{}", stderr(&wide));
+    let wide_kinds: Vec<String> = yaml_docs(&stdout(&wide))
+        .iter()
+        .filter_map(|d| d["kind"].as_str().map(str::to_owned))
+        .collect();
+    for k in ["ClusterRole", "ClusterRoleBinding"] {
+        assert!(
+            wide_kinds.iter().any(|w| w == k),
+            "no {k} in {wide_kinds:?}"
+        );
     }
     let pools: Vec<AgentPool> = docs
         .iter()

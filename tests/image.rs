@@ -77,6 +77,7 @@ fn the_image_runs_as_the_user_the_rendered_pods_expect() {
         namespace: "agentdeck-system".into(),
         image: "x".into(),
         config: agentdeck::config::Config::default(),
+        cluster_wide: false,
     };
     let objects = agentdeck::install::controller_objects(&opts).expect("rendered");
     let deployment = objects

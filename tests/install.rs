@@ -245,6 +245,61 @@ fn the_readme_install_runs_the_controller_in_pods_that_scale_pools_run_tasks_and
     }
     run_quickstart_tasks(&sb);
 
+    // Job mode: a task of the job pool gets its Job from the installed
+    // controller, which may create Jobs but no pod.
+    let task = sb.kubectl_in_ok(
+        &["create", "-f", "-", "-o", "name"],
+        r#"{"apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"generateName": "batch-"},
+            "spec": {"pool": "batch", "command": ["sh", "-c", "echo hi"]}}"#,
+    );
+    let task = task
+        .trim()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    poll(&format!("the Job of task {task}"), || {
+        let o = sb.kubectl(&[
+            "get",
+            "jobs",
+            "-l",
+            "agentdeck.dev/pool=batch",
+            "-o",
+            "name",
+        ]);
+        (!out(&o).trim().is_empty()).then_some(())
+    });
+    // The job pool's token Secret does not exist. With no Secret read, the
+    // controller still says so: from the kubelet's FailedMount Events about
+    // the task's pod waiting to start.
+    let degraded = poll("pool batch Degraded, naming its missing Secret", || {
+        let o = sb.kubectl(&[
+            "get",
+            "ap",
+            "batch",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Degraded\")].message}",
+        ]);
+        let message = out(&o);
+        message.contains("batch-agent-token").then_some(message)
+    });
+    assert!(degraded.contains("does not exist"), "{degraded}");
+
+    // Debug pods past their expiry are deleted by the installed controller.
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "expired-debug", "namespace": "default",
+                         "labels": {"agentdeck.dev/debug-pod": "true"},
+                         "annotations": {"agentdeck.dev/expires-at": "2020-01-01T00:00:00Z"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "600"]}]}}"#,
+    );
+    poll("the expired debug pod deleted by the controller", || {
+        let o = sb.kubectl(&["get", "pod", "expired-debug", "-o", "name"]);
+        (!o.status.success()).then_some(())
+    });
+
     // The leader's pod is deleted: the standby takes over, and the
     // ReplicaSet's replacement pod joins as the new standby.
     sb.kubectl_ok(&["delete", "pod", &leader.name, "-n", SYSTEM, "--wait=false"]);
@@ -329,4 +384,200 @@ fn without_mount_namespaces_the_install_still_works_on_host_paths_and_says_so() 
         events.contains("volumes are not at their mount paths"),
         "{events}"
     );
+}
+
+/// `kubectl auth can-i` as an operator runs it: with a token, or as the
+/// admin impersonating a subject.
+fn can_i(sb: &TestSandbox, token: Option<&str>, args: &[&str]) -> String {
+    let mut all: Vec<&str> = Vec::new();
+    if let Some(t) = token {
+        all.extend(["--token", t]);
+    }
+    all.extend(["auth", "can-i"]);
+    all.extend_from_slice(args);
+    out(&sb.kubectl(&all)).trim().to_owned()
+}
+
+#[test]
+fn the_installed_accounts_are_refused_secrets_other_namespaces_and_others_objects() {
+    let sb = sandbox(true);
+    install(&sb);
+    sb.kubectl_ok(&["create", "namespace", "elsewhere"]);
+    for ns in ["kube-system", "default"] {
+        sb.kubectl_ok(&[
+            "create",
+            "secret",
+            "generic",
+            "planted",
+            "-n",
+            ns,
+            "--from-literal=pw=hunter2-planted",
+        ]);
+    }
+    let controller = sb
+        .kubectl_ok(&["create", "token", "agentdeck-controller", "-n", SYSTEM])
+        .trim()
+        .to_owned();
+    // The controller's token: what it needs where it works, and no more.
+    for ns in ["kube-system", "default"] {
+        let o = sb.kubectl(&[
+            "--token",
+            &controller,
+            "get",
+            "secret",
+            "planted",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.data.pw}",
+        ]);
+        assert!(!o.status.success(), "read a Secret in {ns}: {}", out(&o));
+        let said = common::err(&o);
+        assert!(
+            said.contains(&format!(
+                "secrets \"planted\" is forbidden: User \"system:serviceaccount:{SYSTEM}:agentdeck-controller\" \
+                 cannot get resource \"secrets\" in API group \"\" in the namespace \"{ns}\""
+            )),
+            "{said}"
+        );
+    }
+    let t = Some(controller.as_str());
+    for (args, want) in [
+        (&["create", "rolebindings", "-n", "default"][..], "yes"),
+        (&["create", "rolebindings", "-n", "elsewhere"], "no"),
+        (&["create", "roles", "-n", "kube-system"], "no"),
+        (&["create", "clusterrolebindings"], "no"),
+        (&["list", "secrets", "-n", "default"], "no"),
+        (&["create", "pods", "-n", "default"], "no"),
+        (&["delete", "pods", "-n", "default"], "yes"),
+        (&["list", "pods", "-n", "elsewhere"], "no"),
+        (&["create", "jobs.batch", "-n", "default"], "yes"),
+        (&["create", "jobs.batch", "-n", "elsewhere"], "no"),
+        (
+            &["update", "leases.coordination.k8s.io", "-n", SYSTEM],
+            "yes",
+        ),
+        (
+            &["get", "leases.coordination.k8s.io", "-n", "kube-system"],
+            "no",
+        ),
+        (
+            &["update", "leases.coordination.k8s.io", "-n", "default"],
+            "no",
+        ),
+    ] {
+        assert_eq!(can_i(&sb, t, args), want, "controller: can-i {args:?}");
+    }
+
+    // Roles and bindings it writes cannot grant what it does not hold.
+    for (args, what) in [
+        (
+            &[
+                "create",
+                "role",
+                "grab",
+                "-n",
+                "default",
+                "--verb=get",
+                "--resource=secrets",
+            ][..],
+            "roles.rbac.authorization.k8s.io \"grab\" is forbidden",
+        ),
+        (
+            &[
+                "create",
+                "rolebinding",
+                "grab",
+                "-n",
+                "default",
+                "--clusterrole=admin",
+                "--serviceaccount=default:default",
+            ],
+            "rolebindings.rbac.authorization.k8s.io \"grab\" is forbidden",
+        ),
+    ] {
+        let mut all = vec!["--token", controller.as_str()];
+        all.extend_from_slice(args);
+        let o = sb.kubectl(&all);
+        assert!(!o.status.success(), "{args:?}: {}", out(&o));
+        let said = common::err(&o);
+        assert!(
+            said.contains(what)
+                && said.contains("is attempting to grant RBAC permissions not currently held"),
+            "{said}"
+        );
+    }
+
+    // The same answers for an operator asking as the account, and none for
+    // an account that does not exist.
+    let as_controller = format!("--as=system:serviceaccount:{SYSTEM}:agentdeck-controller");
+    for (args, want) in [
+        (
+            vec![as_controller.as_str(), "get", "secrets", "-n", "default"],
+            "no",
+        ),
+        (
+            vec![as_controller.as_str(), "list", "pods", "-n", "default"],
+            "yes",
+        ),
+        (
+            vec!["--as=system:serviceaccount:nosuch:nosuch", "get", "pods"],
+            "no",
+        ),
+        (
+            vec![
+                "--as=system:serviceaccount:nosuch:nosuch",
+                "get",
+                "pods",
+                "-n",
+                "default",
+            ],
+            "no",
+        ),
+    ] {
+        assert_eq!(can_i(&sb, None, &args), want, "admin: can-i {args:?}");
+    }
+
+    // An agent's token: its own pool's tasks and pool, nothing of others.
+    let agent = poll("the quickstart pool's service account", || {
+        let o = sb.kubectl(&[
+            "create",
+            "token",
+            "agentdeck-agent-quickstart",
+            "-n",
+            "default",
+        ]);
+        o.status.success().then(|| out(&o).trim().to_owned())
+    });
+    let t = Some(agent.as_str());
+    for (args, want) in [
+        (
+            &["list", "agenttasks.agentdeck.dev", "-n", "default"][..],
+            "yes",
+        ),
+        (
+            &[
+                "get",
+                "agentpools.agentdeck.dev/quickstart",
+                "-n",
+                "default",
+            ],
+            "yes",
+        ),
+        (
+            &["get", "agentpools.agentdeck.dev/platform", "-n", "default"],
+            "no",
+        ),
+        (&["get", "secrets", "-n", "default"], "no"),
+        (&["list", "configmaps", "-n", "default"], "no"),
+        (
+            &["list", "agenttasks.agentdeck.dev", "-n", "elsewhere"],
+            "no",
+        ),
+        (&["create", "rolebindings", "-n", "default"], "no"),
+        (&["get", "leases.coordination.k8s.io", "-n", SYSTEM], "no"),
+        (&["create", "events", "-n", "default"], "no"),
+    ] {
+        assert_eq!(can_i(&sb, t, args), want, "agent: can-i {args:?}");
+    }
 }

@@ -17,7 +17,7 @@ use common::{TestSandbox, eventually, out};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -99,6 +99,7 @@ fn the_installed_controller_and_its_agents_work_with_only_the_rendered_rbac() {
     );
     let mut config = Config {
         controller_namespace: SYSTEM.into(),
+        namespaces: vec![NS.into()],
         resync_interval_seconds: 2,
         ..Config::default()
     };
@@ -107,16 +108,19 @@ fn the_installed_controller_and_its_agents_work_with_only_the_rendered_rbac() {
         namespace: SYSTEM.into(),
         image: "agentdeck:dev".into(),
         config: config.clone(),
+        cluster_wide: false,
     })
     .expect("manifests")
     .into_iter()
     .filter(|o| o["kind"] != "Deployment")
     .collect();
+    // The watched namespace is the operator's: it exists before the
+    // controller's Role is applied into it.
+    create_namespace(&sb, NS);
     sb.kubectl_in_ok(
         &["apply", "-f", "-"],
         &to_yaml_stream(&objects).expect("yaml"),
     );
-    create_namespace(&sb, NS);
     let admin = sb.client();
     sb.rt.block_on(async {
         let token = token_for(&admin, SYSTEM, "agentdeck-controller").await;
@@ -517,5 +521,392 @@ fn a_pod_connects_with_in_cluster_configuration_as_its_service_account() {
         let pod = pods.get("in-cluster").await.expect("pod");
         assert_eq!(pod.spec.expect("spec").service_account_name.as_deref(), Some("viewer"));
         let _ = pods.delete("in-cluster", &DeleteParams::default()).await;
+    });
+}
+
+/// Every file of the bundle at `zip`, extracted under `into`, as bytes.
+fn bundle_files(zip: &std::path::Path, into: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let x = std::process::Command::new("unzip")
+        .arg("-q")
+        .arg(zip)
+        .arg("-d")
+        .arg(into)
+        .output()
+        .expect("unzip runs");
+    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    let mut out = Vec::new();
+    let mut todo = vec![into.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).expect("file")));
+            }
+        }
+    }
+    out
+}
+
+/// A value that exists only in a Secret of the pool's namespace, handed to
+/// the agents through `secretKeyRef` and forwarded to tasks that print it,
+/// in deployment mode and in job mode: the agent (or the job's worker)
+/// hides it before printing, so the pod logs, the kept log tails, the
+/// tasks, the Events and a support bundle hold no trace of it, while the
+/// line around it is there.
+#[test]
+fn a_secret_value_tasks_print_in_either_mode_leaves_no_trace_in_configmaps_tasks_events_or_bundles()
+{
+    const PLANTED: &str = "planted-Zq8v-only-in-a-secret";
+    use_this_build();
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&crd_documents()).expect("crds"),
+    );
+    let mut config = Config {
+        controller_namespace: SYSTEM.into(),
+        namespaces: vec![NS.into()],
+        resync_interval_seconds: 2,
+        ..Config::default()
+    };
+    config.leader_election.enabled = false;
+    let objects: Vec<Value> = controller_objects(&InstallOptions {
+        namespace: SYSTEM.into(),
+        image: "agentdeck:dev".into(),
+        config: config.clone(),
+        cluster_wide: false,
+    })
+    .expect("manifests")
+    .into_iter()
+    .filter(|o| o["kind"] != "Deployment")
+    .collect();
+    create_namespace(&sb, NS);
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&objects).expect("yaml"),
+    );
+    sb.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "db",
+        "-n",
+        NS,
+        &format!("--from-literal=password={PLANTED}"),
+    ]);
+    let admin = sb.client();
+    sb.rt.block_on(async {
+        let token = token_for(&admin, SYSTEM, "agentdeck-controller").await;
+        let as_controller = {
+            let _g = sb.rt.enter();
+            sb.sandbox()
+                .client_with_token(&token)
+                .expect("controller client")
+        };
+        let cancel = CancellationToken::new();
+        let handle = controller::start(
+            Connection {
+                client: as_controller,
+                namespace: NS.into(),
+                streams: None,
+            },
+            &config,
+            cancel.clone(),
+        );
+        let pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "alpha", "namespace": NS},
+            "spec": {"image": "agentdeck:dev", "minReplicas": 1, "maxReplicas": 1,
+                     "graceShutdownSeconds": 2,
+                     "envForwardAllowlist": ["DB_PASSWORD"],
+                     "env": [{"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
+                             {"name": "DB_PASSWORD",
+                              "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}
+        }))
+        .expect("pool");
+        Api::<AgentPool>::namespaced(admin.clone(), NS)
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+        let task: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "leaky", "namespace": NS},
+            "spec": {"pool": "alpha",
+                     "command": ["sh", "-c", "echo \"connecting with $DB_PASSWORD now\""]}
+        }))
+        .expect("task");
+        let tasks: Api<AgentTask> = Api::namespaced(admin.clone(), NS);
+        tasks
+            .create(&PostParams::default(), &task)
+            .await
+            .expect("task created");
+        let done = common::wait_task(&tasks, "leaky", "Succeeded", |t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.phase == TaskPhase::Succeeded)
+        })
+        .await;
+        let agent = done.status.and_then(|s| s.agent).expect("its agent");
+
+        // The pod log: the line is there, the value is not.
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
+        let log = eventually("the task's line in the agent's log", || {
+            let (pods, agent) = (pods.clone(), agent.clone());
+            async move {
+                let log = pods.logs(&agent, &Default::default()).await.ok()?;
+                log.contains("connecting with").then_some(log)
+            }
+        })
+        .await;
+        assert!(!log.contains(PLANTED), "{log}");
+        assert!(log.contains("REDACTED"), "{log}");
+
+        // The agent's pod goes: its last lines are kept, without the value.
+        pods.delete(&agent, &DeleteParams::default())
+            .await
+            .expect("agent pod deleted");
+        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), NS);
+        eventually("the agent's tail kept", || {
+            let (cms, agent) = (cms.clone(), agent.clone());
+            async move {
+                let cm = cms
+                    .get_opt(&agentdeck::controller::tails::configmap_name("alpha"))
+                    .await
+                    .ok()??;
+                let v = serde_json::to_value(&cm).ok()?;
+                agentdeck::controller::tails::entries(&v)
+                    .iter()
+                    .any(|(p, _, t)| *p == agent && t.contains("connecting with"))
+                    .then_some(())
+            }
+        })
+        .await;
+
+        // Job mode: the runner runs the task, the worker prints its output.
+        let job_pool: AgentPool = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+            "metadata": {"name": "beta", "namespace": NS},
+            "spec": {"image": "agentdeck:dev", "executionMode": "job",
+                     "taskDefaults": {"runnerImage": "runner:1"},
+                     "envForwardAllowlist": ["DB_PASSWORD"],
+                     "env": [{"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
+                             {"name": "DB_PASSWORD",
+                              "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}
+        }))
+        .expect("job pool");
+        Api::<AgentPool>::namespaced(admin.clone(), NS)
+            .create(&PostParams::default(), &job_pool)
+            .await
+            .expect("job pool created");
+        let job_task: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": "leaky-job", "namespace": NS},
+            "spec": {"pool": "beta",
+                     "command": ["sh", "-c", "echo \"job connecting with $DB_PASSWORD now\""]}
+        }))
+        .expect("job task");
+        tasks
+            .create(&PostParams::default(), &job_task)
+            .await
+            .expect("job task created");
+        let done = common::wait_task(&tasks, "leaky-job", "Succeeded", |t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.phase == TaskPhase::Succeeded)
+        })
+        .await;
+        let job_pod = done.status.and_then(|s| s.agent).expect("its pod");
+        let worker_log = eventually("the job task's line in its worker's log", || {
+            let (pods, job_pod) = (pods.clone(), job_pod.clone());
+            async move {
+                let lp = kube::api::LogParams {
+                    container: Some("worker".into()),
+                    ..Default::default()
+                };
+                let log = pods.logs(&job_pod, &lp).await.ok()?;
+                log.contains("job connecting with").then_some(log)
+            }
+        })
+        .await;
+        assert!(!worker_log.contains(PLANTED), "{worker_log}");
+        assert!(worker_log.contains("REDACTED"), "{worker_log}");
+        let runner_log = pods
+            .logs(
+                &job_pod,
+                &kube::api::LogParams {
+                    container: Some("runner".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("runner log");
+        assert!(!runner_log.contains(PLANTED), "{runner_log}");
+        pods.delete(&job_pod, &DeleteParams::default())
+            .await
+            .expect("job pod deleted");
+        eventually("the job pod's tails kept", || {
+            let (cms, job_pod) = (cms.clone(), job_pod.clone());
+            async move {
+                let cm = cms
+                    .get_opt(&agentdeck::controller::tails::configmap_name("beta"))
+                    .await
+                    .ok()??;
+                let v = serde_json::to_value(&cm).ok()?;
+                agentdeck::controller::tails::entries(&v)
+                    .iter()
+                    .any(|(p, c, t)| {
+                        *p == job_pod && c == "worker" && t.contains("job connecting with")
+                    })
+                    .then_some(())
+            }
+        })
+        .await;
+
+        let lp = ListParams::default();
+        let sinks = [
+            (
+                "ConfigMaps",
+                serde_json::to_string(&cms.list(&lp).await.expect("configmaps").items),
+            ),
+            (
+                "AgentTasks",
+                serde_json::to_string(&tasks.list(&lp).await.expect("tasks").items),
+            ),
+            (
+                "Events",
+                serde_json::to_string(
+                    &Api::<Event>::namespaced(admin.clone(), NS)
+                        .list(&lp)
+                        .await
+                        .expect("events")
+                        .items,
+                ),
+            ),
+        ];
+        for (sink, text) in sinks {
+            let text = text.expect("JSON");
+            assert!(!text.contains(PLANTED), "{sink} hold the value");
+        }
+
+        // A support bundle of the namespace.
+        let dir = tempfile::tempdir().expect("dir");
+        let zip = dir.path().join("b.zip");
+        let mut opts = agentdeck::ops::bundle::BundleOptions::new(NS, &zip);
+        opts.deadline = std::time::Duration::from_secs(120);
+        agentdeck::ops::bundle::collect(admin.clone(), opts, |_| {})
+            .await
+            .expect("bundle written");
+        let files = bundle_files(&zip, &dir.path().join("x"));
+        assert!(
+            files
+                .iter()
+                .any(|(_, b)| String::from_utf8_lossy(b).contains("connecting with")),
+            "the task's line is in the bundle"
+        );
+        for (name, bytes) in files {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(PLANTED),
+                "{name} holds the value"
+            );
+        }
+        cancel.cancel();
+        drop(handle);
+    });
+}
+
+/// A controller of two namespaces: a Role in each and the read-only
+/// cluster watch are enough to run pools in both; a third namespace is
+/// not its to write.
+#[test]
+fn a_controller_of_two_namespaces_runs_pools_in_both_with_its_roles_and_the_cluster_watch() {
+    const SECOND: &str = "agents-b";
+    use_this_build();
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&crd_documents()).expect("crds"),
+    );
+    let config = Config {
+        controller_namespace: SYSTEM.into(),
+        namespaces: vec![NS.into(), SECOND.into()],
+        resync_interval_seconds: 2,
+        ..Config::default()
+    };
+    let objects: Vec<Value> = controller_objects(&InstallOptions {
+        namespace: SYSTEM.into(),
+        image: "agentdeck:dev".into(),
+        config: config.clone(),
+        cluster_wide: false,
+    })
+    .expect("manifests")
+    .into_iter()
+    .filter(|o| o["kind"] != "Deployment")
+    .collect();
+    for ns in [NS, SECOND, "elsewhere"] {
+        create_namespace(&sb, ns);
+    }
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &to_yaml_stream(&objects).expect("yaml"),
+    );
+    let admin = sb.client();
+    sb.rt.block_on(async {
+        let token = token_for(&admin, SYSTEM, "agentdeck-controller").await;
+        let as_controller = {
+            let _g = sb.rt.enter();
+            sb.sandbox()
+                .client_with_token(&token)
+                .expect("controller client")
+        };
+        let cancel = CancellationToken::new();
+        let handle = controller::start(
+            Connection {
+                client: as_controller.clone(),
+                namespace: NS.into(),
+                streams: None,
+            },
+            &config,
+            cancel.clone(),
+        );
+        for ns in [NS, SECOND] {
+            let mut pool = pool_doc("alpha");
+            pool.metadata.namespace = Some(ns.into());
+            Api::<AgentPool>::namespaced(admin.clone(), ns)
+                .create(&PostParams::default(), &pool)
+                .await
+                .expect("pool created");
+            let mut task = task_doc("first", "alpha");
+            task.metadata.namespace = Some(ns.into());
+            let tasks: Api<AgentTask> = Api::namespaced(admin.clone(), ns);
+            tasks
+                .create(&PostParams::default(), &task)
+                .await
+                .expect("task created");
+            common::wait_task(&tasks, "first", "Succeeded", |t| {
+                t.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == TaskPhase::Succeeded)
+            })
+            .await;
+        }
+        // Cluster-wide it may only list and watch; elsewhere, nothing more.
+        let r = Api::<Pod>::namespaced(as_controller.clone(), "elsewhere")
+            .delete("x", &DeleteParams::default())
+            .await
+            .map(drop);
+        assert_eq!(refusal(r).0, 403);
+        let r = Api::<Secret>::all(as_controller.clone())
+            .list(&ListParams::default())
+            .await
+            .map(drop);
+        assert_eq!(refusal(r).0, 403);
+        Api::<Pod>::all(as_controller)
+            .list(&ListParams::default())
+            .await
+            .expect("the cluster watch's list");
+        cancel.cancel();
+        drop(handle);
     });
 }

@@ -599,13 +599,15 @@ fn job_mode_runs_each_task_in_one_job_with_the_real_worker_and_runner() {
                 .logs(
                     &pod,
                     &LogParams {
-                        container: Some("runner".into()),
+                        // The worker prints the task's output (redacted);
+                        // the runner's own log has none.
+                        container: Some("worker".into()),
                         ..LogParams::default()
                     },
                 )
                 .await
-                .expect("runner logs");
-            assert!(logs.contains(out), "{task} runner log: {logs:?}");
+                .expect("worker logs");
+            assert!(logs.contains(out), "{task} worker log: {logs:?}");
         }
 
         let started = Instant::now();

@@ -132,7 +132,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     let attempts = task.status.as_ref().map_or(0, |s| s.attempts);
     tracing::info!(task = name, attempt = attempts, resumed, "claimed");
     let started = Instant::now();
-    let report = |ending: Ending| {
+    let report = |ending: Ending, tail: Option<String>| {
         let writer = writer.clone();
         let state = agent.state.clone();
         async move {
@@ -142,7 +142,11 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
             tracing::info!(task = name, ?ending, "task ended");
             match writer
                 .finish(name, attempts, |s| {
-                    plan::finished_status(s, &ending, duration, max_attempts, now)
+                    let mut next = plan::finished_status(s, &ending, duration, max_attempts, now);
+                    if next.phase.is_finished() {
+                        next.output_tail = tail.clone();
+                    }
+                    next
                 })
                 .await
             {
@@ -175,7 +179,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
             Ok(x) => x,
             Err(e) => {
                 abort(&e.0)?;
-                return report(Ending::Invalid(e.0)).await;
+                return report(Ending::Invalid(e.0), None).await;
             }
         };
         write_file(&dir.join("env"), &env)?;
@@ -203,9 +207,22 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     let terminated = crate::signal::terminated();
     tokio::pin!(terminated);
     let exit_file = dir.join("exit-code");
+    let token = agent.token();
+    let redactor = super::secrets::redactor_for(
+        agent.client.clone(),
+        &agent.namespace,
+        Some(&agent.id.agent),
+        crate::plan::manifests::WORKER_CONTAINER,
+        token.as_deref(),
+        &agent.env,
+    )
+    .await;
+    let redactor = Arc::new(redactor);
+    let mut output = super::process::OutputRelay::new(dir.join("output"), name, redactor.clone());
     let ending = loop {
         tokio::select! {
             _ = check.tick() => {
+                output.pump(false);
                 if let Some(code) = read_exit_code(&exit_file) {
                     break Ending::Exited(code);
                 }
@@ -244,7 +261,12 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
             }
         }
     };
-    report(ending).await
+    output.pump(true);
+    // The end of the runner's output goes with the status, redacted as
+    // it was printed.
+    let tail = super::process::read_end(&dir.join("output"))
+        .and_then(|end| plan::output_tail(&end, &redactor));
+    report(ending, tail).await
 }
 
 /// Asks the runner to stop the task (SIGTERM, SIGKILL after `grace`; see

@@ -13,6 +13,7 @@ pub mod job;
 pub mod plan;
 pub mod pool;
 pub mod process;
+pub mod secrets;
 pub mod state;
 pub mod status;
 

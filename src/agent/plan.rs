@@ -322,12 +322,12 @@ pub fn finished_status(
 
 /// What `status.outputTail` keeps of a run's output `log` (the end of the
 /// file, as the agent wrote it): its last whole lines, at most
-/// [`OUTPUT_TAIL_LINES`] and [`OUTPUT_TAIL_BYTES`], with `secrets` (values
-/// the agent knows are secret) and the bundle's secret patterns redacted
-/// and anything not printable sanitised. `None` when it printed nothing.
-pub fn output_tail(log: &[u8], secrets: &[Vec<u8>]) -> Option<String> {
+/// [`OUTPUT_TAIL_LINES`] and [`OUTPUT_TAIL_BYTES`], redacted by `redactor`
+/// (the Secret values the agent knows, and the bundle's secret patterns)
+/// and with anything not printable sanitised. `None` when it printed
+/// nothing.
+pub fn output_tail(log: &[u8], redactor: &crate::ops::bundle::redact::Redactor) -> Option<String> {
     use crate::crd::{OUTPUT_TAIL_BYTES, OUTPUT_TAIL_LINES};
-    let redactor = crate::ops::bundle::redact::Redactor::new(secrets);
     // Redacted before it is cut, so a secret is never cut in two and missed.
     let start = log.len().saturating_sub(OUTPUT_TAIL_BYTES * 4);
     let mut window = &log[start..];
@@ -411,17 +411,19 @@ mod tests {
     #[test]
     fn the_output_tail_is_the_last_whole_lines_redacted_within_its_bounds() {
         use crate::crd::{OUTPUT_TAIL_BYTES, OUTPUT_TAIL_LINES};
-        assert_eq!(output_tail(b"", &[]), None);
-        assert_eq!(output_tail(b"\n  \n", &[]), None);
+        use crate::ops::bundle::redact::Redactor;
+        let none = Redactor::new(&[]);
+        assert_eq!(output_tail(b"", &none), None);
+        assert_eq!(output_tail(b"\n  \n", &none), None);
         let secret = b"s3cr3t-planted-value".to_vec();
         let log = b"plan: 3 to add\npassword is s3cr3t-planted-value\ndone\n";
-        let tail = output_tail(log, std::slice::from_ref(&secret)).expect("a tail");
+        let tail = output_tail(log, &Redactor::new(&[secret])).expect("a tail");
         assert!(!tail.contains("s3cr3t-planted-value"), "{tail}");
         assert!(tail.starts_with("plan: 3 to add\npassword is "), "{tail}");
         assert!(tail.ends_with("\ndone"), "{tail}");
         // Many lines: the last OUTPUT_TAIL_LINES, whole.
         let many: String = (0..500).map(|i| format!("line {i}\n")).collect();
-        let tail = output_tail(many.as_bytes(), &[]).expect("a tail");
+        let tail = output_tail(many.as_bytes(), &none).expect("a tail");
         let lines: Vec<&str> = tail.lines().collect();
         assert_eq!(lines.len(), OUTPUT_TAIL_LINES);
         assert_eq!(lines.last(), Some(&"line 499"));
@@ -433,12 +435,12 @@ mod tests {
         let long: String = (0..100)
             .map(|i| format!("{i:03} {}\n", "x".repeat(300)))
             .collect();
-        let tail = output_tail(long.as_bytes(), &[]).expect("a tail");
+        let tail = output_tail(long.as_bytes(), &none).expect("a tail");
         assert!(tail.len() <= OUTPUT_TAIL_BYTES, "{}", tail.len());
         assert!(tail.lines().all(|l| l.len() == 304), "{tail}");
         assert!(tail.ends_with(&format!("099 {}", "x".repeat(300))));
         // Invalid UTF-8 and control characters come out printable.
-        let tail = output_tail(b"ok \xff\x1b[31mred\n", &[]).expect("a tail");
+        let tail = output_tail(b"ok \xff\x1b[31mred\n", &none).expect("a tail");
         assert!(!tail.contains('\x1b'), "{tail:?}");
     }
 

@@ -226,16 +226,27 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
         path: work_dir.clone(),
         source,
     })?;
+    let token = agent.token();
+    let redactor = super::secrets::redactor_for(
+        agent.client.clone(),
+        &agent.namespace,
+        Some(&agent.id.agent),
+        crate::plan::manifests::AGENT_CONTAINER,
+        token.as_deref(),
+        &agent.env,
+    )
+    .await;
     let run_env = Arc::new(RunEnv {
         writer: writer.clone(),
         store: store.clone(),
         state: agent.state.clone(),
         agent_env: agent.env.clone(),
         allowlist: agent.config.env_forward_allowlist.clone(),
-        token: agent.token(),
+        token,
         work_dir,
         heartbeat: agent.config.heartbeat(),
         grace: agent.config.grace_shutdown(),
+        redactor: Arc::new(redactor),
     });
 
     let concurrency = usize::try_from(agent.config.concurrency)

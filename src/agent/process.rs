@@ -22,6 +22,7 @@ use super::plan::{self, Ending};
 use super::state::AgentState;
 use super::status::{StatusWriter, ownership_lost};
 use crate::crd::AgentTask;
+use crate::ops::bundle::redact::{RedactionCounts, Redactor};
 
 /// How often the running task's object is looked at (cancel, ownership):
 /// an in-memory store read, so cheap.
@@ -61,6 +62,9 @@ pub struct RunEnv {
     pub heartbeat: Duration,
     /// SIGTERM-to-SIGKILL time for cancel and timeout.
     pub grace: Duration,
+    /// Hides the Secret values the agent was handed ([`super::secrets`])
+    /// from the task output it prints and keeps.
+    pub redactor: Arc<Redactor>,
 }
 
 /// Runs the claimed `task` to its end and reports it. Never fails: every
@@ -74,15 +78,7 @@ pub async fn run_task(env: Arc<RunEnv>, task: AgentTask, stop: watch::Receiver<S
     // The run's own log file: its end goes into the status, then it goes
     // (an agent that runs for weeks must not keep one file per task).
     let log_path = env.work_dir.join(format!("{name}-{attempts}.log"));
-    let tail = read_end(&log_path).and_then(|end| {
-        let secrets: Vec<Vec<u8>> = env
-            .token
-            .iter()
-            .filter(|t| !t.is_empty())
-            .map(|t| t.as_bytes().to_vec())
-            .collect();
-        plan::output_tail(&end, &secrets)
-    });
+    let tail = read_end(&log_path).and_then(|end| plan::output_tail(&end, &env.redactor));
     if let Err(e) = std::fs::remove_file(&log_path)
         && e.kind() != std::io::ErrorKind::NotFound
     {
@@ -142,7 +138,7 @@ async fn supervise(
         Ok(v) => v,
         Err(e) => return Some(Ending::Invalid(e.0)),
     };
-    let spawned = spawn(&argv, &vars, &dir, &log_path, name);
+    let spawned = spawn(&argv, &vars, &dir, &log_path, name, env.redactor.clone());
     let (mut child, pgid, output) = match spawned {
         Ok(x) => x,
         Err(e) => {
@@ -229,7 +225,7 @@ async fn supervise(
 
 /// The last bytes of `path` (enough for [`plan::output_tail`]), or `None`
 /// when it cannot be read.
-fn read_end(path: &Path) -> Option<Vec<u8>> {
+pub(super) fn read_end(path: &Path) -> Option<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = std::fs::File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
@@ -278,6 +274,7 @@ fn spawn(
     dir: &Path,
     log_path: &Path,
     name: &str,
+    redactor: Arc<Redactor>,
 ) -> std::io::Result<Spawned> {
     let (program, args) = argv
         .split_first()
@@ -314,7 +311,7 @@ fn spawn(
     }
     drop(tx);
     let prefix = format!("[{name}] ");
-    let writer = tokio::task::spawn_blocking(move || write_output(rx, log, &prefix));
+    let writer = tokio::task::spawn_blocking(move || write_output(rx, log, &prefix, &redactor));
     let output = tokio::spawn(async move {
         for r in readers {
             let _ = r.await;
@@ -379,18 +376,102 @@ async fn read_lines(stream: impl AsyncRead + Unpin, tx: mpsc::Sender<Piece>) {
     }
 }
 
-/// The log file gets the bytes as printed; the pod log gets each piece as
-/// one prefixed line (a cut line continues on the next `[task]` line).
-fn write_output(mut rx: mpsc::Receiver<Piece>, mut log: std::fs::File, prefix: &str) {
-    while let Some(Piece(piece)) = rx.blocking_recv() {
-        let _ = log.write_all(&piece);
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(prefix.as_bytes());
-        let _ = out.write_all(&piece);
-        if piece.last() != Some(&b'\n') {
-            let _ = out.write_all(b"\n");
+/// Prints `piece` (already redacted) to the pod log as one `prefix`ed line.
+fn print_piece(prefix: &str, piece: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(prefix.as_bytes());
+    let _ = out.write_all(piece);
+    if piece.last() != Some(&b'\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
+/// Follows a file another process writes (a job-mode runner's `output`)
+/// and prints it as the agent prints its own tasks' output: in lines or
+/// [`OUTPUT_PIECE`]-byte pieces, redacted, `prefix`ed.
+pub struct OutputRelay {
+    path: std::path::PathBuf,
+    offset: u64,
+    pending: Vec<u8>,
+    prefix: String,
+    redactor: Arc<Redactor>,
+    counts: RedactionCounts,
+}
+
+impl OutputRelay {
+    /// A relay of `path` (which may not exist yet) for task `name`.
+    pub fn new(path: std::path::PathBuf, name: &str, redactor: Arc<Redactor>) -> Self {
+        OutputRelay {
+            path,
+            offset: 0,
+            pending: Vec::new(),
+            prefix: format!("[{name}] "),
+            redactor,
+            counts: RedactionCounts::new(),
         }
-        let _ = out.flush();
+    }
+
+    /// Prints what was added since the last call: whole lines (or
+    /// [`OUTPUT_PIECE`]-byte pieces of longer ones), and when `last` all
+    /// that is left. Reads at most 1 MiB per call unless `last`.
+    pub fn pump(&mut self, last: bool) {
+        use std::io::{Read, Seek, SeekFrom};
+        const MAX_READ: u64 = 1024 * 1024;
+        loop {
+            let mut read = 0;
+            if let Ok(mut file) = std::fs::File::open(&self.path)
+                && file.seek(SeekFrom::Start(self.offset)).is_ok()
+            {
+                let mut buf = Vec::new();
+                if let Ok(n) = file.take(MAX_READ).read_to_end(&mut buf) {
+                    read = n;
+                    self.offset += n as u64;
+                    self.pending.extend_from_slice(&buf);
+                }
+            }
+            self.print_pieces(false);
+            if !last || read == 0 {
+                break;
+            }
+        }
+        if last {
+            self.print_pieces(true);
+        }
+    }
+
+    fn print_pieces(&mut self, rest: bool) {
+        loop {
+            let window = &self.pending[..self.pending.len().min(OUTPUT_PIECE)];
+            let take = match window.iter().position(|b| *b == b'\n') {
+                Some(end) => end + 1,
+                None if window.len() == OUTPUT_PIECE => OUTPUT_PIECE,
+                None if rest && !window.is_empty() => window.len(),
+                None => break,
+            };
+            let piece: Vec<u8> = self.pending.drain(..take).collect();
+            let piece = self.redactor.redact_bytes(&piece, &mut self.counts);
+            print_piece(&self.prefix, &piece);
+        }
+    }
+}
+
+/// The log file gets the bytes as printed, and the pod log each piece as
+/// one prefixed line (a cut line continues on the next `[task]` line),
+/// both redacted: the Secret values the agent knows never leave it. (A
+/// value cut in two by a 16 KiB piece boundary of a longer line is not
+/// matched.)
+fn write_output(
+    mut rx: mpsc::Receiver<Piece>,
+    mut log: std::fs::File,
+    prefix: &str,
+    redactor: &Redactor,
+) {
+    let mut counts = RedactionCounts::new();
+    while let Some(Piece(piece)) = rx.blocking_recv() {
+        let piece = redactor.redact_bytes(&piece, &mut counts);
+        let _ = log.write_all(&piece);
+        print_piece(prefix, &piece);
     }
 }
 

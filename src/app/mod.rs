@@ -956,7 +956,8 @@ impl App {
                     Some(LogSource {
                         namespace: a.namespace.clone(),
                         pod: a.name.clone(),
-                        container: (a.component == "task").then(|| "runner".to_owned()),
+                        // A task pod's output is in its worker's log.
+                        container: (a.component == "task").then(|| "worker".to_owned()),
                         prefix: None,
                         task: None,
                     }),

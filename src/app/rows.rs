@@ -869,7 +869,9 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
         Some(LogSource {
             namespace: ns.clone(),
             pod: pod.name_any(),
-            container: Some("runner".into()),
+            // The worker prints the task's output, redacted (the runner's
+            // own log has none of it).
+            container: Some("worker".into()),
             prefix: None,
             task: Some(name.clone()),
         })

@@ -317,10 +317,33 @@ pub(crate) fn token_secret_missing_note(secret: &str, namespace: &str) -> String
     )
 }
 
+/// Whether the kubelet said of one of `pods` that it cannot mount `secret`
+/// because it does not exist: a `FailedMount` Event whose message names
+/// `secret "<name>" not found`, as kubelets word it. Pure.
+pub(crate) fn mount_says_secret_missing(
+    events: &[k8s_openapi::api::core::v1::Event],
+    pods: &[(&str, Option<&str>)],
+    secret: &str,
+) -> bool {
+    let words = format!("secret \"{secret}\" not found");
+    events.iter().any(|e| {
+        let about = &e.involved_object;
+        e.reason.as_deref() == Some("FailedMount")
+            && about.kind.as_deref() == Some("Pod")
+            && pods.iter().any(|(name, uid)| {
+                about.name.as_deref() == Some(*name)
+                    && (uid.is_none() || about.uid.is_none() || about.uid.as_deref() == *uid)
+            })
+            && e.message.as_deref().is_some_and(|m| m.contains(&words))
+    })
+}
+
 /// Says so (Degraded note, and a Warning Event when it starts) when the
-/// pool's token Secret is missing. Asked only while some pod of the pool
-/// waits to start, or while the pool still says the Secret is missing, so
-/// a steady pool costs no request.
+/// pool's token Secret is missing. The Secret itself is never read (the
+/// controller may not read Secrets): the pods of the pool that wait to
+/// start and the kubelet's `FailedMount` Events about them tell it. Asked
+/// only while some pod of the pool waits to start, so a steady pool costs
+/// no request.
 async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<CachedPod>]) {
     let Some(secret) = ctx
         .pool
@@ -337,23 +360,34 @@ async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<CachedPod>])
             .iter()
             .any(|c| c.type_ == "Degraded" && c.status == "True" && c.message.contains(&note))
     });
-    let waiting = pool_pods.iter().any(|p| {
-        p.metadata.deletion_timestamp.is_none()
-            && p.status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .unwrap_or("Pending")
-                == "Pending"
-    });
-    if !waiting && !said_before {
+    let waiting: Vec<(String, Option<String>)> = pool_pods
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .unwrap_or("Pending")
+                    == "Pending"
+        })
+        .map(|p| (p.name_any(), p.metadata.uid.clone()))
+        .collect();
+    if waiting.is_empty() {
         return;
     }
-    let api: Api<k8s_openapi::api::core::v1::Secret> =
+    let api: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(ctx.shared.client.clone(), &ctx.ns);
-    match api.get_metadata_opt(&secret).await {
-        Ok(Some(_)) => ctx.shared.api_ok(),
-        Ok(None) => {
+    let lp = kube::api::ListParams::default().fields("involvedObject.kind=Pod,reason=FailedMount");
+    match api.list(&lp).await {
+        Ok(list) => {
             ctx.shared.api_ok();
+            let pods: Vec<(&str, Option<&str>)> = waiting
+                .iter()
+                .map(|(n, u)| (n.as_str(), u.as_deref()))
+                .collect();
+            if !mount_says_secret_missing(&list.items, &pods, &secret) {
+                return;
+            }
             if !said_before {
                 tracing::warn!(pool = %ctx.name, namespace = %ctx.ns, %secret, "token Secret missing");
                 ctx.event(
@@ -368,7 +402,7 @@ async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<CachedPod>])
         }
         // Forbidden or a fault: say nothing rather than something wrong.
         Err(e) => {
-            tracing::debug!(pool = %ctx.name, %secret, error = %e, "cannot look up the token Secret");
+            tracing::debug!(pool = %ctx.name, %secret, error = %e, "cannot list the pods' mount Events");
             if said_before {
                 ctx.notes.push(note);
             }
@@ -1570,5 +1604,43 @@ mod tests {
         .expect("pod");
         assert_eq!(waiting_reason(Some(&pod)), "pod p: runner ImagePullBackOff");
         assert_eq!(waiting_reason(None), "no pod yet");
+    }
+
+    #[test]
+    fn only_a_failed_mount_of_a_waiting_pod_naming_the_secret_says_it_is_missing() {
+        let event = |reason: &str, pod: &str, uid: &str, message: &str| {
+            serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
+                "metadata": {"name": "e"},
+                "reason": reason,
+                "message": message,
+                "involvedObject": {"kind": "Pod", "name": pod, "uid": uid}
+            }))
+            .expect("event")
+        };
+        let missing =
+            "MountVolume.SetUp failed for volume \"token\" : secret \"agent-token\" not found";
+        let pods = [("agent-0", Some("u0"))];
+        for (events, want) in [
+            (vec![event("FailedMount", "agent-0", "u0", missing)], true),
+            (vec![event("FailedMount", "agent-1", "u1", missing)], false),
+            (vec![event("FailedMount", "agent-0", "old", missing)], false),
+            (vec![event("Scheduled", "agent-0", "u0", missing)], false),
+            (
+                vec![event(
+                    "FailedMount",
+                    "agent-0",
+                    "u0",
+                    "MountVolume.SetUp failed for volume \"ca\" : configmap \"agent-token\" not found",
+                )],
+                false,
+            ),
+            (vec![], false),
+        ] {
+            assert_eq!(
+                mount_says_secret_missing(&events, &pods, "agent-token"),
+                want,
+                "{events:?}"
+            );
+        }
     }
 }

@@ -19,7 +19,10 @@
 //! or finished. A container that restarts is followed on.
 //!
 //! Tails are redacted before they are stored: a ConfigMap is often readable
-//! by more people than pod logs.
+//! by more people than pod logs. The controller reads no Secret, so it
+//! cannot know their values: those are hidden where they are known, by the
+//! agent before it prints a task's output ([`crate::agent::secrets`]); the
+//! pattern rules here are a second pass over what any container printed.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

@@ -539,12 +539,273 @@ fn rules_for(api: &Api, user: &UserInfo, namespace: &str) -> Vec<Value> {
     rules
 }
 
+/// `(namespace, name)` of a service account's username.
+fn service_account_of(username: &str) -> Option<(&str, &str)> {
+    username
+        .strip_prefix("system:serviceaccount:")?
+        .split_once(':')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+}
+
 /// Whether RBAC lets `user` do `a`.
 pub fn allowed(api: &Api, user: &UserInfo, a: &Attributes) -> bool {
     user.is_master()
         || rules_for(api, user, &a.namespace)
             .iter()
             .any(|r| rule_allows(r, a))
+}
+
+/// [`allowed`], for the answer of an access review about a subject that
+/// may be named rather than authenticated (`kubectl auth can-i --as`,
+/// SubjectAccessReview): a service account that does not exist may do
+/// nothing, as its tokens are refused, whatever binding names it. (Its
+/// requests themselves are still authorized by RBAC alone, as kube-apiserver
+/// does: `system:authenticated` may ask an access review.)
+pub fn authorized(api: &Api, user: &UserInfo, a: &Attributes) -> bool {
+    if !user.is_master()
+        && let Some((ns, name)) = service_account_of(&user.username)
+        && api.store.get("serviceaccounts", ns, name).is_none()
+    {
+        return false;
+    }
+    allowed(api, user, a)
+}
+
+/// The user a request acts as when it carries `Impersonate-User` (and
+/// `Impersonate-Group`, `Impersonate-Uid`), as kube-apiserver's
+/// impersonation filter does: `user` must be allowed to `impersonate` each
+/// (`serviceaccounts` in the account's namespace, `users`, `groups`,
+/// `uids`), else 403 naming the first refused. The impersonated user gets
+/// the groups asked for, a service account its own groups, and
+/// `system:authenticated`. `Ok(None)`: no impersonation asked.
+pub fn impersonated(
+    api: &Api,
+    user: &UserInfo,
+    headers: &HeaderMap,
+) -> Result<Option<UserInfo>, ApiError> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect()
+    };
+    let users = values("impersonate-user");
+    let groups = values("impersonate-group");
+    let uids = values("impersonate-uid");
+    let Some(username) = users.first().cloned() else {
+        if groups.is_empty() && uids.is_empty() {
+            return Ok(None);
+        }
+        return Err(ApiError::new_status(
+            400,
+            "BadRequest",
+            "requested impersonation without a user",
+        ));
+    };
+    let impersonate = |api_group: &str, resource: &str, namespace: &str, name: &str| Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        api_group: api_group.into(),
+        resource: resource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        ..Attributes::default()
+    };
+    let account = service_account_of(&username);
+    let mut asked = vec![match account {
+        Some((ns, name)) => impersonate("", "serviceaccounts", ns, name),
+        None => impersonate("", "users", "", &username),
+    }];
+    asked.extend(groups.iter().map(|g| impersonate("", "groups", "", g)));
+    asked.extend(
+        uids.iter()
+            .map(|u| impersonate("authentication.k8s.io", "uids", "", u)),
+    );
+    if let Some(refused) = asked.iter().find(|a| !allowed(api, user, a)) {
+        return Err(forbidden(user, refused));
+    }
+    let mut as_user = match account {
+        Some((ns, name)) => UserInfo::service_account(ns, name, None),
+        None => UserInfo {
+            username: username.clone(),
+            uid: None,
+            groups: Vec::new(),
+        },
+    };
+    as_user.uid = uids.first().cloned();
+    for g in groups {
+        if !as_user.groups.contains(&g) {
+            as_user.groups.push(g);
+        }
+    }
+    if username != "system:anonymous" && !as_user.groups.iter().any(|g| g == "system:authenticated")
+    {
+        as_user.groups.push("system:authenticated".into());
+    }
+    Ok(Some(as_user))
+}
+
+/// Every `(verb, group, resource, name)` a PolicyRule grants, wildcards
+/// kept as `*` (only a holder of `*` covers them), as request attributes
+/// in `namespace`.
+fn granted_by(rule: &Value, namespace: &str) -> Vec<Attributes> {
+    let list =
+        |key: &str| -> Vec<String> { strings(&rule[key]).into_iter().map(str::to_owned).collect() };
+    let verbs = list("verbs");
+    let urls = list("nonResourceURLs");
+    let mut out = Vec::new();
+    if !urls.is_empty() {
+        for verb in &verbs {
+            for path in &urls {
+                out.push(Attributes {
+                    verb: verb.clone(),
+                    path: path.clone(),
+                    ..Attributes::default()
+                });
+            }
+        }
+        return out;
+    }
+    let mut names = list("resourceNames");
+    if names.is_empty() {
+        names.push(String::new());
+    }
+    for verb in &verbs {
+        for group in list("apiGroups") {
+            for full in list("resources") {
+                let (resource, subresource) = match full.split_once('/') {
+                    Some((r, s)) => (r.to_owned(), s.to_owned()),
+                    None => (full.clone(), String::new()),
+                };
+                for name in &names {
+                    out.push(Attributes {
+                        verb: verb.clone(),
+                        resource_request: true,
+                        api_group: group.clone(),
+                        resource: resource.clone(),
+                        subresource: subresource.clone(),
+                        name: name.clone(),
+                        namespace: namespace.to_owned(),
+                        path: String::new(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// kube-apiserver's RBAC escalation prevention, for a Role, ClusterRole,
+/// RoleBinding or ClusterRoleBinding `obj` that `user` writes in
+/// `namespace` (empty: cluster scope): a role may grant only what its
+/// writer holds there, unless the writer may `escalate` it; a binding may
+/// bind only a role whose every rule its writer holds there, unless the
+/// writer may `bind` it. A partial object (a merge patch) is checked for
+/// what it sets.
+pub fn escalation_check(
+    api: &Api,
+    user: &UserInfo,
+    plural: &str,
+    namespace: &str,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    if user.is_master() {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let rbac = "rbac.authorization.k8s.io";
+    let may = |verb: &str, resource: &str, role: &str| {
+        allowed(
+            api,
+            user,
+            &Attributes {
+                verb: verb.into(),
+                resource_request: true,
+                api_group: rbac.into(),
+                resource: resource.into(),
+                name: role.into(),
+                namespace: namespace.into(),
+                ..Attributes::default()
+            },
+        )
+    };
+    let rules: Vec<Value> = match plural {
+        "roles" | "clusterroles" => {
+            if may("escalate", plural, name) {
+                return Ok(());
+            }
+            obj["rules"].as_array().cloned().unwrap_or_default()
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let role_ref = &obj["roleRef"];
+            let Some(role) = role_ref["name"].as_str() else {
+                return Ok(());
+            };
+            let (resource, stored) = match role_ref["kind"].as_str() {
+                Some("ClusterRole") => (
+                    "clusterroles",
+                    api.store.get(&format!("clusterroles.{rbac}"), "", role),
+                ),
+                _ => (
+                    "roles",
+                    api.store.get(&format!("roles.{rbac}"), namespace, role),
+                ),
+            };
+            if may("bind", resource, role) {
+                return Ok(());
+            }
+            stored
+                .and_then(|r| r["rules"].as_array().cloned())
+                .unwrap_or_default()
+        }
+        _ => return Ok(()),
+    };
+    let held = rules_for(api, user, namespace);
+    let missing: Vec<&Value> = rules
+        .iter()
+        .filter(|rule| {
+            granted_by(rule, namespace)
+                .iter()
+                .any(|a| !held.iter().any(|h| rule_allows(h, a)))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = missing
+        .iter()
+        .map(|r| {
+            let field = |key: &str, label: &str| {
+                let v = strings(&r[key]);
+                (!v.is_empty()).then(|| format!("{label}:{v:?}"))
+            };
+            let parts: Vec<String> = [
+                field("apiGroups", "APIGroups"),
+                field("resources", "Resources"),
+                field("resourceNames", "ResourceNames"),
+                field("nonResourceURLs", "NonResourceURLs"),
+                field("verbs", "Verbs"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            format!("{{{}}}", parts.join(", "))
+        })
+        .collect();
+    let mut e = ApiError::new_status(
+        403,
+        "Forbidden",
+        format!(
+            "{plural}.{rbac} \"{name}\" is forbidden: user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held:\n{}",
+            user.username,
+            user.groups,
+            listed.join("\n")
+        ),
+    );
+    e.details = Some(json!({"group": rbac, "kind": plural, "name": name}));
+    Err(e)
 }
 
 /// Authenticates and authorizes every request before it is routed; the
@@ -558,6 +819,11 @@ pub async fn middleware(State(api): State<Arc<Api>>, mut req: Request, next: Nex
         },
         None if is_public(&path) => UserInfo::anonymous(),
         None => return super::server::error_response(&unauthorized()),
+    };
+    let user = match impersonated(&api, &user, req.headers()) {
+        Ok(Some(as_user)) => as_user,
+        Ok(None) => user,
+        Err(e) => return super::server::error_response(&e),
     };
     if path.starts_with("/sandbox/") && !user.is_master() {
         let a = Attributes {
@@ -687,7 +953,7 @@ pub fn review(
     mut obj: Value,
 ) -> Option<Value> {
     let decision = |subject: &UserInfo, a: &Attributes| {
-        if allowed(api, subject, a) {
+        if authorized(api, subject, a) {
             json!({"allowed": true, "reason": if subject.is_master() { "" } else { "RBAC: allowed by a role binding" }})
         } else {
             json!({"allowed": false})

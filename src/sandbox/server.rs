@@ -413,6 +413,29 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
     {
         return Ok(json_response(201, &answer, "application/json"));
     }
+    if group == "rbac.authorization.k8s.io"
+        && matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+        && target.subresource.is_none()
+        && let Ok(obj) = parse_body(
+            &body,
+            header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json"),
+        )
+        && obj.is_object()
+    {
+        let mut obj = obj;
+        if obj["metadata"]["name"].is_null()
+            && let Some(name) = &target.name
+        {
+            obj["metadata"]["name"] = json!(name);
+        }
+        super::auth::escalation_check(
+            api,
+            user,
+            plural,
+            target.namespace.as_deref().unwrap_or_default(),
+            &obj,
+        )?;
+    }
     let served = api.served(group, version, plural)?;
     if let Some(sub) = &target.subresource
         && !served.info.has_subresource(sub)

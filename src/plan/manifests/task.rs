@@ -47,6 +47,11 @@ pub const TASK_DIR: &str = "/shared/task";
 ///   the grace is over, and then reports and exits as for any other end.
 /// - `exit-code`: written by the runner (atomically, via rename) with the
 ///   task's exit status, which is also the runner's exit status.
+/// - `output`: written by the runner: the task's stdout and stderr. The
+///   worker prints it, redacted of the Secret values it knows, as
+///   `[task]` lines of its own log; the runner container's log carries no
+///   task output, so no Secret value a task prints reaches a pod log (nor
+///   the kept log tails or a log collector).
 ///
 /// SIGTERM/SIGINT to the runner are forwarded to the task: as PID 1 the shell
 /// would otherwise ignore them and the task would only ever see SIGKILL.
@@ -64,7 +69,7 @@ term=
 trap 'term=1; if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi' TERM INT
 (
   if [ -f "$task/env" ]; then set -a; . "$task/env"; set +a; fi
-  exec sh "$task/run.sh"
+  exec sh "$task/run.sh" >>"$task/output" 2>&1
 ) &
 child=$!
 if [ -n "$term" ]; then kill -TERM "$child" 2>/dev/null; fi
@@ -736,7 +741,10 @@ mod tests {
         std::fs::write(dir.path().join("env"), "GREETING='hello world'\n").expect("write env");
         std::fs::write(
             dir.path().join("run.sh"),
-            format!("printf '%s' \"$GREETING\" > '{}'\nexit 3\n", out.display()),
+            format!(
+                "printf '%s' \"$GREETING\" > '{}'\necho printed; echo to-stderr >&2\nexit 3\n",
+                out.display()
+            ),
         )
         .expect("write run.sh");
         std::fs::write(dir.path().join("ready"), "").expect("write ready");
@@ -746,6 +754,11 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(out).expect("task ran"),
             "hello world"
+        );
+        // What the task prints goes to `output`, for the worker to print.
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("output")).expect("output"),
+            "printed\nto-stderr\n"
         );
     }
 

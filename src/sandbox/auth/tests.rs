@@ -484,6 +484,7 @@ fn pods_get_the_api_access_volume_unless_automount_is_off() {
 fn access_and_rules_reviews_answer_from_rbac() {
     let api = api();
     namespace(&api, "team");
+    service_account(&api, "team", "bot");
     role(
         &api,
         "team",
@@ -566,4 +567,292 @@ fn access_and_rules_reviews_answer_from_rbac() {
     )
     .expect("a review");
     assert_eq!(sar["status"]["allowed"], true);
+}
+
+#[test]
+fn a_service_account_that_does_not_exist_is_allowed_nothing_when_named() {
+    let api = api();
+    namespace(&api, "team");
+    // A binding may name an account before (or after) it exists.
+    bind(
+        &api,
+        "team",
+        "viewers",
+        "ClusterRole",
+        "view",
+        json!([{"kind": "ServiceAccount", "name": "later", "namespace": "team"}]),
+    );
+    let later = UserInfo::service_account("team", "later", None);
+    let pods = attrs(Method::GET, "/api/v1/namespaces/team/pods");
+    assert!(!authorized(&api, &later, &pods));
+    let sar = |user: &str| {
+        review(
+            &api,
+            &UserInfo::admin(),
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            None,
+            json!({"spec": {"user": user,
+                            "resourceAttributes": {"namespace": "team", "verb": "list", "resource": "pods"}}}),
+        )
+        .expect("a review")["status"]["allowed"]
+            .clone()
+    };
+    assert_eq!(sar("system:serviceaccount:team:later"), json!(false));
+    assert_eq!(sar("system:serviceaccount:nosuch:nosuch"), json!(false));
+    service_account(&api, "team", "later");
+    assert!(authorized(&api, &later, &pods));
+    assert_eq!(sar("system:serviceaccount:team:later"), json!(true));
+}
+
+fn impersonating(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (k, v) in pairs {
+        headers.append(
+            axum::http::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+            v.parse().expect("value"),
+        );
+    }
+    headers
+}
+
+#[test]
+fn impersonation_acts_as_the_named_subject_and_needs_the_impersonate_verb() {
+    let api = api();
+    namespace(&api, "team");
+    service_account(&api, "team", "bot");
+    service_account(&api, "team", "ops");
+    role(
+        &api,
+        "team",
+        "reader",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+    );
+    bind(
+        &api,
+        "team",
+        "reader",
+        "Role",
+        "reader",
+        json!([{"kind": "ServiceAccount", "name": "bot", "namespace": "team"}]),
+    );
+    let pods = attrs(Method::GET, "/api/v1/namespaces/team/pods");
+    let secrets = attrs(Method::GET, "/api/v1/namespaces/team/secrets");
+    let admin = UserInfo::admin();
+
+    assert_eq!(
+        impersonated(&api, &admin, &HeaderMap::new()).expect("no impersonation"),
+        None
+    );
+    let bot = impersonated(
+        &api,
+        &admin,
+        &impersonating(&[("Impersonate-User", "system:serviceaccount:team:bot")]),
+    )
+    .expect("the admin may impersonate")
+    .expect("impersonated");
+    assert_eq!(bot, UserInfo::service_account("team", "bot", None));
+    assert!(authorized(&api, &bot, &pods));
+    assert!(!authorized(&api, &bot, &secrets));
+
+    // `kubectl auth can-i --as=system:serviceaccount:nosuch:nosuch`.
+    let nobody = impersonated(
+        &api,
+        &admin,
+        &impersonating(&[("Impersonate-User", "system:serviceaccount:nosuch:nosuch")]),
+    )
+    .expect("the admin may impersonate")
+    .expect("impersonated");
+    assert!(!authorized(&api, &nobody, &pods));
+
+    // Groups asked for are added; a user gets system:authenticated.
+    let alice = impersonated(
+        &api,
+        &admin,
+        &impersonating(&[
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Group", "devs"),
+            ("Impersonate-Group", "qa"),
+        ]),
+    )
+    .expect("allowed")
+    .expect("impersonated");
+    assert_eq!(alice.username, "alice");
+    assert_eq!(alice.groups, ["devs", "qa", "system:authenticated"]);
+
+    // Without the impersonate verb: refused, naming what was asked.
+    let ops = UserInfo::service_account("team", "ops", None);
+    let refused = impersonated(
+        &api,
+        &ops,
+        &impersonating(&[("Impersonate-User", "system:serviceaccount:team:bot")]),
+    )
+    .expect_err("ops may not impersonate");
+    assert_eq!(refused.code, 403);
+    assert_eq!(
+        refused.message,
+        "serviceaccounts \"bot\" is forbidden: User \"system:serviceaccount:team:ops\" \
+         cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"team\""
+    );
+    role(
+        &api,
+        "team",
+        "impersonator",
+        json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"],
+                "resourceNames": ["bot"]}]),
+    );
+    bind(
+        &api,
+        "team",
+        "impersonator",
+        "Role",
+        "impersonator",
+        json!([{"kind": "ServiceAccount", "name": "ops", "namespace": "team"}]),
+    );
+    assert!(
+        impersonated(
+            &api,
+            &ops,
+            &impersonating(&[("Impersonate-User", "system:serviceaccount:team:bot")]),
+        )
+        .is_ok()
+    );
+    let group_too = impersonated(
+        &api,
+        &ops,
+        &impersonating(&[
+            ("Impersonate-User", "system:serviceaccount:team:bot"),
+            ("Impersonate-Group", "system:masters"),
+        ]),
+    )
+    .expect_err("no group impersonation granted");
+    assert!(
+        group_too.message.contains("groups \"system:masters\""),
+        "{}",
+        group_too.message
+    );
+    let no_user = impersonated(
+        &api,
+        &admin,
+        &impersonating(&[("Impersonate-Group", "devs")]),
+    )
+    .expect_err("a group alone");
+    assert_eq!(no_user.code, 400);
+}
+
+#[test]
+fn roles_and_bindings_grant_only_what_their_writer_holds_unless_it_may_escalate_or_bind() {
+    let api = api();
+    namespace(&api, "team");
+    service_account(&api, "team", "ctl");
+    role(
+        &api,
+        "team",
+        "ctl",
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+             "verbs": ["create", "update", "patch"]}
+        ]),
+    );
+    bind(
+        &api,
+        "team",
+        "ctl",
+        "Role",
+        "ctl",
+        json!([{"kind": "ServiceAccount", "name": "ctl", "namespace": "team"}]),
+    );
+    let ctl = UserInfo::service_account("team", "ctl", None);
+    let role_of = |name: &str, rules: Value| json!({"metadata": {"name": name}, "rules": rules});
+    let reader = role_of(
+        "reader",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["p"]}]),
+    );
+    assert!(escalation_check(&api, &ctl, "roles", "team", &reader).is_ok());
+    let grab = role_of(
+        "grab",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+    );
+    let refused = escalation_check(&api, &ctl, "roles", "team", &grab).expect_err("escalation");
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused.message.starts_with(
+            "roles.rbac.authorization.k8s.io \"grab\" is forbidden: user \"system:serviceaccount:team:ctl\""
+        ) && refused.message.contains("is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"),
+        "{}",
+        refused.message
+    );
+    // Elsewhere it holds nothing.
+    assert!(escalation_check(&api, &ctl, "roles", "other", &reader).is_err());
+    // A wildcard is covered only by a wildcard.
+    let star = role_of(
+        "star",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}]),
+    );
+    assert!(escalation_check(&api, &ctl, "roles", "team", &star).is_err());
+
+    let binding = |role_kind: &str, role: &str| {
+        json!({"metadata": {"name": "b"},
+               "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+               "subjects": [{"kind": "ServiceAccount", "name": "x", "namespace": "team"}]})
+    };
+    role(&api, "team", "reader", reader["rules"].clone());
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("Role", "reader")
+        )
+        .is_ok()
+    );
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("ClusterRole", "admin")
+        )
+        .is_err()
+    );
+    // `bind` on that ClusterRole by name lets it bind what it does not hold.
+    role(
+        &api,
+        "team",
+        "binder",
+        json!([{"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["bind"],
+                "resourceNames": ["view"]}]),
+    );
+    bind(
+        &api,
+        "team",
+        "binder",
+        "Role",
+        "binder",
+        json!([{"kind": "ServiceAccount", "name": "ctl", "namespace": "team"}]),
+    );
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("ClusterRole", "view")
+        )
+        .is_ok()
+    );
+    assert!(
+        escalation_check(
+            &api,
+            &ctl,
+            "rolebindings",
+            "team",
+            &binding("ClusterRole", "edit")
+        )
+        .is_err()
+    );
+    assert!(escalation_check(&api, &UserInfo::admin(), "roles", "team", &grab).is_ok());
 }
