@@ -744,6 +744,9 @@ async fn a_restarted_controller_holds_a_busy_looking_pool_for_a_window() {
     })
     .await;
     cancel.cancel();
+    // Reasons name their time to the second: a restart within the same
+    // second as the first hold would name the same "until".
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     // A new controller remembers nothing of the need for 3 agents.
     let (_c, cancel) = h.controller(&config());
@@ -1549,6 +1552,20 @@ async fn an_idle_controller_only_watches_through_a_debug_pod_sweep() {
     let h = Harness::start().await;
     let (c, cancel) = h.controller(&config());
     eventually("watches synced", || async { c.is_synced().then_some(()) }).await;
+    // The debug-pod sweep lists its pods once the others are in: two lists
+    // of pods (the agents' and the debug pods'), then nothing but watches.
+    eventually("the debug-pod watch listed", || async {
+        let lists = h
+            .sandbox()
+            .api()
+            .faults
+            .requests()
+            .get("GET /api/v1/namespaces/default/pods")
+            .copied()
+            .unwrap_or(0);
+        (lists >= 2).then_some(())
+    })
+    .await;
     h.sandbox().api().faults.reset_requests();
     // Long enough for a debug pod sweep, which once listed pods.
     tokio::time::sleep(controller::debugpods::SWEEP_INTERVAL + Duration::from_secs(2)).await;
