@@ -115,6 +115,17 @@ pub struct SandboxArgs {
     /// Simulated nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: u32,
+    /// Compact the watch history this often, as kube-apiserver's
+    /// --etcd-compaction-interval: watches and lists from before the
+    /// previous compaction get 410 Gone (0 = never).
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration,
+          env = "AGENTDECK_SANDBOX_COMPACTION_INTERVAL")]
+    pub compaction_interval: Duration,
+    /// Delete Events this long after their last write, as kube-apiserver's
+    /// --event-ttl (0 = never).
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = parse_duration,
+          env = "AGENTDECK_SANDBOX_EVENT_TTL")]
+    pub event_ttl: Duration,
 }
 
 /// `agentdeck agent`.

@@ -1405,6 +1405,21 @@ impl Api {
         Ok(r)
     }
 
+    /// Drops the server-side apply configurations remembered for objects
+    /// that no longer exist (they died with the object on a real server;
+    /// kept, they grew with every object ever applied).
+    pub fn forget_applied_of_gone(&self) {
+        let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(res, ns, name, _), _| {
+            let stored = if res == "events.events.k8s.io" {
+                "events"
+            } else {
+                res
+            };
+            self.store.get(stored, ns, name).is_some()
+        });
+    }
+
     fn remember_applied(&self, s: &Served, ns: &str, name: &str, manager: &str, body: &[u8]) {
         if let Ok(v) = parse_apply_body(body) {
             self.last_applied
