@@ -509,6 +509,32 @@ mod tests {
     }
 
     #[test]
+    fn the_sandbox_forgets_as_its_flags_say() {
+        let sandbox = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Some(Command::Sandbox(a))) => (a.compaction_interval, a.event_ttl),
+            other => panic!("not a sandbox command: {other:?}"),
+        };
+        assert_eq!(
+            sandbox(&["agentdeck", "sandbox"]),
+            (Duration::from_secs(300), Duration::from_secs(3600))
+        );
+        assert_eq!(
+            sandbox(&[
+                "agentdeck",
+                "sandbox",
+                "--compaction-interval",
+                "60s",
+                "--event-ttl",
+                "0"
+            ]),
+            (Duration::from_secs(60), Duration::ZERO)
+        );
+        assert!(
+            Cli::try_parse_from(["agentdeck", "sandbox", "--compaction-interval", "soon"]).is_err()
+        );
+    }
+
+    #[test]
     fn daemon_and_demo_cannot_be_combined() {
         assert!(Cli::try_parse_from(["agentdeck", "--daemon", "--demo"]).is_err());
     }

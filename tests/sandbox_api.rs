@@ -765,3 +765,37 @@ fn history_is_compacted_on_the_interval_and_the_watcher_relists_to_match_the_api
         lists(&sb)
     );
 }
+
+#[test]
+fn a_watch_whose_client_left_ends_without_waiting_for_a_change() {
+    let sb = start();
+    let store = &sb.sandbox().api().store;
+    // Settled: the controllers and the kubelet are subscribed.
+    common::eventually_blocking("the controllers subscribed", || {
+        (store.subscribers() > 0).then_some(())
+    });
+    let before = store.subscribers();
+    // Secrets of a namespace nothing writes to: the watch has nothing to send.
+    let url = format!(
+        "{}/api/v1/namespaces/kube-public/secrets?watch=1",
+        sb.sandbox().url()
+    );
+    let watch = sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        sb.sandbox()
+            .http_client()
+            .expect("http client")
+            .get(&url)
+            .send()
+            .await
+            .expect("watch")
+    });
+    assert_eq!(watch.status(), 200);
+    common::eventually_blocking("the watch subscribed", || {
+        (store.subscribers() > before).then_some(())
+    });
+    drop(watch);
+    common::eventually_blocking("the watch's receiver gone with its client", || {
+        (store.subscribers() <= before).then_some(())
+    });
+}

@@ -133,6 +133,70 @@ impl Retention {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::api::Query;
+    use crate::sandbox::store::EventType;
+    use serde_json::json;
+
+    #[test]
+    fn events_of_both_groups_expire_as_deletions_and_other_objects_stay() {
+        let api = Api::new(crate::sandbox::builtin::builtin_resources());
+        let ttl = Duration::from_millis(50);
+        Retention {
+            event_ttl: ttl,
+            ..Retention::default()
+        }
+        .configure(&api);
+        let q = Query::default();
+        let core = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "p.1", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Started", "message": "started", "type": "Normal"});
+        let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "p.2", "namespace": "default"},
+            "regarding": {"kind": "Pod", "name": "p"}, "note": "stuck",
+            "reason": "Invalid", "type": "Warning", "action": "Reconcile",
+            "reportingController": "agentdeck", "reportingInstance": "agentdeck-0",
+            "eventTime": "2026-01-01T00:00:00.000000Z"});
+        api.create("", "v1", "events", Some("default"), core, &q)
+            .expect("core event created");
+        api.create("events.k8s.io", "v1", "events", Some("default"), v1, &q)
+            .expect("events.k8s.io event created");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kept", "namespace": "default"}});
+        api.create("", "v1", "configmaps", Some("default"), cm, &q)
+            .expect("configmap created");
+        let mut rx = api.store.subscribe();
+        assert_eq!(api.store.expire(), 0, "not yet");
+        std::thread::sleep(ttl * 2);
+        assert_eq!(api.store.expire(), 2);
+        assert_eq!(api.store.count("events"), 0);
+        assert!(api.store.get("configmaps", "default", "kept").is_some());
+        for _ in 0..2 {
+            let c = rx.try_recv().expect("a change");
+            assert_eq!(
+                (c.resource.as_str(), c.kind),
+                ("events", EventType::Deleted)
+            );
+        }
+    }
+
+    #[test]
+    fn a_zero_event_ttl_keeps_events() {
+        let api = Api::new(crate::sandbox::builtin::builtin_resources());
+        Retention {
+            event_ttl: Duration::ZERO,
+            ..Retention::default()
+        }
+        .configure(&api);
+        let ev = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "p.1", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}});
+        api.create("", "v1", "events", Some("default"), ev, &Query::default())
+            .expect("created");
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(api.store.expire(), 0);
+        assert_eq!(api.store.count("events"), 1);
+    }
 
     #[test]
     fn the_defaults_are_kube_apiservers() {

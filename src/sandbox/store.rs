@@ -465,6 +465,12 @@ impl Store {
         let _ = self.tx.send(Arc::new(change));
     }
 
+    /// How many receivers of changes there are (open watches and the
+    /// simulated controllers).
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// A receiver for every later change of every resource (for the
     /// simulated controllers).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
