@@ -13,10 +13,10 @@ use agentdeck::sandbox::Sandbox;
 use agentdeck::sandbox::retention::Retention;
 
 /// How often a test's sandbox compacts its watch history: far shorter than
-/// a real apiserver's 5 minutes, so that every test longer than a minute
+/// a real apiserver's 5 minutes, so that every test longer than 20 s
 /// crosses a compaction (watches and lists from before it get 410 Gone)
 /// and the client code under test has to recover as against a cluster.
-pub const TEST_COMPACTION_INTERVAL: Duration = Duration::from_secs(30);
+pub const TEST_COMPACTION_INTERVAL: Duration = Duration::from_secs(10);
 
 pub struct TestSandbox {
     pub rt: tokio::runtime::Runtime,
