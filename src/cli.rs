@@ -115,6 +115,17 @@ pub struct SandboxArgs {
     /// Simulated nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: u32,
+    /// Compact the watch history this often, as kube-apiserver's
+    /// --etcd-compaction-interval: watches and lists from before the
+    /// previous compaction get 410 Gone (0 = never).
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration,
+          env = "AGENTDECK_SANDBOX_COMPACTION_INTERVAL")]
+    pub compaction_interval: Duration,
+    /// Delete Events this long after their last write, as kube-apiserver's
+    /// --event-ttl (0 = never).
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = parse_duration,
+          env = "AGENTDECK_SANDBOX_EVENT_TTL")]
+    pub event_ttl: Duration,
 }
 
 /// `agentdeck agent`.
@@ -512,6 +523,32 @@ mod tests {
         assert_eq!(cli.global.namespace.as_deref(), Some("ops"));
         assert_eq!(cli.global.context.as_deref(), Some("kind"));
         assert!(matches!(cli.command, Some(Command::Crds)));
+    }
+
+    #[test]
+    fn the_sandbox_forgets_as_its_flags_say() {
+        let sandbox = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Some(Command::Sandbox(a))) => (a.compaction_interval, a.event_ttl),
+            other => panic!("not a sandbox command: {other:?}"),
+        };
+        assert_eq!(
+            sandbox(&["agentdeck", "sandbox"]),
+            (Duration::from_secs(300), Duration::from_secs(3600))
+        );
+        assert_eq!(
+            sandbox(&[
+                "agentdeck",
+                "sandbox",
+                "--compaction-interval",
+                "60s",
+                "--event-ttl",
+                "0"
+            ]),
+            (Duration::from_secs(60), Duration::ZERO)
+        );
+        assert!(
+            Cli::try_parse_from(["agentdeck", "sandbox", "--compaction-interval", "soon"]).is_err()
+        );
     }
 
     #[test]

@@ -81,11 +81,17 @@ fn run(cli: Cli) -> Result<()> {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".into());
+            let retention = agentdeck::sandbox::retention::Retention {
+                compaction_interval: args.compaction_interval,
+                event_ttl: args.event_ttl,
+                ..Default::default()
+            };
             runtime()?.block_on(agentdeck::sandbox::run_cli(
                 args.port,
                 args.nodes,
                 args.kubeconfig_out,
                 &namespace,
+                retention,
             ))?;
             Ok(())
         }

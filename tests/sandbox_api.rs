@@ -634,3 +634,168 @@ fn a_restart_through_the_admin_endpoint_drops_connections_and_keeps_the_store() 
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The configmaps `forget=yes` the API lists, by name with their versions
+/// (listed across namespaces, so as not to count as one of the watcher's
+/// lists of `default`).
+fn labelled(sb: &TestSandbox) -> Vec<(String, String)> {
+    let list = get(sb, "/api/v1/configmaps?labelSelector=forget%3Dyes").body;
+    let mut items: Vec<(String, String)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            let m = &i["metadata"];
+            (
+                m["name"].as_str().unwrap_or_default().to_owned(),
+                m["resourceVersion"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+#[test]
+fn history_is_compacted_on_the_interval_and_the_watcher_relists_to_match_the_api() {
+    use agentdeck::sandbox::retention::Retention;
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+    let retention = Retention {
+        compaction_interval: Duration::from_secs(1),
+        ..Retention::default()
+    };
+    let sb = TestSandbox::start_retaining(
+        agentdeck::sandbox::kubelet::KubeletConfig::from_env(),
+        retention,
+    );
+    let labelled_cm = |name: &str| {
+        let mut c = cm(name);
+        c["metadata"]["labels"] = json!({"forget": "yes"});
+        c
+    };
+    let a = post(&sb, CMS, labelled_cm("a")).body;
+    let rv_a = a["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_owned();
+    post(&sb, CMS, labelled_cm("b"));
+
+    let client = sb.client();
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let _driver = {
+        let _g = sb.rt.enter();
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+        // No bookmarks: the watch resumes from the last change it saw.
+        let cfg = watcher::Config::default()
+            .labels("forget=yes")
+            .disable_bookmarks();
+        let stream = reflector(writer, agentdeck::controller::listwatch::watcher(api, cfg))
+            .default_backoff();
+        sb.rt.spawn(stream.for_each(|_| async {}))
+    };
+    let cached = || {
+        let mut v: Vec<(String, String)> = reader
+            .state()
+            .iter()
+            .map(|c| {
+                (
+                    c.metadata.name.clone().unwrap_or_default(),
+                    c.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    common::eventually_blocking("the watcher's first list", || {
+        (cached() == labelled(&sb)).then_some(())
+    });
+    let lists = |sb: &TestSandbox| {
+        sb.sandbox()
+            .api()
+            .faults
+            .requests()
+            .get(&format!("GET {CMS}"))
+            .copied()
+            .unwrap_or(0)
+    };
+    let lists_before = lists(&sb);
+
+    // The watcher's connection goes and its reconnections fail while the
+    // objects change and the history is compacted past what it saw.
+    let faults = &sb.sandbox().api().faults;
+    faults.fail(agentdeck::sandbox::faults::FailRule {
+        path_prefix: CMS.into(),
+        method: Some("GET".into()),
+        code: 500,
+        count: u32::MAX,
+    });
+    faults.drop_watches();
+    let gone = call(&sb, "DELETE", &format!("{CMS}/a"), "", None);
+    assert_eq!(gone.code, 200, "{}", gone.body);
+    post(&sb, CMS, labelled_cm("c"));
+    let store = &sb.sandbox().api().store;
+    let written = store.current_rv();
+    // No write comes after: the first tick sees `written`, the next compacts to it.
+    common::eventually_blocking("a compaction past the last write", || {
+        (store.compacted_rv() >= written).then_some(())
+    });
+    faults.clear();
+
+    let expired = watch_lines(&sb, &format!("{CMS}?watch=1&resourceVersion={rv_a}"), |e| {
+        !e.is_empty()
+    });
+    assert_eq!(expired[0]["type"], "ERROR", "{expired:?}");
+    assert_eq!(expired[0]["object"]["code"], 410, "{expired:?}");
+    assert_eq!(expired[0]["object"]["reason"], "Expired", "{expired:?}");
+
+    common::eventually_blocking("the watcher's store to match the API again", || {
+        let api = labelled(&sb);
+        (cached() == api).then_some(api)
+    });
+    let names: Vec<String> = labelled(&sb).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["b", "c"]);
+    assert!(
+        lists(&sb) > lists_before,
+        "the watcher listed again after its watch got 410 (lists {} then {})",
+        lists_before,
+        lists(&sb)
+    );
+}
+
+#[test]
+fn a_watch_whose_client_left_ends_without_waiting_for_a_change() {
+    let sb = start();
+    let store = &sb.sandbox().api().store;
+    // Settled: the controllers and the kubelet are subscribed.
+    common::eventually_blocking("the controllers subscribed", || {
+        (store.subscribers() > 0).then_some(())
+    });
+    let before = store.subscribers();
+    // Secrets of a namespace nothing writes to: the watch has nothing to send.
+    let url = format!(
+        "{}/api/v1/namespaces/kube-public/secrets?watch=1",
+        sb.sandbox().url()
+    );
+    let watch = sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        sb.sandbox()
+            .http_client()
+            .expect("http client")
+            .get(&url)
+            .send()
+            .await
+            .expect("watch")
+    });
+    assert_eq!(watch.status(), 200);
+    common::eventually_blocking("the watch subscribed", || {
+        (store.subscribers() > before).then_some(())
+    });
+    drop(watch);
+    common::eventually_blocking("the watch's receiver gone with its client", || {
+        (store.subscribers() <= before).then_some(())
+    });
+}

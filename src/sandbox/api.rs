@@ -1405,6 +1405,21 @@ impl Api {
         Ok(r)
     }
 
+    /// Drops the server-side apply configurations remembered for objects
+    /// that no longer exist (they died with the object on a real server;
+    /// kept, they grew with every object ever applied).
+    pub fn forget_applied_of_gone(&self) {
+        let mut all = self.last_applied.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(res, ns, name, _), _| {
+            let stored = if res == "events.events.k8s.io" {
+                "events"
+            } else {
+                res
+            };
+            self.store.get(stored, ns, name).is_some()
+        });
+    }
+
     fn remember_applied(&self, s: &Served, ns: &str, name: &str, manager: &str, body: &[u8]) {
         if let Ok(v) = parse_apply_body(body) {
             self.last_applied
@@ -2506,7 +2521,54 @@ impl From<StoreError> for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::Query;
+    use super::{Api, Query, Target};
+
+    #[test]
+    fn apply_configurations_are_forgotten_with_their_object() {
+        let api = Api::new(crate::sandbox::builtin::builtin_resources());
+        let q = Query::parse(Some("fieldManager=m"));
+        let target = |name: &str| Target {
+            namespace: Some("default".into()),
+            name: Some(name.into()),
+            subresource: None,
+        };
+        for name in ["kept", "gone"] {
+            let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"}});
+            api.create("", "v1", "configmaps", Some("default"), cm, &q)
+                .expect("created");
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"k":"v"}}}}"#
+            );
+            api.patch(
+                "",
+                "v1",
+                "configmaps",
+                &target(name),
+                "application/apply-patch+yaml",
+                body.as_bytes(),
+                &q,
+            )
+            .expect("applied");
+        }
+        let remembered = |api: &Api| {
+            let mut names: Vec<String> = api
+                .last_applied
+                .lock()
+                .expect("lock")
+                .keys()
+                .map(|k| k.2.clone())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(remembered(&api), ["gone", "kept"]);
+        api.store
+            .delete("configmaps", "default", "gone")
+            .expect("deleted");
+        api.forget_applied_of_gone();
+        assert_eq!(remembered(&api), ["kept"]);
+    }
 
     #[test]
     fn boolean_query_values_are_true_unless_zero_or_false_in_any_case() {

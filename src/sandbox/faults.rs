@@ -25,6 +25,12 @@ pub struct FailRule {
     pub count: u32,
 }
 
+/// Distinct request keys counted before new ones are lumped together.
+pub const REQUEST_PATHS: usize = 10_000;
+
+/// Where requests to paths past [`REQUEST_PATHS`] are counted.
+pub const OTHER_PATHS: &str = "(other paths)";
+
 /// The fault switchboard.
 #[derive(Debug, Default)]
 pub struct Faults {
@@ -89,12 +95,21 @@ impl Faults {
     }
 
     /// Counts one API request under `"<VERB> <path>"`, where the verb is
-    /// the HTTP method, or `WATCH` for a GET with `watch=true|1`.
+    /// the HTTP method, or `WATCH` for a GET with `watch=true|1`. Past
+    /// [`REQUEST_PATHS`] distinct keys, new paths count under
+    /// `"<VERB> (other paths)"`: every object's name is in some path, so
+    /// under churn the table would otherwise grow for ever.
     pub fn record_request(&self, method: &str, path: &str, watch: bool) {
         let verb = if watch { "WATCH" } else { method };
-        *Self::lock(&self.requests)
-            .entry(format!("{verb} {path}"))
-            .or_default() += 1;
+        let key = format!("{verb} {path}");
+        let mut counts = Self::lock(&self.requests);
+        if let Some(n) = counts.get_mut(&key) {
+            *n += 1;
+        } else if counts.len() < REQUEST_PATHS {
+            counts.insert(key, 1);
+        } else {
+            *counts.entry(format!("{verb} {OTHER_PATHS}")).or_default() += 1;
+        }
     }
 
     /// Requests served since the start (or the last reset), by verb and path.
@@ -157,6 +172,19 @@ mod tests {
         assert_eq!(counts.get("WATCH /api/v1/pods"), Some(&1));
         f.reset_requests();
         assert!(f.requests().is_empty());
+    }
+
+    #[test]
+    fn request_counts_stop_growing_at_the_path_bound() {
+        let f = Faults::default();
+        for i in 0..REQUEST_PATHS + 50 {
+            f.record_request("GET", &format!("/api/v1/namespaces/d/pods/p{i}"), false);
+        }
+        f.record_request("GET", "/api/v1/namespaces/d/pods/p0", false);
+        let counts = f.requests();
+        assert_eq!(counts.len(), REQUEST_PATHS + 1);
+        assert_eq!(counts.get(&format!("GET {OTHER_PATHS}")), Some(&50));
+        assert_eq!(counts.get("GET /api/v1/namespaces/d/pods/p0"), Some(&2));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod namespaces;
 pub mod openapi_schemas;
 pub mod protobuf;
 pub mod registry;
+pub mod retention;
 pub mod schema;
 pub mod selector;
 pub mod server;
@@ -133,8 +134,29 @@ impl Sandbox {
         security: auth::Security,
         kubelet: kubelet::KubeletConfig,
     ) -> Result<Sandbox, SandboxError> {
+        Sandbox::start_retaining(
+            port,
+            nodes,
+            security,
+            kubelet,
+            retention::Retention::from_env(),
+        )
+        .await
+    }
+
+    /// [`Sandbox::start_full`] forgetting as `retention` says (compaction
+    /// interval, Events' time to live, history bounds) rather than as the
+    /// environment does.
+    pub async fn start_retaining(
+        port: u16,
+        nodes: u32,
+        security: auth::Security,
+        kubelet: kubelet::KubeletConfig,
+        retention: retention::Retention,
+    ) -> Result<Sandbox, SandboxError> {
         let mut api = Api::new(builtin::builtin_resources());
         api.security = security;
+        retention.configure(&api);
         let api = Arc::new(api);
         openapi_schemas::warm_up();
         let q = api::Query::default();
@@ -159,6 +181,7 @@ impl Sandbox {
             let _ = api.create(group, "v1", plural, Some("default"), obj, &q);
         }
         cluster::start(api.clone(), cluster_token.clone());
+        retention.spawn(api.clone(), cluster_token.clone());
         sb.kubelet = Some(kubelet::start_with(api, cluster_token, kubelet));
         Ok(sb)
     }
@@ -321,8 +344,17 @@ pub async fn run_cli(
     nodes: u32,
     kubeconfig_out: Option<PathBuf>,
     namespace: &str,
+    retention: retention::Retention,
 ) -> Result<(), SandboxError> {
-    let sb = Sandbox::start(port, nodes).await?;
+    let security = auth::Security::generate().map_err(SandboxError::Tls)?;
+    let sb = Sandbox::start_retaining(
+        port,
+        nodes,
+        security,
+        kubelet::KubeletConfig::from_env(),
+        retention,
+    )
+    .await?;
     let path = kubeconfig_out.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("agentdeck-sandbox-{}.kubeconfig", sb.addr().port()))
     });

@@ -1635,6 +1635,10 @@ async fn watch(
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = cancel.cancelled() => return,
+                // The client went away: without this a watch of a quiet
+                // resource would only notice at its timeout (30 min by
+                // default), keeping its task and receiver until then.
+                () = tx.closed() => return,
                 _ = tick.tick(), if bookmarks => {
                     if tx.send(Ok(encode("BOOKMARK", &bookmark(last_rv, false)))).await.is_err() {
                         return;

@@ -5,9 +5,17 @@
 //! The store knows nothing of API semantics (that is `api`); it only keeps
 //! objects keyed by resource, namespace and name, stamps resourceVersions and
 //! records what changed, atomically.
+//!
+//! It forgets as etcd under kube-apiserver does: the history is compacted on
+//! a timer ([`Store::compaction_tick`], each tick compacting to the
+//! revision seen at the tick before), and besides time it is capped by
+//! count and approximate bytes ([`HistoryLimits`]); objects of a resource
+//! with a time to live ([`Store::set_ttl`], Events) are deleted once that
+//! long has passed since their last write, as an etcd lease expiring.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -76,46 +84,121 @@ pub struct TooOld {
     pub oldest: u64,
 }
 
+/// How much watch history the store keeps at most, whatever its age: a
+/// burst of writes between two compaction ticks drops the oldest changes
+/// once either bound is passed, and that drop is a compaction (watches and
+/// lists from before it get 410 Gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryLimits {
+    /// Changes kept.
+    pub max_changes: usize,
+    /// Approximate memory of the object versions kept ([`approx_bytes`]).
+    pub max_bytes: usize,
+}
+
+/// Changes kept for watches at most (10,000).
+pub const DEFAULT_HISTORY_CHANGES: usize = 10_000;
+
+/// Approximate bytes of object versions kept for watches at most (64 MiB;
+/// a real etcd keeps whatever five to ten minutes of writes weigh, a
+/// laptop's test server should not hold a GiB after a burst).
+pub const DEFAULT_HISTORY_BYTES: usize = 64 << 20;
+
+impl Default for HistoryLimits {
+    fn default() -> Self {
+        HistoryLimits {
+            max_changes: DEFAULT_HISTORY_CHANGES,
+            max_bytes: DEFAULT_HISTORY_BYTES,
+        }
+    }
+}
+
+/// What the store reads the time from (for time-to-live), replaceable in tests.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
 struct Inner {
     rv: u64,
     objects: HashMap<ResourceKey, BTreeMap<ObjectKey, Arc<Value>>>,
-    history: VecDeque<Change>,
+    /// Each change with its object's approximate size.
+    history: VecDeque<(Change, usize)>,
+    history_bytes: usize,
     /// Watches asking for a resourceVersion before this get 410 Gone.
     compacted_rv: u64,
-    history_limit: usize,
+    limits: HistoryLimits,
+    /// The resourceVersion at the last compaction tick: the next tick
+    /// compacts to it (kube-apiserver's compactor does the same).
+    tick_rv: Option<u64>,
+    /// Time to live of the objects of these resources after each write.
+    ttls: HashMap<ResourceKey, Duration>,
+    /// When each write of an object with a time to live expires, with the
+    /// resourceVersion it wrote (a later write leaves that entry stale).
+    expiries: BTreeMap<(Instant, u64), (ResourceKey, ObjectKey)>,
 }
 
 /// The in-memory store. Cheap to clone-share behind an `Arc`.
 pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Change>>,
+    clock: Clock,
 }
-
-/// Default number of changes kept for watches (the real apiserver keeps a
-/// time window, 75 s by default in etcd compaction terms; a count suits a
-/// test server better).
-pub const DEFAULT_HISTORY: usize = 50_000;
 
 impl Default for Store {
     fn default() -> Self {
-        Store::new(DEFAULT_HISTORY)
+        Store::with_limits(HistoryLimits::default())
     }
 }
 
 impl Store {
-    /// An empty store that keeps `history_limit` changes for watches.
-    pub fn new(history_limit: usize) -> Self {
+    /// An empty store that keeps at most `max_changes` changes for watches
+    /// (and the default bytes).
+    pub fn new(max_changes: usize) -> Self {
+        Store::with_limits(HistoryLimits {
+            max_changes,
+            ..HistoryLimits::default()
+        })
+    }
+
+    /// An empty store that keeps history within `limits`.
+    pub fn with_limits(limits: HistoryLimits) -> Self {
         let (tx, _) = broadcast::channel(16_384);
         Store {
             inner: Mutex::new(Inner {
                 rv: 1,
                 objects: HashMap::new(),
                 history: VecDeque::new(),
+                history_bytes: 0,
                 compacted_rv: 0,
-                history_limit,
+                limits,
+                tick_rv: None,
+                ttls: HashMap::new(),
+                expiries: BTreeMap::new(),
             }),
             tx,
+            clock: Arc::new(Instant::now),
         }
+    }
+
+    /// The same store reading the time from `clock` (tests move it by hand).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Changes the history bounds; a lower bound applies at the next write.
+    pub fn set_limits(&self, limits: HistoryLimits) {
+        self.lock().limits = limits;
+    }
+
+    /// Objects of `resource` written from now on are deleted `ttl` after
+    /// their last write ([`Store::expire`]), as objects kube-apiserver
+    /// stores with an etcd lease (`--event-ttl` for Events). `None` keeps
+    /// them.
+    pub fn set_ttl(&self, resource: &str, ttl: Option<Duration>) {
+        let mut g = self.lock();
+        match ttl {
+            Some(ttl) => g.ttls.insert(resource.to_string(), ttl),
+            None => g.ttls.remove(resource),
+        };
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -163,6 +246,7 @@ impl Store {
         let touched = g
             .history
             .iter()
+            .map(|(c, _)| c)
             .rev()
             .take_while(|c| c.rv > at)
             .any(|c| c.resource == resource && ns.is_none_or(|ns| ns == c.namespace));
@@ -178,7 +262,13 @@ impl Store {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         };
-        for c in g.history.iter().rev().take_while(|c| c.rv > at) {
+        for c in g
+            .history
+            .iter()
+            .map(|(c, _)| c)
+            .rev()
+            .take_while(|c| c.rv > at)
+        {
             if c.resource != resource || ns.is_some_and(|ns| ns != c.namespace) {
                 continue;
             }
@@ -241,7 +331,15 @@ impl Store {
             .entry(resource.to_string())
             .or_default()
             .insert(key, obj.clone());
-        self.record(&mut g, resource, ns, EventType::Added, obj.clone(), None);
+        self.record(
+            &mut g,
+            resource,
+            ns,
+            name,
+            EventType::Added,
+            obj.clone(),
+            None,
+        );
         Ok(obj)
     }
 
@@ -275,6 +373,7 @@ impl Store {
             &mut g,
             resource,
             ns,
+            name,
             EventType::Modified,
             new.clone(),
             Some(old),
@@ -285,6 +384,16 @@ impl Store {
     /// Removes an object; the DELETED event carries it with a new resourceVersion.
     pub fn delete(&self, resource: &str, ns: &str, name: &str) -> Result<Arc<Value>, StoreError> {
         let mut g = self.lock();
+        self.delete_locked(&mut g, resource, ns, name)
+    }
+
+    fn delete_locked(
+        &self,
+        g: &mut Inner,
+        resource: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Arc<Value>, StoreError> {
         let key = (ns.to_string(), name.to_string());
         let Some(old) = g.objects.get_mut(resource).and_then(|m| m.remove(&key)) else {
             return Err(StoreError::NotFound);
@@ -295,9 +404,10 @@ impl Store {
         set_rv(&mut gone, rv);
         let gone = Arc::new(gone);
         self.record(
-            &mut g,
+            g,
             resource,
             ns,
+            name,
             EventType::Deleted,
             gone.clone(),
             Some(old),
@@ -305,15 +415,27 @@ impl Store {
         Ok(gone)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         g: &mut Inner,
         resource: &str,
         ns: &str,
+        name: &str,
         kind: EventType,
         object: Arc<Value>,
         previous: Option<Arc<Value>>,
     ) {
+        if kind != EventType::Deleted
+            && let Some(ttl) = g.ttls.get(resource).copied()
+        {
+            let at = (self.clock)() + ttl;
+            let rv = g.rv;
+            g.expiries.insert(
+                (at, rv),
+                (resource.to_string(), (ns.to_string(), name.to_string())),
+            );
+        }
         let change = Change {
             rv: g.rv,
             resource: resource.to_string(),
@@ -322,14 +444,31 @@ impl Store {
             object,
             previous,
         };
-        g.history.push_back(change.clone());
-        while g.history.len() > g.history_limit {
-            if let Some(c) = g.history.pop_front() {
-                g.compacted_rv = c.rv;
+        // `previous` is the object of an earlier change (or the version a
+        // compaction left), so counting each change's own object counts
+        // every version kept about once.
+        let bytes = approx_bytes(&change.object);
+        g.history.push_back((change.clone(), bytes));
+        g.history_bytes += bytes;
+        while g.history.len() > g.limits.max_changes
+            || (g.history_bytes > g.limits.max_bytes && g.history.len() > 1)
+        {
+            match g.history.pop_front() {
+                Some((c, b)) => {
+                    g.history_bytes -= b;
+                    g.compacted_rv = g.compacted_rv.max(c.rv);
+                }
+                None => break,
             }
         }
         // No receivers is fine: nobody is watching.
         let _ = self.tx.send(Arc::new(change));
+    }
+
+    /// How many receivers of changes there are (open watches and the
+    /// simulated controllers).
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
     }
 
     /// A receiver for every later change of every resource (for the
@@ -341,8 +480,65 @@ impl Store {
     /// Forgets all history: watches from any earlier resourceVersion get 410.
     pub fn compact(&self) {
         let mut g = self.lock();
-        g.history.clear();
-        g.compacted_rv = g.rv;
+        let rv = g.rv;
+        compact_locked(&mut g, rv);
+    }
+
+    /// Forgets the changes up to and including `rv` (etcd's compact): a
+    /// watch or list from a resourceVersion before `rv` gets 410 Gone, one
+    /// from `rv` or later is served. Never moves back.
+    pub fn compact_to(&self, rv: u64) {
+        let mut g = self.lock();
+        compact_locked(&mut g, rv);
+    }
+
+    /// One tick of kube-apiserver's compactor (`--etcd-compaction-interval`):
+    /// compacts to the resourceVersion the previous tick saw (none on the
+    /// first tick) and remembers the current one for the next. A change so
+    /// outlives one interval and at most two. Returns what it compacted to.
+    pub fn compaction_tick(&self) -> Option<u64> {
+        let mut g = self.lock();
+        let now = g.rv;
+        let previous = g.tick_rv.replace(now);
+        if let Some(rv) = previous {
+            compact_locked(&mut g, rv);
+        }
+        previous
+    }
+
+    /// Deletes the objects whose time to live has run out since their last
+    /// write (watchers see DELETED). Returns how many went.
+    pub fn expire(&self) -> usize {
+        let now = (self.clock)();
+        let mut g = self.lock();
+        let mut gone = 0;
+        while let Some(entry) = g.expiries.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, rv), (resource, (ns, name))) = entry.remove_entry();
+            let current = g
+                .objects
+                .get(&resource)
+                .and_then(|m| m.get(&(ns.clone(), name.clone())))
+                .map(|o| rv_of(o));
+            // Written again since: a later entry holds its expiry.
+            if current == Some(rv) && self.delete_locked(&mut g, &resource, &ns, &name).is_ok() {
+                gone += 1;
+            }
+        }
+        gone
+    }
+
+    /// The oldest resourceVersion a watch can start from (earlier ones get 410).
+    pub fn compacted_rv(&self) -> u64 {
+        self.lock().compacted_rv
+    }
+
+    /// Changes kept for watches, and their approximate bytes.
+    pub fn history_size(&self) -> (usize, usize) {
+        let g = self.lock();
+        (g.history.len(), g.history_bytes)
     }
 
     /// Changes to `resource` after `since`, plus a receiver for later ones,
@@ -362,6 +558,7 @@ impl Store {
         let past = g
             .history
             .iter()
+            .map(|(c, _)| c)
             .filter(|c| c.rv > since && c.resource == resource)
             .cloned()
             .collect();
@@ -386,6 +583,36 @@ impl Store {
                 .collect(),
         };
         (items, g.rv, rx)
+    }
+}
+
+fn compact_locked(g: &mut Inner, rv: u64) {
+    let rv = rv.min(g.rv);
+    while g.history.front().is_some_and(|(c, _)| c.rv <= rv) {
+        if let Some((_, b)) = g.history.pop_front() {
+            g.history_bytes -= b;
+        }
+    }
+    g.compacted_rv = g.compacted_rv.max(rv);
+}
+
+/// Roughly what a JSON value occupies in memory as a `serde_json::Value`:
+/// each node, each string's bytes, each map entry's key and bookkeeping.
+/// Within a small factor of the truth, which is all a history bound needs.
+pub fn approx_bytes(v: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    // A map entry: its key (a String) and its share of the tree's nodes.
+    const ENTRY: usize = std::mem::size_of::<String>() + 16;
+    match v {
+        Value::String(s) => NODE + s.len(),
+        Value::Array(a) => NODE + a.iter().map(approx_bytes).sum::<usize>(),
+        Value::Object(m) => {
+            NODE + m
+                .iter()
+                .map(|(k, v)| ENTRY + k.len() + approx_bytes(v))
+                .sum::<usize>()
+        }
+        _ => NODE,
     }
 }
 
@@ -531,6 +758,150 @@ mod tests {
         s.compact();
         assert!(s.watch_from("pods", s.current_rv() - 1).is_err());
         assert!(s.watch_from("pods", s.current_rv()).is_ok());
+    }
+
+    #[test]
+    fn a_compaction_tick_forgets_what_the_tick_before_saw() {
+        let s = Store::default();
+        let a = s.create("pods", "default", "a", obj("a")).expect("created");
+        assert_eq!(s.compaction_tick(), None, "the first tick only looks");
+        assert!(s.watch_from("pods", rv_of(&a) - 1).is_ok());
+        let seen = s.current_rv();
+        let b = s.create("pods", "default", "b", obj("b")).expect("created");
+        assert_eq!(s.compaction_tick(), Some(seen));
+        assert_eq!(
+            s.watch_from("pods", rv_of(&a) - 1).map(|_| ()),
+            Err(TooOld { oldest: seen + 1 })
+        );
+        assert!(s.list_at("pods", None, rv_of(&a) - 1).is_err());
+        // What came after the earlier tick is still there.
+        let (past, _rx) = s.watch_from("pods", seen).expect("after the compaction");
+        assert_eq!(past.len(), 1);
+        assert_eq!(rv_of(&past[0].object), rv_of(&b));
+        assert_eq!(s.list_at("pods", None, seen).expect("kept").len(), 1);
+        // The next tick forgets b's creation too.
+        s.compaction_tick();
+        assert!(s.watch_from("pods", seen).is_err());
+        assert!(s.watch_from("pods", rv_of(&b)).is_ok());
+        assert_eq!(s.history_size().0, 0);
+    }
+
+    #[test]
+    fn compact_to_keeps_later_changes_and_never_moves_back() {
+        let s = Store::default();
+        let a = s.create("pods", "default", "a", obj("a")).expect("created");
+        let b = s.create("pods", "default", "b", obj("b")).expect("created");
+        s.compact_to(rv_of(&a));
+        assert_eq!(s.compacted_rv(), rv_of(&a));
+        assert!(s.watch_from("pods", rv_of(&a) - 1).is_err());
+        let (past, _rx) = s.watch_from("pods", rv_of(&a)).expect("kept");
+        assert_eq!(past.len(), 1);
+        assert_eq!(rv_of(&past[0].object), rv_of(&b));
+        s.compact_to(1);
+        assert_eq!(s.compacted_rv(), rv_of(&a));
+    }
+
+    #[test]
+    fn a_burst_past_the_byte_bound_is_compacted_away() {
+        let limits = HistoryLimits {
+            max_changes: 1_000,
+            max_bytes: 64 * 1024,
+        };
+        let s = Store::with_limits(limits);
+        let first = s.current_rv();
+        let big = "x".repeat(4096);
+        for i in 0..100 {
+            let name = format!("p{i}");
+            let mut o = obj(&name);
+            o["spec"]["blob"] = json!(big);
+            s.create("pods", "default", &name, o).expect("created");
+        }
+        let (kept, bytes) = s.history_size();
+        assert!(bytes <= limits.max_bytes, "{bytes} bytes kept");
+        assert!(kept < 100 && kept > 5, "{kept} changes kept");
+        assert!(s.watch_from("pods", first).is_err());
+        assert!(s.list_at("pods", None, first).is_err());
+        let (past, _rx) = s
+            .watch_from("pods", s.current_rv() - 1)
+            .expect("the latest change is kept");
+        assert_eq!(past.len(), 1);
+    }
+
+    #[test]
+    fn a_value_weighs_at_least_its_text_and_not_wildly_more() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "args": ["sleep", "3600"]}]},
+            "status": {"phase": "Running", "podIP": "127.1.0.1"}});
+        let text = serde_json::to_vec(&pod).expect("serialises").len();
+        let bytes = approx_bytes(&pod);
+        assert!(bytes > text && bytes < 20 * text, "{bytes} for {text}");
+    }
+
+    fn manual_clock() -> (Clock, Arc<Mutex<Instant>>) {
+        let now = Arc::new(Mutex::new(Instant::now()));
+        let read = now.clone();
+        let clock: Clock = Arc::new(move || *read.lock().expect("clock"));
+        (clock, now)
+    }
+
+    #[tokio::test]
+    async fn objects_with_a_time_to_live_are_deleted_that_long_after_their_last_write() {
+        let (clock, now) = manual_clock();
+        let advance = |d: u64| *now.lock().expect("clock") += Duration::from_secs(d);
+        let s = Store::default().with_clock(clock);
+        s.set_ttl("events", Some(Duration::from_secs(60)));
+        s.create("events", "default", "e1", obj("e1"))
+            .expect("created");
+        s.create("pods", "default", "p", obj("p")).expect("created");
+        advance(30);
+        s.create("events", "default", "e2", obj("e2"))
+            .expect("created");
+        s.update::<()>("events", "default", "e1", |o| {
+            let mut n = o.clone();
+            n["count"] = json!(2);
+            Ok(Some(n))
+        })
+        .expect("ok")
+        .expect("updated");
+        let mut rx = s.subscribe();
+        advance(31);
+        assert_eq!(s.expire(), 0, "e1 was written again at 30 s");
+        advance(30);
+        assert_eq!(s.expire(), 2);
+        assert_eq!(s.count("events"), 0);
+        assert_eq!(s.count("pods"), 1, "pods have no time to live");
+        let mut deleted = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            assert_eq!(c.kind, EventType::Deleted);
+            deleted.push(
+                c.object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        }
+        deleted.sort();
+        assert_eq!(deleted, ["e1", "e2"]);
+        assert_eq!(s.expire(), 0);
+    }
+
+    #[test]
+    fn an_object_deleted_before_its_time_to_live_is_left_alone() {
+        let (clock, now) = manual_clock();
+        let s = Store::default().with_clock(clock);
+        s.set_ttl("events", Some(Duration::from_secs(1)));
+        s.create("events", "default", "e", obj("e"))
+            .expect("created");
+        s.delete("events", "default", "e").expect("deleted");
+        s.create("events", "default", "e", obj("e"))
+            .expect("created again");
+        let rv = s.current_rv();
+        *now.lock().expect("clock") += Duration::from_millis(500);
+        assert_eq!(s.expire(), 0);
+        *now.lock().expect("clock") += Duration::from_secs(1);
+        assert_eq!(s.expire(), 1);
+        assert_eq!(s.current_rv(), rv + 1, "one delete, for the second e");
     }
 
     #[tokio::test]

@@ -10,6 +10,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use agentdeck::sandbox::Sandbox;
+use agentdeck::sandbox::retention::Retention;
+
+/// How often a test's sandbox compacts its watch history: far shorter than
+/// a real apiserver's 5 minutes, so that every test longer than 20 s
+/// crosses a compaction (watches and lists from before it get 410 Gone)
+/// and the client code under test has to recover as against a cluster.
+pub const TEST_COMPACTION_INTERVAL: Duration = Duration::from_secs(10);
 
 pub struct TestSandbox {
     pub rt: tokio::runtime::Runtime,
@@ -24,15 +31,34 @@ impl TestSandbox {
     }
 
     /// A sandbox whose kubelet runs as configured (say, this build's
-    /// binary for `agentdeck` containers).
+    /// binary for `agentdeck` containers), compacting its history every
+    /// [`TEST_COMPACTION_INTERVAL`] unless the environment says otherwise.
     pub fn start_with(kubelet: agentdeck::sandbox::kubelet::KubeletConfig) -> Self {
+        let mut retention = Retention::from_env();
+        if std::env::var_os(agentdeck::sandbox::retention::COMPACTION_INTERVAL_ENV).is_none() {
+            retention.compaction_interval = TEST_COMPACTION_INTERVAL;
+        }
+        Self::start_retaining(kubelet, retention)
+    }
+
+    /// A sandbox that forgets as `retention` says.
+    pub fn start_retaining(
+        kubelet: agentdeck::sandbox::kubelet::KubeletConfig,
+        retention: Retention,
+    ) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
         let sandbox = rt
-            .block_on(Sandbox::start_with_kubelet(0, 2, kubelet))
+            .block_on(async {
+                let security =
+                    agentdeck::sandbox::auth::Security::generate().map_err(|e| e.to_string())?;
+                Sandbox::start_retaining(0, 2, security, kubelet, retention)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
             .expect("sandbox starts");
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");

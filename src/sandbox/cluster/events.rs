@@ -2,7 +2,7 @@
 //! `kubectl describe` and `kubectl get events` show what the controllers and
 //! the scheduler did.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -86,7 +86,7 @@ pub(crate) fn record(
         "{ns}|{}|{kind}|{reason}|{component}|{message}",
         meta::uid(involved)
     );
-    let known = seen().get(&key).cloned();
+    let known = seen().names.get(&key).cloned();
     if let Some(name) = known
         && let Some(first) = api.store.get(&EVENTS.key(), &ns, &name)
     {
@@ -124,11 +124,36 @@ pub(crate) fn record(
     }
 }
 
-/// Which event each (object, reason, message …) was first recorded as.
+/// Occurrences remembered for aggregation: client-go's EventCorrelator
+/// keeps an LRU cache of 4096; without a bound the table grew with every
+/// pod ever started.
+const SEEN_LIMIT: usize = 4096;
+
+/// Which event each (object, reason, message …) was first recorded as, the
+/// [`SEEN_LIMIT`] latest first recordings.
+#[derive(Default)]
+struct Seen {
+    names: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl Seen {
+    fn insert(&mut self, key: String, name: String) {
+        if self.names.insert(key.clone(), name).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > SEEN_LIMIT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.names.remove(&oldest);
+            }
+        }
+    }
+}
+
 /// Object uids are unique across sandboxes, so one table serves them all.
-fn seen() -> std::sync::MutexGuard<'static, HashMap<String, String>> {
-    static SEEN: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
-    SEEN.get_or_init(|| Mutex::new(HashMap::new()))
+fn seen() -> std::sync::MutexGuard<'static, Seen> {
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
+    SEEN.get_or_init(|| Mutex::new(Seen::default()))
         .lock()
         .unwrap_or_else(|p| p.into_inner())
 }
@@ -155,6 +180,25 @@ mod tests {
         assert_eq!(ev["involvedObject"]["uid"], "u1");
         assert_eq!(ev["source"]["component"], "default-scheduler");
         assert_eq!(ev["firstTimestamp"], "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn the_aggregation_table_keeps_only_the_latest_first_recordings() {
+        let mut seen = Seen::default();
+        for i in 0..=SEEN_LIMIT {
+            seen.insert(format!("k{i}"), format!("e{i}"));
+        }
+        seen.insert(format!("k{SEEN_LIMIT}"), "again".into());
+        assert_eq!(seen.names.len(), SEEN_LIMIT);
+        assert_eq!(seen.order.len(), SEEN_LIMIT);
+        assert!(!seen.names.contains_key("k0"));
+        assert_eq!(seen.names.get("k1").map(String::as_str), Some("e1"));
+        assert_eq!(
+            seen.names
+                .get(&format!("k{SEEN_LIMIT}"))
+                .map(String::as_str),
+            Some("again")
+        );
     }
 
     #[test]
