@@ -488,8 +488,10 @@ fn main() {
     let screen = console.screen();
     let shown: BTreeSet<String> = screen
         .split_whitespace()
+        // A row's first cell sits against the table's border.
+        .map(|w| w.trim_matches(|c| c == '│' || c == '…'))
         .filter(|w| w.starts_with(&format!("iac-agent-{POOL}-")))
-        .map(|w| w.trim_end_matches('…').to_owned())
+        .map(str::to_owned)
         .collect();
     let unmatched_api: Vec<&String> = running
         .iter()

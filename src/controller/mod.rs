@@ -247,6 +247,13 @@ pub(crate) struct Shared {
     /// Per `namespace/pool`: when a burst's first scaling decision was made
     /// and the pool's last scale time before it (see `gate`).
     pub burst_scaled: Mutex<HashMap<String, (Instant, Option<Timestamp>)>>,
+    /// Each pool's recent needs (`namespace/pool`), for the scale-down
+    /// stabilization window. Bounded twice: a history holds at most one
+    /// entry per distinct need (see [`crate::plan::autoscale::Recommendations`]),
+    /// and one not recorded for a few resyncs (a deleted pool, a spell as
+    /// follower) is dropped at the next record and seeded again.
+    pub recommendations:
+        Mutex<std::collections::BTreeMap<String, crate::plan::autoscale::Recommendations>>,
     pub last_reconcile: Mutex<Option<Timestamp>>,
     pub synced: Arc<AtomicBool>,
     pub api_unreachable_since: Mutex<Option<Instant>>,
@@ -817,6 +824,7 @@ pub fn start_with(
         applied: Mutex::default(),
         scaled: Mutex::default(),
         burst_scaled: Mutex::default(),
+        recommendations: Mutex::default(),
         last_reconcile: Mutex::default(),
         synced,
         api_unreachable_since: Mutex::default(),

@@ -1,9 +1,9 @@
 //! One pool reconcile: read the stores, ask the planners, write the
 //! difference, record Events. Kept thin; the deciding is in `crate::plan`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -45,16 +45,6 @@ const STORE_LAG: Duration = Duration::from_secs(5);
 /// part of the same decision (see `gate`: the follow-up comes once the pool
 /// has been quiet for `DEBOUNCE`).
 const BURST: Duration = Duration::from_secs(2);
-
-/// Each pool's recent needs, for the scale-down stabilization window, per
-/// `identity/namespace/pool`: the identity is unique per controller, so two
-/// controllers in one process (tests, the console beside a daemon) keep
-/// their own. Bounded twice: a history holds at most one entry per distinct
-/// need (see [`Recommendations`]), and a history not recorded for a while
-/// (a deleted pool, a controller gone) is dropped at the next record.
-/// Process state rather than a field of `Shared` only to keep this change
-/// out of the controller's module.
-static RECOMMENDATIONS: Mutex<BTreeMap<String, Recommendations>> = Mutex::new(BTreeMap::new());
 
 pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Result<Action> {
     let started = Instant::now();
@@ -736,9 +726,10 @@ async fn deployment_mode(
     // A leading controller decides at least once a resync; a history older
     // than a few resyncs was not recorded by a leader and is seeded again.
     let stale_after = shared.config.resync_interval().max(Duration::from_secs(1)) * 3;
-    let history_key = format!("{}/{key}", shared.identity);
+    let history_key = key.clone();
     let recommendations = {
-        let histories = RECOMMENDATIONS
+        let histories = shared
+            .recommendations
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         Recommendations::fresh_or_seeded(
@@ -802,6 +793,7 @@ async fn deployment_mode(
         None => decide(&input),
     };
     record_recommendation(
+        shared,
         history_key,
         input.recommendations,
         now,
@@ -986,6 +978,7 @@ async fn deployment_mode(
 /// Records `need` in the history a decision used, and drops the histories
 /// no decision recorded within `stale_after` (they would be seeded again).
 fn record_recommendation(
+    shared: &Shared,
     key: String,
     mut history: Recommendations,
     now: Timestamp,
@@ -994,7 +987,8 @@ fn record_recommendation(
     stale_after: Duration,
 ) {
     history.record(now, need, window);
-    let mut histories = RECOMMENDATIONS
+    let mut histories = shared
+        .recommendations
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     histories.retain(|_, h| {
