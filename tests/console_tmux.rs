@@ -154,7 +154,8 @@ fn the_demo_opens_on_live_pools_and_a_tasks_logs_are_one_drill_down_away() {
     assert!(s.contains("report-0006"), "{s}");
     t.send(&["Enter"]);
     // The job-mode report task prints 3,000 lines: once it started, Enter
-    // opens its Job pod's runner log.
+    // opens its Job pod's worker log (the worker prints the runner's
+    // output, redacted, with the task's prefix, which the view strips).
     t.wait("report-0006 started", |s| {
         Tmux::row_with(s, "report-0006")
             .is_some_and(|r| r.contains("Running") || r.contains("Succeeded"))
@@ -164,7 +165,11 @@ fn the_demo_opens_on_live_pools_and_a_tasks_logs_are_one_drill_down_away() {
         s.contains("Logs: task report-0006") && s.contains("aws_s3_object.asset[")
     });
     assert!(s.contains("job report-0006"), "{s}");
-    assert!(s.contains("(runner)"), "{s}");
+    assert!(s.contains("(worker)"), "{s}");
+    assert!(
+        !s.contains("[report-0006] "),
+        "the task's prefix is stripped: {s}"
+    );
     // Back to the filtered tasks, then the filter cleared.
     t.send(&["Escape"]);
     t.wait("back in the tasks", |s| {

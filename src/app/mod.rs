@@ -937,7 +937,7 @@ impl App {
         let found = match kind {
             ViewKind::Tasks => s.tasks.get(i).map(|t| {
                 let title = match &t.log {
-                    Some(src) if src.prefix.is_some() => {
+                    Some(src) if t.job.is_none() => {
                         format!("task {} on agent {}", t.name, src.pod)
                     }
                     Some(src) => format!(

@@ -872,7 +872,8 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
             // The worker prints the task's output, redacted (the runner's
             // own log has none of it).
             container: Some("worker".into()),
-            prefix: None,
+            // It prints them `[task] `-prefixed, as an agent does.
+            prefix: Some(format!("[{name}] ")),
             task: Some(name.clone()),
         })
     } else {
