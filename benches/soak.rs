@@ -53,11 +53,26 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// A child process killed when dropped.
+/// A child process stopped when dropped: SIGTERM, so that the sandbox
+/// stops its containers (the agents are its children; a SIGKILL would
+/// leave them running), then SIGKILL if it has not ended within 15 s.
 struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let asked = Instant::now();
+        while asked.elapsed() < Duration::from_secs(15) {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
