@@ -688,12 +688,14 @@ async fn a_pool_under_a_trickle_settles_and_says_why_it_holds() {
 
     // The work is done: the steady pool holds its agents for the window and
     // says until when.
+    // (The trickle ends when its last task is marked done; the controller may
+    // still count it running for a moment, so wait for the idle reason.)
     let top = *steady.last().expect("replicas");
-    let reason = eventually("the stabilizing reason", || async {
+    let reason = eventually("the stabilizing reason with nothing running", || async {
         let reason = h.pool("steady").await.status?.scale_reason?;
-        reason
-            .starts_with(&format!("stabilizing: hold at {top} until "))
-            .then_some(reason)
+        (reason.starts_with(&format!("stabilizing: hold at {top} until "))
+            && reason.contains("0 pending, 0 running"))
+        .then_some(reason)
     })
     .await;
     assert!(
