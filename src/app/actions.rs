@@ -6,12 +6,10 @@
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent};
-use tui_input::Input;
-use tui_input::backend::crossterm::EventHandler;
 
 use super::keymap::Action;
 use super::rows::{AgentRow, PoolRow, TaskRow};
-use super::{App, Command, ViewKind};
+use super::{App, Command, Field, ViewKind};
 use crate::crd::TaskPhase;
 
 /// Something the user asked the cluster to do (carried out by the ops
@@ -192,7 +190,7 @@ pub struct Dialog {
     pub body: Vec<String>,
     /// Typed value (scale: `min-max`, `=N 30m`, `clear`); once it is
     /// accepted the dialog asks for the preview and a yes.
-    pub input: Option<Input>,
+    pub input: Option<Field>,
     pub request: ActionRequest,
     /// Error shown under the input.
     pub error: Option<String>,
@@ -358,10 +356,15 @@ impl App {
     /// marked (and still there), else the selected one.
     fn targets<'a, R: super::rows::Row>(&self, kind: ViewKind, rows: &'a [R]) -> Vec<&'a R> {
         let t = self.table(kind);
+        // Only marked rows on screen: never one hidden by a filter.
         let marked: Vec<&R> = if t.marks.is_empty() {
             Vec::new()
         } else {
-            rows.iter().filter(|r| t.marks.contains(r.key())).collect()
+            t.visible
+                .iter()
+                .filter_map(|&i| rows.get(i as usize))
+                .filter(|r| t.marks.contains(r.key()))
+                .collect()
         };
         if !marked.is_empty() {
             return marked;
@@ -494,7 +497,7 @@ impl App {
             }
             _ => {
                 if let Some(input) = &mut d.input {
-                    input.handle_event(&crossterm::event::Event::Key(k));
+                    input.key(k);
                     d.error = None;
                 }
                 Vec::new()
@@ -534,7 +537,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
             Dialog {
                 title: title_of("Scale", pools),
                 body: vec![now, format!("{SCALE_HELP}:")],
-                input: Some(Input::new(if many {
+                input: Some(Field::prefilled(if many {
                     String::new()
                 } else {
                     format!("{}-{}", first.min, first.max)

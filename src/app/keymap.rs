@@ -166,6 +166,12 @@ impl Key {
     pub fn from_event(e: &KeyEvent) -> Key {
         let ctrl = e.modifiers.contains(KeyModifiers::CONTROL);
         let code = match e.code {
+            // Terminals send ctrl-\ ] ^ _ as 0x1C–0x1F, which crossterm
+            // reads as ctrl-4 … ctrl-7: give them back their names.
+            KeyCode::Char('4') if ctrl => KeyCode::Char('\\'),
+            KeyCode::Char('5') if ctrl => KeyCode::Char(']'),
+            KeyCode::Char('6') if ctrl => KeyCode::Char('^'),
+            KeyCode::Char('7') if ctrl => KeyCode::Char('_'),
             KeyCode::Char(c) if ctrl => KeyCode::Char(c.to_ascii_lowercase()),
             c => c,
         };
@@ -333,6 +339,8 @@ mod tests {
             ("shift-n", ev(KeyCode::Char('N'), KeyModifiers::SHIFT)),
             ("ctrl-c", ev(KeyCode::Char('c'), KeyModifiers::CONTROL)),
             ("Ctrl-K", ev(KeyCode::Char('k'), KeyModifiers::CONTROL)),
+            // What a terminal's 0x1C decodes to.
+            ("ctrl-\\", ev(KeyCode::Char('4'), KeyModifiers::CONTROL)),
             ("enter", ev(KeyCode::Enter, KeyModifiers::NONE)),
             ("space", ev(KeyCode::Char(' '), KeyModifiers::NONE)),
             ("f5", ev(KeyCode::F(5), KeyModifiers::NONE)),

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod audit;
+pub mod field;
 pub mod filter;
 #[doc(hidden)]
 pub mod fixtures;
@@ -21,9 +22,8 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use jiff::Timestamp;
-use tui_input::Input;
-use tui_input::backend::crossterm::EventHandler;
 
+pub use field::Field;
 use filter::Filter;
 use keymap::{Action, Key, Keymap, Scope};
 use logs::{LogBuffer, LogLine};
@@ -250,7 +250,12 @@ pub struct TableState {
     /// Row indices shown (filtered, in order).
     pub visible: Vec<u32>,
     pub selected: usize,
+    /// The key of the selected row's object: the selection follows it
+    /// through re-sorts, inserts and deletes, not its row number.
+    pub selected_key: Option<String>,
     pub offset: usize,
+    /// Marked rows' keys: only rows shown, cleared when the view or its
+    /// filter changes.
     pub marks: BTreeSet<String>,
     stale: bool,
 }
@@ -281,11 +286,19 @@ pub struct YamlState {
     pub loaded: bool,
 }
 
+/// Where a table's selected object is after its rows changed.
+enum Kept {
+    Nothing,
+    At(usize),
+    FilteredOut,
+    Gone(String),
+}
+
 /// A one-line input at the bottom (`:` or `/`).
 #[derive(Debug, Clone)]
 pub enum Prompt {
-    Command(Input),
-    Filter(Input),
+    Command(Field),
+    Filter(Field),
 }
 
 /// A short message in the corner.
@@ -338,7 +351,7 @@ impl Default for AppOptions {
 /// Commands of the `:` bar.
 pub const COMMANDS: &[&str] = &[
     "pools", "agents", "tasks", "events", "audit", "bundle", "help", "quit", "q", "ap", "at", "po",
-    "ev", "shell",
+    "pod", "ev", "shell",
 ];
 
 /// The console.
@@ -453,10 +466,10 @@ impl App {
             Msg::Key(k) => self.key(k),
             Msg::Paste(text) => {
                 if let Some(Prompt::Command(input) | Prompt::Filter(input)) = &mut self.prompt {
-                    for c in text.chars().filter(|c| !c.is_control()) {
-                        input.handle(tui_input::InputRequest::InsertChar(c));
-                    }
+                    input.paste(&text);
                     self.prompt_changed();
+                } else if let Some(input) = self.dialog.as_mut().and_then(|d| d.input.as_mut()) {
+                    input.paste(&text);
                 }
                 Vec::new()
             }
@@ -582,6 +595,11 @@ impl App {
             .keymap
             .lookup(key, self.scope(), self.opts.read_only)
         else {
+            if let Some(hint) = k9s_hint(key)
+                && self.opts.keymap.lookup(key, Scope::Table, false).is_none()
+            {
+                self.toast(hint.to_owned(), false);
+            }
             return Vec::new();
         };
         self.act(action)
@@ -616,7 +634,7 @@ impl App {
                 Vec::new()
             }
             Action::Command => {
-                self.prompt = Some(Prompt::Command(Input::default()));
+                self.prompt = Some(Prompt::Command(Field::default()));
                 self.command_cursor = None;
                 Vec::new()
             }
@@ -631,7 +649,7 @@ impl App {
                     Screen::Yaml { .. } => return Vec::new(),
                     Screen::Audit => self.audit.table.filter_text.clone(),
                 };
-                self.prompt = Some(Prompt::Filter(Input::new(current)));
+                self.prompt = Some(Prompt::Filter(Field::prefilled(current)));
                 Vec::new()
             }
             Action::Back => {
@@ -639,6 +657,13 @@ impl App {
                     && !self.table(kind).filter_text.is_empty()
                 {
                     self.set_filter(kind, String::new());
+                    return Vec::new();
+                }
+                if let Some((kind, _)) = self.table_kind()
+                    && !self.table(kind).marks.is_empty()
+                {
+                    self.tables[kind.index()].marks.clear();
+                    self.toast("marks cleared".into(), false);
                     return Vec::new();
                 }
                 if *self.screen() == Screen::Audit && !self.audit.table.filter_text.is_empty() {
@@ -714,7 +739,12 @@ impl App {
             }
             Action::ClearMarks => {
                 if let Some((kind, _)) = self.table_kind() {
-                    self.tables[kind.index()].marks.clear();
+                    let t = &mut self.tables[kind.index()];
+                    let n = t.marks.len();
+                    t.marks.clear();
+                    if n > 0 {
+                        self.toast(format!("{n} mark(s) cleared"), false);
+                    }
                 }
                 Vec::new()
             }
@@ -807,6 +837,12 @@ impl App {
     fn entered(&mut self, from: &Screen) -> Vec<Command> {
         let mut out = Vec::new();
         let to = self.screen().clone();
+        if let Screen::Table { kind, .. } = from
+            && from != &to
+        {
+            // Marks belong to the view they were made in.
+            self.tables[kind.index()].marks.clear();
+        }
         if matches!(from, Screen::Logs { .. }) && from != &to {
             self.logs = None;
             out.push(Command::StopLogs);
@@ -877,14 +913,7 @@ impl App {
     }
 
     fn selected_key(&self, kind: ViewKind) -> Option<String> {
-        let i = self.selected_index(kind)?;
-        let s = &self.snapshot;
-        Some(match kind {
-            ViewKind::Pools => s.pools.get(i)?.key.clone(),
-            ViewKind::Agents => s.agents.get(i)?.key.clone(),
-            ViewKind::Tasks => s.tasks.get(i)?.key.clone(),
-            ViewKind::Events => s.events.get(i)?.key.clone(),
-        })
+        self.row_key(kind, self.selected_index(kind)?)
     }
 
     fn selected_pool_name(&self) -> Option<String> {
@@ -1018,9 +1047,12 @@ impl App {
                 self.prompt = None;
                 self.run_command(&line)
             }
-            (Prompt::Command(input), KeyCode::Tab | KeyCode::Right) => {
-                if let Some(s) = complete(input.value()) {
-                    *input = Input::new(s.to_owned());
+            (Prompt::Command(input), KeyCode::Tab) | (Prompt::Command(input), KeyCode::Right)
+                if input.cursor() == input.value().chars().count() =>
+            {
+                let snapshot = self.snapshot.clone();
+                if let Some(s) = complete_line(input.value(), &snapshot) {
+                    input.set(s);
                 }
                 Vec::new()
             }
@@ -1036,7 +1068,7 @@ impl App {
                     (cur + 1).min(n)
                 };
                 self.command_cursor = Some(next);
-                *input = Input::new(self.command_history.get(next).cloned().unwrap_or_default());
+                *input = Field::new(self.command_history.get(next).cloned().unwrap_or_default());
                 Vec::new()
             }
             (Prompt::Filter(_), KeyCode::Enter) => {
@@ -1047,13 +1079,9 @@ impl App {
                 Vec::new()
             }
             (Prompt::Command(input) | Prompt::Filter(input), _) => {
-                let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-                if ctrl && k.code == KeyCode::Char('u') {
-                    *input = Input::default();
-                } else {
-                    input.handle_event(&crossterm::event::Event::Key(k));
+                if input.key(k) {
+                    self.prompt_changed();
                 }
-                self.prompt_changed();
                 Vec::new()
             }
         }
@@ -1094,7 +1122,7 @@ impl App {
         let arg = words.next().map(str::to_owned);
         let kind = match cmd {
             "pools" | "pool" | "ap" | "agentpools" => Some(ViewKind::Pools),
-            "agents" | "agent" | "po" | "pods" => Some(ViewKind::Agents),
+            "agents" | "agent" | "po" | "pod" | "pods" => Some(ViewKind::Agents),
             "tasks" | "task" | "at" | "agenttasks" => Some(ViewKind::Tasks),
             "events" | "event" | "ev" => Some(ViewKind::Events),
             _ => None,
@@ -1110,6 +1138,30 @@ impl App {
             "shell" | "sh" | "attach" => self.shell_named(arg, words.next()),
             "help" => {
                 self.help = true;
+                Vec::new()
+            }
+            "ns" | "namespace" | "namespaces" => {
+                let now = if self.opts.all_namespaces {
+                    "every namespace (-A)".to_owned()
+                } else {
+                    format!("namespace {}", self.opts.namespace)
+                };
+                self.toast(
+                    format!(
+                        "not in agentdeck: the console watches {now}; start it with -n NAME or -A"
+                    ),
+                    false,
+                );
+                Vec::new()
+            }
+            "ctx" | "context" | "contexts" => {
+                self.toast(
+                    format!(
+                        "not in agentdeck: the console runs against context {}; start it with --context NAME",
+                        self.opts.context
+                    ),
+                    false,
+                );
                 Vec::new()
             }
             other => {
@@ -1131,10 +1183,12 @@ impl App {
 
     fn set_filter(&mut self, kind: ViewKind, text: String) {
         let t = &mut self.tables[kind.index()];
+        if t.filter_text != text {
+            // Marks act on what is shown: a new filter starts over.
+            t.marks.clear();
+        }
         t.filter = Filter::parse(&text);
         t.filter_text = text;
-        t.selected = 0;
-        t.offset = 0;
         self.refilter(kind, false);
     }
 
@@ -1164,7 +1218,8 @@ impl App {
     /// Recomputes a table's order (when `resort`) and visible rows, keeping
     /// the selected row selected when it is still there.
     fn refilter(&mut self, kind: ViewKind, resort: bool) {
-        let keep_key = self.selected_key(kind);
+        let keep_key = self.tables[kind.index()].selected_key.clone();
+        let showing = self.table_kind().map(|(k, _)| k) == Some(kind);
         let pool = match self.screen() {
             Screen::Table { kind: k, pool } if *k == kind => pool.clone(),
             _ => None,
@@ -1181,20 +1236,68 @@ impl App {
                 }
                 let keep = |r: &_| pool.as_deref().is_none_or(|p| Row::pool(r) == Some(p));
                 t.visible = t.filter.apply(rows, &t.order, keep, matcher);
-                keep_key.and_then(|k| t.visible.iter().position(|&i| rows[i as usize].key() == k))
+                if !t.marks.is_empty() {
+                    let shown: BTreeSet<&str> =
+                        t.visible.iter().map(|&i| rows[i as usize].key()).collect();
+                    t.marks.retain(|k| shown.contains(k.as_str()));
+                }
+                match keep_key.as_deref() {
+                    None => Kept::Nothing,
+                    Some(k) => match t.visible.iter().position(|&i| rows[i as usize].key() == k) {
+                        Some(at) => Kept::At(at),
+                        None if rows.iter().any(|r| r.key() == k) => Kept::FilteredOut,
+                        None => {
+                            Kept::Gone(k.split_once('/').map_or(k, |(_, name)| name).to_owned())
+                        }
+                    },
+                }
             }};
         }
-        let found = match kind {
+        let kept = match kind {
             ViewKind::Pools => run!(&snap.pools),
             ViewKind::Agents => run!(&snap.agents),
             ViewKind::Tasks => run!(&snap.tasks),
             ViewKind::Events => run!(&snap.events),
         };
         t.stale = false;
-        if let Some(i) = found {
-            t.selected = i;
+        let mut gone = None;
+        match kept {
+            Kept::At(i) => t.selected = i,
+            // Not shown under the new filter: back to the top.
+            Kept::FilteredOut => t.selected = 0,
+            // Deleted: its neighbour moves up into its place.
+            Kept::Gone(name) => gone = Some(name),
+            Kept::Nothing => {}
         }
         self.clamp(kind);
+        if let Some(name) = gone
+            && showing
+            && kind != ViewKind::Events
+        {
+            let now = self.tables[kind.index()]
+                .selected_key
+                .as_deref()
+                .map(|k| k.split_once('/').map_or(k, |(_, n)| n).to_owned());
+            let what = &kind.as_str()[..kind.as_str().len() - 1];
+            self.toast(
+                match now {
+                    Some(n) => format!("{what} {name} is gone; selected {n}"),
+                    None => format!("{what} {name} is gone"),
+                },
+                false,
+            );
+        }
+    }
+
+    /// The key of row `i` of table `kind` in the current snapshot.
+    fn row_key(&self, kind: ViewKind, i: usize) -> Option<String> {
+        let s = &self.snapshot;
+        Some(match kind {
+            ViewKind::Pools => s.pools.get(i)?.key.clone(),
+            ViewKind::Agents => s.agents.get(i)?.key.clone(),
+            ViewKind::Tasks => s.tasks.get(i)?.key.clone(),
+            ViewKind::Events => s.events.get(i)?.key.clone(),
+        })
     }
 
     fn clamp_all(&mut self) {
@@ -1214,6 +1317,16 @@ impl App {
             t.offset = t.selected + 1 - page;
         }
         t.offset = t.offset.min(n.saturating_sub(page));
+        // A stale table's rows are of an older snapshot: its key stays
+        // until it is filtered again.
+        if !t.stale {
+            let row = t.visible.get(t.selected).map(|&i| i as usize);
+            let key = row.and_then(|i| self.row_key(kind, i));
+            let t = &mut self.tables[kind.index()];
+            if key.is_some() {
+                t.selected_key = key;
+            }
+        }
     }
 
     fn move_by(&mut self, delta: i64) -> Vec<Command> {
@@ -1268,6 +1381,63 @@ impl App {
             self.toast(format!("no line matches {what:?}"), false);
         }
     }
+}
+
+/// What Tab makes of a `:` line: the command completed, or its argument
+/// (a pool's name after `:pools`/`:agents`/`:tasks`/`:events`/`:bundle`, an
+/// agent's after `:shell`) completed as far as the names agree.
+pub fn complete_line(line: &str, snapshot: &Snapshot) -> Option<String> {
+    let Some((cmd, arg)) = line.trim_start().split_once(' ') else {
+        return complete(line).map(str::to_owned);
+    };
+    let arg = arg.trim_start();
+    if arg.contains(' ') {
+        return None;
+    }
+    let names: Vec<&str> = match cmd {
+        "pools" | "pool" | "ap" | "agentpools" | "agents" | "agent" | "po" | "pod" | "pods"
+        | "tasks" | "task" | "at" | "agenttasks" | "events" | "event" | "ev" | "bundle" => {
+            snapshot.pools.iter().map(|p| p.name.as_str()).collect()
+        }
+        "shell" | "sh" | "attach" => snapshot.agents.iter().map(|a| a.name.as_str()).collect(),
+        _ => return None,
+    };
+    let matching: Vec<&str> = names.into_iter().filter(|n| n.starts_with(arg)).collect();
+    let first = *matching.first()?;
+    // The longest prefix every match shares.
+    let mut common = first.len();
+    for m in &matching[1..] {
+        common = first
+            .bytes()
+            .zip(m.bytes())
+            .take(common)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    let completed = &first[..common];
+    (completed.len() > arg.len()).then(|| format!("{cmd} {completed}"))
+}
+
+/// What a k9s habit does here, for keys agentdeck does not bind: the
+/// console answers instead of doing nothing.
+pub fn k9s_hint(key: Key) -> Option<&'static str> {
+    let c = match key.code {
+        KeyCode::Char(c) => c,
+        _ => return None,
+    };
+    Some(match (key.ctrl, c) {
+        (false, '0' | '6' | '7' | '8' | '9') => {
+            "not in agentdeck: 1–5 are the views (pools agents tasks events audit); -A at start for every namespace"
+        }
+        (true, 'a') => {
+            "not in agentdeck: commands are :pools :agents :tasks :events :audit :bundle :shell :q (Tab completes)"
+        }
+        (false, 'e') => "not in agentdeck: y shows the YAML; edit with kubectl edit",
+        (true, 'd') => {
+            "not in agentdeck: nothing is deleted from here; ctrl-k cancels a task, d drains"
+        }
+        _ => return None,
+    })
 }
 
 /// The completion of a `:` command prefix.

@@ -1094,3 +1094,218 @@ fn ctrl_w_toggles_wide_columns_in_tables() {
     send(&mut a, [ctrl('w')]);
     assert!(!a.wide);
 }
+
+/// A snapshot of `tasks` fixture tasks, the task list shuffled the way
+/// rebuilt stores come back (not in the order of the last snapshot), with
+/// the tasks named in `drop` gone.
+fn reshuffled(tasks: usize, drop: &[&str]) -> Msg {
+    let now = fixtures::now();
+    let mut src = fixtures::sources(now, tasks);
+    src.tasks.reverse();
+    src.tasks.rotate_left(7);
+    src.tasks
+        .retain(|t| !drop.contains(&t.metadata.name.as_deref().unwrap_or_default()));
+    Msg::Snapshot(Arc::new(rows::build(&src, now, &thresholds())))
+}
+
+fn selected_name(a: &App, kind: ViewKind) -> String {
+    visible_names(a, kind)[a.table(kind).selected].clone()
+}
+
+#[test]
+fn the_selection_stays_on_its_object_when_the_rows_are_rebuilt_in_another_order() {
+    let mut a = app();
+    send(&mut a, [key('3'), key('j'), key('j')]);
+    let picked = selected_name(&a, ViewKind::Tasks);
+    // Five new tasks arrive, and the store hands the rows over in another
+    // order: the cursor stays on the task, not on row 2.
+    send(&mut a, [reshuffled(45, &[])]);
+    assert_eq!(selected_name(&a, ViewKind::Tasks), picked);
+    assert!(a.toast.is_none(), "{:?}", a.toast);
+    // And an action goes to it.
+    let row = a.selected_object().expect("a row");
+    assert_eq!(row.name, picked);
+}
+
+#[test]
+fn when_the_selected_object_goes_its_neighbour_is_selected_and_the_console_says_so() {
+    let mut a = app();
+    send(&mut a, [key('3'), key('j'), key('j')]);
+    let names = visible_names(&a, ViewKind::Tasks);
+    let picked = names[2].clone();
+    let next = names[3].clone();
+    send(&mut a, [reshuffled(40, &[&picked])]);
+    assert_eq!(selected_name(&a, ViewKind::Tasks), next);
+    let toast = a.toast.as_ref().expect("a toast").text.clone();
+    assert!(toast.contains(&format!("task {picked} is gone")), "{toast}");
+    assert!(toast.contains(&next), "{toast}");
+}
+
+#[test]
+fn the_selection_stays_on_its_object_through_a_filter_that_keeps_it() {
+    let mut a = app();
+    send(&mut a, [key('3')]);
+    // Pick a running task further down, then filter on "running".
+    let names = visible_names(&a, ViewKind::Tasks);
+    let i = names
+        .iter()
+        .position(|n| {
+            a.snapshot
+                .tasks
+                .iter()
+                .any(|t| &t.name == n && t.phase == crate::crd::TaskPhase::Running)
+        })
+        .expect("a running task");
+    for _ in 0..i {
+        send(&mut a, [key('j')]);
+    }
+    let picked = selected_name(&a, ViewKind::Tasks);
+    send(&mut a, typed("/running"));
+    assert_eq!(selected_name(&a, ViewKind::Tasks), picked);
+}
+
+#[test]
+fn marks_are_cleared_by_a_new_filter_and_by_leaving_the_view() {
+    let mut a = app();
+    send(&mut a, [key('3'), key(' '), key(' ')]);
+    assert_eq!(a.table(ViewKind::Tasks).marks.len(), 2);
+    send(&mut a, typed("/running"));
+    assert!(a.table(ViewKind::Tasks).marks.is_empty());
+    send(&mut a, [code(KeyCode::Enter), key(' ')]);
+    assert_eq!(a.table(ViewKind::Tasks).marks.len(), 1);
+    // Enter and Esc on the same filter keep them: the filter did not change.
+    send(&mut a, [key('/'), code(KeyCode::End), code(KeyCode::Enter)]);
+    assert_eq!(a.table(ViewKind::Tasks).marks.len(), 1);
+    send(&mut a, [key('2'), key('3')]);
+    assert!(a.table(ViewKind::Tasks).marks.is_empty());
+}
+
+#[test]
+fn an_action_takes_only_the_marked_rows_on_screen() {
+    let mut a = app();
+    send(&mut a, [key('3')]);
+    send(&mut a, typed("/running"));
+    send(&mut a, [code(KeyCode::Enter), key(' ')]);
+    let marked = selected_name_at(&a, 0);
+    // A task deleted from under its mark is not acted on.
+    send(&mut a, [reshuffled(40, &[&marked])]);
+    assert!(a.table(ViewKind::Tasks).marks.is_empty());
+    send(&mut a, [key(' ')]);
+    let now_marked = selected_name_at(&a, 0);
+    let before = a.table(ViewKind::Tasks).marks.clone();
+    assert_eq!(before.len(), 1);
+    send(&mut a, [ctrl('k')]);
+    let d = a.dialog.as_ref().expect("a confirmation");
+    assert!(d.title.contains("Cancel 1 "), "{}", d.title);
+    let said = d.body.join("\n");
+    assert!(said.contains(&now_marked), "{said}");
+    assert!(!said.contains(&marked), "{said}");
+}
+
+fn selected_name_at(a: &App, row: usize) -> String {
+    visible_names(a, ViewKind::Tasks)[row].clone()
+}
+
+#[test]
+fn the_terminals_ctrl_backslash_and_esc_clear_marks() {
+    let mut a = app();
+    send(&mut a, [key('3'), key(' '), key(' ')]);
+    // 0x1C, as crossterm decodes it.
+    send(&mut a, [ctrl('4')]);
+    assert!(a.table(ViewKind::Tasks).marks.is_empty());
+    assert!(a.toast.as_ref().is_some_and(|t| t.text.contains("2 mark")));
+    send(&mut a, [key(' ')]);
+    send(&mut a, [code(KeyCode::Esc)]);
+    assert!(a.table(ViewKind::Tasks).marks.is_empty());
+    // Esc with nothing marked leaves the view as before.
+    assert_eq!(a.table_kind().map(|(k, _)| k), Some(ViewKind::Tasks));
+    send(&mut a, [code(KeyCode::Esc)]);
+    assert_eq!(a.table_kind().map(|(k, _)| k), Some(ViewKind::Pools));
+}
+
+#[test]
+fn typed_bounds_replace_the_scale_prompts_prefilled_ones() {
+    let mut a = app();
+    send(&mut a, [key('s')]);
+    let d = a.dialog.as_ref().expect("the scale dialog");
+    let input = d.input.as_ref().expect("an input");
+    assert_eq!(input.value(), "0-20", "the bounds of pool batch, prefilled");
+    assert!(input.selected());
+    send(&mut a, typed("2-8"));
+    let d = a.dialog.as_ref().expect("the scale dialog");
+    assert_eq!(d.input.as_ref().expect("an input").value(), "2-8");
+    let cmds = send(&mut a, [code(KeyCode::Enter)]);
+    assert!(
+        matches!(
+            &cmds[..],
+            [Command::PreviewAction(ActionRequest::ScalePool {
+                min: 2,
+                max: 8,
+                ..
+            })]
+        ),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn slash_on_an_active_filter_replaces_it_when_typed_and_edits_it_from_its_end() {
+    let mut a = app();
+    send(&mut a, [key('3')]);
+    send(&mut a, typed("/drift"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    send(&mut a, typed("/apply"));
+    assert_eq!(a.table(ViewKind::Tasks).filter_text, "apply");
+    send(
+        &mut a,
+        [code(KeyCode::Enter), key('/'), code(KeyCode::Backspace)],
+    );
+    assert_eq!(a.table(ViewKind::Tasks).filter_text, "appl");
+    send(&mut a, [ctrl('u')]);
+    assert_eq!(a.table(ViewKind::Tasks).filter_text, "");
+}
+
+#[test]
+fn tab_completes_a_commands_pool_argument() {
+    let mut a = app();
+    send(&mut a, typed(":tasks pl"));
+    send(&mut a, [code(KeyCode::Tab)]);
+    match &a.prompt {
+        Some(Prompt::Command(i)) => assert_eq!(i.value(), "tasks platform"),
+        other => panic!("{other:?}"),
+    }
+    let snap = a.snapshot.clone();
+    // Two agents share a prefix: it completes as far as they agree.
+    assert_eq!(
+        complete_line("shell iac-agent-pl", &snap).as_deref(),
+        Some("shell iac-agent-platform-7d9f-")
+    );
+    assert_eq!(complete_line("tasks nosuch", &snap), None);
+    assert_eq!(complete_line("tas", &snap).as_deref(), Some("tasks"));
+}
+
+#[test]
+fn k9s_keys_agentdeck_lacks_answer_instead_of_doing_nothing() {
+    for (msg, says) in [
+        (key('0'), "1–5 are the views"),
+        (key('e'), "kubectl edit"),
+        (ctrl('d'), "nothing is deleted"),
+        (ctrl('a'), ":pools"),
+    ] {
+        let mut a = app();
+        send(&mut a, [msg]);
+        let t = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+        assert!(t.contains(says), "{t}");
+    }
+    for (line, says) in [(":ns", "-n NAME"), (":ctx", "--context")] {
+        let mut a = app();
+        send(&mut a, typed(line));
+        send(&mut a, [code(KeyCode::Enter)]);
+        let t = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+        assert!(t.contains(says), "{line}: {t}");
+    }
+    let mut a = app();
+    send(&mut a, typed(":pod"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    assert_eq!(a.table_kind().map(|(k, _)| k), Some(ViewKind::Agents));
+}
