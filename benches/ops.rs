@@ -162,6 +162,7 @@ async fn measure(label: &str, conn: &Connection, pool: &str, n: usize) {
     let actor = Actor {
         user: "bench".into(),
         via: "console".into(),
+        context: "bench".into(),
     };
     let agents = healthy_agents(&conn.client, &http, pool, 2).await;
     let (agent, ip) = agents[0].clone();
@@ -360,6 +361,7 @@ fn main() {
             &Actor {
                 user: "bench".into(),
                 via: "console".into(),
+                context: "bench".into(),
             },
         )
         .await

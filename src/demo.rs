@@ -27,12 +27,21 @@ pub enum DemoError {
     Sandbox(#[from] SandboxError),
     #[error("cannot set up the demo cluster: {0}")]
     Setup(#[from] kube::Error),
+    #[error("cannot write the demo's kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The demo's cluster, running until [`Demo::stop`].
 pub struct Demo {
     pub sandbox: Sandbox,
     pub conn: Connection,
+    /// A kubeconfig for `kubectl` beside the console (removed at stop).
+    pub kubeconfig: std::path::PathBuf,
+    /// Its context's name, one per demo (so is its audit trail).
+    pub context: String,
     stop: CancellationToken,
 }
 
@@ -166,6 +175,15 @@ impl Demo {
     /// Starts the sandbox and fills it.
     pub async fn start() -> Result<Demo, DemoError> {
         let sandbox = Sandbox::start(0, 3).await?;
+        let context = format!("agentdeck-demo-{}", sandbox.addr().port());
+        let kubeconfig = std::env::temp_dir().join(format!("{context}.kubeconfig"));
+        let text = sandbox
+            .kubeconfig(NAMESPACE)
+            .replace("agentdeck-sandbox", &context);
+        write_private(&kubeconfig, &text).map_err(|source| DemoError::Kubeconfig {
+            path: kubeconfig.clone(),
+            source,
+        })?;
         let client = sandbox.client()?;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in [AgentPool::crd(), AgentTask::crd()] {
@@ -199,15 +217,29 @@ impl Demo {
                 namespace: NAMESPACE.to_owned(),
                 streams: None,
             },
+            kubeconfig,
+            context,
             stop,
         })
     }
 
-    /// Stops the task trickle and the sandbox (its agents with it).
+    /// Stops the task trickle and the sandbox (its agents with it), and
+    /// removes the kubeconfig.
     pub async fn stop(self) {
         self.stop.cancel();
+        let _ = std::fs::remove_file(&self.kubeconfig);
         self.sandbox.stop().await;
     }
+}
+
+/// Writes `text` readable by its owner only (it holds an admin token).
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(text.as_bytes())
 }
 
 /// A new task every couple of seconds, cycling through the kinds; old

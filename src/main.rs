@@ -299,11 +299,7 @@ fn console(cli: &Cli) -> Result<()> {
             config.health_probe.interval_seconds = 2;
             config.health_probe.stale_after_seconds = Some(35);
             config.resync_interval_seconds = 10;
-            (
-                demo.conn.clone(),
-                "demo (in-process sandbox)".to_owned(),
-                Some(demo),
-            )
+            (demo.conn.clone(), demo.context.clone(), Some(demo))
         } else {
             let conn = agentdeck::cluster::connect(
                 cli.global.context.as_deref(),
@@ -323,17 +319,25 @@ fn console(cli: &Cli) -> Result<()> {
             conn,
             config,
             app: AppOptions {
-                context,
+                context: context.clone(),
                 namespace,
                 read_only: cli.read_only,
                 keymap,
+                kubeconfig: demo.as_ref().map(|d| d.kubeconfig.display().to_string()),
                 ..AppOptions::default()
             },
             theme,
             all_namespaces: cli.all_namespaces,
-            // Read-only refuses actions in the app; no runner either.
-            actions: (!cli.read_only)
-                .then(|| agentdeck::tui::actions::ops_runner(cli.global.context.clone())),
+            // Read-only refuses actions in the app; no runner either. The
+            // audit records the context acted in (the demo's own).
+            actions: (!cli.read_only).then(|| {
+                agentdeck::tui::actions::ops_runner(
+                    cli.global
+                        .context
+                        .clone()
+                        .or_else(|| demo.is_some().then_some(context)),
+                )
+            }),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         let result = agentdeck::tui::run(setup, cancel).await;

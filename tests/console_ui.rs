@@ -290,6 +290,7 @@ fn audit_records() -> Vec<agentdeck::ops::audit::AuditRecord> {
             time: now - jiff::SignedDuration::from_secs(ago),
             user: user.into(),
             via: via.into(),
+            context: "kind-a".into(),
             namespace: fixtures::NS.into(),
             action: action.into(),
             request: json!({}),

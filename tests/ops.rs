@@ -885,6 +885,7 @@ async fn an_action_issued_while_another_controller_leads_is_carried_out_by_the_l
     let actor = agentdeck::ops::Actor {
         user: "console-user".into(),
         via: "console".into(),
+        context: "test".into(),
     };
     let hold = agentdeck::ops::Action::HoldReplicas {
         pool: "shared".into(),
@@ -956,6 +957,7 @@ async fn a_change_planned_on_data_that_moved_is_refused_by_the_api_never_applied
     let actor = agentdeck::ops::Actor {
         user: "alice".into(),
         via: "cli".into(),
+        context: "test".into(),
     };
     agentdeck::ops::apply(&conn, &action, &actor)
         .await
@@ -978,6 +980,7 @@ async fn concurrent_actions_on_one_pool_each_apply_on_what_the_last_one_wrote() 
             let actor = agentdeck::ops::Actor {
                 user: format!("user-{i}"),
                 via: "cli".into(),
+                context: "test".into(),
             };
             let action = agentdeck::ops::Action::ScalePool {
                 pool: "contended".into(),

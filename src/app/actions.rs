@@ -12,6 +12,9 @@ use super::rows::{AgentRow, PoolRow, TaskRow};
 use super::{App, Command, Field, ViewKind};
 use crate::crd::TaskPhase;
 
+/// How long a debug pod made from the console lives.
+pub const DEBUG_POD_TTL: Duration = Duration::from_secs(3600);
+
 /// Something the user asked the cluster to do (carried out by the ops
 /// layer; the console only asks and shows the outcome).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +64,12 @@ pub enum ActionRequest {
     RetryTasks {
         namespace: String,
         tasks: Vec<String>,
+    },
+    /// A copy-mode debug pod of an agent pod (made by the console's jobs,
+    /// not an object change: no dry-run preview).
+    DebugPod {
+        namespace: String,
+        pod: String,
     },
     /// Several of the above, from marked rows: previewed and applied one
     /// after the other.
@@ -113,6 +122,7 @@ impl ActionRequest {
             }
             ActionRequest::CancelTasks { tasks: t, .. } => tasks("cancel", t),
             ActionRequest::RetryTasks { tasks: t, .. } => tasks("retry", t),
+            ActionRequest::DebugPod { pod, .. } => format!("debug pod of {pod}"),
             ActionRequest::Bulk(all) => match all.as_slice() {
                 [one] => one.describe(),
                 many => {
@@ -159,7 +169,8 @@ impl ActionRequest {
             | ActionRequest::DrainAgent { namespace, .. }
             | ActionRequest::SetDebugLogs { namespace, .. }
             | ActionRequest::CancelTasks { namespace, .. }
-            | ActionRequest::RetryTasks { namespace, .. } => namespace,
+            | ActionRequest::RetryTasks { namespace, .. }
+            | ActionRequest::DebugPod { namespace, .. } => namespace,
             ActionRequest::Bulk(all) => all.first().map_or("", ActionRequest::namespace),
         }
     }
@@ -493,7 +504,12 @@ impl App {
                 let request = d.request.clone();
                 self.dialog = None;
                 self.toast(format!("{}…", request.describe()), false);
-                vec![Command::Action(request)]
+                match request {
+                    ActionRequest::DebugPod { namespace, pod } => {
+                        vec![Command::CreateDebugPod { namespace, pod }]
+                    }
+                    request => vec![Command::Action(request)],
+                }
             }
             _ => {
                 if let Some(input) = &mut d.input {
@@ -892,8 +908,25 @@ impl App {
             self.toast("debug-pod works on an agent (2 or :agents)".into(), true);
             return Vec::new();
         };
-        self.toast(format!("creating a debug pod of {pod}…"), false);
-        vec![Command::CreateDebugPod { namespace, pod }]
+        let ttl = crate::ops::duration::format(DEBUG_POD_TTL);
+        self.dialog = Some(Dialog {
+            title: format!("Debug pod of {pod}"),
+            body: vec![
+                format!(
+                    "A copy of {pod} with a shell (copy mode, general profile) in namespace {namespace}."
+                ),
+                "The agent keeps running; the copy takes no tasks.".into(),
+            ],
+            input: None,
+            preview: PreviewState::Lines(vec![
+                format!("creates a Pod {pod}-debug-… labelled agentdeck.dev/debug"),
+                format!("deleted after {ttl} (agentdeck debug --cleanup deletes it sooner)"),
+                "recorded in the audit trail (:audit)".into(),
+            ]),
+            request: ActionRequest::DebugPod { namespace, pod },
+            error: None,
+        });
+        Vec::new()
     }
 }
 

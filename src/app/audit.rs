@@ -27,6 +27,8 @@ pub struct AuditRow {
     /// `applied`, or `failed: …`.
     pub outcome: String,
     pub failed: bool,
+    /// The whole record as YAML lines, for Enter.
+    pub detail: Vec<String>,
     pub labels: Labels,
     pub search: String,
     pub name_lc: String,
@@ -101,7 +103,15 @@ pub fn rows(records: &[AuditRecord]) -> Vec<AuditRow> {
             ]
             .join(" ")
             .to_lowercase();
+            let detail = serde_json::to_value(r)
+                .ok()
+                .and_then(|v| serde_saphyr::to_string(&v).ok())
+                .unwrap_or_default()
+                .lines()
+                .map(clean)
+                .collect();
             AuditRow {
+                detail,
                 key: format!("{i}/{}", r.time),
                 time: r.time,
                 failed: !outcome.starts_with("applied"),
@@ -119,6 +129,9 @@ pub fn rows(records: &[AuditRecord]) -> Vec<AuditRow> {
         })
         .collect()
 }
+
+/// The kind of the YAML view's object when it shows an audit record.
+pub const AUDIT_RECORD: &str = "AuditRecord";
 
 /// The audit view's state.
 #[derive(Debug, Default)]
@@ -180,6 +193,36 @@ impl App {
         clamp(&mut a.table, page);
     }
 
+    /// Enter on a row: the whole record, in the YAML view.
+    pub(super) fn audit_open(&mut self) -> Vec<super::Command> {
+        let t = &self.audit.table;
+        let Some(row) = t
+            .visible
+            .get(t.selected)
+            .and_then(|&i| self.audit.rows.get(i as usize))
+        else {
+            return Vec::new();
+        };
+        let object = super::ObjectKey {
+            kind: AUDIT_RECORD,
+            namespace: row.namespace.clone(),
+            name: format!(
+                "{} {} {}",
+                row.time.strftime("%Y-%m-%d %H:%M:%S"),
+                row.action,
+                row.objects
+            ),
+        };
+        let lines = row.detail.clone();
+        let out = self.go(super::Screen::Yaml { object });
+        self.yaml = super::YamlState {
+            lines,
+            top: 0,
+            loaded: true,
+        };
+        out
+    }
+
     pub(super) fn audit_move(&mut self, delta: i64) {
         let page = self.page();
         let t = &mut self.audit.table;
@@ -211,6 +254,7 @@ mod tests {
             time: t.parse().expect("time"),
             user: "alice\u{1b}[31m".into(),
             via: "console".into(),
+            context: "kind-a".into(),
             namespace: "team".into(),
             action: action.into(),
             request: json!({}),

@@ -333,6 +333,9 @@ pub struct AppOptions {
     pub read_only: bool,
     pub keymap: Keymap,
     pub log_capacity: usize,
+    /// The kubeconfig to use `kubectl` beside the console (`--demo` writes
+    /// one), shown in help and the header.
+    pub kubeconfig: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -344,6 +347,7 @@ impl Default for AppOptions {
             read_only: false,
             keymap: Keymap::default(),
             log_capacity: logs::DEFAULT_CAPACITY,
+            kubeconfig: None,
         }
     }
 }
@@ -697,6 +701,7 @@ impl App {
             Action::PageDown => self.move_by(self.page() as i64),
             Action::Top => self.move_by(i64::MIN / 2),
             Action::Bottom => self.move_by(i64::MAX / 2),
+            Action::Enter if *self.screen() == Screen::Audit => self.audit_open(),
             Action::Enter => self.enter(),
             Action::Switch => match self.screen().clone() {
                 Screen::Table {
@@ -877,6 +882,8 @@ impl App {
                     });
                 }
             }
+            // An audit record is shown from its row (see `audit_open`).
+            Screen::Yaml { object } if object.kind == audit::AUDIT_RECORD => {}
             Screen::Yaml { object } => {
                 self.yaml = YamlState::default();
                 out.push(Command::LoadYaml(object));

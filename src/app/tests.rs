@@ -859,8 +859,19 @@ fn shift_d_makes_a_debug_pod_of_the_selected_agent() {
     assert!(a.toast.as_ref().is_some_and(|t| t.error));
     send(&mut a, [key('2')]);
     let first = a.snapshot.agents[a.table(ViewKind::Agents).visible[0] as usize].clone();
+    // It asks first, saying what it makes and for how long.
+    assert!(send(&mut a, [key('D')]).is_empty());
+    let d = a.dialog.as_ref().expect("a confirmation");
+    assert!(d.title.contains(&first.name), "{}", d.title);
+    match &d.preview {
+        PreviewState::Lines(l) => assert!(l.join(" ").contains("1h"), "{l:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(send(&mut a, [key('n')]).is_empty());
+    assert!(a.dialog.is_none());
+    send(&mut a, [key('D')]);
     assert_eq!(
-        send(&mut a, [key('D')]),
+        send(&mut a, [key('y')]),
         vec![Command::CreateDebugPod {
             namespace: first.namespace.clone(),
             pod: first.name.clone(),
@@ -884,6 +895,7 @@ fn audit_rows() -> Vec<audit::AuditRow> {
         time: fixtures::now(),
         user: "alice".into(),
         via: "console".into(),
+        context: "kind-a".into(),
         namespace: fixtures::NS.into(),
         action: action.into(),
         request: serde_json::json!({}),
@@ -1308,4 +1320,30 @@ fn k9s_keys_agentdeck_lacks_answer_instead_of_doing_nothing() {
     send(&mut a, typed(":pod"));
     send(&mut a, [code(KeyCode::Enter)]);
     assert_eq!(a.table_kind().map(|(k, _)| k), Some(ViewKind::Agents));
+}
+
+#[test]
+fn enter_on_an_audit_row_shows_the_whole_record_and_esc_goes_back() {
+    let mut a = app();
+    send(&mut a, typed(":audit"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    send(&mut a, [Msg::AuditLoaded(Ok(audit_rows()))]);
+    send(&mut a, [key('j')]);
+    let cmds = send(&mut a, [code(KeyCode::Enter)]);
+    assert!(cmds.is_empty(), "read from the row, not the API: {cmds:?}");
+    match a.screen() {
+        Screen::Yaml { object } => {
+            assert_eq!(object.kind, audit::AUDIT_RECORD);
+            assert!(object.name.contains("hold"), "{}", object.name);
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = a.yaml.lines.join("\n");
+    assert!(
+        text.contains("outcome: 'failed: forbidden'") || text.contains("failed: forbidden"),
+        "{text}"
+    );
+    assert!(text.contains("context: kind-a"), "{text}");
+    send(&mut a, [code(KeyCode::Esc)]);
+    assert_eq!(*a.screen(), Screen::Audit);
 }

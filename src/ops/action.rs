@@ -157,6 +157,9 @@ pub struct Actor {
     pub user: String,
     /// Where the action came from: `cli` or `console`.
     pub via: String,
+    /// The kubeconfig context acted in (the audit of one context is not
+    /// another's).
+    pub context: String,
 }
 
 impl Actor {
@@ -173,6 +176,7 @@ impl Actor {
         Actor {
             user,
             via: via.to_owned(),
+            context: context_name(context),
         }
     }
 }
@@ -194,6 +198,18 @@ async fn whoami(client: &kube::Client) -> Option<String> {
         .as_str()
         .filter(|u| !u.is_empty())
         .map(str::to_owned)
+}
+
+/// The context's name: the one asked for, else the kubeconfig's current
+/// one, else `in-cluster` (a service account's token, no kubeconfig).
+pub fn context_name(context: Option<&str>) -> String {
+    if let Some(c) = context {
+        return c.to_owned();
+    }
+    kube::config::Kubeconfig::read()
+        .ok()
+        .and_then(|k| k.current_context)
+        .unwrap_or_else(|| "in-cluster".to_owned())
 }
 
 fn kubeconfig_user(context: Option<&str>) -> Option<String> {

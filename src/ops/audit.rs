@@ -24,6 +24,9 @@ pub struct AuditRecord {
     pub user: String,
     /// `cli` or `console`.
     pub via: String,
+    /// The kubeconfig context (empty in records written before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context: String,
     pub namespace: String,
     /// The verb (`scale`, `hold`, `drain` …).
     pub action: String,
@@ -122,6 +125,7 @@ impl AuditRecord {
             time: Timestamp::now(),
             user: actor.user.clone(),
             via: actor.via.clone(),
+            context: actor.context.clone(),
             namespace: namespace.to_owned(),
             action: action.verb().to_owned(),
             request: serde_json::to_value(action).unwrap_or_default(),
@@ -245,6 +249,7 @@ mod tests {
         Actor {
             user: "alice".into(),
             via: "cli".into(),
+            context: "test".into(),
         }
     }
 

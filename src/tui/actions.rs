@@ -69,7 +69,7 @@ pub fn to_action(req: &ActionRequest) -> Option<Action> {
         },
         ActionRequest::CancelTasks { tasks: t, .. } => Action::CancelTasks(tasks(t)),
         ActionRequest::RetryTasks { tasks: t, .. } => Action::RetryTasks(tasks(t)),
-        ActionRequest::Bulk(_) => return None,
+        ActionRequest::Bulk(_) | ActionRequest::DebugPod { .. } => return None,
     })
 }
 

@@ -14,13 +14,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::audit::rows as audit_rows;
 use crate::app::{BundleGauge, Msg};
+use crate::ops::Actor;
+use crate::ops::audit::{self, AuditObject, AuditRecord};
 use crate::ops::bundle::{self, BundleOptions, Phase, Progress};
 use crate::ops::debug::{self, DebugOptions};
 
 /// Shortest time between two gauge updates.
 const GAUGE_EVERY: Duration = Duration::from_millis(100);
 /// Lifetime of a debug pod made from the console (the CLI's default).
-pub const DEBUG_POD_TTL: Duration = Duration::from_secs(3600);
+pub use crate::app::actions::DEBUG_POD_TTL;
 
 /// What the jobs need to know.
 #[derive(Clone)]
@@ -79,8 +81,11 @@ impl Jobs {
                     _ = cancel.cancelled() => return,
                     r = audit_rx.recv() => if r.is_none() { return },
                 }
-                let path = s.audit_path.clone();
-                let read = tokio::task::spawn_blocking(move || read_audit(path.as_deref())).await;
+                let (path, context) = (s.audit_path.clone(), s.context.clone());
+                let read = tokio::task::spawn_blocking(move || {
+                    read_audit(path.as_deref(), context.as_deref())
+                })
+                .await;
                 let result = read.unwrap_or_else(|e| Err(format!("reading failed: {e}")));
                 if t.send(Msg::AuditLoaded(result)).await.is_err() {
                     return;
@@ -110,8 +115,24 @@ impl Jobs {
 
     pub fn debug_pod(&self, namespace: String, pod: String) {
         let (client, tx) = (self.client.clone(), self.tx.clone());
+        let (context, audit_path) = (
+            self.settings.context.clone(),
+            self.settings.audit_path.clone(),
+        );
         tokio::spawn(async move {
-            let result = debug_pod(&client, namespace, pod).await;
+            let result = debug_pod(&client, namespace.clone(), pod.clone()).await;
+            // Recorded as the other actions are; a trail that cannot be
+            // written is said with the outcome.
+            let actor = Actor::of(&client, context.as_deref(), "console").await;
+            let record = debug_pod_record(&actor, &namespace, &pod, &result);
+            let written = match audit_path {
+                Some(p) => audit::append(&p, &record),
+                None => audit::default_path().and_then(|p| audit::append(&p, &record)),
+            };
+            let result = match (result, written) {
+                (Ok((said, _)), Err(e)) => Ok(format!("{said} (not in the audit trail: {e})")),
+                (r, _) => r.map(|(said, _)| said),
+            };
             let _ = tx.send(Msg::DebugPodCreated(result)).await;
         });
     }
@@ -185,7 +206,45 @@ async fn take_bundle(
     Ok(said)
 }
 
-async fn debug_pod(client: &Client, namespace: String, pod: String) -> Result<String, String> {
+/// The audit line of a debug pod made (or not) from the console.
+fn debug_pod_record(
+    actor: &Actor,
+    namespace: &str,
+    pod: &str,
+    result: &Result<(String, String), String>,
+) -> AuditRecord {
+    AuditRecord {
+        time: Timestamp::now(),
+        user: actor.user.clone(),
+        via: actor.via.clone(),
+        context: actor.context.clone(),
+        namespace: namespace.to_owned(),
+        action: "debug-pod".into(),
+        request: serde_json::json!({"pod": pod, "mode": "copy", "ttl": crate::ops::duration::format(DEBUG_POD_TTL)}),
+        summary: format!("debug pod of {pod}"),
+        objects: match result {
+            Ok((_, made)) => vec![AuditObject {
+                object: format!("Pod/{made}"),
+                before: serde_json::Value::String("absent".into()),
+                after: serde_json::Value::String("created".into()),
+                changes: vec![format!("copy of Pod/{pod}")],
+            }],
+            Err(_) => Vec::new(),
+        },
+        unchanged: Vec::new(),
+        outcome: match result {
+            Ok(_) => "applied".into(),
+            Err(e) => format!("failed: {e}"),
+        },
+    }
+}
+
+/// Makes the debug pod: what to say, and its name.
+async fn debug_pod(
+    client: &Client,
+    namespace: String,
+    pod: String,
+) -> Result<(String, String), String> {
     let made = debug::create(
         client,
         &DebugOptions {
@@ -203,19 +262,28 @@ async fn debug_pod(client: &Client, namespace: String, pod: String) -> Result<St
         .expires_at
         .map(|t| format!(", deleted at {}", t.strftime("%H:%M:%SZ")))
         .unwrap_or_default();
-    Ok(format!(
-        "debug pod {}{expires}; shell: kubectl exec -it -n {namespace} {} -c {} -- sh",
-        made.name, made.name, made.container
+    Ok((
+        format!(
+            "debug pod {}{expires}; shell: kubectl exec -it -n {namespace} {} -c {} -- sh",
+            made.name, made.name, made.container
+        ),
+        made.name,
     ))
 }
 
-/// The audit trail's rows, newest first.
-fn read_audit(path: Option<&std::path::Path>) -> Result<Vec<crate::app::audit::AuditRow>, String> {
+/// The audit trail's rows of `context` (all without one), newest first.
+fn read_audit(
+    path: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<Vec<crate::app::audit::AuditRow>, String> {
     let path = match path {
         Some(p) => p.to_owned(),
         None => crate::ops::audit::default_path().map_err(|e| e.to_string())?,
     };
-    let records = crate::ops::audit::read(&path, None).map_err(|e| e.to_string())?;
+    let mut records = crate::ops::audit::read(&path, None).map_err(|e| e.to_string())?;
+    if let Some(c) = context {
+        records.retain(|r| r.context == c);
+    }
     Ok(audit_rows(&records))
 }
 
@@ -246,25 +314,33 @@ mod tests {
     fn the_audit_trail_reads_newest_first_and_a_missing_file_is_empty() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("audit.jsonl");
-        assert_eq!(read_audit(Some(&path)), Ok(Vec::new()));
-        let line = |t: &str, a: &str| {
+        assert_eq!(read_audit(Some(&path), None), Ok(Vec::new()));
+        let line = |t: &str, a: &str, ctx: &str| {
             format!(
-                r#"{{"time":"{t}","user":"u","via":"cli","namespace":"n","action":"{a}","summary":"{a} pool p","outcome":"applied"}}"#
+                r#"{{"time":"{t}","user":"u","via":"cli","context":"{ctx}","namespace":"n","action":"{a}","summary":"{a} pool p","outcome":"applied"}}"#
             )
         };
         std::fs::write(
             &path,
             format!(
-                "{}\n{}\n",
-                line("2026-01-01T00:00:00Z", "drain"),
-                line("2026-01-02T00:00:00Z", "hold")
+                "{}\n{}\n{}\n",
+                line("2026-01-01T00:00:00Z", "drain", "prod"),
+                line("2026-01-02T00:00:00Z", "hold", "prod"),
+                line("2026-01-03T00:00:00Z", "retry", "staging"),
             ),
         )
         .expect("write");
-        let rows = read_audit(Some(&path)).expect("read");
+        let rows = read_audit(Some(&path), None).expect("read");
+        assert_eq!(
+            rows.iter().map(|r| r.action.as_str()).collect::<Vec<_>>(),
+            ["retry", "hold", "drain"]
+        );
+        // A console shows its own context's actions only.
+        let rows = read_audit(Some(&path), Some("prod")).expect("read");
         assert_eq!(
             rows.iter().map(|r| r.action.as_str()).collect::<Vec<_>>(),
             ["hold", "drain"]
         );
+        assert!(rows[0].detail.iter().any(|l| l.contains("context: prod")));
     }
 }
