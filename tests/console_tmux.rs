@@ -136,7 +136,23 @@ fn the_demo_opens_on_live_pools_and_a_tasks_logs_are_one_drill_down_away() {
             && s.contains("watch synced")
             && s.contains("role leader")
     });
-    assert!(s.contains("ctx demo"), "{s}");
+    // The demo writes a kubeconfig of its own context, for kubectl beside it.
+    let context = s
+        .split_whitespace()
+        .find(|w| w.starts_with("agentdeck-demo-"))
+        .unwrap_or_else(|| panic!("the demo's context in the header: {s}"))
+        .to_owned();
+    let kubeconfig = std::env::temp_dir().join(format!("{context}.kubeconfig"));
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["get", "agentpools", "-o", "name"])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("agentpool.agentdeck.dev/platform"),
+        "{out:?}"
+    );
     // Tasks arrive and run.
     t.send(&["3"]);
     t.wait("running and finished tasks", |s| {
@@ -218,6 +234,74 @@ fn the_demo_opens_on_live_pools_and_a_tasks_logs_are_one_drill_down_away() {
     t.wait_for("Agents [");
     t.send(&["q"]);
     t.wait_for("EXIT=0");
+    assert!(
+        !kubeconfig.exists(),
+        "the demo's kubeconfig is removed at exit"
+    );
+}
+
+/// Every process below `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let o = Command::new("pgrep")
+            .args(["-P", &p.to_string()])
+            .output()
+            .expect("pgrep runs");
+        for c in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+            if let Ok(c) = c.parse() {
+                out.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn closing_the_terminal_stops_the_demos_agents_and_removes_its_kubeconfig() {
+    let t = Tmux::start(&["--demo"], &[], 100, 30);
+    let s = t.wait("the demo's agents", |s| {
+        s.contains("watch synced") && s.contains("Pools [3/3]")
+    });
+    let context = s
+        .split_whitespace()
+        .find(|w| w.starts_with("agentdeck-demo-"))
+        .expect("the demo's context")
+        .to_owned();
+    let kubeconfig = std::env::temp_dir().join(format!("{context}.kubeconfig"));
+    assert!(kubeconfig.exists());
+    let o = Command::new("tmux")
+        .args(["-L", &t.socket, "list-panes", "-F", "#{pane_pid}"])
+        .output()
+        .expect("tmux list-panes");
+    let shell: u32 = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .expect("a pane pid");
+    let started = eventually_blocking("the demo's agent processes", || {
+        let all = descendants(shell);
+        (all.len() >= 3).then_some(all)
+    });
+    // The window closes: SIGHUP, and a terminal that answers EIO.
+    let _ = Command::new("tmux")
+        .args(["-L", &t.socket, "kill-server"])
+        .status();
+    eventually_blocking("every process the demo started gone", || {
+        let alive: Vec<u32> = started
+            .iter()
+            .copied()
+            .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+            .filter(|p| {
+                // A zombie waits for its parent, it does not run.
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .is_ok_and(|s| !s.contains(") Z "))
+            })
+            .collect();
+        alive.is_empty().then_some(())
+    });
+    assert!(!kubeconfig.exists(), "the demo's kubeconfig is removed");
 }
 
 fn sandbox_with_a_pool() -> TestSandbox {
@@ -858,6 +942,8 @@ fn b_writes_a_bundle_of_the_pool_and_shift_d_makes_a_debug_pod() {
     });
     assert!(s.contains("Agents ["), "{s}");
     t.send(&["D"]);
+    t.wait_for("Debug pod of iac-agent-quiet");
+    t.send(&["y"]);
     let s = t.wait_for("debug pod debug-iac-agent-quiet");
     assert!(s.contains("kubectl exec -it"), "{s}");
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(sb.client(), "default");

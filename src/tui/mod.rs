@@ -3,8 +3,10 @@
 //! changed), and messages from the background tasks that feed the app —
 //! the snapshot builder (woken by the cluster view's change signal), the
 //! status probe, the log streamer, the YAML loader and the action runner.
-//! The terminal is restored on every exit path, panics included
-//! (`ratatui::try_init` installs the hook).
+//! The terminal is restored on every exit path, panics included (a hook
+//! of our own: ratatui's prints with `eprintln!`, which panics — and so
+//! aborts, leaving what the console started running — once the terminal
+//! is gone).
 
 use std::future::Future;
 use std::io::{BufWriter, Stdout, Write};
@@ -95,11 +97,33 @@ fn terminal_over<W: Write>(out: W) -> std::io::Result<Terminal<CrosstermBackend<
     )))
 }
 
-/// Raw mode, the alternate screen and the panic hook that undoes both
-/// (`ratatui::try_init`), then a terminal over buffered output.
+/// Raw mode, the alternate screen and the panic hook that undoes both,
+/// then a terminal over buffered output.
 fn open_terminal() -> std::io::Result<Term> {
-    drop(ratatui::try_init()?);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            previous(info);
+        }));
+    });
+    crossterm::terminal::enable_raw_mode()?;
+    crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
     terminal_over(std::io::stdout())
+}
+
+/// Leaves raw mode and the alternate screen and shows the cursor. A
+/// terminal that is gone (its window closed: SIGHUP, then EIO) is not an
+/// error here: nothing is printed and nothing panics, so the console still
+/// stops what it started.
+pub(crate) fn restore_terminal() {
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
 }
 
 /// Opens the console and runs it until the user quits (or `cancel`).
@@ -368,7 +392,12 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
         }
     }
     .await;
-    ratatui::restore();
+    // ratatui's Drop shows a hidden cursor and prints (panicking on a
+    // closed stderr) when it cannot: a terminal that is gone is let go.
+    if terminal.show_cursor().is_err() {
+        std::mem::forget(terminal);
+    }
+    restore_terminal();
     result
 }
 

@@ -24,7 +24,7 @@ pub async fn shell(
     req: ShellRequest,
 ) -> std::io::Result<()> {
     drop(std::mem::replace(events, EventStream::new()));
-    ratatui::restore();
+    super::restore_terminal();
     {
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(out, crossterm::cursor::Show);
