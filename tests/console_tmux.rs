@@ -1123,3 +1123,83 @@ fn all_namespaces_shows_the_objects_of_every_namespace_with_a_namespace_column()
     t.send(&["Enter", "q"]);
     t.wait_for("EXIT=0");
 }
+
+#[test]
+fn at_80x24_the_selection_stays_on_its_task_marks_go_with_a_new_filter_and_typed_bounds_replace() {
+    let sb = sandbox_with_a_pool();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &[],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("XDG_STATE_HOME", &state_dir),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        80,
+        24,
+    );
+    t.wait_for("quiet");
+    t.send(&["3"]);
+    t.wait_for("Tasks [5/5]");
+    // The task on the third row, as the YAML view names it.
+    t.send(&["j", "j", "y"]);
+    let s = t.wait_for("AgentTask default/job-");
+    let picked = s
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("default/job-"))
+        .map(|n| format!("job-{}", n.trim_end_matches(|c: char| !c.is_ascii_digit())))
+        .expect("a task name in the YAML title");
+    t.send(&["Escape"]);
+    t.wait_for("Tasks [5/5]");
+    // Five new tasks arrive (newest first: above the selection).
+    sb.rt.block_on(async {
+        let tasks: Api<AgentTask> = Api::namespaced(sb.client(), "default");
+        for i in 0..5 {
+            let task: AgentTask = serde_json::from_value(json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": format!("new-{i}")},
+                "spec": {"pool": "quiet", "command": ["true"]}
+            }))
+            .expect("task");
+            tasks
+                .create(&PostParams::default(), &task)
+                .await
+                .expect("task created");
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    });
+    t.wait_for("Tasks [10/10]");
+    t.send(&["y"]);
+    let s = t.wait_for("AgentTask default/");
+    assert!(
+        s.contains(&format!("AgentTask default/{picked}")),
+        "the selection moved off {picked}:\n{s}"
+    );
+    t.send(&["Escape"]);
+    t.wait_for("Tasks [10/10]");
+    // A mark, then a new filter: no marks remain.
+    t.send(&["Space"]);
+    t.wait_for("1 marked");
+    t.send(&["/"]);
+    t.type_text("new");
+    t.send(&["Enter"]);
+    let s = t.wait_for("Tasks [5/10]");
+    assert!(!s.contains("marked"), "{s}");
+    // The scale prompt's prefilled bounds are replaced by what is typed.
+    t.send(&["1"]);
+    t.wait_for("Pools [1/1]");
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet");
+    t.type_text("1-2");
+    let s = t.wait_for("1-2");
+    assert!(!s.contains("0-21-2"), "{s}");
+    t.send(&["Enter"]);
+    let s = t.wait_for("scale pool quiet to 1–2");
+    assert!(s.contains("scale pool quiet to 1–2"), "{s}");
+    t.send(&["Escape"]);
+    t.wait("the dialog closed", |s| !s.contains("Scale pool quiet"));
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}
