@@ -16,24 +16,27 @@ use kube::api::{
 };
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::pod::CachedPod;
-use super::{ControllerError, Result, Shared, resync};
+use super::{ControllerError, Result, Shared, resync as resync_action};
 use crate::crd::validate::{summary, validate_pool};
 use crate::crd::{
     AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, ExecutionMode, HealthCounts,
     HoldStatus, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase, k8s_time,
 };
 use crate::health::Freshness;
-use crate::plan::autoscale::{AutoscaleInput, HoldInput, Recommendations, ScaleDirection, decide};
+use crate::plan::autoscale::{
+    AutoscaleInput, HoldInput, Recommendations, ScaleDecision, ScaleDirection, decide,
+};
 use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
-    AgentPod, ClaimOutlook, PoolConditionFacts, Recovery, UNCLAIMED, condition, count_agents,
-    count_tasks, deletion_costs, offline_recheck, recovery, requeued_condition, same_conditions,
-    unclaimed, valid_pool_conditions,
+    AgentCounts, AgentPod, ClaimOutlook, PoolConditionFacts, Recovery, TaskCounts, UNCLAIMED,
+    condition, count_agents, count_tasks, deletion_costs, offline_recheck, recovery,
+    requeued_condition, same_conditions, unclaimed, valid_pool_conditions,
 };
 
 /// An applied object is sent again after this long even when unchanged, so
@@ -626,24 +629,67 @@ fn to_i32(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
 }
 
+/// A deployment-mode pool, in the steps of a reconcile: recover the tasks
+/// whose agent is gone, count tasks and agents, decide the replicas, apply
+/// the pool's objects at that count, mark what cannot be claimed, report
+/// the status, and say when to look again.
 async fn deployment_mode(
     ctx: &mut PoolCtx<'_>,
     tasks: &mut [Arc<AgentTask>],
     pool_pods: &[Arc<CachedPod>],
 ) -> Result<Action> {
-    let shared = ctx.shared;
-    let pool = ctx.pool;
-    let now = ctx.now;
-    let agent_pods: Vec<Arc<CachedPod>> = pool_pods
+    let agent_pods = agent_pods_of(pool_pods);
+    let (health, offline) = health_counts(ctx.shared, &ctx.ns, &agent_pods, ctx.now);
+    // Recovery first, so the autoscaler counts requeued tasks as pending.
+    let offline_check = recover_tasks(ctx, tasks, &agent_pods, &offline).await?;
+    let counted = Counted::of(tasks, &agent_pods);
+    let replicas = ReplicasNow::of(ctx);
+    let plan = decide_scale(ctx, &counted, &replicas);
+    let last_scale_time = apply_scale(ctx, &counted, &replicas, &plan).await?;
+    let outlook = ClaimOutlook {
+        ready_agents: counted.agents.ready,
+        idle_agents: counted.agents.idle,
+        replicas: clamp_u32(plan.desired),
+        max_replicas: clamp_u32(ctx.pool.spec.max_replicas),
+        frozen: plan.frozen.clone(),
+        draining: ctx.pool.spec.drain,
+    };
+    let unclaimed_check = mark_unclaimed(ctx, tasks, &outlook).await?;
+    report_deployment(ctx, &counted, &replicas, &plan, health, last_scale_time).await?;
+    let checks = [
+        offline_check,
+        unclaimed_check,
+        plan.frozen_until
+            .and_then(|until| Duration::try_from(until.duration_since(ctx.now)).ok()),
+    ];
+    Ok(Action::requeue(next_look(
+        ctx.shared.config.resync_interval(),
+        &plan.decision,
+        ctx.retry_soon,
+        checks.into_iter().flatten(),
+    )))
+}
+
+/// The agent pods among a pool's pods (not its task or debug pods).
+fn agent_pods_of(pool_pods: &[Arc<CachedPod>]) -> Vec<Arc<CachedPod>> {
+    pool_pods
         .iter()
         .filter(|p| p.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(COMPONENT_AGENT))
         .cloned()
-        .collect();
-    let (health, offline) = health_counts(shared, &ctx.ns, &agent_pods, now);
+        .collect()
+}
 
-    // Recovery first, so the autoscaler counts requeued tasks as pending.
-    // A terminating agent still finishes its task (onStop: drain), so only
-    // pods gone from the store or ended count as gone.
+/// Step 1, recover: tasks whose agent pod is gone (or offline past its
+/// heartbeat) are requeued or failed. A terminating agent still finishes
+/// its task (onStop: drain), so only pods gone from the store or ended
+/// count as gone. Returns when to look again at an offline agent whose
+/// task still heartbeats.
+async fn recover_tasks(
+    ctx: &mut PoolCtx<'_>,
+    tasks: &mut [Arc<AgentTask>],
+    agent_pods: &[Arc<CachedPod>],
+    offline: &BTreeSet<String>,
+) -> Result<Option<Duration>> {
     let present: BTreeSet<String> = agent_pods
         .iter()
         .filter(|p| {
@@ -654,15 +700,13 @@ async fn deployment_mode(
         })
         .map(|p| p.name_any())
         .collect();
-    let max_attempts = i32::try_from(shared.config.task_recovery.max_attempts)
-        .unwrap_or(i32::MAX)
-        .min(pool.spec.task_defaults.max_attempts.max(1));
-    let offline_after = shared.config.health_probe.offline_after();
+    let max_attempts = max_attempts(ctx);
+    let offline_after = ctx.shared.config.health_probe.offline_after();
     let actions = recovery(
         tasks.iter().map(AsRef::as_ref),
         &present,
-        &offline,
-        now,
+        offline,
+        ctx.now,
         offline_after,
     );
     let actions = at_tasks(tasks, actions, |a| match a {
@@ -671,46 +715,118 @@ async fn deployment_mode(
     for (i, action) in actions {
         recover(ctx, &mut tasks[i], action, max_attempts).await?;
     }
-    // An offline agent whose task still heartbeats is looked at again once
-    // the heartbeat is old enough to tell.
-    let offline_check = offline_recheck(
+    Ok(offline_recheck(
         tasks.iter().map(AsRef::as_ref),
-        &offline,
-        now,
+        offline,
+        ctx.now,
         offline_after,
-    );
+    ))
+}
 
-    let counts = count_tasks(tasks.iter().map(AsRef::as_ref));
-    let pods: Vec<AgentPod> = agent_pods.iter().map(|p| AgentPod::of(p)).collect();
-    let agents = count_agents(&pods, &counts.busy_agents);
+/// Attempts a task gets: the controller's limit and the pool's, whichever
+/// is lower (at least one).
+fn max_attempts(ctx: &PoolCtx<'_>) -> i32 {
+    i32::try_from(ctx.shared.config.task_recovery.max_attempts)
+        .unwrap_or(i32::MAX)
+        .min(ctx.pool.spec.task_defaults.max_attempts.max(1))
+}
 
-    let deployment_name = pool.deployment_name();
-    let deployment = shared.view.deployments.state().into_iter().find(|d| {
-        d.namespace().as_deref() == Some(ctx.ns.as_str()) && d.name_any() == deployment_name
-    });
-    let stored = deployment
-        .as_ref()
-        .and_then(|d| d.spec.as_ref()?.replicas)
-        .unwrap_or(pool.spec.min_replicas);
-    // The Deployment store may not show our last scale yet: trust what we
-    // wrote for a short while so one burst is one decision.
-    let key = format!("{}/{}", ctx.ns, ctx.name);
-    let remembered = shared
-        .scaled
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
-        .copied()
-        .filter(|(_, at, _)| at.elapsed() < STORE_LAG);
-    let current = match remembered {
-        Some((replicas, _, _)) if deployment.is_some() => replicas,
-        _ => stored,
-    };
-    let ready = deployment
-        .as_ref()
-        .and_then(|d| d.status.as_ref()?.ready_replicas)
-        .unwrap_or(0);
+/// Step 2, count: the pool's tasks and agents.
+struct Counted {
+    tasks: TaskCounts,
+    pods: Vec<AgentPod>,
+    agents: AgentCounts,
+}
 
+impl Counted {
+    fn of(tasks: &[Arc<AgentTask>], agent_pods: &[Arc<CachedPod>]) -> Counted {
+        let counts = count_tasks(tasks.iter().map(AsRef::as_ref));
+        let pods: Vec<AgentPod> = agent_pods.iter().map(|p| AgentPod::of(p)).collect();
+        let agents = count_agents(&pods, &counts.busy_agents);
+        Counted {
+            tasks: counts,
+            pods,
+            agents,
+        }
+    }
+}
+
+/// The replicas the pool's Deployment has now, as far as the controller
+/// knows.
+struct ReplicasNow {
+    /// Whether the Deployment exists (in the store).
+    exists: bool,
+    /// Its replicas, or what this controller last wrote while the store may
+    /// not show it yet.
+    current: i32,
+    ready: i32,
+    /// What this controller last wrote, within `STORE_LAG`: (replicas,
+    /// when, when as a timestamp).
+    remembered: Option<(i32, Instant, Timestamp)>,
+    /// `namespace/pool`, the key of the controller's memories of it.
+    key: String,
+}
+
+impl ReplicasNow {
+    fn of(ctx: &PoolCtx<'_>) -> ReplicasNow {
+        let shared = ctx.shared;
+        let pool = ctx.pool;
+        // One lookup by name, however many pools there are.
+        let deployment = shared
+            .view
+            .deployments
+            .get(&ObjectRef::new(&pool.deployment_name()).within(&ctx.ns));
+        let stored = deployment
+            .as_ref()
+            .and_then(|d| d.spec.as_ref()?.replicas)
+            .unwrap_or(pool.spec.min_replicas);
+        // The Deployment store may not show our last scale yet: trust what we
+        // wrote for a short while so one burst is one decision.
+        let key = format!("{}/{}", ctx.ns, ctx.name);
+        let remembered = shared
+            .scaled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .copied()
+            .filter(|(_, at, _)| at.elapsed() < STORE_LAG);
+        let current = match remembered {
+            Some((replicas, _, _)) if deployment.is_some() => replicas,
+            _ => stored,
+        };
+        ReplicasNow {
+            exists: deployment.is_some(),
+            current,
+            ready: deployment
+                .as_ref()
+                .and_then(|d| d.status.as_ref()?.ready_replicas)
+                .unwrap_or(0),
+            remembered,
+            key,
+        }
+    }
+}
+
+/// Step 3's outcome: the replicas decided, and what decided them.
+struct ScalePlan {
+    decision: ScaleDecision,
+    desired: i32,
+    /// The freeze in force: its reason, and when it ends.
+    frozen: Option<String>,
+    frozen_until: Option<Timestamp>,
+    /// The start of the burst this decision follows up, if it does.
+    burst: Option<(Instant, Option<Timestamp>)>,
+    /// The last scale, as the pool's status or our memory has it.
+    last_scale: Option<Timestamp>,
+}
+
+/// Step 3, decide: the autoscaler's input from the counts, the freeze, the
+/// hold and the stabilization history, then its decision (recorded in the
+/// history).
+fn decide_scale(ctx: &PoolCtx<'_>, counted: &Counted, replicas: &ReplicasNow) -> ScalePlan {
+    let shared = ctx.shared;
+    let pool = ctx.pool;
+    let now = ctx.now;
     let windows =
         freeze::parse_all(&pool.spec.freeze_schedules, &default_tz(shared)).unwrap_or_default();
     let frozen = freeze::active_freeze(&windows, now);
@@ -719,55 +835,32 @@ async fn deployment_mode(
         .last_scale_time
         .as_ref()
         .map(|t| t.0)
-        .max(remembered.map(|(_, _, t)| t));
-    let window = Duration::from_secs(
-        u64::try_from(pool.spec.scale_down_stabilization_seconds.max(0)).unwrap_or(0),
-    );
+        .max(replicas.remembered.map(|(_, _, t)| t));
+    let window = seconds(pool.spec.scale_down_stabilization_seconds);
     // A leading controller decides at least once a resync; a history older
     // than a few resyncs was not recorded by a leader and is seeded again.
     let stale_after = shared.config.resync_interval().max(Duration::from_secs(1)) * 3;
-    let history_key = key.clone();
     let recommendations = {
         let histories = shared
             .recommendations
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         Recommendations::fresh_or_seeded(
-            histories.get(&history_key).cloned(),
-            clamp_u32(current),
+            histories.get(&replicas.key).cloned(),
+            clamp_u32(replicas.current),
             now,
             stale_after,
         )
     };
-    let input = AutoscaleInput {
-        pending_tasks: counts.pending,
-        running_tasks: counts.running,
-        busy_agents: agents.busy,
-        idle_agents: agents.idle,
-        starting_agents: agents.starting,
-        current_replicas: clamp_u32(current),
-        concurrency: clamp_u32(pool.spec.concurrency),
-        min_replicas: clamp_u32(pool.spec.min_replicas),
-        max_replicas: clamp_u32(pool.spec.max_replicas),
-        scale_up_step: pool.spec.scale_up_step.map(clamp_u32),
-        cooldown_up: Duration::from_secs(
-            u64::try_from(pool.spec.cooldown_seconds.up.max(0)).unwrap_or(0),
-        ),
-        cooldown_down: Duration::from_secs(
-            u64::try_from(pool.spec.cooldown_seconds.down.max(0)).unwrap_or(0),
-        ),
-        scale_down_window: window,
+    let input = autoscale_input(
+        pool,
+        counted,
+        replicas.current,
         recommendations,
-        frozen: frozen.as_ref().map(|f| f.reason.clone()),
-        draining: pool.spec.drain,
-        hold: pool.spec.hold.as_ref().map(|h| HoldInput {
-            replicas: clamp_u32(h.replicas),
-            until: h.until.as_ref().map(|t| t.0),
-            set_by: h.set_by.clone(),
-        }),
-        last_scale_time: last_scale,
+        frozen.as_ref().map(|f| f.reason.clone()),
+        last_scale,
         now,
-    };
+    );
     // A burst's follow-up finishes the burst's scale-up: the up cooldown
     // counts from before the burst's first decision, so 100 tasks are one
     // or two decisions reaching the target, not a partial one that sticks.
@@ -775,7 +868,7 @@ async fn deployment_mode(
         .burst_scaled
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
+        .get(&replicas.key)
         .copied()
         .filter(|(at, _)| at.elapsed() < BURST);
     let decision = match burst {
@@ -794,18 +887,81 @@ async fn deployment_mode(
     };
     record_recommendation(
         shared,
-        history_key,
+        replicas.key.clone(),
         input.recommendations,
         now,
         decision.need,
         window,
         stale_after,
     );
-    let desired = to_i32(decision.desired);
+    ScalePlan {
+        desired: to_i32(decision.desired),
+        decision,
+        frozen: frozen.as_ref().map(|f| f.reason.clone()),
+        frozen_until: frozen.map(|f| f.until),
+        burst,
+        last_scale,
+    }
+}
 
+/// Whole seconds of a spec field as a duration (negative is zero).
+fn seconds(s: i64) -> Duration {
+    Duration::from_secs(u64::try_from(s.max(0)).unwrap_or(0))
+}
+
+/// What the autoscaler is asked, from a pool's spec and counts.
+fn autoscale_input(
+    pool: &AgentPool,
+    counted: &Counted,
+    current: i32,
+    recommendations: Recommendations,
+    frozen: Option<String>,
+    last_scale_time: Option<Timestamp>,
+    now: Timestamp,
+) -> AutoscaleInput {
+    let spec = &pool.spec;
+    AutoscaleInput {
+        pending_tasks: counted.tasks.pending,
+        running_tasks: counted.tasks.running,
+        busy_agents: counted.agents.busy,
+        idle_agents: counted.agents.idle,
+        starting_agents: counted.agents.starting,
+        current_replicas: clamp_u32(current),
+        concurrency: clamp_u32(spec.concurrency),
+        min_replicas: clamp_u32(spec.min_replicas),
+        max_replicas: clamp_u32(spec.max_replicas),
+        scale_up_step: spec.scale_up_step.map(clamp_u32),
+        cooldown_up: seconds(spec.cooldown_seconds.up),
+        cooldown_down: seconds(spec.cooldown_seconds.down),
+        scale_down_window: seconds(spec.scale_down_stabilization_seconds),
+        recommendations,
+        frozen,
+        draining: spec.drain,
+        hold: spec.hold.as_ref().map(|h| HoldInput {
+            replicas: clamp_u32(h.replicas),
+            until: h.until.as_ref().map(|t| t.0),
+            set_by: h.set_by.clone(),
+        }),
+        last_scale_time,
+        now,
+    }
+}
+
+/// Step 4, apply: busy agents are made costlier to delete before a scale
+/// down, the pool's objects are applied at the decided replicas, and a
+/// scale is recorded (memory, metric, Event). Returns the pool's
+/// `lastScaleTime`.
+async fn apply_scale(
+    ctx: &mut PoolCtx<'_>,
+    counted: &Counted,
+    replicas: &ReplicasNow,
+    plan: &ScalePlan,
+) -> Result<Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>> {
+    let shared = ctx.shared;
+    let (current, desired) = (replicas.current, plan.desired);
     if desired < current {
         // Busy agents must outlive idle ones when the ReplicaSet picks.
-        for (pod, cost) in deletion_costs(&pods, &counts.busy_agents) {
+        for (pod, cost) in deletion_costs(&counted.pods, &counted.tasks.busy_agents) {
             let api: Api<Pod> = Api::namespaced(shared.client.clone(), &ctx.ns);
             let patch = json!({"metadata": {"annotations": {crate::crd::ANNOTATION_POD_DELETION_COST: cost}}});
             match api
@@ -818,64 +974,66 @@ async fn deployment_mode(
             }
         }
     }
-
     let objects = pool_objects(ctx, desired)?;
-    apply_objects(ctx, objects, deployment.is_some()).await?;
+    apply_objects(ctx, objects, replicas.exists).await?;
 
-    let mut last_scale_time = old.last_scale_time.clone();
-    if deployment.is_some() && desired != current {
+    let old = ctx.pool.status.as_ref();
+    let mut last_scale_time = old.and_then(|s| s.last_scale_time.clone());
+    if replicas.exists && desired != current {
         let (dir, reason) = if desired > current {
             ("up", "ScaledUp")
         } else {
             ("down", "ScaledDown")
         };
-        last_scale_time = Some(k8s_time(now));
-        if burst.is_none() {
+        last_scale_time = Some(k8s_time(ctx.now));
+        if plan.burst.is_none() {
             shared
                 .burst_scaled
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(key.clone(), (Instant::now(), last_scale));
+                .insert(replicas.key.clone(), (Instant::now(), plan.last_scale));
         }
         shared
             .scaled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), (desired, Instant::now(), now));
+            .insert(replicas.key.clone(), (desired, Instant::now(), ctx.now));
         shared.metrics.scaled(&ctx.ns, &ctx.name, dir);
-        tracing::info!(pool = %ctx.name, namespace = %ctx.ns, from = current, to = desired, reason = %decision.reason, "scaled");
-        ctx.event(EventType::Normal, reason, "Scale", decision.reason.clone())
-            .await;
+        tracing::info!(pool = %ctx.name, namespace = %ctx.ns, from = current, to = desired, reason = %plan.decision.reason, "scaled");
+        ctx.event(
+            EventType::Normal,
+            reason,
+            "Scale",
+            plan.decision.reason.clone(),
+        )
+        .await;
     }
+    Ok(last_scale_time)
+}
 
-    let outlook = ClaimOutlook {
-        ready_agents: agents.ready,
-        idle_agents: agents.idle,
-        replicas: clamp_u32(desired),
-        max_replicas: clamp_u32(pool.spec.max_replicas),
-        frozen: frozen.as_ref().map(|f| f.reason.clone()),
-        draining: pool.spec.drain,
-    };
-    let unclaimed_check = mark_unclaimed(ctx, tasks, &outlook).await?;
-
-    let generation = pool.metadata.generation;
-    let frozen_reason = frozen.as_ref().map(|f| f.reason.clone());
-    if frozen.is_some() && !old.frozen {
+/// Step 5, report: Events for a freeze that began and a hold that ended,
+/// the pool's status and its metrics.
+async fn report_deployment(
+    ctx: &PoolCtx<'_>,
+    counted: &Counted,
+    replicas: &ReplicasNow,
+    plan: &ScalePlan,
+    health: HealthCounts,
+    last_scale_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) -> Result<()> {
+    let shared = ctx.shared;
+    let pool = ctx.pool;
+    let now = ctx.now;
+    let old = pool.status.clone().unwrap_or_default();
+    if plan.frozen.is_some() && !old.frozen {
         ctx.event(
             EventType::Normal,
             "Frozen",
             "Freeze",
-            frozen_reason.clone().unwrap_or_default(),
+            plan.frozen.clone().unwrap_or_default(),
         )
         .await;
     }
-    let degraded_msg = {
-        let mut notes = ctx.notes.clone();
-        if health.offline > 0 {
-            notes.push(format!("{} agent(s) offline", health.offline));
-        }
-        notes.join("; ")
-    };
     let hold = HoldStatus::of(pool.spec.hold.as_ref(), now);
     if let (Some(ended), None) = (&old.hold, &hold) {
         ctx.event(
@@ -886,20 +1044,82 @@ async fn deployment_mode(
         )
         .await;
     }
+    let mut notes = ctx.notes.clone();
+    if health.offline > 0 {
+        notes.push(format!("{} agent(s) offline", health.offline));
+    }
+    let status = deployment_status(
+        pool,
+        &old,
+        &DeploymentFacts {
+            counted,
+            ready: replicas.ready,
+            desired: plan.desired,
+            frozen: plan.frozen.as_deref(),
+            hold,
+            health,
+            last_scale_time,
+            reason: &plan.decision.reason,
+            degraded: &notes.join("; "),
+        },
+        now,
+    );
+    shared.metrics.set_pool(
+        &ctx.ns,
+        &ctx.name,
+        super::metrics::PoolGauges {
+            desired: i64::from(plan.desired),
+            current: i64::from(counted.agents.live),
+            ready: i64::from(replicas.ready),
+            pending: i64::from(counted.tasks.pending),
+            running: i64::from(counted.tasks.running),
+            busy: i64::from(counted.agents.busy),
+            idle: i64::from(counted.agents.idle),
+            fresh: i64::from(health.fresh),
+            stale: i64::from(health.stale),
+            offline: i64::from(health.offline),
+        },
+    );
+    write_pool_status(pool, shared, &old, status).await
+}
+
+/// What a deployment-mode pool's status is made of.
+struct DeploymentFacts<'a> {
+    counted: &'a Counted,
+    ready: i32,
+    desired: i32,
+    frozen: Option<&'a str>,
+    hold: Option<HoldStatus>,
+    health: HealthCounts,
+    last_scale_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    reason: &'a str,
+    /// Problems worth a Degraded condition, joined.
+    degraded: &'a str,
+}
+
+/// A deployment-mode pool's status, its conditions moved on from `old`'s.
+fn deployment_status(
+    pool: &AgentPool,
+    old: &AgentPoolStatus,
+    f: &DeploymentFacts<'_>,
+    now: Timestamp,
+) -> AgentPoolStatus {
+    let generation = pool.metadata.generation;
+    let (ready, desired) = (f.ready, f.desired);
     let ready_ok = ready >= desired;
-    let status = AgentPoolStatus {
-        replicas: to_i32(agents.live),
+    AgentPoolStatus {
+        replicas: to_i32(f.counted.agents.live),
         ready_replicas: ready,
         desired_replicas: desired,
-        pending_tasks: to_i32(counts.pending),
-        running_tasks: to_i32(counts.running),
-        frozen: frozen.is_some(),
-        frozen_reason: frozen_reason.clone(),
+        pending_tasks: to_i32(f.counted.tasks.pending),
+        running_tasks: to_i32(f.counted.tasks.running),
+        frozen: f.frozen.is_some(),
+        frozen_reason: f.frozen.map(str::to_owned),
         draining: pool.spec.drain,
-        hold,
-        health,
-        last_scale_time,
-        scale_reason: Some(decision.reason.clone()),
+        hold: f.hold.clone(),
+        health: f.health,
+        last_scale_time: f.last_scale_time.clone(),
+        scale_reason: Some(f.reason.to_owned()),
         conditions: valid_pool_conditions(
             &old.conditions,
             &PoolConditionFacts {
@@ -912,39 +1132,32 @@ async fn deployment_mode(
                     },
                     format!("{ready} of {desired} agents ready"),
                 ),
-                frozen: frozen
-                    .is_some()
-                    .then(|| frozen_reason.as_deref().unwrap_or("")),
+                frozen: f.frozen,
                 draining: pool
                     .spec
                     .drain
                     .then_some("no new work is handed out; scaling to zero once idle"),
-                degraded: &degraded_msg,
+                degraded: f.degraded,
             },
             generation,
             now,
         ),
         observed_generation: generation,
-    };
-    shared.metrics.set_pool(
-        &ctx.ns,
-        &ctx.name,
-        super::metrics::PoolGauges {
-            desired: i64::from(desired),
-            current: i64::from(agents.live),
-            ready: i64::from(ready),
-            pending: i64::from(counts.pending),
-            running: i64::from(counts.running),
-            busy: i64::from(agents.busy),
-            idle: i64::from(agents.idle),
-            fresh: i64::from(health.fresh),
-            stale: i64::from(health.stale),
-            offline: i64::from(health.offline),
-        },
-    );
-    write_pool_status(pool, shared, &old, status).await?;
+    }
+}
 
-    let mut next = shared.config.resync_interval().max(Duration::from_secs(1));
+/// Step 6, when to look again: at the resync at the latest; sooner when a
+/// cooldown, hold or stabilization window ends, a scale may need another
+/// step, a write lost a race, or one of `checks` (an offline agent's task,
+/// an unclaimed task, a freeze's end) comes due.
+fn next_look(
+    resync: Duration,
+    decision: &ScaleDecision,
+    retry_soon: bool,
+    checks: impl IntoIterator<Item = Duration>,
+) -> Duration {
+    let mut next = resync.max(Duration::from_secs(1));
+    let soon = Duration::from_millis(50);
     if let Some(left) = decision
         .cooldown_left
         .into_iter()
@@ -952,27 +1165,19 @@ async fn deployment_mode(
         .chain(decision.stabilization_left)
         .min()
     {
-        next = next.min(left + Duration::from_millis(50));
+        next = next.min(left + soon);
     }
-    if decision.direction != ScaleDirection::Hold || ctx.retry_soon {
+    if decision.direction != ScaleDirection::Hold || retry_soon {
         // Look again soon: the scale may need a second step (scaleUpStep).
         next = next.min(Duration::from_secs(1));
     }
-    if ctx.retry_soon {
+    if retry_soon {
         next = next.min(Duration::from_millis(300));
     }
-    if let Some(f) = &frozen
-        && let Ok(left) = Duration::try_from(f.until.duration_since(now))
-    {
-        next = next.min(left + Duration::from_millis(50));
+    for left in checks {
+        next = next.min(left + soon);
     }
-    if let Some(left) = unclaimed_check {
-        next = next.min(left + Duration::from_millis(50));
-    }
-    if let Some(left) = offline_check {
-        next = next.min(left + Duration::from_millis(50));
-    }
-    Ok(Action::requeue(next))
+    next
 }
 
 /// Records `need` in the history a decision used, and drops the histories
@@ -1171,259 +1376,372 @@ fn waiting_reason(pod: Option<&CachedPod>) -> String {
     }
 }
 
+/// A job-mode pool, in the steps of a reconcile: each unfinished task, oldest
+/// first, is moved on (cancelled, given its Job within `maxInFlight`,
+/// followed to its end or its scheduling timeout); then the pool's objects
+/// are applied, its status reported, and when to look again said.
 async fn job_mode(
     ctx: &mut PoolCtx<'_>,
     tasks: &mut [Arc<AgentTask>],
     pool_pods: &[Arc<CachedPod>],
 ) -> Result<Action> {
-    let shared = ctx.shared;
-    let pool = ctx.pool;
-    let now = ctx.now;
-    let jobs: HashMap<String, Arc<Job>> = shared
-        .view
-        .jobs
-        .state()
-        .into_iter()
-        .filter(|j| j.namespace().as_deref() == Some(ctx.ns.as_str()))
-        .map(|j| (j.name_any(), j))
-        .collect();
     let task_pods: Vec<&Arc<CachedPod>> = pool_pods
         .iter()
         .filter(|p| p.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(COMPONENT_TASK))
         .collect();
-    let pod_of = |task: &AgentTask| -> Option<&CachedPod> {
-        let label = label_value(&task.name_any());
-        task_pods
-            .iter()
-            .filter(|p| p.labels().get(LABEL_TASK) == Some(&label))
-            .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
-            .map(|p| p.as_ref())
-    };
-    let jobs_api: Api<Job> = Api::namespaced(shared.client.clone(), &ctx.ns);
-    let max_in_flight = pool
-        .spec
-        .max_in_flight
-        .unwrap_or(pool.spec.max_replicas)
-        .max(0);
+    let max_in_flight = max_in_flight(ctx.pool);
     let mut in_flight = tasks
         .iter()
         .filter(|t| {
             !t.phase().is_finished()
                 && (matches!(t.phase(), TaskPhase::Scheduled | TaskPhase::Running)
-                    || manifests::job_name(t).is_ok_and(|j| jobs.contains_key(&j)))
+                    || task_job(ctx, t).is_some())
         })
         .count();
-    let max_attempts = i32::try_from(shared.config.task_recovery.max_attempts)
-        .unwrap_or(i32::MAX)
-        .min(pool.spec.task_defaults.max_attempts.max(1));
-    let sched_timeout = pool.spec.task_defaults.scheduling_timeout_seconds.max(1);
-    let mut soonest: Option<Duration> = None;
     // Oldest first, so the queue is fair.
     tasks.sort_by_key(|t| t.metadata.creation_timestamp.clone().map(|t| t.0));
+    let mut soonest: Option<Duration> = None;
     for task in tasks.iter_mut() {
-        let phase = task.phase();
-        if phase.is_finished() {
+        if task.phase().is_finished() || manifests::job_name(task).is_err() {
             continue;
         }
-        let Ok(job_name) = manifests::job_name(task) else {
-            continue;
+        let pod = pod_of_task(&task_pods, task);
+        let due = if task.spec.cancel {
+            cancel_job_task(ctx, task, pod).await?
+        } else {
+            match task.phase() {
+                TaskPhase::Pending => {
+                    start_job_task(ctx, task, max_in_flight, &mut in_flight).await?
+                }
+                TaskPhase::Scheduled | TaskPhase::Running => {
+                    follow_job_task(ctx, task, pod).await?
+                }
+                _ => None,
+            }
         };
-        let job = jobs.get(&job_name).cloned();
-        let status = task.status.clone().unwrap_or_default();
-        if task.spec.cancel {
-            let worker_live = phase == TaskPhase::Running
-                && pod_of(task).is_some_and(|p| {
-                    p.metadata.deletion_timestamp.is_none()
-                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                });
-            if worker_live && job.is_some() {
-                // The worker stops the runner (TERM, then KILL after the
-                // grace) and reports Cancelled itself; deleting the Job now
-                // would cut that short. Look again soon in case it dies.
-                soonest =
-                    Some(soonest.map_or(Duration::from_secs(1), |s| s.min(Duration::from_secs(1))));
-                continue;
-            }
-            if job.is_some() {
-                delete_job(&jobs_api, &job_name, task).await?;
-            }
-            let next = AgentTaskStatus {
-                phase: TaskPhase::Cancelled,
-                finished_at: Some(k8s_time(now)),
-                message: Some("cancelled".into()),
-                ..status
-            };
-            ctx.set_task_status(task, next).await?;
-            continue;
-        }
-        match phase {
-            TaskPhase::Pending => {
-                if job.is_none() {
-                    if in_flight >= usize::try_from(max_in_flight).unwrap_or(0) {
-                        continue;
-                    }
-                    let manifest = match manifests::task_job(pool, task) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            let next = AgentTaskStatus {
-                                phase: TaskPhase::Errored,
-                                finished_at: Some(k8s_time(now)),
-                                message: Some(e.to_string()),
-                                ..status
-                            };
-                            if ctx.set_task_status(task, next).await? {
-                                ctx.task_event(task, EventType::Warning, "Errored", e.to_string())
-                                    .await;
-                            }
-                            continue;
-                        }
-                    };
-                    match jobs_api.create(&PostParams::default(), &manifest).await {
-                        Ok(_) => {}
-                        // A restarted controller finds the Job it made before.
-                        Err(kube::Error::Api(s)) if s.code == 409 => {}
-                        Err(source) => {
-                            return Err(ControllerError::JobFailed {
-                                action: "create",
-                                task: task.name_any(),
-                                job: job_name,
-                                source,
-                            });
-                        }
-                    }
-                    in_flight += 1;
-                }
-                let next = AgentTaskStatus {
-                    phase: TaskPhase::Scheduled,
-                    job: Some(job_name.clone()),
-                    claimed_at: Some(k8s_time(now)),
-                    attempts: status.attempts + 1,
-                    message: Some(format!("Job {job_name} created")),
-                    ..status
-                };
-                ctx.set_task_status(task, next).await?;
-                soonest =
-                    Some(soonest.map_or(Duration::from_secs(1), |s| s.min(Duration::from_secs(1))));
-            }
-            TaskPhase::Scheduled | TaskPhase::Running => {
-                let Some(job) = job else {
-                    // Give the job store a moment after we created it.
-                    let since = status
-                        .claimed_at
-                        .as_ref()
-                        .map(|t| now.duration_since(t.0).as_secs())
-                        .unwrap_or(i64::MAX);
-                    if since > 10 {
-                        let next =
-                            status.requeued(&format!("Job {job_name} is gone"), max_attempts, now);
-                        if ctx.set_task_status(task, next).await? {
-                            ctx.task_event(
-                                task,
-                                EventType::Warning,
-                                "Requeued",
-                                format!("Job {job_name} is gone"),
-                            )
-                            .await;
-                        }
-                    }
-                    continue;
-                };
-                if let Some(ok) = job_outcome(&job) {
-                    let next = AgentTaskStatus {
-                        phase: if ok {
-                            TaskPhase::Succeeded
-                        } else {
-                            TaskPhase::Failed
-                        },
-                        finished_at: Some(k8s_time(now)),
-                        started_at: status.started_at.clone().or(Some(k8s_time(now))),
-                        message: Some(if ok {
-                            format!("Job {job_name} succeeded")
-                        } else {
-                            format!("Job {job_name} failed")
-                        }),
-                        ..status
-                    };
-                    ctx.set_task_status(task, next).await?;
-                    continue;
-                }
-                let pod = pod_of(task);
-                let pod_running = pod
-                    .and_then(|p| p.status.as_ref()?.phase.as_deref())
-                    .is_some_and(|p| p == "Running");
-                if phase == TaskPhase::Scheduled && pod_running {
-                    let next = AgentTaskStatus {
-                        phase: TaskPhase::Running,
-                        agent: pod.map(|p| p.name_any()),
-                        started_at: Some(k8s_time(now)),
-                        last_heartbeat: Some(k8s_time(now)),
-                        message: Some(format!("running in Job {job_name}")),
-                        ..status
-                    };
-                    ctx.set_task_status(task, next).await?;
-                } else if phase == TaskPhase::Scheduled {
-                    let since = status
-                        .claimed_at
-                        .as_ref()
-                        .map(|t| now.duration_since(t.0).as_secs())
-                        .unwrap_or(0);
-                    if since >= sched_timeout {
-                        let why = format!(
-                            "not running {sched_timeout}s after Job {job_name} was created ({})",
-                            waiting_reason(pod)
-                        );
-                        delete_job(&jobs_api, &job_name, task).await?;
-                        let next = AgentTaskStatus {
-                            phase: TaskPhase::Errored,
-                            finished_at: Some(k8s_time(now)),
-                            message: Some(why.clone()),
-                            ..status
-                        };
-                        if ctx.set_task_status(task, next).await? {
-                            ctx.task_event(
-                                task,
-                                EventType::Warning,
-                                "SchedulingTimeout",
-                                why.clone(),
-                            )
-                            .await;
-                            ctx.event(
-                                EventType::Warning,
-                                "SchedulingTimeout",
-                                "Schedule",
-                                format!("task {}: {why}", task.name_any()),
-                            )
-                            .await;
-                        }
-                    } else {
-                        let left =
-                            Duration::from_secs(u64::try_from(sched_timeout - since).unwrap_or(1));
-                        soonest = Some(soonest.map_or(left, |s| s.min(left)));
-                    }
-                }
-            }
-            _ => {}
-        }
+        soonest = match (soonest, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
-
     let objects = pool_objects(ctx, 0)?;
     apply_objects(ctx, objects, true).await?;
+    report_jobs(ctx, tasks, pool_pods, max_in_flight).await?;
+    let resync = ctx
+        .shared
+        .config
+        .resync_interval()
+        .max(Duration::from_secs(1));
+    Ok(if ctx.retry_soon {
+        Action::requeue(Duration::from_millis(300))
+    } else if let Some(s) = soonest {
+        Action::requeue(s.min(resync))
+    } else {
+        resync_action(ctx.shared)
+    })
+}
 
+/// Task Jobs a job-mode pool runs at once: `maxInFlight`, else `maxReplicas`.
+fn max_in_flight(pool: &AgentPool) -> i32 {
+    pool.spec
+        .max_in_flight
+        .unwrap_or(pool.spec.max_replicas)
+        .max(0)
+}
+
+/// A task's Job, looked up by its name (one lookup, however many Jobs).
+fn task_job(ctx: &PoolCtx<'_>, task: &AgentTask) -> Option<(String, Arc<Job>)> {
+    let name = manifests::job_name(task).ok()?;
+    let job = ctx
+        .shared
+        .view
+        .jobs
+        .get(&ObjectRef::new(&name).within(&ctx.ns))?;
+    Some((name, job))
+}
+
+/// The newest pod of a task's Job.
+fn pod_of_task<'a>(task_pods: &[&'a Arc<CachedPod>], task: &AgentTask) -> Option<&'a CachedPod> {
+    let label = label_value(&task.name_any());
+    task_pods
+        .iter()
+        .filter(|p| p.labels().get(LABEL_TASK) == Some(&label))
+        .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
+        .map(|p: &&'a Arc<CachedPod>| -> &'a CachedPod { p })
+}
+
+/// How long until a task is looked at again, at the soonest.
+const LOOK_SOON: Duration = Duration::from_secs(1);
+
+/// A cancelled task: its running worker stops the runner itself (TERM,
+/// then KILL after the grace) and reports Cancelled; otherwise its Job is
+/// deleted and the task marked Cancelled here.
+async fn cancel_job_task(
+    ctx: &mut PoolCtx<'_>,
+    task: &mut Arc<AgentTask>,
+    pod: Option<&CachedPod>,
+) -> Result<Option<Duration>> {
+    let job = task_job(ctx, task);
+    let worker_live = task.phase() == TaskPhase::Running
+        && pod.is_some_and(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        });
+    if worker_live && job.is_some() {
+        // Deleting the Job now would cut the worker's stop short. Look
+        // again soon in case it dies.
+        return Ok(Some(LOOK_SOON));
+    }
+    if let Some((name, _)) = &job {
+        delete_job(&jobs_api(ctx), name, task).await?;
+    }
+    let next = AgentTaskStatus {
+        phase: TaskPhase::Cancelled,
+        finished_at: Some(k8s_time(ctx.now)),
+        message: Some("cancelled".into()),
+        ..task.status.clone().unwrap_or_default()
+    };
+    ctx.set_task_status(task, next).await?;
+    Ok(None)
+}
+
+fn jobs_api(ctx: &PoolCtx<'_>) -> Api<Job> {
+    Api::namespaced(ctx.shared.client.clone(), &ctx.ns)
+}
+
+/// A Pending task gets its Job while fewer than `max_in_flight` run (a Job
+/// a restarted controller made before is taken as is), and is Scheduled.
+async fn start_job_task(
+    ctx: &mut PoolCtx<'_>,
+    task: &mut Arc<AgentTask>,
+    max_in_flight: i32,
+    in_flight: &mut usize,
+) -> Result<Option<Duration>> {
+    let Ok(job_name) = manifests::job_name(task) else {
+        return Ok(None);
+    };
+    let status = task.status.clone().unwrap_or_default();
+    if task_job(ctx, task).is_none() {
+        if *in_flight >= usize::try_from(max_in_flight).unwrap_or(0) {
+            return Ok(None);
+        }
+        let manifest = match manifests::task_job(ctx.pool, task) {
+            Ok(m) => m,
+            Err(e) => {
+                let next = AgentTaskStatus {
+                    phase: TaskPhase::Errored,
+                    finished_at: Some(k8s_time(ctx.now)),
+                    message: Some(e.to_string()),
+                    ..status
+                };
+                if ctx.set_task_status(task, next).await? {
+                    ctx.task_event(task, EventType::Warning, "Errored", e.to_string())
+                        .await;
+                }
+                return Ok(None);
+            }
+        };
+        match jobs_api(ctx)
+            .create(&PostParams::default(), &manifest)
+            .await
+        {
+            Ok(_) => {}
+            // A restarted controller finds the Job it made before.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(source) => {
+                return Err(ControllerError::JobFailed {
+                    action: "create",
+                    task: task.name_any(),
+                    job: job_name,
+                    source,
+                });
+            }
+        }
+        *in_flight += 1;
+    }
+    let next = AgentTaskStatus {
+        phase: TaskPhase::Scheduled,
+        job: Some(job_name.clone()),
+        claimed_at: Some(k8s_time(ctx.now)),
+        attempts: status.attempts + 1,
+        message: Some(format!("Job {job_name} created")),
+        ..status
+    };
+    ctx.set_task_status(task, next).await?;
+    Ok(Some(LOOK_SOON))
+}
+
+/// A Scheduled or Running task follows its Job: requeued when the Job is
+/// gone, finished with it, Running once its pod runs, Errored (its Job
+/// deleted) past the scheduling timeout.
+async fn follow_job_task(
+    ctx: &mut PoolCtx<'_>,
+    task: &mut Arc<AgentTask>,
+    pod: Option<&CachedPod>,
+) -> Result<Option<Duration>> {
+    let Ok(job_name) = manifests::job_name(task) else {
+        return Ok(None);
+    };
+    let now = ctx.now;
+    let phase = task.phase();
+    let status = task.status.clone().unwrap_or_default();
+    let since_claimed = status
+        .claimed_at
+        .as_ref()
+        .map(|t| now.duration_since(t.0).as_secs());
+    let Some((_, job)) = task_job(ctx, task) else {
+        // Give the job store a moment after we created it.
+        if since_claimed.unwrap_or(i64::MAX) > 10 {
+            let why = format!("Job {job_name} is gone");
+            let next = status.requeued(&why, max_attempts(ctx), now);
+            if ctx.set_task_status(task, next).await? {
+                ctx.task_event(task, EventType::Warning, "Requeued", why)
+                    .await;
+            }
+        }
+        return Ok(None);
+    };
+    if let Some(ok) = job_outcome(&job) {
+        let next = AgentTaskStatus {
+            phase: if ok {
+                TaskPhase::Succeeded
+            } else {
+                TaskPhase::Failed
+            },
+            finished_at: Some(k8s_time(now)),
+            started_at: status.started_at.clone().or(Some(k8s_time(now))),
+            message: Some(if ok {
+                format!("Job {job_name} succeeded")
+            } else {
+                format!("Job {job_name} failed")
+            }),
+            ..status
+        };
+        ctx.set_task_status(task, next).await?;
+        return Ok(None);
+    }
+    if phase != TaskPhase::Scheduled {
+        return Ok(None);
+    }
+    let pod_running = pod
+        .and_then(|p| p.status.as_ref()?.phase.as_deref())
+        .is_some_and(|p| p == "Running");
+    if pod_running {
+        let next = AgentTaskStatus {
+            phase: TaskPhase::Running,
+            agent: pod.map(|p| p.name_any()),
+            started_at: Some(k8s_time(now)),
+            last_heartbeat: Some(k8s_time(now)),
+            message: Some(format!("running in Job {job_name}")),
+            ..status
+        };
+        ctx.set_task_status(task, next).await?;
+        return Ok(None);
+    }
+    let timeout = ctx
+        .pool
+        .spec
+        .task_defaults
+        .scheduling_timeout_seconds
+        .max(1);
+    let since = since_claimed.unwrap_or(0);
+    if since < timeout {
+        return Ok(Some(Duration::from_secs(
+            u64::try_from(timeout - since).unwrap_or(1),
+        )));
+    }
+    let why = format!(
+        "not running {timeout}s after Job {job_name} was created ({})",
+        waiting_reason(pod)
+    );
+    delete_job(&jobs_api(ctx), &job_name, task).await?;
+    let next = AgentTaskStatus {
+        phase: TaskPhase::Errored,
+        finished_at: Some(k8s_time(now)),
+        message: Some(why.clone()),
+        ..status
+    };
+    if ctx.set_task_status(task, next).await? {
+        ctx.task_event(task, EventType::Warning, "SchedulingTimeout", why.clone())
+            .await;
+        ctx.event(
+            EventType::Warning,
+            "SchedulingTimeout",
+            "Schedule",
+            format!("task {}: {why}", task.name_any()),
+        )
+        .await;
+    }
+    Ok(None)
+}
+
+/// A job-mode pool's status and metrics: Jobs in flight against
+/// `maxInFlight`, and the health of its task pods.
+async fn report_jobs(
+    ctx: &PoolCtx<'_>,
+    tasks: &[Arc<AgentTask>],
+    pool_pods: &[Arc<CachedPod>],
+    max_in_flight: i32,
+) -> Result<()> {
+    let shared = ctx.shared;
+    let pool = ctx.pool;
     let counts = count_tasks(tasks.iter().map(AsRef::as_ref));
     let active = tasks
         .iter()
         .filter(|t| matches!(t.phase(), TaskPhase::Scheduled | TaskPhase::Running))
         .count();
-    let (health, _) = health_counts(shared, &ctx.ns, pool_pods, now);
+    let (health, _) = health_counts(shared, &ctx.ns, pool_pods, ctx.now);
     let old = pool.status.clone().unwrap_or_default();
+    let status = job_status(
+        pool,
+        &old,
+        &counts,
+        active,
+        max_in_flight,
+        health,
+        &ctx.notes.join("; "),
+        ctx.now,
+    );
+    shared.metrics.set_pool(
+        &ctx.ns,
+        &ctx.name,
+        super::metrics::PoolGauges {
+            desired: i64::from(status.desired_replicas),
+            current: i64::try_from(active).unwrap_or(i64::MAX),
+            ready: i64::from(counts.running),
+            pending: i64::from(counts.pending),
+            running: i64::from(counts.running),
+            busy: i64::from(counts.running),
+            idle: 0,
+            fresh: i64::from(health.fresh),
+            stale: i64::from(health.stale),
+            offline: i64::from(health.offline),
+        },
+    );
+    write_pool_status(pool, shared, &old, status).await
+}
+
+/// A job-mode pool's status: `active` Jobs running or scheduled, and as
+/// many more wanted as tasks wait, up to `max_in_flight`.
+#[allow(clippy::too_many_arguments)]
+fn job_status(
+    pool: &AgentPool,
+    old: &AgentPoolStatus,
+    counts: &TaskCounts,
+    active: usize,
+    max_in_flight: i32,
+    health: HealthCounts,
+    degraded: &str,
+    now: Timestamp,
+) -> AgentPoolStatus {
     let generation = pool.metadata.generation;
-    let desired = to_i32(u32::try_from(active).unwrap_or(u32::MAX))
-        .saturating_add(to_i32(counts.pending))
-        .min(max_in_flight);
-    let status = AgentPoolStatus {
-        replicas: to_i32(u32::try_from(active).unwrap_or(u32::MAX)),
+    let active_i32 = to_i32(u32::try_from(active).unwrap_or(u32::MAX));
+    AgentPoolStatus {
+        replicas: active_i32,
         ready_replicas: to_i32(counts.running),
-        desired_replicas: desired,
+        desired_replicas: active_i32
+            .saturating_add(to_i32(counts.pending))
+            .min(max_in_flight),
         pending_tasks: to_i32(counts.pending),
         running_tasks: to_i32(counts.running),
         frozen: false,
@@ -1441,37 +1759,13 @@ async fn job_mode(
                 ready: (true, "JobMode", "tasks run as Jobs".into()),
                 frozen: None,
                 draining: pool.spec.drain.then_some(""),
-                degraded: &ctx.notes.join("; "),
+                degraded,
             },
             generation,
             now,
         ),
         observed_generation: generation,
-    };
-    shared.metrics.set_pool(
-        &ctx.ns,
-        &ctx.name,
-        super::metrics::PoolGauges {
-            desired: i64::from(desired),
-            current: i64::try_from(active).unwrap_or(i64::MAX),
-            ready: i64::from(counts.running),
-            pending: i64::from(counts.pending),
-            running: i64::from(counts.running),
-            busy: i64::from(counts.running),
-            idle: 0,
-            fresh: i64::from(health.fresh),
-            stale: i64::from(health.stale),
-            offline: i64::from(health.offline),
-        },
-    );
-    write_pool_status(pool, shared, &old, status).await?;
-    let mut next = resync(shared);
-    if ctx.retry_soon {
-        next = Action::requeue(Duration::from_millis(300));
-    } else if let Some(s) = soonest {
-        next = Action::requeue(s.min(shared.config.resync_interval().max(Duration::from_secs(1))));
     }
-    Ok(next)
 }
 
 async fn delete_job(api: &Api<Job>, job: &str, task: &AgentTask) -> Result<()> {
@@ -1540,6 +1834,227 @@ mod tests {
         let got: Vec<(usize, i32)> = at.iter().map(|(i, (_, n))| (*i, *n)).collect();
         assert_eq!(got, [(2, 1), (0, 3), (2, 4)]);
         assert!(at_tasks(&tasks, Vec::<(String, i32)>::new(), |(n, _)| n).is_empty());
+    }
+
+    fn pool(spec: serde_json::Value) -> AgentPool {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "generation": 4}, "spec": spec
+        }))
+        .expect("pool")
+    }
+
+    fn task(name: &str, status: serde_json::Value) -> Arc<AgentTask> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name}, "spec": {"pool": "p", "command": ["true"]},
+                "status": status
+            }))
+            .expect("task"),
+        )
+    }
+
+    fn pod(name: &str, phase: &str) -> Arc<CachedPod> {
+        Arc::new(CachedPod::of(
+            &serde_json::from_value::<Pod>(json!({
+                "metadata": {"name": name, "labels": {LABEL_COMPONENT: COMPONENT_AGENT}},
+                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}
+            }))
+            .expect("pod"),
+        ))
+    }
+
+    fn decision(direction: ScaleDirection) -> ScaleDecision {
+        ScaleDecision {
+            desired: 2,
+            direction,
+            need: 2,
+            reason: "r".into(),
+            cooldown_left: None,
+            hold_left: None,
+            stabilization_left: None,
+        }
+    }
+
+    #[test]
+    fn the_next_look_is_the_resync_unless_something_comes_due_sooner() {
+        let resync = Duration::from_secs(30);
+        let hold = decision(ScaleDirection::Hold);
+        assert_eq!(next_look(resync, &hold, false, []), resync);
+        // A resync under a second is a second.
+        assert_eq!(
+            next_look(Duration::ZERO, &hold, false, []),
+            Duration::from_secs(1)
+        );
+        // A window that ends, a check that comes due: just after.
+        let ending = ScaleDecision {
+            stabilization_left: Some(Duration::from_secs(7)),
+            cooldown_left: Some(Duration::from_secs(9)),
+            ..hold.clone()
+        };
+        assert_eq!(
+            next_look(resync, &ending, false, []),
+            Duration::from_millis(7050)
+        );
+        assert_eq!(
+            next_look(
+                resync,
+                &hold,
+                false,
+                [Duration::from_secs(4), Duration::from_secs(12)]
+            ),
+            Duration::from_millis(4050)
+        );
+        // A scale may need a second step; a lost race is tried again soon.
+        assert_eq!(
+            next_look(resync, &decision(ScaleDirection::Up), false, []),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            next_look(resync, &hold, true, []),
+            Duration::from_millis(300)
+        );
+    }
+
+    #[test]
+    fn counting_sees_pending_and_running_tasks_and_busy_and_idle_agents() {
+        let tasks = vec![
+            task("a", json!({"phase": "Pending"})),
+            task("b", json!({"phase": "Running", "agent": "agent-1"})),
+            task("c", json!({"phase": "Succeeded", "agent": "agent-2"})),
+        ];
+        let pods = vec![pod("agent-1", "Running"), pod("agent-2", "Running")];
+        let c = Counted::of(&tasks, &pods);
+        assert_eq!((c.tasks.pending, c.tasks.running), (1, 1));
+        assert_eq!((c.agents.busy, c.agents.idle, c.agents.live), (1, 1, 2));
+        assert_eq!(c.pods.len(), 2);
+    }
+
+    #[test]
+    fn the_autoscalers_input_reads_the_pools_spec_and_counts() {
+        let p = pool(json!({
+            "image": "i", "minReplicas": 1, "maxReplicas": 5, "concurrency": 2,
+            "cooldownSeconds": {"up": 10, "down": -3}, "scaleDownStabilizationSeconds": 60,
+            "drain": true, "hold": {"replicas": 3}
+        }));
+        let counted = Counted::of(&[task("a", json!({"phase": "Pending"}))], &[]);
+        let now: Timestamp = "2026-11-27T12:00:00Z".parse().expect("time");
+        let input = autoscale_input(&p, &counted, 2, Recommendations::default(), None, None, now);
+        assert_eq!(input.pending_tasks, 1);
+        assert_eq!((input.min_replicas, input.max_replicas), (1, 5));
+        assert_eq!(input.current_replicas, 2);
+        assert_eq!(input.concurrency, 2);
+        assert_eq!(input.cooldown_up, Duration::from_secs(10));
+        assert_eq!(input.cooldown_down, Duration::ZERO, "negative is zero");
+        assert_eq!(input.scale_down_window, Duration::from_secs(60));
+        assert!(input.draining);
+        assert_eq!(input.hold.map(|h| h.replicas), Some(3));
+    }
+
+    #[test]
+    fn a_deployment_pools_status_says_its_counts_reason_and_conditions() {
+        let p = pool(json!({"image": "i", "minReplicas": 0, "maxReplicas": 4}));
+        let counted = Counted::of(
+            &[task("a", json!({"phase": "Pending"}))],
+            &[pod("agent-1", "Running")],
+        );
+        let now: Timestamp = "2026-11-27T12:00:00Z".parse().expect("time");
+        let facts = DeploymentFacts {
+            counted: &counted,
+            ready: 1,
+            desired: 2,
+            frozen: Some("release freeze"),
+            hold: None,
+            health: HealthCounts::default(),
+            last_scale_time: None,
+            reason: "1 pending task needs 2 agents",
+            degraded: "",
+        };
+        let s = deployment_status(&p, &AgentPoolStatus::default(), &facts, now);
+        assert_eq!(
+            (s.replicas, s.ready_replicas, s.desired_replicas),
+            (1, 1, 2)
+        );
+        assert_eq!(s.pending_tasks, 1);
+        assert!(s.frozen);
+        assert_eq!(s.frozen_reason.as_deref(), Some("release freeze"));
+        assert_eq!(
+            s.scale_reason.as_deref(),
+            Some("1 pending task needs 2 agents")
+        );
+        assert_eq!(s.observed_generation, Some(4));
+        let ready = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("a Ready condition");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason, "AgentsStarting");
+        assert_eq!(ready.message, "1 of 2 agents ready");
+    }
+
+    #[test]
+    fn a_job_pools_status_wants_a_job_per_waiting_task_up_to_max_in_flight() {
+        let p = pool(json!({"image": "i", "executionMode": "job", "maxReplicas": 3}));
+        assert_eq!(max_in_flight(&p), 3);
+        let capped = pool(json!({"image": "i", "maxReplicas": 3, "maxInFlight": 2}));
+        assert_eq!(max_in_flight(&capped), 2);
+        let tasks = [
+            task("a", json!({"phase": "Pending"})),
+            task("b", json!({"phase": "Pending"})),
+            task("c", json!({"phase": "Running", "agent": "c-pod"})),
+        ];
+        let counts = count_tasks(tasks.iter().map(AsRef::as_ref));
+        let now: Timestamp = "2026-11-27T12:00:00Z".parse().expect("time");
+        let s = job_status(
+            &p,
+            &AgentPoolStatus::default(),
+            &counts,
+            1,
+            3,
+            HealthCounts::default(),
+            "",
+            now,
+        );
+        assert_eq!((s.replicas, s.ready_replicas), (1, 1));
+        // One running and two waiting, but at most three in flight.
+        assert_eq!(s.desired_replicas, 3);
+        assert_eq!(
+            s.scale_reason.as_deref(),
+            Some("job mode: 1 of at most 3 task Jobs in flight")
+        );
+        let s = job_status(
+            &p,
+            &AgentPoolStatus::default(),
+            &counts,
+            1,
+            2,
+            HealthCounts::default(),
+            "",
+            now,
+        );
+        assert_eq!(s.desired_replicas, 2);
+    }
+
+    #[test]
+    fn a_tasks_pod_is_its_newest_by_the_task_label() {
+        let mk = |name: &str, task: &str, created: &str| {
+            Arc::new(CachedPod::of(
+                &serde_json::from_value::<Pod>(json!({
+                    "metadata": {"name": name, "creationTimestamp": created,
+                                 "labels": {LABEL_COMPONENT: COMPONENT_TASK, LABEL_TASK: task}},
+                }))
+                .expect("pod"),
+            ))
+        };
+        let pods = [
+            mk("a-1", "a", "2026-11-27T10:00:00Z"),
+            mk("a-2", "a", "2026-11-27T11:00:00Z"),
+            mk("b-1", "b", "2026-11-27T12:00:00Z"),
+        ];
+        let refs: Vec<&Arc<CachedPod>> = pods.iter().collect();
+        let found = pod_of_task(&refs, &task("a", json!({})));
+        assert_eq!(found.map(|p| p.name_any()).as_deref(), Some("a-2"));
+        assert!(pod_of_task(&refs, &task("c", json!({}))).is_none());
     }
 
     fn job(status: serde_json::Value) -> Job {
