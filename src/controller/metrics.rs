@@ -98,6 +98,17 @@ pub struct Metrics {
     seen: Mutex<Seen>,
 }
 
+/// `metric`, registered in `registry` as `name` with `help`.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
@@ -144,78 +155,77 @@ impl Default for Metrics {
                 (family, get)
             })
             .collect();
-        let health = Family::<HealthLabels, Gauge>::default();
-        registry.register(
+        let r = &mut registry;
+        let health = registered(
+            r,
             "agentdeck_pool_agents_health",
             "Agents by /healthz freshness.",
-            health.clone(),
+            Family::<HealthLabels, Gauge>::default(),
         );
-        let scale_events = Family::<ScaleLabels, Counter>::default();
-        registry.register(
+        let scale_events = registered(
+            r,
             "agentdeck_scale_events",
             "Replica changes made by the autoscaler.",
-            scale_events.clone(),
+            Family::<ScaleLabels, Counter>::default(),
         );
-        let histogram = |registry: &mut Registry, name: &str, help: &str, buckets: &[f64]| {
-            let h = Histogram::new(buckets.iter().copied());
-            registry.register(name, help, h.clone());
-            h
-        };
-        let task_duration = histogram(
-            &mut registry,
+        let histogram = |buckets: &[f64]| Histogram::new(buckets.iter().copied());
+        let task_duration = registered(
+            r,
             "agentdeck_task_duration_seconds",
             "Time from a task's start to its end.",
-            TASK_BUCKETS,
+            histogram(TASK_BUCKETS),
         );
-        let queue_to_start = histogram(
-            &mut registry,
+        let queue_to_start = registered(
+            r,
             "agentdeck_task_queue_to_start_seconds",
             "Time from a task's creation to its start (claim).",
-            TASK_BUCKETS,
+            histogram(TASK_BUCKETS),
         );
-        let reconcile_duration = histogram(
-            &mut registry,
+        let reconcile_duration = registered(
+            r,
             "agentdeck_reconcile_duration_seconds",
             "Time one pool reconcile takes.",
-            RECONCILE_BUCKETS,
+            histogram(RECONCILE_BUCKETS),
         );
-        let reconciles = Counter::default();
-        registry.register(
+        let reconciles = registered(
+            r,
             "agentdeck_reconciles",
             "Pool reconciles run.",
-            reconciles.clone(),
+            Counter::default(),
         );
-        let reconcile_errors = Counter::default();
-        registry.register(
+        let reconcile_errors = registered(
+            r,
             "agentdeck_reconcile_errors",
             "Pool reconciles that failed.",
-            reconcile_errors.clone(),
+            Counter::default(),
         );
-        let api_errors = Family::<CodeLabels, Counter>::default();
-        registry.register(
+        let api_errors = registered(
+            r,
             "agentdeck_api_errors",
             "Kubernetes API errors by HTTP code.",
-            api_errors.clone(),
+            Family::<CodeLabels, Counter>::default(),
         );
-        let leader = Gauge::default();
-        registry.register(
+        let leader = registered(
+            r,
             "agentdeck_leader",
             "1 when this controller holds the leader Lease.",
-            leader.clone(),
+            Gauge::default(),
         );
-        let tasks_deleted = Family::<PoolLabels, Counter>::default();
-        registry.register(
+        let tasks_deleted = registered(
+            r,
             "agentdeck_tasks_deleted",
             "Finished AgentTasks deleted by their pool's taskHistory.",
-            tasks_deleted.clone(),
+            Family::<PoolLabels, Counter>::default(),
         );
         let watches = super::watches::WatchMetrics::default();
-        registry.register(
+        registered(
+            r,
             "agentdeck_watch_current",
             "1 while the watch behind a store is following changes (listed, not failing).",
             watches.current.clone(),
         );
-        registry.register(
+        registered(
+            r,
             "agentdeck_watch_restarts",
             "Watches started over, by kind and reason (ended, idle, gone, list_failed, start_failed, stream_failed).",
             watches.restarts.clone(),

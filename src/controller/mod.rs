@@ -675,13 +675,7 @@ pub fn start_with(
     cancel: CancellationToken,
 ) -> ControllerHandle {
     let client = conn.client.clone();
-    let namespaces: BTreeSet<String> = if options.all_namespaces {
-        BTreeSet::new()
-    } else if config.namespaces.is_empty() {
-        BTreeSet::from([conn.namespace.clone()])
-    } else {
-        config.namespaces.iter().cloned().collect()
-    };
+    let namespaces = watched_namespaces(&conn, config, options);
     let mut tasks = JoinSet::new();
     let identity = identity();
     let elect = config.leader_election.enabled && !options.watch_only;
@@ -696,119 +690,18 @@ pub fn start_with(
     let cell: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>> = Arc::default();
     let synced = Arc::new(AtomicBool::new(false));
     let changes = Changes::default();
-    let report: WatchHealth = {
-        let cell = cell.clone();
-        let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let synced = synced.clone();
-        let changes = changes.clone();
-        Arc::new(move |signal| {
-            // Counted outside the shared state, which may not exist yet.
-            if let WatchSignal::Listed = signal
-                && listed.fetch_add(1, Ordering::SeqCst) + 1 == WATCHES
-            {
-                synced.store(true, Ordering::SeqCst);
-                // Said to whoever waits for it (after the store above).
-                changes.bump();
-                tracing::info!("watches synced");
-            }
-            let Some(shared) = cell.get().and_then(std::sync::Weak::upgrade) else {
-                return;
-            };
-            match signal {
-                WatchSignal::Event | WatchSignal::Listed => shared.api_ok(),
-                WatchSignal::Failed(
-                    watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e),
-                ) => shared.api_failed(e),
-                WatchSignal::Failed(_) => shared.metrics.api_error(None),
-            }
-        })
-    };
-    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let report = watch_reporter(cell.clone(), synced.clone(), changes.clone());
     let metrics = Metrics::default();
-    let board = WatchBoard::with_metrics(metrics.watch_metrics());
-    let (pools, pool_stream) = shared_watch(
-        namespaced_or_all::<AgentPool>(&client, &namespaces),
-        watcher::Config::default(),
-        keep_all,
-        report.clone(),
-        changes.clone(),
-        board.cell("AgentPool"),
-        1,
-        cancel.clone(),
+    let watches = start_watches(
+        &client,
+        &namespaces,
+        &report,
+        &changes,
+        &metrics,
+        &cancel,
         &mut tasks,
     );
-    let (task_store, task_stream) = shared_watch(
-        namespaced_or_all::<AgentTask>(&client, &namespaces),
-        watcher::Config::default(),
-        keep_all,
-        report.clone(),
-        changes.clone(),
-        board.cell("AgentTask"),
-        1,
-        cancel.clone(),
-        &mut tasks,
-    );
-    // The log tails follow the same pods as the triggers (see `tails::run`).
-    let (pods, pod_streams) = shared_watch(
-        namespaced_or_all::<CachedPod>(&client, &namespaces),
-        managed.clone(),
-        keep_all,
-        report.clone(),
-        changes.clone(),
-        board.cell("Pod"),
-        2,
-        cancel.clone(),
-        &mut tasks,
-    );
-    let (deployments, deployment_stream) = shared_watch(
-        namespaced_or_all::<Deployment>(&client, &namespaces),
-        managed.clone(),
-        keep_all,
-        report.clone(),
-        changes.clone(),
-        board.cell("Deployment"),
-        1,
-        cancel.clone(),
-        &mut tasks,
-    );
-    let (jobs, job_stream) = shared_watch(
-        namespaced_or_all::<Job>(&client, &namespaces),
-        managed,
-        keep_all,
-        report,
-        changes.clone(),
-        board.cell("Job"),
-        1,
-        cancel.clone(),
-        &mut tasks,
-    );
-    let only = "one subscriber asked for";
-    let pool_stream = pool_stream.into_iter().next().expect(only);
-    let task_stream = task_stream.into_iter().next().expect(only);
-    let deployment_stream = deployment_stream.into_iter().next().expect(only);
-    let job_stream = job_stream.into_iter().next().expect(only);
-    let mut pod_streams = pod_streams.into_iter();
-    let (pod_stream, tail_pods) = (
-        pod_streams.next().expect("two subscribers asked for"),
-        pod_streams.next().expect("two subscribers asked for"),
-    );
-    let view = ClusterView {
-        pools: pools.clone(),
-        tasks: task_store,
-        pods,
-        deployments,
-        jobs,
-        health: HealthSamples::with_changes(changes.clone()),
-        changes,
-        watches: board,
-    };
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: REPORTER.to_owned(),
-            instance: Some(identity.clone()),
-        },
-    );
+    let view = watches.view.clone();
     let shared = Arc::new(Shared {
         client: client.clone(),
         streams: conn
@@ -818,7 +711,13 @@ pub fn start_with(
         config: config.clone(),
         namespaces,
         view: view.clone(),
-        recorder,
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTER.to_owned(),
+                instance: Some(identity.clone()),
+            },
+        ),
         metrics,
         leader: leader.clone(),
         applied: Mutex::default(),
@@ -846,35 +745,7 @@ pub fn start_with(
             cancel.clone(),
         ));
     }
-
-    // A watch that reconnects to a quiet cluster delivers no event, so
-    // nothing would say the API is back: while it is marked unreachable,
-    // ask it for its version now and then.
-    {
-        let shared = shared.clone();
-        let cancel = cancel.clone();
-        let every = (config.server.api_unreachable_after() / 4)
-            .clamp(Duration::from_millis(250), Duration::from_secs(5));
-        tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                let unreachable = shared
-                    .api_unreachable_since
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .is_some();
-                if unreachable {
-                    match shared.client.apiserver_version().await {
-                        Ok(_) => shared.api_ok(),
-                        Err(e) => shared.api_failed(&e),
-                    }
-                }
-            }
-        });
-    }
+    tasks.spawn(reachability_probe(shared.clone(), config, cancel.clone()));
 
     // An agent turning offline reconciles its pool at once, so its task is
     // requeued within a probe interval of the threshold, not at the resync.
@@ -891,7 +762,11 @@ pub fn start_with(
     // Tasks naming no pool are outside every pool's reconcile.
     tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
     // The final log lines of pods that terminate, for support bundles.
-    tasks.spawn(tails::run(shared.clone(), tail_pods, cancel.clone()));
+    tasks.spawn(tails::run(
+        shared.clone(),
+        watches.tail_pods,
+        cancel.clone(),
+    ));
     // Debug pods past their TTL.
     tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
     // Finished tasks past their pool's taskHistory.
@@ -899,37 +774,233 @@ pub fn start_with(
 
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);
-    {
-        let leader = leader.clone();
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = leader.changed() => {
-                        if leader.is_leader() {
-                            let _ = all_tx.try_send(());
-                        }
-                    }
+    tasks.spawn(on_leading(leader, all_tx, cancel.clone()));
+
+    let triggers = pool_triggers(watches.triggers, offline_rx);
+    let (gated_tx, gated_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(1024);
+    tasks.spawn(gate::run(triggers, gated_tx, DEBOUNCE, cancel.clone()));
+
+    tasks.spawn(reconciler(shared.clone(), all_rx, gated_rx, cancel));
+    ControllerHandle {
+        shared,
+        tasks: tokio::sync::Mutex::new(tasks),
+    }
+}
+
+/// kube-runtime's Controller over the pools, reconciling each pool the gate
+/// lets through and every pool when this controller starts leading (the
+/// pool stream itself goes through the gate).
+async fn reconciler(
+    shared: Arc<Shared>,
+    all: tokio::sync::mpsc::Receiver<()>,
+    gated: tokio::sync::mpsc::Receiver<ObjectRef<AgentPool>>,
+    cancel: CancellationToken,
+) {
+    Controller::for_shared_stream(futures::stream::pending(), shared.view.pools.clone())
+        .reconcile_all_on(tokio_stream_from(all))
+        .reconcile_on(tokio_stream_from(gated))
+        .graceful_shutdown_on(async move { cancel.cancelled().await })
+        .run(reconcile::reconcile, reconcile::error_policy, shared)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "reconcile outcome");
+            }
+        })
+        .await;
+}
+
+/// The namespaces watched: every one (`all_namespaces`, an empty set), the
+/// configured ones, else the connection's.
+fn watched_namespaces(
+    conn: &Connection,
+    config: &Config,
+    options: StartOptions,
+) -> BTreeSet<String> {
+    if options.all_namespaces {
+        BTreeSet::new()
+    } else if config.namespaces.is_empty() {
+        BTreeSet::from([conn.namespace.clone()])
+    } else {
+        config.namespaces.iter().cloned().collect()
+    }
+}
+
+/// What every watch reports to: once all have listed the controller is
+/// synced; events and failures move the API's health in the shared state
+/// (bound later through `cell`).
+fn watch_reporter(
+    cell: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>>,
+    synced: Arc<AtomicBool>,
+    changes: Changes,
+) -> WatchHealth {
+    let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    Arc::new(move |signal| {
+        // Counted outside the shared state, which may not exist yet.
+        if let WatchSignal::Listed = signal
+            && listed.fetch_add(1, Ordering::SeqCst) + 1 == WATCHES
+        {
+            synced.store(true, Ordering::SeqCst);
+            // Said to whoever waits for it (after the store above).
+            changes.bump();
+            tracing::info!("watches synced");
+        }
+        let Some(shared) = cell.get().and_then(std::sync::Weak::upgrade) else {
+            return;
+        };
+        match signal {
+            WatchSignal::Event | WatchSignal::Listed => shared.api_ok(),
+            WatchSignal::Failed(
+                watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e),
+            ) => shared.api_failed(e),
+            WatchSignal::Failed(_) => shared.metrics.api_error(None),
+        }
+    })
+}
+
+/// The watches' stores, as the view, and what their subscribers are told.
+struct Watches {
+    view: ClusterView,
+    triggers: Triggers,
+    /// Pods, for the log tails.
+    tail_pods: Subscriber<CachedPod>,
+}
+
+/// The subscribers whose objects trigger a pool's reconcile.
+struct Triggers {
+    pools: Subscriber<AgentPool>,
+    tasks: Subscriber<AgentTask>,
+    pods: Subscriber<CachedPod>,
+    deployments: Subscriber<Deployment>,
+    jobs: Subscriber<Job>,
+}
+
+/// One watch per kind the controller reads: pools and tasks, and the pods,
+/// Deployments and Jobs it manages (by label).
+fn start_watches(
+    client: &Client,
+    namespaces: &BTreeSet<String>,
+    report: &WatchHealth,
+    changes: &Changes,
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> Watches {
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let board = WatchBoard::with_metrics(metrics.watch_metrics());
+    macro_rules! watch {
+        ($kind:ty, $name:literal, $config:expr, $subscribers:expr) => {
+            shared_watch(
+                namespaced_or_all::<$kind>(client, namespaces),
+                $config,
+                keep_all,
+                report.clone(),
+                changes.clone(),
+                board.cell($name),
+                $subscribers,
+                cancel.clone(),
+                tasks,
+            )
+        };
+    }
+    let (pools, pool_subs) = watch!(AgentPool, "AgentPool", watcher::Config::default(), 1);
+    let (task_store, task_subs) = watch!(AgentTask, "AgentTask", watcher::Config::default(), 1);
+    // The log tails follow the same pods as the triggers (see `tails::run`).
+    let (pods, pod_subs) = watch!(CachedPod, "Pod", managed.clone(), 2);
+    let (deployments, deployment_subs) = watch!(Deployment, "Deployment", managed.clone(), 1);
+    let (jobs, job_subs) = watch!(Job, "Job", managed, 1);
+    let only = "the subscribers asked for";
+    let mut pod_subs = pod_subs.into_iter();
+    let triggers = Triggers {
+        pools: pool_subs.into_iter().next().expect(only),
+        tasks: task_subs.into_iter().next().expect(only),
+        pods: pod_subs.next().expect(only),
+        deployments: deployment_subs.into_iter().next().expect(only),
+        jobs: job_subs.into_iter().next().expect(only),
+    };
+    let tail_pods = pod_subs.next().expect("two pod subscribers asked for");
+    Watches {
+        view: ClusterView {
+            pools,
+            tasks: task_store,
+            pods,
+            deployments,
+            jobs,
+            health: HealthSamples::with_changes(changes.clone()),
+            changes: changes.clone(),
+            watches: board,
+        },
+        triggers,
+        tail_pods,
+    }
+}
+
+/// A watch that reconnects to a quiet cluster delivers no event, so nothing
+/// would say the API is back: while it is marked unreachable, ask it for
+/// its version now and then.
+fn reachability_probe(
+    shared: Arc<Shared>,
+    config: &Config,
+    cancel: CancellationToken,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let every = (config.server.api_unreachable_after() / 4)
+        .clamp(Duration::from_millis(250), Duration::from_secs(5));
+    async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let unreachable = shared
+                .api_unreachable_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some();
+            if unreachable {
+                match shared.client.apiserver_version().await {
+                    Ok(_) => shared.api_ok(),
+                    Err(e) => shared.api_failed(&e),
                 }
             }
-        });
+        }
     }
+}
 
-    // Every trigger of a pool — its own changes, its Deployment, tasks,
-    // pods, Jobs, a health change — goes through one gate: the first event
-    // of a burst reconciles at once, the rest become one follow-up.
-    // Task events are urgent (work arrived or left); the rest is the
-    // pool's own objects moving, often in the wake of our own writes.
+/// Says on `all` each time this controller becomes the leader.
+async fn on_leading(
+    leader: LeaderState,
+    all: tokio::sync::mpsc::Sender<()>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = leader.changed() => {
+                if leader.is_leader() {
+                    let _ = all.try_send(());
+                }
+            }
+        }
+    }
+}
+
+/// Every trigger of a pool — its own changes, its Deployment, tasks, pods,
+/// Jobs, an agent turning offline — as (pool, urgent), for one gate: the
+/// first event of a burst reconciles at once, the rest become one
+/// follow-up. Task events are urgent (work arrived or left); the rest is
+/// the pool's own objects moving, often in the wake of our own writes.
+fn pool_triggers(
+    t: Triggers,
+    offline: tokio::sync::mpsc::Receiver<ObjectRef<AgentPool>>,
+) -> impl Stream<Item = (ObjectRef<AgentPool>, bool)> + Send + 'static {
     let background = |pool: Option<ObjectRef<AgentPool>>| pool.map(|p| (p, false));
-    let triggers = futures::stream::select_all([
-        pool_stream
+    futures::stream::select_all([
+        t.pools
             .map(move |pool: Arc<AgentPool>| background(Some(ObjectRef::from_obj(&*pool))))
             .boxed(),
-        deployment_stream
+        t.deployments
             .map(move |d: Arc<Deployment>| background(pool_ref_from_label(&*d)))
             .boxed(),
-        task_stream
+        t.tasks
             .map(|task: Arc<AgentTask>| {
                 task.namespace().map(|ns| {
                     (
@@ -939,46 +1010,17 @@ pub fn start_with(
                 })
             })
             .boxed(),
-        pod_stream
+        t.pods
             .map(move |pod: Arc<CachedPod>| background(pool_ref_from_label(&*pod)))
             .boxed(),
-        job_stream
+        t.jobs
             .map(move |job: Arc<Job>| background(pool_ref_from_label(&*job)))
             .boxed(),
-        tokio_stream_from(offline_rx)
+        tokio_stream_from(offline)
             .map(move |pool| background(Some(pool)))
             .boxed(),
     ])
-    .filter_map(|pool| async move { pool });
-    let (gated_tx, gated_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(1024);
-    tasks.spawn(gate::run(triggers, gated_tx, DEBOUNCE, cancel.clone()));
-
-    // The pool stream itself goes through the gate above.
-    let controller = Controller::for_shared_stream(futures::stream::pending(), pools)
-        .reconcile_all_on(tokio_stream_from(all_rx))
-        .reconcile_on(tokio_stream_from(gated_rx))
-        .graceful_shutdown_on({
-            let cancel = cancel.clone();
-            async move { cancel.cancelled().await }
-        });
-    {
-        let shared = shared.clone();
-        tasks.spawn(async move {
-            controller
-                .run(reconcile::reconcile, reconcile::error_policy, shared)
-                .for_each(|result| async move {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "reconcile outcome");
-                    }
-                })
-                .await;
-        });
-    }
-
-    ControllerHandle {
-        shared,
-        tasks: tokio::sync::Mutex::new(tasks),
-    }
+    .filter_map(|pool| async move { pool })
 }
 
 fn tokio_stream_from<T: Send>(
