@@ -389,3 +389,181 @@ fn an_unreachable_api_is_said_once_naming_the_server_and_the_cause() {
     );
     assert!(!text.contains("controllerNamespace"), "{text}");
 }
+
+/// Runs `args` and checks the exit code and that stderr holds `fragments`
+/// (for rows whose fragments are only known at run time).
+fn answers(
+    files: &Files,
+    args: &[&str],
+    kubeconfig: &str,
+    code: i32,
+    fragments: &[&str],
+) -> Output {
+    let out = files.run(args, &[], kubeconfig);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: stderr {stderr}");
+    for fragment in fragments {
+        assert!(
+            stderr.contains(fragment),
+            "{args:?}: stderr lacks {fragment:?}:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.starts_with("agentdeck: ") && stderr.lines().count() == 1,
+        "{args:?}: one line: {stderr}"
+    );
+    if code == 2 {
+        assert!(
+            out.stdout.is_empty(),
+            "a refused command prints nothing: {args:?}"
+        );
+    }
+    out
+}
+
+#[test]
+fn a_closed_port_is_named_with_the_operation_and_the_cause_by_every_command() {
+    let files = Files::new();
+    let dead = free_port();
+    let server = format!("https://127.0.0.1:{dead}");
+    files.write(
+        "dead-kubeconfig",
+        KUBECONFIG
+            .replace("https://127.0.0.1:1", &server)
+            .as_bytes(),
+    );
+    let reach = format!("cannot reach the API server at {server}");
+    for args in [
+        &["status"][..],
+        &["scale", "p", "--max", "3", "--yes"],
+        &["debug", "--list"],
+        &["bundle", "-o", "x.zip"],
+    ] {
+        answers(
+            &files,
+            args,
+            "@dead-kubeconfig",
+            1,
+            &[&reach, "connection refused"],
+        );
+    }
+    // The operation is named too.
+    answers(
+        &files,
+        &["scale", "p", "--max", "3", "--yes"],
+        "@dead-kubeconfig",
+        1,
+        &["to list AgentPools in namespace default"],
+    );
+    assert!(
+        !files.path("x.zip").exists(),
+        "no bundle is started against an API that cannot be reached"
+    );
+}
+
+#[test]
+fn every_command_that_loads_configuration_refuses_a_missing_file_or_a_typo_d_key() {
+    let files = Files::new();
+    files.write("typo.yaml", b"themee: light\n");
+    for command in [
+        &["status"][..],
+        &["scale", "p", "--max", "3"],
+        &["drain", "p"],
+        &["debug-logs", "p", "on"],
+        &["task", "show", "t"],
+        &["audit"],
+        &["bundle"],
+        &["debug", "--list"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend(["--config", "/nonexistent.yaml"]);
+        answers(
+            &files,
+            &args,
+            "@kubeconfig",
+            2,
+            &["/nonexistent.yaml", "does not exist"],
+        );
+        let mut args = command.to_vec();
+        args.extend(["--config", "@typo.yaml"]);
+        answers(
+            &files,
+            &args,
+            "@kubeconfig",
+            2,
+            &["typo.yaml", "unknown key `themee`", "theme"],
+        );
+    }
+}
+
+#[test]
+fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
+    let files = Files::new();
+    let sb = common::TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &agentdeck::install::to_yaml_stream(&agentdeck::install::crd_documents()).expect("crds"),
+    );
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let config = std::fs::read_to_string(&sb.kubeconfig).expect("kubeconfig");
+    let server = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .expect("a server")
+        .trim_end_matches('/')
+        .to_owned();
+    let token = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("a token");
+    files.write("bad-token", config.replace(token, "not-a-token").as_bytes());
+
+    let missing = "namespace \"nosuchns\" does not exist";
+    for args in [
+        &["bundle", "-n", "nosuchns"][..],
+        &["status", "-n", "nosuchns"],
+    ] {
+        answers(&files, args, &kubeconfig, 2, &[missing, &server, "default"]);
+    }
+    answers(
+        &files,
+        &["bundle", "--pool", "nosuch"],
+        &kubeconfig,
+        2,
+        &["no AgentPool \"nosuch\" in namespace default"],
+    );
+    let refused = format!(
+        "the token was refused by {server} (to read namespace default): log in again or check the kubeconfig user"
+    );
+    for args in [&["bundle"][..], &["status"]] {
+        answers(&files, args, "@bad-token", 1, &[&refused]);
+    }
+    answers(
+        &files,
+        &["debug", "--list"],
+        "@bad-token",
+        1,
+        &["the token was refused by", "to list debug pods in default"],
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(files.dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("bundle"))
+        .collect();
+    assert!(leftovers.is_empty(), "nothing started: {leftovers:?}");
+
+    // And a bundle of what is there is still written, named after its pool.
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        "apiVersion: agentdeck.dev/v1alpha1\nkind: AgentPool\nmetadata: {name: p, namespace: default}\n\
+         spec: {image: x, minReplicas: 0, maxReplicas: 1}\n",
+    );
+    let out = files.run(&["bundle", "--pool", "p"], &[], &kubeconfig);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("wrote agentdeck-bundle-default-p-"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -92,7 +92,7 @@ pub async fn print_task(conn: &Connection, name: &str, out: &mut impl Write) -> 
     use super::kept::{TaskNow, find_task};
     let found = find_task(&conn.client, &conn.namespace, name)
         .await
-        .map_err(OpsError::api(format!("cannot read task {name}")))?;
+        .map_err(OpsError::api(format!("read task {name}")))?;
     let text = match found {
         None => {
             return Err(OpsError::UnknownTasks {

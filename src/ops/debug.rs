@@ -44,7 +44,7 @@ pub enum DebugError {
     #[error("pod {0} has no containers")]
     NoContainer(String),
     /// The API refused or failed.
-    #[error("cannot {action} {name}: {source}")]
+    #[error("{}", crate::cluster::api_fault(&format!("{action} {name}"), source))]
     Api {
         /// What was being done.
         action: &'static str,

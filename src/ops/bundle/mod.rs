@@ -90,6 +90,19 @@ pub enum BundleError {
     /// A bad option.
     #[error("{0}")]
     Invalid(String),
+    /// The zip was written but nothing could be listed from the cluster.
+    #[error(
+        "{} holds nothing from the cluster: no list succeeded ({first}; all {count} failures are in its manifest.json)",
+        path.display()
+    )]
+    NothingListed {
+        /// The zip written.
+        path: PathBuf,
+        /// The first failure.
+        first: String,
+        /// How many things could not be collected.
+        count: usize,
+    },
 }
 
 impl BundleError {
@@ -227,6 +240,8 @@ pub struct Summary {
     pub redactions: u64,
     /// The overall deadline cut the collection short.
     pub deadline_reached: bool,
+    /// Lists of objects that succeeded (0: nothing came from the cluster).
+    pub listed: usize,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -258,6 +273,8 @@ struct Record {
     errors: Mutex<Vec<CollectionError>>,
     /// Logs planned (`pod/container[/previous]`) and not yet sent.
     pending_logs: Mutex<BTreeSet<String>>,
+    /// Lists that succeeded.
+    listed: std::sync::atomic::AtomicUsize,
 }
 
 impl Record {
@@ -286,10 +303,7 @@ fn err(
 }
 
 fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({}): {}", s.reason, s.code, s.message),
-        other => other.to_string(),
-    }
+    crate::cluster::api_cause(e)
 }
 
 async fn timed<T>(
@@ -510,6 +524,7 @@ pub async fn collect(
         errors,
         redactions,
         deadline_reached,
+        listed: record.listed.load(Ordering::Relaxed),
         elapsed: started.elapsed(),
     })
 }
@@ -571,6 +586,7 @@ impl Scope {
         };
         let _permit = self.limit.acquire().await;
         let list = timed(self.opts.request_timeout, api.list(&ListParams::default())).await?;
+        self.record.listed.fetch_add(1, Ordering::Relaxed);
         Ok(list
             .items
             .into_iter()
@@ -1166,8 +1182,17 @@ pub fn log_plan(pod: &Value) -> Vec<(String, bool)> {
 
 /// The default file name: `agentdeck-bundle-<namespace>-<UTC time>.zip`.
 pub fn default_file_name(namespace: &str, now: Timestamp) -> String {
+    file_name(namespace, None, now)
+}
+
+/// The zip's default name, with the pool when the bundle is of one:
+/// `agentdeck-bundle-<namespace>[-<pool>]-<UTC time>.zip`.
+pub fn file_name(namespace: &str, pool: Option<&str>, now: Timestamp) -> String {
     let t = now.strftime("%Y%m%dT%H%M%SZ");
-    format!("agentdeck-bundle-{namespace}-{t}.zip")
+    match pool {
+        Some(pool) => format!("agentdeck-bundle-{namespace}-{pool}-{t}.zip"),
+        None => format!("agentdeck-bundle-{namespace}-{t}.zip"),
+    }
 }
 
 #[cfg(test)]
