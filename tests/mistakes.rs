@@ -561,9 +561,28 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
     );
     let out = files.run(&["bundle", "--pool", "p"], &[], &kubeconfig);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).starts_with("wrote agentdeck-bundle-default-p-"),
-        "{}",
-        text(&out.stdout)
-    );
+    let stdout = text(&out.stdout);
+    let name = stdout
+        .strip_prefix("wrote ")
+        .and_then(|s| s.split_whitespace().next())
+        .expect("the zip's name");
+    assert!(name.starts_with("agentdeck-bundle-default-p-"), "{stdout}");
+    // Its manifest names the context; its entries are dated now, not 1980.
+    let zip = std::fs::File::open(files.path(name)).expect("zip");
+    let mut zip = zip::ZipArchive::new(zip).expect("a zip");
+    let manifest: serde_json::Value = {
+        let mut f = zip.by_name("manifest.json").expect("manifest");
+        serde_json::from_reader(&mut f).expect("JSON")
+    };
+    let context = config
+        .lines()
+        .find_map(|l| l.strip_prefix("current-context: "))
+        .expect("a current context");
+    assert_eq!(manifest["context"], serde_json::json!(context.trim()));
+    let year = u16::try_from(jiff::Zoned::now().year()).expect("year");
+    for i in 0..zip.len() {
+        let f = zip.by_index_raw(i).expect("entry");
+        let t = f.last_modified().expect("a time");
+        assert!(t.year() + 1 >= year, "{:?} dated {t:?}", f.name());
+    }
 }

@@ -245,6 +245,15 @@ pub fn root_cause(e: &dyn std::error::Error) -> String {
     }
 }
 
+/// The kubeconfig's current context (`KUBECONFIG` or `~/.kube/config`),
+/// when there is one.
+pub fn current_context() -> Option<String> {
+    kube::config::Kubeconfig::read()
+        .ok()?
+        .current_context
+        .filter(|c| !c.is_empty())
+}
+
 /// Checks that the kubeconfig (`KUBECONFIG` or `~/.kube/config`) can be
 /// read and has `context`, without connecting: for commands such as
 /// `manifests` that only render, so `--context nosuch` is still refused.

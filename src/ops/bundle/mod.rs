@@ -471,7 +471,8 @@ pub async fn collect(
         "version": env!("CARGO_PKG_VERSION"),
         "startedAt": started_at.to_string(),
         "finishedAt": Timestamp::now().to_string(),
-        "context": opts.context,
+        // The context asked for, else the kubeconfig's current one.
+        "context": opts.context.clone().or_else(crate::cluster::current_context),
         "namespaces": [opts.namespace],
         "pool": opts.pool,
         "options": {
