@@ -545,6 +545,27 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
         1,
         &["the token was refused by", "to list debug pods in default"],
     );
+    answers(
+        &files,
+        &["debug", "--cleanup", "nosuchpod"],
+        &kubeconfig,
+        2,
+        &[
+            "no such debug pod: \"nosuchpod\"",
+            "namespace default",
+            "debug pods there: none",
+        ],
+    );
+    // An I/O fault names the directory given, not the hidden partial file.
+    answers(
+        &files,
+        &["bundle", "-o", "/nonexistent/dir/x.zip"],
+        &kubeconfig,
+        1,
+        &[
+            "cannot write the bundle /nonexistent/dir/x.zip: directory /nonexistent/dir: no such file or directory",
+        ],
+    );
     let leftovers: Vec<_> = std::fs::read_dir(files.dir.path())
         .expect("dir")
         .filter_map(|e| e.ok())
@@ -584,5 +605,49 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
         let f = zip.by_index_raw(i).expect("entry");
         let t = f.last_modified().expect("a time");
         assert!(t.year() + 1 >= year, "{:?} dated {t:?}", f.name());
+    }
+}
+
+#[test]
+fn number_and_duration_flags_are_range_checked_naming_the_flag_and_the_range() {
+    let files = Files::new();
+    let rows: &[(&[&str], &[&str])] = &[
+        (
+            &["scale", "p", "--max", "99999999999"],
+            &["--max", "out of range", "from 0 to 10000"],
+        ),
+        (
+            &["bundle", "--since", "-5m"],
+            &["--since", "\"-5m\" is negative; durations are positive"],
+        ),
+        (&["bundle", "--since=-5m"], &["--since", "is negative"]),
+        (
+            &["bundle", "--since", "0s"],
+            &["--since", "from 1s to 365d"],
+        ),
+        (
+            &["bundle", "--deadline", "0s"],
+            &["--deadline", "from 1s to 1d"],
+        ),
+        (&["debug", "x", "--ttl", "0s"], &["--ttl", "from 1m to 7d"]),
+        (
+            &["debug", "x", "--ttl", "87600h"],
+            &["--ttl", "87600h is out of range"],
+        ),
+        (
+            &["scale", "p", "--replicas", "2", "--for", "-5m"],
+            &["--for", "is negative"],
+        ),
+        (&["audit", "--since", "-1h"], &["--since", "is negative"]),
+        (&["drain", "p", "--timeout", "5m"], &["--wait"]),
+    ];
+    for (args, fragments) in rows {
+        let out = files.run(args, &[], "@kubeconfig");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        for f in *fragments {
+            assert!(stderr.contains(f), "{args:?}: lacks {f:?}: {stderr}");
+        }
     }
 }

@@ -54,6 +54,19 @@ pub enum DebugError {
         #[source]
         source: kube::Error,
     },
+    /// `--cleanup POD`: POD is neither a debug pod nor debugged by one.
+    #[error(
+        "no such debug pod: {pod:?} is neither a debug pod nor the target of one in namespace {namespace}; debug pods there: {}",
+        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+    )]
+    NoSuchDebugPod {
+        /// The name given.
+        pod: String,
+        /// Where.
+        namespace: String,
+        /// The debug pods there.
+        known: Vec<String>,
+    },
     /// `--attach` cannot be served.
     #[error("{0}")]
     AttachUnavailable(String),
@@ -71,6 +84,7 @@ impl DebugError {
         matches!(
             self,
             DebugError::PodNotFound { .. }
+                | DebugError::NoSuchDebugPod { .. }
                 | DebugError::NoContainer(_)
                 | DebugError::AttachUnavailable(_)
         ) || matches!(self, DebugError::Attach(e) if e.is_user_error())
@@ -442,6 +456,30 @@ pub async fn cleanup(
             name: namespace.to_owned(),
             source,
         })?;
+    if let Some(name) = target
+        && pods.items.is_empty()
+    {
+        // POD may be a debug pod itself (`debug --list` shows their names).
+        return match existing(client, namespace, name).await? {
+            Some(_) => {
+                let pod = api.get(name).await.map_err(|source| DebugError::Api {
+                    action: "read pod",
+                    name: name.to_owned(),
+                    source,
+                })?;
+                delete_due(client, &[pod], only_expired).await
+            }
+            None => Err(DebugError::NoSuchDebugPod {
+                pod: name.to_owned(),
+                namespace: namespace.to_owned(),
+                known: list(client, namespace)
+                    .await?
+                    .into_iter()
+                    .map(|p| p.name)
+                    .collect(),
+            }),
+        };
+    }
     delete_due(client, &pods.items, only_expired).await
 }
 

@@ -53,6 +53,17 @@ pub const LABEL_LOG_TAILS: &str = "agentdeck.dev/log-tails";
 /// errors: they are recorded in the manifest).
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
+    /// The directory the zip is to go in cannot be used.
+    #[error("cannot write the bundle {}: directory {}: {}", path.display(), dir.display(), crate::cluster::root_cause(source))]
+    OutputDir {
+        /// The zip asked for.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The output file could not be created.
     #[error("cannot create {}: {source}", path.display())]
     CreateOutput {
@@ -108,10 +119,7 @@ pub enum BundleError {
 impl BundleError {
     /// A mistake in what the user gave.
     pub fn is_user_error(&self) -> bool {
-        matches!(
-            self,
-            BundleError::Invalid(_) | BundleError::CreateOutput { .. }
-        )
+        matches!(self, BundleError::Invalid(_))
     }
 }
 
@@ -333,6 +341,7 @@ pub async fn collect(
             "--max-bytes-per-log must be at least 1".into(),
         ));
     }
+    check_output_dir(&opts.output)?;
     let progress: ProgressFn = Arc::new(progress);
     let record = Arc::new(Record::default());
     let expected = Arc::new(AtomicU64::new(0));
@@ -528,6 +537,28 @@ pub async fn collect(
         listed: record.listed.load(Ordering::Relaxed),
         elapsed: started.elapsed(),
     })
+}
+
+/// Checks, before anything is collected, that the zip's directory is one:
+/// a fault then names the directory given, not the hidden partial file.
+fn check_output_dir(output: &std::path::Path) -> Result<(), BundleError> {
+    let dir = output
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let fault = |source| BundleError::OutputDir {
+        path: output.to_path_buf(),
+        dir: dir.to_path_buf(),
+        source,
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(fault(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory",
+        ))),
+        Err(e) => Err(fault(e)),
+    }
 }
 
 /// Whether an object belongs to `pool`: its pool label, its name for the
