@@ -161,7 +161,14 @@ fn run(cli: Cli) -> Result<()> {
         }),
         Some(Command::Audit(args)) => {
             check_config(&cli.global)?;
-            ops::cli::print_audit(&args, &mut std::io::stdout().lock())?;
+            if let Some(ns) = cli.global.namespace.as_deref() {
+                agentdeck::cluster::check_namespace(ns, "--namespace")?;
+            }
+            ops::cli::print_audit(
+                &args,
+                cli.global.namespace.as_deref(),
+                &mut std::io::stdout().lock(),
+            )?;
             Ok(())
         }
         None if cli.daemon => daemon(&cli),

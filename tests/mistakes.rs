@@ -651,3 +651,46 @@ fn number_and_duration_flags_are_range_checked_naming_the_flag_and_the_range() {
         }
     }
 }
+
+#[test]
+fn audit_n_shows_only_that_namespace_s_actions() {
+    let files = Files::new();
+    let dir = files.path(".local/state/agentdeck");
+    std::fs::create_dir_all(&dir).expect("state dir");
+    let record = |ns: &str, pool: &str| {
+        serde_json::json!({
+            "time": "2026-11-27T10:00:00Z", "user": "alice", "via": "cli",
+            "namespace": ns, "action": "drain", "request": {},
+            "summary": format!("drain pool {pool}"),
+            "objects": [{"object": format!("AgentPool/{pool}"), "before": {}, "after": {}, "changes": []}],
+            "outcome": "applied",
+        })
+        .to_string()
+    };
+    std::fs::write(
+        dir.join("audit.jsonl"),
+        format!(
+            "{}\n{}\n",
+            record("team-a", "alpha"),
+            record("team-b", "beta")
+        ),
+    )
+    .expect("audit file");
+    let out = files.run(&["audit", "-n", "team-a"], &[], "@kubeconfig");
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(shown.contains("AgentPool/alpha"), "{shown}");
+    assert!(!shown.contains("AgentPool/beta"), "{shown}");
+    let out = files.run(&["audit"], &[], "@kubeconfig");
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("AgentPool/alpha") && shown.contains("AgentPool/beta"),
+        "{shown}"
+    );
+    let out = files.run(&["audit", "-n", "team-c"], &[], "@kubeconfig");
+    assert!(
+        text(&out.stdout).starts_with("no actions in namespace team-c recorded in "),
+        "{}",
+        text(&out.stdout)
+    );
+}
