@@ -521,20 +521,47 @@ fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -
         let ns = conn.namespace.clone();
         if args.list {
             let pods = debug::list(&conn.client, &ns).await?;
-            if pods.is_empty() {
-                return Ok::<_, Error>(format!("no debug pods in {ns}\n"));
-            }
-            let mut out = format!("{:<56} {:<40} {:<10} EXPIRES\n", "NAME", "TARGET", "PHASE");
-            for p in pods {
-                out.push_str(&format!(
-                    "{:<56} {:<40} {:<10} {}\n",
-                    p.name,
-                    p.target,
-                    p.phase.unwrap_or_default(),
-                    p.expires_at
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|| "-".into())
+            let ephemeral = debug::list_ephemeral(&conn.client, &ns).await?;
+            if pods.is_empty() && ephemeral.is_empty() {
+                return Ok::<_, Error>(format!(
+                    "no debug pods or ephemeral debug containers in {ns}\n"
                 ));
+            }
+            let when = |t: Option<jiff::Timestamp>| t.map_or_else(|| "-".into(), |t| t.to_string());
+            let mut out = String::new();
+            if !pods.is_empty() {
+                out.push_str(&format!(
+                    "{:<56} {:<40} {:<10} EXPIRES\n",
+                    "NAME", "TARGET", "PHASE"
+                ));
+                for p in pods {
+                    out.push_str(&format!(
+                        "{:<56} {:<40} {:<10} {}\n",
+                        p.name,
+                        p.target,
+                        p.phase.unwrap_or_default(),
+                        when(p.expires_at)
+                    ));
+                }
+            }
+            if !ephemeral.is_empty() {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&format!(
+                    "{:<56} {:<20} {:<12} {:<24} EXPIRES\n",
+                    "POD", "EPHEMERAL CONTAINER", "TARGETS", "STATE"
+                ));
+                for e in ephemeral {
+                    out.push_str(&format!(
+                        "{:<56} {:<20} {:<12} {:<24} {}\n",
+                        e.pod,
+                        e.container,
+                        e.target_container.as_deref().unwrap_or("-"),
+                        e.state,
+                        when(e.expires_at)
+                    ));
+                }
             }
             return Ok(out);
         }

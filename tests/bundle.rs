@@ -794,6 +794,19 @@ async fn a_debug_copy_waits_in_a_shell_is_listed_and_is_deleted_when_expired() {
     assert_eq!(added[0].name, eph.container);
     assert_eq!(added[0].target_container_name.as_deref(), Some("agent"));
     assert_eq!(added[0].image.as_deref(), Some("busybox:1.36"));
+    // `debug --list` shows it too.
+    let listed = debug::list_ephemeral(&client, NS).await.expect("list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| (
+                e.pod.as_str(),
+                e.container.as_str(),
+                e.target_container.as_deref()
+            ))
+            .collect::<Vec<_>>(),
+        [("agent-x", eph.container.as_str(), Some("agent"))]
+    );
     // --cleanup removes the rest now.
     let deleted = debug::cleanup(&client, NS, None, None)
         .await

@@ -556,6 +556,47 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
             "debug pods there: none",
         ],
     );
+    // An ephemeral debug container is listed, and said to be beyond --cleanup.
+    sb.kubectl_ok(&[
+        "run",
+        "victim",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "sleep 3600",
+    ]);
+    common::eventually_blocking("the pod to run", || {
+        let phase = sb.kubectl_ok(&["get", "pod", "victim", "-o", "jsonpath={.status.phase}"]);
+        (phase == "Running").then_some(())
+    });
+    let out = files.run(
+        &["debug", "victim", "--mode", "ephemeral"],
+        &[],
+        &kubeconfig,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let container = text(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("debugger-"))
+        .expect("the container's name")
+        .to_owned();
+    let out = files.run(&["debug", "--list"], &[], &kubeconfig);
+    let listed = text(&out.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("victim ") && l.contains(&container)),
+        "{listed}"
+    );
+    answers(
+        &files,
+        &["debug", "--cleanup", "victim"],
+        &kubeconfig,
+        2,
+        &[&container, "cannot be removed"],
+    );
     // An I/O fault names the directory given, not the hidden partial file.
     answers(
         &files,
