@@ -735,3 +735,36 @@ fn audit_n_shows_only_that_namespace_s_actions() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn a_daemon_told_to_watch_a_namespace_that_does_not_exist_says_so() {
+    let files = Files::new();
+    let sb = common::TestSandbox::start();
+    let log = files.path("daemon.log");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .args(["--daemon", "-n", "nosuchns"])
+        .env_clear()
+        .env("HOME", files.dir.path())
+        .env("XDG_CONFIG_HOME", files.dir.path())
+        .env("KUBECONFIG", &sb.kubeconfig)
+        .env("AGENTDECK_SERVER__PORT", free_port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("daemon starts");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let said = common::eventually_blocking("the daemon to note the namespace", || {
+        read()
+            .lines()
+            .find(|l| l.contains("nosuchns"))
+            .map(str::to_owned)
+    });
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(daemon.wait().expect("daemon ends").success(), "{}", read());
+    assert!(
+        said.contains("WARN") && said.contains("namespace \"nosuchns\" does not exist"),
+        "{said}"
+    );
+}
