@@ -155,7 +155,6 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Some(Command::Status(args)) => with_cluster(&cli.global, async |conn| {
-            agentdeck::cluster::require_namespace(&conn).await?;
             ops::cli::print_status(&conn, &args, &mut std::io::stdout().lock()).await?;
             Ok(())
         }),
@@ -184,7 +183,8 @@ fn check_config(global: &agentdeck::cli::GlobalArgs) -> Result<()> {
     Ok(())
 }
 
-/// Connects (context and namespace from the flags) and runs `f` on a runtime.
+/// Connects (context and namespace from the flags), checks that the
+/// namespace exists, and runs `f` on a runtime.
 fn with_cluster(
     global: &agentdeck::cli::GlobalArgs,
     f: impl AsyncFnOnce(agentdeck::cluster::Connection) -> Result<()>,
@@ -201,6 +201,7 @@ fn with_cluster(
         let conn =
             agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
                 .await?;
+        agentdeck::cluster::require_namespace(&conn).await?;
         f(conn).await
     })
 }
@@ -518,6 +519,7 @@ fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -
         let conn =
             agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
                 .await?;
+        agentdeck::cluster::require_namespace(&conn).await?;
         let ns = conn.namespace.clone();
         if args.list {
             let pods = debug::list(&conn.client, &ns).await?;

@@ -453,7 +453,7 @@ fn a_closed_port_is_named_with_the_operation_and_the_cause_by_every_command() {
         &["scale", "p", "--max", "3", "--yes"],
         "@dead-kubeconfig",
         1,
-        &["to list AgentPools in namespace default"],
+        &["to read namespace default"],
     );
     assert!(
         !files.path("x.zip").exists(),
@@ -522,6 +522,10 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
     for args in [
         &["bundle", "-n", "nosuchns"][..],
         &["status", "-n", "nosuchns"],
+        &["scale", "p", "--max", "3", "-n", "nosuchns"],
+        &["drain", "p", "-n", "nosuchns"],
+        &["task", "show", "t", "-n", "nosuchns"],
+        &["debug", "--list", "-n", "nosuchns"],
     ] {
         answers(&files, args, &kubeconfig, 2, &[missing, &server, "default"]);
     }
@@ -543,7 +547,7 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
         &["debug", "--list"],
         "@bad-token",
         1,
-        &["the token was refused by", "to list debug pods in default"],
+        &["the token was refused by", "to read namespace default"],
     );
     answers(
         &files,

@@ -569,4 +569,36 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn an_api_fault_is_one_line_naming_the_server_the_operation_and_the_cause() {
+        let status = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(message, reason).with_code(code),
+            ))
+        };
+        // Other tests may connect meanwhile: the server is any one word (or
+        // the words for none).
+        let says = |e: &kube::Error, pattern: &str| {
+            let text = api_fault("list AgentPools in namespace default", e);
+            let re = regex::Regex::new(&format!("^{pattern}$")).expect("pattern");
+            assert!(re.is_match(&text), "{text}");
+        };
+        says(
+            &status(401, "Unauthorized", "Unauthorized"),
+            r"the token was refused by (?:\S+|the configured API server) \(to list AgentPools in namespace default\): log in again or check the kubeconfig user",
+        );
+        says(
+            &status(500, "InternalError", "etcd is down"),
+            r"cannot list AgentPools in namespace default: (?:\S+|the configured API server) answered 500 InternalError: etcd is down",
+        );
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        );
+        says(
+            &kube::Error::Service(Box::new(refused)),
+            r"cannot reach the API server at (?:\S+|the configured API server) to list AgentPools in namespace default: connection refused",
+        );
+    }
 }
