@@ -149,7 +149,8 @@ pub struct BundleArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Only log lines newer than this (30s, 15m, 2h, 1d).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true,
+          value_parser = duration_within(SECOND, 365 * DAY))]
     pub since: Option<std::time::Duration>,
     /// Keep at most this much of each log, its end (bytes; K, M, G suffixes).
     #[arg(long, value_name = "N", default_value = "10M", value_parser = parse_bytes)]
@@ -158,10 +159,12 @@ pub struct BundleArgs {
     #[arg(long)]
     pub no_redact: bool,
     /// Stop collecting after this long and write what was collected.
-    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "5m", allow_hyphen_values = true,
+          value_parser = duration_within(SECOND, DAY))]
     pub deadline: std::time::Duration,
     /// Timeout of each API request (and of each read of a log stream).
-    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "15s", allow_hyphen_values = true,
+          value_parser = duration_within(SECOND, HOUR))]
     pub request_timeout: std::time::Duration,
     /// Requests in flight at once.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -209,7 +212,8 @@ pub struct DebugArgs {
     #[arg(long, value_enum, default_value = "general")]
     pub profile: DebugProfile,
     /// Delete the debug pod after this long (30m, 2h).
-    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "1h", allow_hyphen_values = true,
+          value_parser = duration_within(MINUTE, 7 * DAY))]
     pub ttl: std::time::Duration,
     /// Image of the debug container (default: the agent's image).
     #[arg(long)]
@@ -262,6 +266,38 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs(total))
 }
 
+const SECOND: Duration = Duration::from_secs(1);
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// A duration flag's parser: [`parse_duration`], refusing negative values
+/// with their own answer and values outside `min..=max`.
+pub fn duration_within(
+    min: Duration,
+    max: Duration,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text: &str| {
+        if text.trim_start().starts_with('-') {
+            return Err(negative_duration(text));
+        }
+        let d = parse_duration(text)?;
+        if d < min || d > max {
+            return Err(format!(
+                "{text} is out of range; expected from {} to {}",
+                crate::ops::duration::format(min),
+                crate::ops::duration::format(max)
+            ));
+        }
+        Ok(d)
+    }
+}
+
+/// The answer to `--since -5m` and the like.
+pub fn negative_duration(text: &str) -> String {
+    format!("{text:?} is negative; durations are positive (e.g. 5m)")
+}
+
 /// Parses a byte count: `1048576`, `512K`, `10M`, `1G` (powers of 1024).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let bad = || format!("{s:?} is not a size; use bytes or K, M, G (e.g. 512K, 10M)");
@@ -291,9 +327,14 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 /// A replica count: 0 or more (negative numbers reach this parser, so
 /// the message names the flag instead of clap mistaking `-1` for a flag).
 fn replica_count(text: &str) -> Result<i32, String> {
-    let n: i32 = text
+    let wide: i128 = text
+        .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a whole number"))?;
+    let limit = crate::ops::plan::MAX_REPLICAS;
+    let n = i32::try_from(wide).map_err(|_| {
+        format!("{text} is out of range; expected a whole number from 0 to {limit}")
+    })?;
     if n < 0 {
         return Err(format!("{n} is negative; replica counts are 0 or more"));
     }
@@ -338,7 +379,7 @@ pub struct ScaleArgs {
           conflicts_with_all = ["min", "max"])]
     pub replicas: Option<i32>,
     /// How long the hold lasts (90s, 30m, 2h, 1h30m); default: until --clear.
-    #[arg(long = "for", value_name = "DURATION", value_parser = duration,
+    #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true, value_parser = duration,
           conflicts_with_all = ["min", "max", "clear"])]
     pub hold_for: Option<Duration>,
     /// Remove the hold: the autoscaler decides again.
@@ -365,7 +406,8 @@ pub struct DrainArgs {
     #[arg(long, conflicts_with_all = ["undo", "dry_run"])]
     pub wait: bool,
     /// With --wait: give up after this long (exit 1).
-    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", requires = "wait", allow_hyphen_values = true,
+          value_parser = duration)]
     pub timeout: Option<Duration>,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
@@ -480,7 +522,7 @@ pub enum AuditOutput {
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Only actions within this long (90s, 30m, 2h, 1d).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
     pub since: Option<Duration>,
     /// Output format (default: a table).
     #[arg(long, short = 'o', value_enum)]

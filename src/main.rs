@@ -159,7 +159,15 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }),
         Some(Command::Audit(args)) => {
-            ops::cli::print_audit(&args, &mut std::io::stdout().lock())?;
+            check_config(&cli.global)?;
+            if let Some(ns) = cli.global.namespace.as_deref() {
+                agentdeck::cluster::check_namespace(ns, "--namespace")?;
+            }
+            ops::cli::print_audit(
+                &args,
+                cli.global.namespace.as_deref(),
+                &mut std::io::stdout().lock(),
+            )?;
             Ok(())
         }
         None if cli.daemon => daemon(&cli),
@@ -167,11 +175,21 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Connects (context and namespace from the flags) and runs `f` on a runtime.
+/// Reads the configuration (`--config`, `AGENTDECK_CONFIG`, the default
+/// file, the environment) for a command that uses none of it, so that a
+/// missing `--config` file or a typo'd key is refused as everywhere else.
+fn check_config(global: &agentdeck::cli::GlobalArgs) -> Result<()> {
+    Config::load(&ConfigSources::from_process(global.config.clone()))?;
+    Ok(())
+}
+
+/// Connects (context and namespace from the flags), checks that the
+/// namespace exists, and runs `f` on a runtime.
 fn with_cluster(
     global: &agentdeck::cli::GlobalArgs,
     f: impl AsyncFnOnce(agentdeck::cluster::Connection) -> Result<()>,
 ) -> Result<()> {
+    check_config(global)?;
     let _logs = agentdeck::telemetry::init(
         global
             .log_format
@@ -183,6 +201,7 @@ fn with_cluster(
         let conn =
             agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
                 .await?;
+        agentdeck::cluster::require_namespace(&conn).await?;
         f(conn).await
     })
 }
@@ -226,6 +245,14 @@ fn daemon(cli: &Cli) -> Result<()> {
             cli.global.namespace.as_deref(),
         )
         .await?;
+        if cli.global.namespace.is_some() && config.namespaces.is_empty() {
+            // Unreachable or refused: the controller says so as it retries.
+            if let Err(e @ agentdeck::cluster::ClusterError::NoSuchNamespace { .. }) =
+                agentdeck::cluster::require_namespace(&conn).await
+            {
+                tracing::warn!("{e}; watching it anyway, its objects appear once it is created");
+            }
+        }
         let listener = agentdeck::server::bind(agentdeck::server::address(&config.server)).await?;
         let cancel = tokio_util::sync::CancellationToken::new();
         let controller =
@@ -366,13 +393,25 @@ fn current_context(asked: Option<&str>) -> String {
 fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs) -> Result<()> {
     use agentdeck::ops::bundle::{self, BundleOptions, Phase};
     use std::io::IsTerminal;
+    let (config, _) = Config::load(&ConfigSources::from_process(global.config.clone()))?;
     let rt = runtime()?;
     let summary = rt.block_on(async {
         let conn =
             agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
                 .await?;
+        // Nothing is started for a namespace or pool that is not there, or
+        // an API that cannot be used.
+        agentdeck::cluster::require_namespace(&conn).await?;
+        if let Some(pool) = &args.pool {
+            ops::exec::require_pool(&conn, pool).await?;
+        }
         let output = args.output.clone().unwrap_or_else(|| {
-            bundle::default_file_name(&conn.namespace, jiff::Timestamp::now()).into()
+            bundle::file_name(
+                &conn.namespace,
+                args.pool.as_deref(),
+                jiff::Timestamp::now(),
+            )
+            .into()
         });
         let mut opts = BundleOptions::new(conn.namespace.clone(), output);
         opts.pool = args.pool.clone();
@@ -390,9 +429,7 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
             opts.literals
                 .extend(values.lines().map(|l| l.trim().as_bytes().to_vec()));
         }
-        if let Ok(config) = Config::load(&ConfigSources::from_process(global.config.clone())) {
-            opts.controller_namespace = Some(config.0.controller_namespace);
-        }
+        opts.controller_namespace = Some(config.controller_namespace);
         let bar = if std::io::stderr().is_terminal() {
             indicatif::ProgressBar::new(0)
         } else {
@@ -452,12 +489,28 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
         }
     }
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
-    print(&out)
+    print(&out)?;
+    if summary.listed == 0 {
+        // A zip of nothing from the cluster is not a bundle: say so, and
+        // keep it for what it says about why.
+        return Err(bundle::BundleError::NothingListed {
+            path: summary.path.clone(),
+            first: summary
+                .errors
+                .first()
+                .map(|e| e.message.clone())
+                .unwrap_or_default(),
+            count: summary.errors.len(),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// `agentdeck debug`: makes, lists or removes debug pods.
 fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -> Result<()> {
     use agentdeck::ops::debug::{self, DebugOptions};
+    check_config(global)?;
     if args.attach {
         return debug_attach(global, &args);
     }
@@ -466,23 +519,51 @@ fn debug(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::DebugArgs) -
         let conn =
             agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
                 .await?;
+        agentdeck::cluster::require_namespace(&conn).await?;
         let ns = conn.namespace.clone();
         if args.list {
             let pods = debug::list(&conn.client, &ns).await?;
-            if pods.is_empty() {
-                return Ok::<_, Error>(format!("no debug pods in {ns}\n"));
-            }
-            let mut out = format!("{:<56} {:<40} {:<10} EXPIRES\n", "NAME", "TARGET", "PHASE");
-            for p in pods {
-                out.push_str(&format!(
-                    "{:<56} {:<40} {:<10} {}\n",
-                    p.name,
-                    p.target,
-                    p.phase.unwrap_or_default(),
-                    p.expires_at
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|| "-".into())
+            let ephemeral = debug::list_ephemeral(&conn.client, &ns).await?;
+            if pods.is_empty() && ephemeral.is_empty() {
+                return Ok::<_, Error>(format!(
+                    "no debug pods or ephemeral debug containers in {ns}\n"
                 ));
+            }
+            let when = |t: Option<jiff::Timestamp>| t.map_or_else(|| "-".into(), |t| t.to_string());
+            let mut out = String::new();
+            if !pods.is_empty() {
+                out.push_str(&format!(
+                    "{:<56} {:<40} {:<10} EXPIRES\n",
+                    "NAME", "TARGET", "PHASE"
+                ));
+                for p in pods {
+                    out.push_str(&format!(
+                        "{:<56} {:<40} {:<10} {}\n",
+                        p.name,
+                        p.target,
+                        p.phase.unwrap_or_default(),
+                        when(p.expires_at)
+                    ));
+                }
+            }
+            if !ephemeral.is_empty() {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&format!(
+                    "{:<56} {:<20} {:<12} {:<24} EXPIRES\n",
+                    "POD", "EPHEMERAL CONTAINER", "TARGETS", "STATE"
+                ));
+                for e in ephemeral {
+                    out.push_str(&format!(
+                        "{:<56} {:<20} {:<12} {:<24} {}\n",
+                        e.pod,
+                        e.container,
+                        e.target_container.as_deref().unwrap_or("-"),
+                        e.state,
+                        when(e.expires_at)
+                    ));
+                }
             }
             return Ok(out);
         }

@@ -362,7 +362,7 @@ async fn a_bundle_of_a_busy_namespace_has_every_container_and_no_planted_secret(
             "agent-gone",
             &[(
                 "agent",
-                "echo 'gone pod last words'; echo 'password=gonepw-planted-10'; exec sleep 3600",
+                "echo 'gone pod last words'; echo 'password=gonepw-planted-10'; echo 'fetch https://u:gone-url-planted-12@host.example/x'; exec sleep 3600",
             )],
             "Always",
             json!([]),
@@ -371,6 +371,7 @@ async fn a_bundle_of_a_busy_namespace_has_every_container_and_no_planted_secret(
     .await
     .expect("pod created");
     secrets.push("gonepw-planted-10".into());
+    secrets.push("gone-url-planted-12".into());
     // One deleted mid-collection.
     pods.create(
         &pp,
@@ -556,6 +557,14 @@ async fn a_bundle_of_a_busy_namespace_has_every_container_and_no_planted_secret(
     let gone = std::fs::read_to_string(x.join("pods/agent-gone/agent.final.log"))
         .expect("kept tail in the bundle");
     assert!(gone.contains("gone pod last words"), "{gone}");
+    // Redacted by the controller when kept, and not mangled by the bundle:
+    // the host stays, the password is one whole placeholder.
+    let url = regex::Regex::new(
+        r"fetch https://u:\*\*\*REDACTED:url-credentials:[0-9a-f]{10}\*\*\*@host\.example/x\n",
+    )
+    .expect("regex");
+    assert!(url.is_match(&gone), "{gone}");
+    assert!(gone.contains("password=***REDACTED:"), "{gone}");
     for f in [
         "manifest.json",
         "redactions.json",
@@ -785,6 +794,19 @@ async fn a_debug_copy_waits_in_a_shell_is_listed_and_is_deleted_when_expired() {
     assert_eq!(added[0].name, eph.container);
     assert_eq!(added[0].target_container_name.as_deref(), Some("agent"));
     assert_eq!(added[0].image.as_deref(), Some("busybox:1.36"));
+    // `debug --list` shows it too.
+    let listed = debug::list_ephemeral(&client, NS).await.expect("list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| (
+                e.pod.as_str(),
+                e.container.as_str(),
+                e.target_container.as_deref()
+            ))
+            .collect::<Vec<_>>(),
+        [("agent-x", eph.container.as_str(), Some("agent"))]
+    );
     // --cleanup removes the rest now.
     let deleted = debug::cleanup(&client, NS, None, None)
         .await

@@ -389,3 +389,386 @@ fn an_unreachable_api_is_said_once_naming_the_server_and_the_cause() {
     );
     assert!(!text.contains("controllerNamespace"), "{text}");
 }
+
+/// Runs `args` and checks the exit code and that stderr holds `fragments`
+/// (for rows whose fragments are only known at run time).
+fn answers(
+    files: &Files,
+    args: &[&str],
+    kubeconfig: &str,
+    code: i32,
+    fragments: &[&str],
+) -> Output {
+    let out = files.run(args, &[], kubeconfig);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: stderr {stderr}");
+    for fragment in fragments {
+        assert!(
+            stderr.contains(fragment),
+            "{args:?}: stderr lacks {fragment:?}:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.starts_with("agentdeck: ") && stderr.lines().count() == 1,
+        "{args:?}: one line: {stderr}"
+    );
+    if code == 2 {
+        assert!(
+            out.stdout.is_empty(),
+            "a refused command prints nothing: {args:?}"
+        );
+    }
+    out
+}
+
+#[test]
+fn a_closed_port_is_named_with_the_operation_and_the_cause_by_every_command() {
+    let files = Files::new();
+    let dead = free_port();
+    let server = format!("https://127.0.0.1:{dead}");
+    files.write(
+        "dead-kubeconfig",
+        KUBECONFIG
+            .replace("https://127.0.0.1:1", &server)
+            .as_bytes(),
+    );
+    let reach = format!("cannot reach the API server at {server}");
+    for args in [
+        &["status"][..],
+        &["scale", "p", "--max", "3", "--yes"],
+        &["debug", "--list"],
+        &["bundle", "-o", "x.zip"],
+    ] {
+        answers(
+            &files,
+            args,
+            "@dead-kubeconfig",
+            1,
+            &[&reach, "connection refused"],
+        );
+    }
+    // The operation is named too.
+    answers(
+        &files,
+        &["scale", "p", "--max", "3", "--yes"],
+        "@dead-kubeconfig",
+        1,
+        &["to read namespace default"],
+    );
+    assert!(
+        !files.path("x.zip").exists(),
+        "no bundle is started against an API that cannot be reached"
+    );
+}
+
+#[test]
+fn every_command_that_loads_configuration_refuses_a_missing_file_or_a_typo_d_key() {
+    let files = Files::new();
+    files.write("typo.yaml", b"themee: light\n");
+    for command in [
+        &["status"][..],
+        &["scale", "p", "--max", "3"],
+        &["drain", "p"],
+        &["debug-logs", "p", "on"],
+        &["task", "show", "t"],
+        &["audit"],
+        &["bundle"],
+        &["debug", "--list"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend(["--config", "/nonexistent.yaml"]);
+        answers(
+            &files,
+            &args,
+            "@kubeconfig",
+            2,
+            &["/nonexistent.yaml", "does not exist"],
+        );
+        let mut args = command.to_vec();
+        args.extend(["--config", "@typo.yaml"]);
+        answers(
+            &files,
+            &args,
+            "@kubeconfig",
+            2,
+            &["typo.yaml", "unknown key `themee`", "theme"],
+        );
+    }
+}
+
+#[test]
+fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
+    let files = Files::new();
+    let sb = common::TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        &agentdeck::install::to_yaml_stream(&agentdeck::install::crd_documents()).expect("crds"),
+    );
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let config = std::fs::read_to_string(&sb.kubeconfig).expect("kubeconfig");
+    let server = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .expect("a server")
+        .trim_end_matches('/')
+        .to_owned();
+    let token = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("a token");
+    files.write("bad-token", config.replace(token, "not-a-token").as_bytes());
+
+    let missing = "namespace \"nosuchns\" does not exist";
+    for args in [
+        &["bundle", "-n", "nosuchns"][..],
+        &["status", "-n", "nosuchns"],
+        &["scale", "p", "--max", "3", "-n", "nosuchns"],
+        &["drain", "p", "-n", "nosuchns"],
+        &["task", "show", "t", "-n", "nosuchns"],
+        &["debug", "--list", "-n", "nosuchns"],
+    ] {
+        answers(&files, args, &kubeconfig, 2, &[missing, &server, "default"]);
+    }
+    answers(
+        &files,
+        &["bundle", "--pool", "nosuch"],
+        &kubeconfig,
+        2,
+        &["no AgentPool \"nosuch\" in namespace default"],
+    );
+    let refused = format!(
+        "the token was refused by {server} (to read namespace default): log in again or check the kubeconfig user"
+    );
+    for args in [&["bundle"][..], &["status"]] {
+        answers(&files, args, "@bad-token", 1, &[&refused]);
+    }
+    answers(
+        &files,
+        &["debug", "--list"],
+        "@bad-token",
+        1,
+        &["the token was refused by", "to read namespace default"],
+    );
+    answers(
+        &files,
+        &["debug", "--cleanup", "nosuchpod"],
+        &kubeconfig,
+        2,
+        &[
+            "no such debug pod: \"nosuchpod\"",
+            "namespace default",
+            "debug pods there: none",
+        ],
+    );
+    // An ephemeral debug container is listed, and said to be beyond --cleanup.
+    sb.kubectl_ok(&[
+        "run",
+        "victim",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "sleep 3600",
+    ]);
+    common::eventually_blocking("the pod to run", || {
+        let phase = sb.kubectl_ok(&["get", "pod", "victim", "-o", "jsonpath={.status.phase}"]);
+        (phase == "Running").then_some(())
+    });
+    let out = files.run(
+        &["debug", "victim", "--mode", "ephemeral"],
+        &[],
+        &kubeconfig,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let container = text(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("debugger-"))
+        .expect("the container's name")
+        .to_owned();
+    let out = files.run(&["debug", "--list"], &[], &kubeconfig);
+    let listed = text(&out.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("victim ") && l.contains(&container)),
+        "{listed}"
+    );
+    answers(
+        &files,
+        &["debug", "--cleanup", "victim"],
+        &kubeconfig,
+        2,
+        &[&container, "cannot be removed"],
+    );
+    // An I/O fault names the directory given, not the hidden partial file.
+    answers(
+        &files,
+        &["bundle", "-o", "/nonexistent/dir/x.zip"],
+        &kubeconfig,
+        1,
+        &[
+            "cannot write the bundle /nonexistent/dir/x.zip: directory /nonexistent/dir: no such file or directory",
+        ],
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(files.dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("bundle"))
+        .collect();
+    assert!(leftovers.is_empty(), "nothing started: {leftovers:?}");
+
+    // And a bundle of what is there is still written, named after its pool.
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        "apiVersion: agentdeck.dev/v1alpha1\nkind: AgentPool\nmetadata: {name: p, namespace: default}\n\
+         spec: {image: x, minReplicas: 0, maxReplicas: 1}\n",
+    );
+    let out = files.run(&["bundle", "--pool", "p"], &[], &kubeconfig);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let name = stdout
+        .strip_prefix("wrote ")
+        .and_then(|s| s.split_whitespace().next())
+        .expect("the zip's name");
+    assert!(name.starts_with("agentdeck-bundle-default-p-"), "{stdout}");
+    // Its manifest names the context; its entries are dated now, not 1980.
+    let zip = std::fs::File::open(files.path(name)).expect("zip");
+    let mut zip = zip::ZipArchive::new(zip).expect("a zip");
+    let manifest: serde_json::Value = {
+        let mut f = zip.by_name("manifest.json").expect("manifest");
+        serde_json::from_reader(&mut f).expect("JSON")
+    };
+    let context = config
+        .lines()
+        .find_map(|l| l.strip_prefix("current-context: "))
+        .expect("a current context");
+    assert_eq!(manifest["context"], serde_json::json!(context.trim()));
+    let year = u16::try_from(jiff::Zoned::now().year()).expect("year");
+    for i in 0..zip.len() {
+        let f = zip.by_index_raw(i).expect("entry");
+        let t = f.last_modified().expect("a time");
+        assert!(t.year() + 1 >= year, "{:?} dated {t:?}", f.name());
+    }
+}
+
+#[test]
+fn number_and_duration_flags_are_range_checked_naming_the_flag_and_the_range() {
+    let files = Files::new();
+    let rows: &[(&[&str], &[&str])] = &[
+        (
+            &["scale", "p", "--max", "99999999999"],
+            &["--max", "out of range", "from 0 to 10000"],
+        ),
+        (
+            &["bundle", "--since", "-5m"],
+            &["--since", "\"-5m\" is negative; durations are positive"],
+        ),
+        (&["bundle", "--since=-5m"], &["--since", "is negative"]),
+        (
+            &["bundle", "--since", "0s"],
+            &["--since", "from 1s to 365d"],
+        ),
+        (
+            &["bundle", "--deadline", "0s"],
+            &["--deadline", "from 1s to 1d"],
+        ),
+        (&["debug", "x", "--ttl", "0s"], &["--ttl", "from 1m to 7d"]),
+        (
+            &["debug", "x", "--ttl", "87600h"],
+            &["--ttl", "87600h is out of range"],
+        ),
+        (
+            &["scale", "p", "--replicas", "2", "--for", "-5m"],
+            &["--for", "is negative"],
+        ),
+        (&["audit", "--since", "-1h"], &["--since", "is negative"]),
+        (&["drain", "p", "--timeout", "5m"], &["--wait"]),
+    ];
+    for (args, fragments) in rows {
+        let out = files.run(args, &[], "@kubeconfig");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        for f in *fragments {
+            assert!(stderr.contains(f), "{args:?}: lacks {f:?}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn audit_n_shows_only_that_namespace_s_actions() {
+    let files = Files::new();
+    let dir = files.path(".local/state/agentdeck");
+    std::fs::create_dir_all(&dir).expect("state dir");
+    let record = |ns: &str, pool: &str| {
+        serde_json::json!({
+            "time": "2026-11-27T10:00:00Z", "user": "alice", "via": "cli",
+            "namespace": ns, "action": "drain", "request": {},
+            "summary": format!("drain pool {pool}"),
+            "objects": [{"object": format!("AgentPool/{pool}"), "before": {}, "after": {}, "changes": []}],
+            "outcome": "applied",
+        })
+        .to_string()
+    };
+    std::fs::write(
+        dir.join("audit.jsonl"),
+        format!(
+            "{}\n{}\n",
+            record("team-a", "alpha"),
+            record("team-b", "beta")
+        ),
+    )
+    .expect("audit file");
+    let out = files.run(&["audit", "-n", "team-a"], &[], "@kubeconfig");
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(shown.contains("AgentPool/alpha"), "{shown}");
+    assert!(!shown.contains("AgentPool/beta"), "{shown}");
+    let out = files.run(&["audit"], &[], "@kubeconfig");
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("AgentPool/alpha") && shown.contains("AgentPool/beta"),
+        "{shown}"
+    );
+    let out = files.run(&["audit", "-n", "team-c"], &[], "@kubeconfig");
+    assert!(
+        text(&out.stdout).starts_with("no actions in namespace team-c recorded in "),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_daemon_told_to_watch_a_namespace_that_does_not_exist_says_so() {
+    let files = Files::new();
+    let sb = common::TestSandbox::start();
+    let log = files.path("daemon.log");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .args(["--daemon", "-n", "nosuchns"])
+        .env_clear()
+        .env("HOME", files.dir.path())
+        .env("XDG_CONFIG_HOME", files.dir.path())
+        .env("KUBECONFIG", &sb.kubeconfig)
+        .env("AGENTDECK_SERVER__PORT", free_port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("daemon starts");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let said = common::eventually_blocking("the daemon to note the namespace", || {
+        read()
+            .lines()
+            .find(|l| l.contains("nosuchns"))
+            .map(str::to_owned)
+    });
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(daemon.wait().expect("daemon ends").success(), "{}", read());
+    assert!(
+        said.contains("WARN") && said.contains("namespace \"nosuchns\" does not exist"),
+        "{said}"
+    );
+}

@@ -55,6 +55,28 @@ pub enum ClusterError {
         /// What a namespace name is.
         expected: String,
     },
+    /// The namespace asked for is not there.
+    #[error(
+        "namespace {namespace:?} does not exist on {server}; {}",
+        namespaces_there(known)
+    )]
+    NoSuchNamespace {
+        /// The namespace given.
+        namespace: String,
+        /// The API server asked.
+        server: String,
+        /// The namespaces there (empty when they cannot be listed).
+        known: Vec<String>,
+    },
+    /// A request made before anything else failed.
+    #[error("{}", api_fault(what, source))]
+    Api {
+        /// What was asked ("read namespace default").
+        what: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
     /// The client could not be built from the configuration.
     #[error("cannot create a Kubernetes client: {0}")]
     Client(#[source] kube::Error),
@@ -64,7 +86,52 @@ impl ClusterError {
     /// A mistake in what the user gave: an unknown context, a kubeconfig
     /// that is missing or not one, a bad namespace name.
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, ClusterError::Client(_) | ClusterError::InCluster(_))
+        !matches!(
+            self,
+            ClusterError::Client(_) | ClusterError::InCluster(_) | ClusterError::Api { .. }
+        )
+    }
+}
+
+fn namespaces_there(known: &[String]) -> String {
+    if known.is_empty() {
+        "the namespaces there cannot be listed".to_owned()
+    } else {
+        format!("namespaces there: {}", known.join(", "))
+    }
+}
+
+/// Checks that the connection's namespace exists: a missing one is
+/// [`ClusterError::NoSuchNamespace`], an API that cannot be used (not
+/// reached, token refused) [`ClusterError::Api`]. A user who may not read
+/// namespaces (403) is let through: nothing says it is missing.
+pub async fn require_namespace(conn: &Connection) -> Result<(), ClusterError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: kube::Api<Namespace> = kube::Api::all(conn.client.clone());
+    match api.get_opt(&conn.namespace).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            let known = api
+                .list(&kube::api::ListParams::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter_map(|n| n.metadata.name)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Err(ClusterError::NoSuchNamespace {
+                namespace: conn.namespace.clone(),
+                server: server_label(),
+                known,
+            })
+        }
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+        Err(source) => Err(ClusterError::Api {
+            what: format!("read namespace {}", conn.namespace),
+            source,
+        }),
     }
 }
 
@@ -95,6 +162,96 @@ pub fn server_label() -> String {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone()
         .unwrap_or_else(|| "the configured API server".to_owned())
+}
+
+/// One line about a failed API request: the server, the operation (`what`,
+/// as in "list AgentPools in namespace default") and the cause, in words
+/// rather than kube's `Debug` of the Status.
+pub fn api_fault(what: &str, e: &kube::Error) -> String {
+    let server = server_label();
+    match e {
+        kube::Error::Api(s) if s.code == 401 => format!(
+            "the token was refused by {server} (to {what}): log in again or check the kubeconfig user"
+        ),
+        kube::Error::Api(s) if s.code == 403 => format!(
+            "{server} does not allow the kubeconfig user to {what}: {}",
+            s.message
+        ),
+        kube::Error::Api(s) => {
+            let reason = if s.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", s.reason)
+            };
+            format!(
+                "cannot {what}: {server} answered {}{reason}: {}",
+                s.code, s.message
+            )
+        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            format!(
+                "cannot reach the API server at {server} to {what}: {}",
+                root_cause(e)
+            )
+        }
+        other => format!("cannot {what} at {server}: {}", root_cause(other)),
+    }
+}
+
+/// [`api_fault`] without the operation, for lists that say it already.
+pub fn api_cause(e: &kube::Error) -> String {
+    let server = server_label();
+    match e {
+        kube::Error::Api(s) if s.code == 401 => {
+            format!("the token was refused by {server}: log in again or check the kubeconfig user")
+        }
+        kube::Error::Api(s) => format!("{} ({}): {}", s.reason, s.code, s.message),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            format!("cannot reach the API server at {server}: {}", root_cause(e))
+        }
+        other => format!("{server}: {}", root_cause(other)),
+    }
+}
+
+/// Whether `e` says the API server cannot be used at all (not reached, or
+/// the credentials refused), rather than something about one request.
+pub fn is_unusable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 401,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// The innermost cause of `e`, without the OS error number:
+/// "connection refused" rather than "ServiceError: client error (Connect)".
+pub fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut inner = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    let text = inner.to_string();
+    let text = match text.find(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_owned(),
+        _ => text,
+    };
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        // "Connection refused" → "connection refused"; "TLS …" stays.
+        (Some(first), Some(second)) if first.is_uppercase() && second.is_lowercase() => {
+            first.to_lowercase().collect::<String>() + &text[first.len_utf8()..]
+        }
+        _ => text,
+    }
+}
+
+/// The kubeconfig's current context (`KUBECONFIG` or `~/.kube/config`),
+/// when there is one.
+pub fn current_context() -> Option<String> {
+    kube::config::Kubeconfig::read()
+        .ok()?
+        .current_context
+        .filter(|c| !c.is_empty())
 }
 
 /// Checks that the kubeconfig (`KUBECONFIG` or `~/.kube/config`) can be
@@ -200,7 +357,13 @@ pub async fn connect(
     };
     *SERVER
         .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(config.cluster_url.to_string());
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(
+        config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned(),
+    );
     let streams = StreamClients::new(&config).map_err(ClusterError::Client)?;
     let client = kube::Client::try_from(config).map_err(ClusterError::Client)?;
     Ok(Connection {
@@ -404,6 +567,38 @@ mod tests {
         assert!(
             err.to_string().contains("contexts there: kind, prod"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn an_api_fault_is_one_line_naming_the_server_the_operation_and_the_cause() {
+        let status = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(message, reason).with_code(code),
+            ))
+        };
+        // Other tests may connect meanwhile: the server is any one word (or
+        // the words for none).
+        let says = |e: &kube::Error, pattern: &str| {
+            let text = api_fault("list AgentPools in namespace default", e);
+            let re = regex::Regex::new(&format!("^{pattern}$")).expect("pattern");
+            assert!(re.is_match(&text), "{text}");
+        };
+        says(
+            &status(401, "Unauthorized", "Unauthorized"),
+            r"the token was refused by (?:\S+|the configured API server) \(to list AgentPools in namespace default\): log in again or check the kubeconfig user",
+        );
+        says(
+            &status(500, "InternalError", "etcd is down"),
+            r"cannot list AgentPools in namespace default: (?:\S+|the configured API server) answered 500 InternalError: etcd is down",
+        );
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        );
+        says(
+            &kube::Error::Service(Box::new(refused)),
+            r"cannot reach the API server at (?:\S+|the configured API server) to list AgentPools in namespace default: connection refused",
         );
     }
 }

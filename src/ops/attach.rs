@@ -78,7 +78,7 @@ pub enum AttachError {
         message: String,
     },
     /// Reading the pod failed.
-    #[error("cannot read pod {pod}: {source}")]
+    #[error("{}", crate::cluster::api_fault(&format!("read pod {pod}"), source))]
     Read {
         /// Pod.
         pod: String,

@@ -208,33 +208,60 @@ pub fn read(path: &Path, since: Option<Timestamp>) -> Result<Vec<AuditRecord>> {
     Ok(out)
 }
 
-/// The trail as a table: TIME USER ACTION OBJECTS CHANGES OUTCOME.
+/// Widest cell of each audit column but TIME (USER, NAMESPACE, ACTION,
+/// OBJECTS, CHANGES, OUTCOME): a row fits a wide terminal; `-o json`
+/// has everything.
+pub const CELL_WIDTHS: [usize; 6] = [24, 20, 12, 40, 60, 40];
+
+/// `text` on one line, at most `max` characters (the end replaced by `…`).
+fn clip(text: &str, max: usize) -> String {
+    let line = crate::text::sanitize_line(text);
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The trail as a table: TIME USER NAMESPACE ACTION OBJECTS CHANGES
+/// OUTCOME, each cell cut to [`CELL_WIDTHS`].
 pub fn table(records: &[AuditRecord]) -> String {
-    let rows: Vec<[String; 6]> = records
+    let rows: Vec<[String; 7]> = records
         .iter()
         .map(|r| {
             let objects: Vec<&str> = r.objects.iter().map(|o| o.object.as_str()).collect();
             let changes: Vec<String> = r.objects.iter().flat_map(|o| o.changes.clone()).collect();
+            let [user, namespace, action, objects_w, changes_w, outcome] = CELL_WIDTHS;
             [
                 r.time.strftime("%Y-%m-%d %H:%M:%S").to_string(),
-                r.user.clone(),
-                r.action.clone(),
+                clip(&r.user, user),
+                clip(&r.namespace, namespace),
+                clip(&r.action, action),
                 if objects.is_empty() {
                     "-".into()
                 } else {
-                    objects.join(",")
+                    clip(&objects.join(","), objects_w)
                 },
                 if changes.is_empty() {
-                    r.unchanged.join("; ")
+                    clip(&r.unchanged.join("; "), changes_w)
                 } else {
-                    changes.join("; ")
+                    clip(&changes.join("; "), changes_w)
                 },
-                r.outcome.clone(),
+                clip(&r.outcome, outcome),
             ]
         })
         .collect();
     super::status::columns(
-        &["TIME", "USER", "ACTION", "OBJECTS", "CHANGES", "OUTCOME"],
+        &[
+            "TIME",
+            "USER",
+            "NAMESPACE",
+            "ACTION",
+            "OBJECTS",
+            "CHANGES",
+            "OUTCOME",
+        ],
         &rows,
     )
 }
@@ -268,6 +295,45 @@ mod tests {
         let o = AuditObject::of(&change, &after, vec!["spec.minReplicas: 1 → 3".into()]);
         assert_eq!(o.before, json!({"spec": {"minReplicas": 1}}));
         assert_eq!(o.after, json!({"spec": {"minReplicas": 3}}));
+    }
+
+    #[test]
+    fn table_rows_are_bounded_whatever_an_action_changed() {
+        let action = Action::DrainPool {
+            pool: "alpha".into(),
+            undo: false,
+        };
+        let objects: Vec<AuditObject> = (0..40)
+            .map(|i| AuditObject {
+                object: format!("Pod/agent-with-a-long-name-{i:03}"),
+                before: json!({}),
+                after: json!({}),
+                changes: vec![format!(
+                    "metadata.annotations.agentdeck.dev/drain: null → \"true\" ({i})"
+                )],
+            })
+            .collect();
+        let record = AuditRecord::new(
+            &actor(),
+            "default",
+            &action,
+            "drain pool alpha",
+            objects,
+            vec![],
+            format!("failed: {}", "the API said no\nat length ".repeat(30)),
+        );
+        let text = table(&[record]);
+        let widest = 19 + CELL_WIDTHS.iter().sum::<usize>() + 3 * CELL_WIDTHS.len();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= widest,
+                "{} wide: {line}",
+                line.len()
+            );
+        }
+        assert!(text.contains("Pod/agent-with-a-long-name-000,"), "{text}");
+        assert!(text.contains('…'), "{text}");
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub async fn print_task(conn: &Connection, name: &str, out: &mut impl Write) -> 
     use super::kept::{TaskNow, find_task};
     let found = find_task(&conn.client, &conn.namespace, name)
         .await
-        .map_err(OpsError::api(format!("cannot read task {name}")))?;
+        .map_err(OpsError::api(format!("read task {name}")))?;
     let text = match found {
         None => {
             return Err(OpsError::UnknownTasks {
@@ -314,8 +314,8 @@ pub async fn print_status(
     say(out, &text)
 }
 
-/// `agentdeck audit`.
-pub fn print_audit(args: &AuditArgs, out: &mut impl Write) -> Result<()> {
+/// `agentdeck audit`: every namespace's actions, or only `namespace`'s.
+pub fn print_audit(args: &AuditArgs, namespace: Option<&str>, out: &mut impl Write) -> Result<()> {
     let since = match args.since {
         Some(d) => {
             let span = jiff::SignedDuration::try_from(d).unwrap_or(jiff::SignedDuration::MAX);
@@ -324,13 +324,22 @@ pub fn print_audit(args: &AuditArgs, out: &mut impl Write) -> Result<()> {
         None => None,
     };
     let path = audit::default_path()?;
-    let records = audit::read(&path, since)?;
+    let mut records = audit::read(&path, since)?;
+    if let Some(ns) = namespace {
+        records.retain(|r| r.namespace == ns);
+    }
     let text = match args.output {
         Some(AuditOutput::Json) => records
             .iter()
             .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
             .collect(),
-        None if records.is_empty() => format!("no actions recorded in {}\n", path.display()),
+        None if records.is_empty() => match namespace {
+            Some(ns) => format!(
+                "no actions in namespace {ns} recorded in {}\n",
+                path.display()
+            ),
+            None => format!("no actions recorded in {}\n", path.display()),
+        },
         None => audit::table(&records),
     };
     say(out, &text)

@@ -44,7 +44,7 @@ pub enum DebugError {
     #[error("pod {0} has no containers")]
     NoContainer(String),
     /// The API refused or failed.
-    #[error("cannot {action} {name}: {source}")]
+    #[error("{}", crate::cluster::api_fault(&format!("{action} {name}"), source))]
     Api {
         /// What was being done.
         action: &'static str,
@@ -53,6 +53,30 @@ pub enum DebugError {
         /// Cause.
         #[source]
         source: kube::Error,
+    },
+    /// `--cleanup POD`: POD is neither a debug pod nor debugged by one.
+    #[error(
+        "no such debug pod: {pod:?} is neither a debug pod nor the target of one in namespace {namespace}; debug pods there: {}",
+        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+    )]
+    NoSuchDebugPod {
+        /// The name given.
+        pod: String,
+        /// Where.
+        namespace: String,
+        /// The debug pods there.
+        known: Vec<String>,
+    },
+    /// `--cleanup POD` where POD only has ephemeral debug containers.
+    #[error(
+        "pod {pod} has ephemeral debug container(s) {}, which cannot be removed: they end when their --ttl runs out, or with the pod",
+        containers.join(", ")
+    )]
+    EphemeralOnly {
+        /// The pod.
+        pod: String,
+        /// Its ephemeral debug containers.
+        containers: Vec<String>,
     },
     /// `--attach` cannot be served.
     #[error("{0}")]
@@ -71,6 +95,8 @@ impl DebugError {
         matches!(
             self,
             DebugError::PodNotFound { .. }
+                | DebugError::NoSuchDebugPod { .. }
+                | DebugError::EphemeralOnly { .. }
                 | DebugError::NoContainer(_)
                 | DebugError::AttachUnavailable(_)
         ) || matches!(self, DebugError::Attach(e) if e.is_user_error())
@@ -420,6 +446,104 @@ pub async fn list(client: &Client, namespace: &str) -> Result<Vec<DebugPod>, Deb
     Ok(out)
 }
 
+/// A debug container added to a running pod (`--mode ephemeral`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EphemeralDebug {
+    /// The pod it was added to.
+    pub pod: String,
+    /// Its name (`debugger-…`).
+    pub container: String,
+    /// The container whose processes it sees.
+    pub target_container: Option<String>,
+    /// `running`, `waiting (reason)`, `terminated (reason)` or `-`.
+    pub state: String,
+    /// When its waiting shell ends: its start plus the `--ttl` it was given.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// The ephemeral debug containers in `namespace` (those running
+/// [`waiting_shell`]), by pod and name. Ephemeral containers cannot be
+/// removed: they are listed while their pod lives, ended or not.
+pub async fn list_ephemeral(
+    client: &Client,
+    namespace: &str,
+) -> Result<Vec<EphemeralDebug>, DebugError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pods = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| DebugError::Api {
+            action: "list pods in",
+            name: namespace.to_owned(),
+            source,
+        })?;
+    let mut out: Vec<EphemeralDebug> = pods.items.iter().flat_map(ephemeral_of).collect();
+    out.sort_by(|a, b| a.pod.cmp(&b.pod).then(a.container.cmp(&b.container)));
+    Ok(out)
+}
+
+/// `pod`'s ephemeral debug containers.
+fn ephemeral_of(pod: &Pod) -> Vec<EphemeralDebug> {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.ephemeral_container_statuses.clone())
+        .unwrap_or_default();
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .filter_map(|c| {
+            let script = match c.command.as_deref() {
+                Some([sh, flag, script]) if sh == "sh" && flag == "-c" => script,
+                _ => return None,
+            };
+            if !is_waiting_shell(script) {
+                return None;
+            }
+            let status = statuses.iter().find(|s| s.name == c.name);
+            let state = status.and_then(|s| s.state.as_ref());
+            let started = state
+                .and_then(|s| s.running.as_ref()?.started_at.as_ref())
+                .map(|t| t.0);
+            let ttl = script
+                .split("sleep ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<i64>().ok());
+            let expires_at = match (started, ttl) {
+                (Some(at), Some(secs)) => {
+                    at.checked_add(jiff::SignedDuration::from_secs(secs)).ok()
+                }
+                _ => None,
+            };
+            let state = match state {
+                Some(s) if s.running.is_some() => "running".to_owned(),
+                Some(s) if s.terminated.is_some() => format!(
+                    "terminated ({})",
+                    s.terminated
+                        .as_ref()
+                        .and_then(|t| t.reason.clone())
+                        .unwrap_or_default()
+                ),
+                Some(s) if s.waiting.is_some() => format!(
+                    "waiting ({})",
+                    s.waiting
+                        .as_ref()
+                        .and_then(|w| w.reason.clone())
+                        .unwrap_or_default()
+                ),
+                _ => "-".to_owned(),
+            };
+            Some(EphemeralDebug {
+                pod: pod.name_any(),
+                container: c.name.clone(),
+                target_container: c.target_container_name.clone(),
+                state,
+                expires_at,
+            })
+        })
+        .collect()
+}
+
 /// Deletes debug pods in `namespace`: all of them, those of `target`, or
 /// (with `only_expired`) those past their expiry at `now`. Returns the
 /// names deleted.
@@ -442,6 +566,46 @@ pub async fn cleanup(
             name: namespace.to_owned(),
             source,
         })?;
+    if let Some(name) = target
+        && pods.items.is_empty()
+    {
+        // POD may be a debug pod itself (`debug --list` shows their names).
+        return match existing(client, namespace, name).await? {
+            Some(_) => {
+                let pod = api.get(name).await.map_err(|source| DebugError::Api {
+                    action: "read pod",
+                    name: name.to_owned(),
+                    source,
+                })?;
+                delete_due(client, &[pod], only_expired).await
+            }
+            None => {
+                let ephemeral: Vec<String> = api
+                    .get_opt(name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|p| ephemeral_of(&p).into_iter().map(|e| e.container).collect())
+                    .unwrap_or_default();
+                if ephemeral.is_empty() {
+                    Err(DebugError::NoSuchDebugPod {
+                        pod: name.to_owned(),
+                        namespace: namespace.to_owned(),
+                        known: list(client, namespace)
+                            .await?
+                            .into_iter()
+                            .map(|p| p.name)
+                            .collect(),
+                    })
+                } else {
+                    Err(DebugError::EphemeralOnly {
+                        pod: name.to_owned(),
+                        containers: ephemeral,
+                    })
+                }
+            }
+        };
+    }
     delete_due(client, &pods.items, only_expired).await
 }
 

@@ -10,6 +10,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     if text_trim.is_empty() {
         return Err(bad());
     }
+    if text_trim.starts_with('-') {
+        return Err(crate::cli::negative_duration(text));
+    }
     let mut total: u64 = 0;
     let mut digits = String::new();
     for c in text_trim.chars() {

@@ -51,8 +51,8 @@ pub enum OpsError {
         attempts: u32,
         done: String,
     },
-    /// An API call failed.
-    #[error("cannot {what}: {source}")]
+    /// An API call failed: the server, the operation and the cause.
+    #[error("{}", crate::cluster::api_fault(what, source))]
     Api {
         what: String,
         #[source]

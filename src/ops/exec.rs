@@ -110,6 +110,29 @@ fn resource(kind: Kind) -> ApiResource {
     }
 }
 
+/// Checks that `pool` is an AgentPool in the connection's namespace.
+pub async fn require_pool(conn: &Connection, pool: &str) -> Result<()> {
+    let ns = &conn.namespace;
+    let pools: Api<AgentPool> = Api::namespaced(conn.client.clone(), ns);
+    let known: Vec<String> = pools
+        .list(&ListParams::default())
+        .await
+        .map_err(OpsError::api(format!("list AgentPools in namespace {ns}")))?
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    if known.iter().any(|p| p == pool) {
+        Ok(())
+    } else {
+        Err(OpsError::UnknownPool {
+            pool: pool.to_owned(),
+            namespace: ns.clone(),
+            known,
+        })
+    }
+}
+
 /// Reads what `action` touches.
 pub async fn load(conn: &Connection, action: &Action) -> Result<State> {
     let ns = conn.namespace.clone();

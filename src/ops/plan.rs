@@ -119,7 +119,7 @@ pub struct State {
 /// Plans `action` on `state`, or refuses it naming the flag and what is valid.
 pub fn plan(action: &Action, state: &State, actor: &str, now: Timestamp) -> Result<Plan> {
     match action {
-        Action::ScalePool { pool, min, max } => scale_bounds(state, pool, *min, *max),
+        Action::ScalePool { pool, min, max } => scale_bounds(state, pool, *min, *max, now),
         Action::HoldReplicas {
             pool,
             replicas,
@@ -205,6 +205,43 @@ fn frozen_until(pool: &AgentPool) -> Option<String> {
     })
 }
 
+/// What the autoscaler decides for `pool` (with its new bounds) on the
+/// work `state` holds, without the history only the leader has: the
+/// stabilization window and the cooldowns say when, not where to.
+fn autoscale_with(
+    state: &State,
+    pool: &AgentPool,
+    current: i32,
+    now: Timestamp,
+) -> crate::plan::autoscale::ScaleDecision {
+    use crate::plan::autoscale::{AutoscaleInput, Recommendations, decide};
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let whole = |n: i32| u32::try_from(n.max(0)).unwrap_or(0);
+    let busy = count(busy_agents(state).len());
+    let live = count(live_agents(state).len());
+    decide(&AutoscaleInput {
+        pending_tasks: count(count_phase(state, TaskPhase::Pending)),
+        running_tasks: count(count_phase(state, TaskPhase::Running)),
+        busy_agents: busy,
+        idle_agents: live.saturating_sub(busy),
+        starting_agents: 0,
+        current_replicas: whole(current),
+        concurrency: whole(pool.spec.concurrency),
+        min_replicas: whole(pool.spec.min_replicas),
+        max_replicas: whole(pool.spec.max_replicas),
+        scale_up_step: pool.spec.scale_up_step.map(whole),
+        cooldown_up: Duration::ZERO,
+        cooldown_down: Duration::ZERO,
+        scale_down_window: Duration::ZERO,
+        recommendations: Recommendations::default(),
+        frozen: None,
+        draining: false,
+        hold: None,
+        last_scale_time: None,
+        now,
+    })
+}
+
 fn current_replicas(pool: &AgentPool) -> i32 {
     pool.status.as_ref().map_or(0, |s| s.desired_replicas)
 }
@@ -236,7 +273,13 @@ fn pool_change(pool: &AgentPool, after: &AgentPool) -> Change {
     }
 }
 
-fn scale_bounds(state: &State, name: &str, min: Option<i32>, max: Option<i32>) -> Result<Plan> {
+fn scale_bounds(
+    state: &State,
+    name: &str,
+    min: Option<i32>,
+    max: Option<i32>,
+    now: Timestamp,
+) -> Result<Plan> {
     let pool = require_pool(state, name)?;
     if min.is_none() && max.is_none() {
         return Err(OpsError::Refused {
@@ -314,9 +357,34 @@ fn scale_bounds(state: &State, name: &str, min: Option<i32>, max: Option<i32>) -
             plan.impact.push(busy_first(busy));
         }
     } else {
-        plan.impact.push(format!(
-            "no agent changes now ({current} agents); the autoscaler stays between {new_min} and {new_max}"
-        ));
+        // Inside the bounds the autoscaler still decides again with them:
+        // a lower minimum lets an idle pool shrink.
+        let decision = autoscale_with(state, &after, current, now);
+        let desired = i32::try_from(decision.desired).unwrap_or(current);
+        let window = after.spec.scale_down_stabilization_seconds;
+        if desired < current {
+            let when = if window > 0 {
+                format!(
+                    " within the scale-down stabilization window of {}",
+                    duration::format(Duration::from_secs(window.unsigned_abs()))
+                )
+            } else {
+                " at once".to_owned()
+            };
+            plan.impact.push(format!(
+                "the autoscaler shrinks the pool from {current} to {desired} agents{when} ({}); idle agents go first",
+                decision.reason
+            ));
+        } else if desired > current {
+            plan.impact.push(format!(
+                "the autoscaler grows the pool from {current} to {desired} agents ({})",
+                decision.reason
+            ));
+        } else {
+            plan.impact.push(format!(
+                "no agent changes now ({current} agents); the autoscaler stays between {new_min} and {new_max}"
+            ));
+        }
     }
     if pool.spec.execution_mode == ExecutionMode::Job && new_max != old_max {
         plan.impact.push(format!(
@@ -1074,6 +1142,26 @@ mod tests {
                 scale(Some(3), None),
                 base(),
                 vec!["the pool grows from 2 to at least 3 agents"],
+            ),
+            (
+                "min lowered below an idle pool's agents",
+                scale(Some(2), None),
+                State {
+                    pool_tasks: vec![],
+                    ..state(pool(
+                        json!({"minReplicas": 3}),
+                        json!({"replicas": 3, "desiredReplicas": 3}),
+                    ))
+                },
+                vec![
+                    "the autoscaler shrinks the pool from 3 to 2 agents within the scale-down stabilization window of 5m (scale down 3→2: 0 pending, 0 running, need 0 agents, raised to min 2); idle agents go first",
+                ],
+            ),
+            (
+                "min lowered on a pool whose work needs its agents",
+                scale(Some(1), None),
+                state(pool(json!({"minReplicas": 2}), json!({}))),
+                vec!["no agent changes now (2 agents); the autoscaler stays between 1 and 4"],
             ),
             (
                 "min raised while frozen",

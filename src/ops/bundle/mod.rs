@@ -53,6 +53,17 @@ pub const LABEL_LOG_TAILS: &str = "agentdeck.dev/log-tails";
 /// errors: they are recorded in the manifest).
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
+    /// The directory the zip is to go in cannot be used.
+    #[error("cannot write the bundle {}: directory {}: {}", path.display(), dir.display(), crate::cluster::root_cause(source))]
+    OutputDir {
+        /// The zip asked for.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The output file could not be created.
     #[error("cannot create {}: {source}", path.display())]
     CreateOutput {
@@ -90,15 +101,25 @@ pub enum BundleError {
     /// A bad option.
     #[error("{0}")]
     Invalid(String),
+    /// The zip was written but nothing could be listed from the cluster.
+    #[error(
+        "{} holds nothing from the cluster: no list succeeded ({first}; all {count} failures are in its manifest.json)",
+        path.display()
+    )]
+    NothingListed {
+        /// The zip written.
+        path: PathBuf,
+        /// The first failure.
+        first: String,
+        /// How many things could not be collected.
+        count: usize,
+    },
 }
 
 impl BundleError {
     /// A mistake in what the user gave.
     pub fn is_user_error(&self) -> bool {
-        matches!(
-            self,
-            BundleError::Invalid(_) | BundleError::CreateOutput { .. }
-        )
+        matches!(self, BundleError::Invalid(_))
     }
 }
 
@@ -227,6 +248,8 @@ pub struct Summary {
     pub redactions: u64,
     /// The overall deadline cut the collection short.
     pub deadline_reached: bool,
+    /// Lists of objects that succeeded (0: nothing came from the cluster).
+    pub listed: usize,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -258,6 +281,8 @@ struct Record {
     errors: Mutex<Vec<CollectionError>>,
     /// Logs planned (`pod/container[/previous]`) and not yet sent.
     pending_logs: Mutex<BTreeSet<String>>,
+    /// Lists that succeeded.
+    listed: std::sync::atomic::AtomicUsize,
 }
 
 impl Record {
@@ -286,10 +311,7 @@ fn err(
 }
 
 fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({}): {}", s.reason, s.code, s.message),
-        other => other.to_string(),
-    }
+    crate::cluster::api_cause(e)
 }
 
 async fn timed<T>(
@@ -319,6 +341,7 @@ pub async fn collect(
             "--max-bytes-per-log must be at least 1".into(),
         ));
     }
+    check_output_dir(&opts.output)?;
     let progress: ProgressFn = Arc::new(progress);
     let record = Arc::new(Record::default());
     let expected = Arc::new(AtomicU64::new(0));
@@ -457,7 +480,8 @@ pub async fn collect(
         "version": env!("CARGO_PKG_VERSION"),
         "startedAt": started_at.to_string(),
         "finishedAt": Timestamp::now().to_string(),
-        "context": opts.context,
+        // The context asked for, else the kubeconfig's current one.
+        "context": opts.context.clone().or_else(crate::cluster::current_context),
         "namespaces": [opts.namespace],
         "pool": opts.pool,
         "options": {
@@ -510,8 +534,31 @@ pub async fn collect(
         errors,
         redactions,
         deadline_reached,
+        listed: record.listed.load(Ordering::Relaxed),
         elapsed: started.elapsed(),
     })
+}
+
+/// Checks, before anything is collected, that the zip's directory is one:
+/// a fault then names the directory given, not the hidden partial file.
+fn check_output_dir(output: &std::path::Path) -> Result<(), BundleError> {
+    let dir = output
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let fault = |source| BundleError::OutputDir {
+        path: output.to_path_buf(),
+        dir: dir.to_path_buf(),
+        source,
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(fault(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory",
+        ))),
+        Err(e) => Err(fault(e)),
+    }
 }
 
 /// Whether an object belongs to `pool`: its pool label, its name for the
@@ -571,6 +618,7 @@ impl Scope {
         };
         let _permit = self.limit.acquire().await;
         let list = timed(self.opts.request_timeout, api.list(&ListParams::default())).await?;
+        self.record.listed.fetch_add(1, Ordering::Relaxed);
         Ok(list
             .items
             .into_iter()
@@ -1166,8 +1214,17 @@ pub fn log_plan(pod: &Value) -> Vec<(String, bool)> {
 
 /// The default file name: `agentdeck-bundle-<namespace>-<UTC time>.zip`.
 pub fn default_file_name(namespace: &str, now: Timestamp) -> String {
+    file_name(namespace, None, now)
+}
+
+/// The zip's default name, with the pool when the bundle is of one:
+/// `agentdeck-bundle-<namespace>[-<pool>]-<UTC time>.zip`.
+pub fn file_name(namespace: &str, pool: Option<&str>, now: Timestamp) -> String {
     let t = now.strftime("%Y%m%dT%H%M%SZ");
-    format!("agentdeck-bundle-{namespace}-{t}.zip")
+    match pool {
+        Some(pool) => format!("agentdeck-bundle-{namespace}-{pool}-{t}.zip"),
+        None => format!("agentdeck-bundle-{namespace}-{t}.zip"),
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::redact::{OBJECT_FIELD, RedactionCounts, Redactor, sensitive_name};
+use super::redact::{OBJECT_FIELD, RedactionCounts, Redactor, sensitive_name, trivial_value};
 
 /// Strips what only adds bulk (managedFields) and, for nodes, keeps only
 /// what a support engineer needs (identity, conditions, capacity).
@@ -130,7 +130,7 @@ pub fn redact_value(redactor: &Redactor, v: &mut Value, counts: &mut RedactionCo
                 let hide = (k == "value" && pair_is_sensitive)
                     || (child.is_string() && sensitive_name(k.as_bytes()));
                 match child {
-                    Value::String(s) if hide && !s.is_empty() && !s.starts_with("***") => {
+                    Value::String(s) if hide && !trivial_value(s.as_bytes()) => {
                         *s = redactor.placeholder(OBJECT_FIELD, s.as_bytes());
                         *counts.entry(OBJECT_FIELD).or_default() += 1;
                     }

@@ -117,6 +117,8 @@ const SENSITIVE_WORDS: &[&str] = &[
 const HARMLESS_SUFFIXES: &[&str] = &[
     "name", "names", "ref", "file", "path", "dir", "seconds", "count", "limit", "type", "mode",
     "enabled", "url", "endpoint", "host", "expiry", "expires", "ttl", "length", "len", "format",
+    // A Service's `sessionAffinity` (None or ClientIP).
+    "affinity",
 ];
 
 /// Whether a variable/key name says its value is a secret.
@@ -152,7 +154,7 @@ pub fn sensitive_name(name: &[u8]) -> bool {
 
 /// Values that look like a placeholder or are empty, true/false/null:
 /// nothing to hide.
-fn trivial_value(v: &[u8]) -> bool {
+pub(crate) fn trivial_value(v: &[u8]) -> bool {
     let v = trim_quotes(v);
     v.is_empty()
         || v.starts_with(b"***")
@@ -170,8 +172,15 @@ fn trivial_value(v: &[u8]) -> bool {
         || v == b"-"
 }
 
-/// A token has a digit, mixed case or punctuation; a word does not.
+/// A token has a digit, mixed case or punctuation; a word does not, nor
+/// does an authorization scheme (`Bearer` before a token hidden already).
 fn looks_like_token(v: &[u8]) -> bool {
+    if [&b"bearer"[..], b"basic", b"token", b"digest", b"negotiate"]
+        .iter()
+        .any(|w| v.eq_ignore_ascii_case(w))
+    {
+        return false;
+    }
     let digit = v.iter().any(u8::is_ascii_digit);
     let upper = v.iter().any(u8::is_ascii_uppercase);
     let lower = v.iter().any(u8::is_ascii_lowercase);
@@ -753,6 +762,7 @@ impl<'r, W: Write> RedactStream<'r, W> {
             limit = self.redactor.scan(chunk, &mut self.lower, true, &mut found);
         }
         found.retain(|f| f.start < limit);
+        spare_placeholders(&chunk[..limit], &mut found);
         found.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
         let mut at = 0;
         for f in &found {
@@ -837,6 +847,56 @@ impl<W: Write> Write for RedactStream<'_, W> {
         // a secret in two.
         self.out.flush()
     }
+}
+
+/// What a placeholder starts with.
+const PLACEHOLDER_OPEN: &[u8] = b"***REDACTED:";
+/// How far a placeholder's closing `***` may be from its opening (rule
+/// names are short, the hash 10 digits).
+const PLACEHOLDER_MAX: usize = 80;
+
+/// Where the placeholders already in `chunk` are (input redacted before,
+/// such as the log tails the controller keeps).
+fn placeholder_spans(chunk: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while let Some(p) = memchr::memmem::find(&chunk[from..], PLACEHOLDER_OPEN) {
+        let start = from + p;
+        let body = start + PLACEHOLDER_OPEN.len();
+        let window = &chunk[body..chunk.len().min(body + PLACEHOLDER_MAX)];
+        match memchr::memmem::find(window, b"***") {
+            Some(q) => {
+                spans.push((start, body + q + 3));
+                from = body + q + 3;
+            }
+            None => from = body,
+        }
+    }
+    spans
+}
+
+/// Redaction is idempotent: a placeholder is never matched again, neither
+/// whole (a PEM body that is one already) nor in part (the rule name in
+/// `***REDACTED:url-credentials:…***` reads as a sensitive key, whose
+/// "value" would swallow the hash and the URL's host). A match that starts
+/// before a placeholder keeps what precedes it; one that starts inside is
+/// dropped.
+fn spare_placeholders(chunk: &[u8], found: &mut Vec<Found>) {
+    if found.is_empty() || memchr::memmem::find(chunk, PLACEHOLDER_OPEN).is_none() {
+        return;
+    }
+    let spans = placeholder_spans(chunk);
+    found.retain_mut(|f| {
+        for &(s, e) in &spans {
+            if f.start < e && f.end > s {
+                if f.start >= s {
+                    return false;
+                }
+                f.end = f.end.min(s);
+            }
+        }
+        f.end > f.start
+    });
 }
 
 /// Where to cut a line that has no newline within [`MAX_SEGMENT`]: after

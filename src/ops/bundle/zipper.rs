@@ -70,11 +70,28 @@ pub struct Written {
 
 /// Compression: level 1 deflate — logs compress well even at the fastest
 /// level, and a bundle is written while someone waits for it.
+/// Entries are dated now (local time, as zip tools expect), not the
+/// format's 1980-01-01 default.
 fn options() -> SimpleFileOptions {
     SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated)
         .compression_level(Some(1))
         .unix_permissions(0o644)
+        .last_modified_time(zip_time(&jiff::Zoned::now()))
+}
+
+/// `at` as a zip entry time (to the even second the format keeps).
+fn zip_time(at: &jiff::Zoned) -> zip::DateTime {
+    let part = |v: i8| u8::try_from(v).unwrap_or(0);
+    zip::DateTime::from_date_and_time(
+        u16::try_from(at.year()).unwrap_or(1980),
+        part(at.month()),
+        part(at.day()),
+        part(at.hour()),
+        part(at.minute()),
+        part(at.second()),
+    )
+    .unwrap_or_default()
 }
 
 /// Where the bundle is written until complete: beside the target, hidden,
@@ -460,6 +477,23 @@ mod tests {
     fn a_cut_starts_at_the_next_line() {
         assert_eq!(line_skip(b"two\nline three\n"), 4);
         assert_eq!(line_skip(b"no newline at all"), 0);
+    }
+
+    #[test]
+    fn entries_are_dated_when_written() {
+        let at: jiff::Zoned = "2026-11-27T21:05:43+00:00[UTC]".parse().expect("time");
+        let t = zip_time(&at);
+        assert_eq!(
+            (
+                t.year(),
+                t.month(),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second()
+            ),
+            (2026, 11, 27, 21, 5, 42)
+        );
     }
 
     #[test]

@@ -512,6 +512,66 @@ fn placeholders_are_not_redacted_again() {
     assert!(counts.is_empty());
 }
 
+/// Text redacted once (as the controller does when it keeps a log tail),
+/// then by a bundle with another key, for each line of `input`.
+fn redacted_by_the_controller_then_the_bundle(input: &[u8]) -> (Vec<u8>, Vec<u8>, RedactionCounts) {
+    let controller = Redactor::with_hash_key(&[], b"the controller's key");
+    let (once, _) = run(&controller, input);
+    let (twice, counts) = run(&redactor(), &once);
+    (once, twice, counts)
+}
+
+#[test]
+fn a_second_pass_leaves_every_placeholder_and_what_surrounds_it_as_it_was() {
+    let input = format!(
+        "cloning https://u:p4ss-word@host.example/x\n\
+         push to https://deploy:hunter2-url@git.example.com:8443/repo.git done\n\
+         DB_PASSWORD=hunter2-env API_TOKEN=tok-export-77\n\
+         Authorization: Bearer abcdefghijklmnop0123\n\
+         github ghp_abcdefghijklmnopqrstuvwxyz0123456789 and done\n\
+         {PEM}after the key\n"
+    );
+    let (once, twice, counts) = redacted_by_the_controller_then_the_bundle(input.as_bytes());
+    let text = String::from_utf8_lossy(&twice);
+    assert_eq!(twice, once, "nothing is matched again:\n{text}");
+    assert!(counts.is_empty(), "{counts:?}");
+    for kept in [
+        "cloning https://u:***REDACTED:url-credentials:",
+        "***@host.example/x\n",
+        "***@git.example.com:8443/repo.git done\n",
+        "-----BEGIN RSA PRIVATE KEY-----***REDACTED:pem-private-key:",
+        "***-----END RSA PRIVATE KEY-----\nafter the key\n",
+    ] {
+        assert!(text.contains(kept), "lacks {kept:?}:\n{text}");
+    }
+    for secret in [
+        "p4ss-word",
+        "hunter2-url",
+        "hunter2-env",
+        "tok-export-77",
+        "MIIEow",
+    ] {
+        assert!(!text.contains(secret), "{secret} shows:\n{text}");
+    }
+    // Each placeholder is whole: opening, rule, 10 hex digits, closing.
+    let placeholders = text.matches("***REDACTED:").count();
+    let whole = regex::Regex::new(r"\*\*\*REDACTED:[a-z-]+:[0-9a-f]{10}\*\*\*").expect("regex");
+    assert_eq!(whole.find_iter(&text).count(), placeholders, "{text}");
+}
+
+#[test]
+fn a_secret_next_to_a_placeholder_is_still_hidden_and_the_placeholder_kept() {
+    let r = redactor();
+    let (once, _) = run(&r, b"url https://u:first-pass-1@h.example/x\n");
+    let once = String::from_utf8(once).expect("text");
+    let line = format!("{} password=second-pass-2\n", once.trim_end());
+    let (out, counts) = run(&r, line.as_bytes());
+    let out = String::from_utf8(out).expect("text");
+    assert!(out.starts_with(once.trim_end()), "{out}");
+    assert!(!out.contains("second-pass-2"), "{out}");
+    assert_eq!(counts.get("key-value"), Some(&1), "{counts:?}");
+}
+
 #[test]
 fn sensitive_names_are_told_from_references_to_secrets() {
     for n in [
@@ -532,6 +592,7 @@ fn sensitive_names_are_told_from_references_to_secrets() {
         "author",
         "key",
         "user",
+        "sessionAffinity",
     ] {
         assert!(!sensitive_name(n.as_bytes()), "{n}");
     }
