@@ -198,6 +198,8 @@ pub struct Dialog {
     pub error: Option<String>,
     /// What the API's dry run says the action changes.
     pub preview: PreviewState,
+    /// Lines of the dialog's text scrolled past (the keys stay shown).
+    pub scroll: usize,
 }
 
 /// The dry-run preview shown in a dialog.
@@ -327,6 +329,143 @@ fn with_scale(template: &ActionRequest, input: &ScaleInput) -> ActionRequest {
         }
         other => other.clone(),
     }
+}
+
+/// A hold within the bounds of every pool it is for, unless it widens
+/// them (`=N!`): the console says what is allowed rather than offering an
+/// action the API will refuse.
+fn within_bounds(template: &ActionRequest, input: ScaleInput) -> Result<ScaleInput, String> {
+    let ScaleInput::Hold {
+        replicas,
+        force: false,
+        ..
+    } = input
+    else {
+        return Ok(input);
+    };
+    for part in template.parts() {
+        if let ActionRequest::ScalePool { pool, min, max, .. } = part {
+            let (min, max) = (*min, *max);
+            let side = if replicas > max {
+                format!("above pool {pool}'s maximum {max}")
+            } else if replicas < min {
+                format!("below pool {pool}'s minimum {min}")
+            } else {
+                continue;
+            };
+            return Err(format!(
+                "={replicas} is {side}: hold {min}–{max} (e.g. ={}), or type ={replicas}! to widen the bounds to {replicas}",
+                replicas.clamp(min, max)
+            ));
+        }
+    }
+    Ok(input)
+}
+
+impl Dialog {
+    /// The API refused the dry run: there is nothing to apply.
+    pub fn refused(&self) -> bool {
+        matches!(self.preview, PreviewState::Failed(_))
+    }
+
+    /// The keys the dialog takes now, as its last line says them.
+    pub fn keys_line(&self) -> &'static str {
+        if self.input.is_some() {
+            "enter preview · esc cancel"
+        } else if self.refused() {
+            "n/esc close (nothing to apply)"
+        } else {
+            "y/enter apply · n/esc cancel"
+        }
+    }
+
+    /// Lines of text before wrapping (an upper bound for scrolling).
+    fn text_lines(&self) -> usize {
+        let preview = match &self.preview {
+            PreviewState::Lines(l) => l
+                .iter()
+                .map(|l| readable_preview(l).len() + l.matches("; ").count())
+                .sum::<usize>(),
+            _ => 2,
+        };
+        self.body.len() + 3 + preview
+    }
+}
+
+/// A preview line as the dialog shows it: `status.history` (JSON the
+/// API sends whole) as one readable line per run it gains:
+/// `attempt 1: Failed on iac-agent-…-9lz6q, exit 3 (why), 09:58:12Z → 09:58:24Z`.
+pub fn readable_preview(line: &str) -> Vec<String> {
+    const KEY: &str = "status.history: ";
+    let Some(at) = line.find(KEY) else {
+        return vec![line.to_owned()];
+    };
+    let rest = &line[at + KEY.len()..];
+    let value = |s: &str| -> Option<(serde_json::Value, usize)> {
+        if let Some(after) = s.strip_prefix("(none)") {
+            return Some((serde_json::Value::Null, s.len() - after.len()));
+        }
+        let mut it = serde_json::Deserializer::from_str(s).into_iter::<serde_json::Value>();
+        let v = it.next()?.ok()?;
+        Some((v, it.byte_offset()))
+    };
+    let Some((before, used)) = value(rest) else {
+        return vec![line.to_owned()];
+    };
+    let Some(tail) = rest[used..].strip_prefix(" → ") else {
+        return vec![line.to_owned()];
+    };
+    let Some((after, used2)) = value(tail) else {
+        return vec![line.to_owned()];
+    };
+    let known = before.as_array().map_or(0, Vec::len);
+    let runs: Vec<String> = after
+        .as_array()
+        .map(|a| a.iter().skip(known).map(attempt_line).collect())
+        .unwrap_or_default();
+    let mut out = vec![format!(
+        "{}status.history keeps {} earlier run(s), adds {}:",
+        &line[..at],
+        known,
+        runs.len()
+    )];
+    out.extend(runs.into_iter().map(|r| format!("  {r}")));
+    let more = tail[used2..].trim_start_matches("; ");
+    if !more.is_empty() {
+        out.push(more.to_owned());
+    }
+    out
+}
+
+/// One run of `status.history` in words.
+fn attempt_line(run: &serde_json::Value) -> String {
+    let s = |k: &str| run.get(k).and_then(serde_json::Value::as_str);
+    let mut out = format!(
+        "attempt {}: {}",
+        run.get("attempts")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0),
+        s("phase").unwrap_or("?")
+    );
+    if let Some(a) = s("agent") {
+        out.push_str(&format!(" on {a}"));
+    }
+    if let Some(c) = run.get("exitCode").and_then(serde_json::Value::as_i64) {
+        out.push_str(&format!(", exit {c}"));
+    }
+    if let Some(m) = s("message") {
+        out.push_str(&format!(" ({})", super::text::clean(m)));
+    }
+    match (s("startedAt"), s("finishedAt")) {
+        (Some(a), Some(b)) => out.push_str(&format!(", {a} → {b}")),
+        (Some(a), None) => out.push_str(&format!(", started {a}")),
+        (None, Some(b)) => out.push_str(&format!(", ended {b}")),
+        (None, None) => {}
+    }
+    if let Some(by) = s("retriedBy") {
+        out.push_str(&format!(", retried by {by}"));
+    }
+    out
 }
 
 fn names<'a>(list: impl IntoIterator<Item = &'a str>) -> String {
@@ -467,10 +606,31 @@ impl App {
                 self.dialog = None;
                 Vec::new()
             }
+            // The text scrolls; the keys line stays.
+            KeyCode::Down | KeyCode::PageDown => {
+                let step = if k.code == KeyCode::Down { 1 } else { 10 };
+                d.scroll = (d.scroll + step).min(d.text_lines());
+                Vec::new()
+            }
+            KeyCode::Up | KeyCode::PageUp => {
+                let step = if k.code == KeyCode::Up { 1 } else { 10 };
+                d.scroll = d.scroll.saturating_sub(step);
+                Vec::new()
+            }
+            KeyCode::Char('j') if d.input.is_none() => {
+                d.scroll = (d.scroll + 1).min(d.text_lines());
+                Vec::new()
+            }
+            KeyCode::Char('k') if d.input.is_none() => {
+                d.scroll = d.scroll.saturating_sub(1);
+                Vec::new()
+            }
             // What was typed is read, then previewed: a second yes applies.
             KeyCode::Enter if d.input.is_some() => {
                 let typed = d.input.as_ref().map(|i| i.value().to_owned());
-                match parse_scale(typed.as_deref().unwrap_or_default()) {
+                match parse_scale(typed.as_deref().unwrap_or_default())
+                    .and_then(|input| within_bounds(&d.request, input))
+                {
                     Ok(input) => {
                         d.request = with_scale(&d.request, &input);
                         d.input = None;
@@ -486,7 +646,10 @@ impl App {
                     }
                 }
             }
-            KeyCode::Enter | KeyCode::Char('y') | KeyCode::Char('Y') if d.input.is_none() => {
+            // A preview the API refused is not offered to apply.
+            KeyCode::Enter | KeyCode::Char('y') | KeyCode::Char('Y')
+                if d.input.is_none() && !d.refused() =>
+            {
                 let request = d.request.clone();
                 self.dialog = None;
                 self.toast(format!("{}…", request.describe()), false);
@@ -551,6 +714,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
                 .expect("at least one pool"),
                 error: None,
                 preview: PreviewState::None,
+                scroll: 0,
             }
         }
         Action::Drain => {
@@ -591,6 +755,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
                 .expect("at least one pool"),
                 error: None,
                 preview: PreviewState::Loading,
+                scroll: 0,
             }
         }
         _ => {
@@ -623,6 +788,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
                 .expect("at least one pool"),
                 error: None,
                 preview: PreviewState::Loading,
+                scroll: 0,
             }
         }
     }
@@ -672,6 +838,7 @@ fn agent_dialog(action: Action, agents: &[&AgentRow]) -> Dialog {
             .expect("at least one agent"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     } else {
         let on = !agents.iter().all(|a| a.debug);
@@ -704,6 +871,7 @@ fn agent_dialog(action: Action, agents: &[&AgentRow]) -> Dialog {
             .expect("at least one agent"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     }
 }
@@ -729,6 +897,7 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
             .expect("at least one task"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     } else {
         Dialog {
@@ -745,6 +914,7 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
             .expect("at least one task"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     }
 }

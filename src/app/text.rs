@@ -184,6 +184,45 @@ pub fn shorten_middle(s: &str, w: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{start}…{end}"))
 }
 
+/// `s` in lines of at most `w` columns, each `; `-separated part starting
+/// a line (so a command after `shell: ` is on a line of its own).
+pub fn wrap_parts(s: &str, w: usize) -> Vec<String> {
+    s.split("; ").flat_map(|part| wrap(part, w)).collect()
+}
+
+/// `s` in lines of at most `w` columns, broken at spaces (a word longer
+/// than a line is broken where the line ends).
+pub fn wrap(s: &str, w: usize) -> Vec<String> {
+    let w = w.max(1);
+    let mut out = Vec::new();
+    {
+        let part = s;
+        let mut line = String::new();
+        for word in part.split(' ') {
+            let gap = usize::from(!line.is_empty());
+            if width(&line) + gap + width(word) <= w {
+                if gap == 1 {
+                    line.push(' ');
+                }
+                line.push_str(word);
+                continue;
+            }
+            if !line.is_empty() {
+                out.push(std::mem::take(&mut line));
+            }
+            let mut rest = word;
+            while width(rest) > w {
+                let h = head(rest, w);
+                out.push(h.to_owned());
+                rest = &rest[h.len()..];
+            }
+            line.push_str(rest);
+        }
+        out.push(line);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +297,26 @@ mod tests {
         assert_eq!(ellipsize("frozen by window 22:00", 10), "frozen by…");
         assert_eq!(ellipsize("ünïcødé ✓", 4), "ünï…");
         assert_eq!(ellipsize("abc", 0), "");
+    }
+
+    #[test]
+    fn wrapped_text_keeps_every_character_and_puts_a_command_on_its_own_line() {
+        let toast = "debug pod iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p, deleted at 10:30:00Z; shell: kubectl exec -it -n ops iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p -c debugger -- sh";
+        for w in [20, 40, 78, 120, 200] {
+            let lines = wrap_parts(toast, w);
+            assert!(lines.iter().all(|l| width(l) <= w), "{w}: {lines:?}");
+            let joined: String = lines.concat().split_whitespace().collect();
+            let want: String = toast.replace("; ", "").split_whitespace().collect();
+            assert_eq!(joined, want, "{w}");
+        }
+        assert_eq!(
+            wrap_parts(toast, 120),
+            [
+                "debug pod iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p, deleted at 10:30:00Z",
+                "shell: kubectl exec -it -n ops iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p -c debugger -- sh",
+            ]
+        );
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("a; b c", 4), ["a; b", "c"]);
     }
 }

@@ -570,23 +570,36 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         None => "-".into(),
     };
     let clock = app.now.strftime("%H:%M:%S").to_string();
-    let first = Line::from(vec![
-        Span::styled(" agentdeck ", theme.style(Role::Title)),
-        h(" ctx "),
-        v(app.opts.context.clone(), Role::HeaderValue),
-        h("  ns "),
-        v(app.opts.namespace.clone(), Role::HeaderValue),
-        h("  role "),
-        v(role.as_str().to_owned(), role_style),
-        h("  api "),
-        v(latency, Role::HeaderValue),
-        h("  watch "),
-        v(watch, watch_role),
-        h("  "),
-        v(format!("{clock}Z"), Role::HeaderValue),
-    ]);
+    // The watch state stays whatever the width (shortened last); the
+    // other parts go, least useful first, when they do not fit.
+    let watch = text::ellipsize(&watch, 48).into_owned();
+    let width = usize::from(area.width);
+    let fixed = text::width("  watch ");
+    let watch = text::ellipsize(&watch, width.saturating_sub(fixed)).into_owned();
+    let parts: Vec<(u8, Vec<Span>)> = vec![
+        (
+            6,
+            vec![Span::styled(" agentdeck ", theme.style(Role::Title))],
+        ),
+        (
+            2,
+            vec![h(" ctx "), v(app.opts.context.clone(), Role::HeaderValue)],
+        ),
+        (
+            3,
+            vec![h("  ns "), v(app.opts.namespace.clone(), Role::HeaderValue)],
+        ),
+        (
+            1,
+            vec![h("  role "), v(role.as_str().to_owned(), role_style)],
+        ),
+        (5, vec![h("  api "), v(latency, Role::HeaderValue)]),
+        (0, vec![h("  watch "), v(watch, watch_role)]),
+        (4, vec![h("  "), v(format!("{clock}Z"), Role::HeaderValue)]),
+    ];
+    let first = by_priority(parts, width);
     // Second line: the views, the current one highlighted, with counts.
-    let mut spans = vec![Span::raw(" ")];
+    let mut tabs: Vec<(u8, Vec<Span>)> = vec![(0, vec![Span::raw(" ")])];
     let current = app.table_kind().map(|(k, _)| k);
     let s = &app.snapshot;
     for (i, kind) in ViewKind::ALL.iter().enumerate() {
@@ -601,27 +614,63 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         } else {
             theme.style(Role::Muted)
         };
-        spans.push(Span::styled(
-            format!("{}:{} {n}", i + 1, kind.as_str()),
-            style,
+        tabs.push((
+            0,
+            vec![
+                Span::styled(format!("{}:{} {n}", i + 1, kind.as_str()), style),
+                Span::raw("  "),
+            ],
         ));
-        spans.push(Span::raw("  "));
     }
     let c = s.task_counts;
     let (pend, run, fail) = (c.pending, c.running, c.failed);
-    spans.push(Span::styled(
-        format!("{pend} pending "),
-        theme.style(Role::Pending),
+    tabs.push((
+        1,
+        vec![Span::styled(
+            format!("{pend} pending "),
+            theme.style(Role::Pending),
+        )],
     ));
-    spans.push(Span::styled(
-        format!("{run} running "),
-        theme.style(Role::Running),
+    tabs.push((
+        2,
+        vec![Span::styled(
+            format!("{run} running "),
+            theme.style(Role::Running),
+        )],
     ));
-    spans.push(Span::styled(
-        format!("{fail} failed"),
-        theme.style(Role::Failed),
+    tabs.push((
+        1,
+        vec![Span::styled(
+            format!("{fail} failed"),
+            theme.style(Role::Failed),
+        )],
     ));
-    frame.render_widget(Paragraph::new(vec![first, Line::from(spans)]), area);
+    let second = by_priority(tabs, width);
+    frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The parts that fit in `width`, in their order: the ones of the highest
+/// priority number are left out first (priority 0 is always kept).
+fn by_priority(mut parts: Vec<(u8, Vec<Span<'_>>)>, width: usize) -> Line<'_> {
+    let w = |p: &[(u8, Vec<Span>)]| -> usize {
+        p.iter()
+            .flat_map(|(_, spans)| spans.iter())
+            .map(Span::width)
+            .sum()
+    };
+    while w(&parts) > width {
+        let Some(drop) = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| *p > 0)
+            .max_by_key(|(i, (p, _))| (*p, *i))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        parts.remove(drop);
+    }
+    Line::from(parts.into_iter().flat_map(|(_, s)| s).collect::<Vec<_>>())
 }
 
 fn draw_table(
@@ -1097,23 +1146,59 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         }
     };
     frame.render_widget(Paragraph::new(line), area);
-    if let Some(toast) = &app.toast {
-        let text = format!(" {} ", toast.text);
-        let w = (text.chars().count() as u16).min(area.width);
-        let r = Rect {
-            x: area.right().saturating_sub(w),
-            y: area.y,
-            width: w,
-            height: 1,
-        };
-        let role = if toast.error {
-            Role::ToastError
-        } else {
-            Role::Toast
-        };
-        frame.render_widget(Clear, r);
-        frame.render_widget(Paragraph::new(text).style(theme.style(role)), r);
+    draw_toast(frame, area, app, theme);
+}
+
+/// Most lines a toast takes (a debug pod's `kubectl exec` line is read
+/// whole even at 80 columns).
+const TOAST_LINES: usize = 4;
+
+/// The toast at the right of the footer when it fits there, else wrapped
+/// over the lines above it, at most [`TOAST_LINES`].
+fn draw_toast(frame: &mut Frame, footer: Rect, app: &App, theme: &Theme) {
+    let Some(toast) = &app.toast else { return };
+    let role = if toast.error {
+        Role::ToastError
+    } else {
+        Role::Toast
+    };
+    let full = usize::from(footer.width);
+    let one = format!(" {} ", toast.text);
+    let mut lines = if text::width(&one) <= full && !toast.text.contains("; ") {
+        vec![one]
+    } else {
+        text::wrap_parts(&toast.text, full.saturating_sub(2))
+            .into_iter()
+            .map(|l| format!(" {l} "))
+            .collect()
+    };
+    let room = usize::from(footer.bottom()).min(TOAST_LINES);
+    if lines.len() > room {
+        lines.truncate(room);
+        if let Some(last) = lines.last_mut() {
+            let more = format!("{}…", last.trim_end());
+            *last = format!("{} ", text::ellipsize(&more, full.saturating_sub(1)));
+        }
     }
+    let w = lines
+        .iter()
+        .map(|l| text::width(l))
+        .max()
+        .unwrap_or(0)
+        .min(full) as u16;
+    let h = lines.len() as u16;
+    let r = Rect {
+        x: footer.right().saturating_sub(w),
+        y: footer.bottom().saturating_sub(h),
+        width: w,
+        height: h,
+    };
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
+            .style(theme.style(role)),
+        r,
+    );
 }
 
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -1187,63 +1272,100 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
 
 fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let Some(d) = &app.dialog else { return };
-    let mut lines: Vec<Line> = d.body.iter().map(|b| Line::raw(b.clone())).collect();
+    let w = area.width.saturating_sub(4).clamp(20, 80).min(area.width);
+    let inner = usize::from(w.saturating_sub(2));
+    // The text, wrapped to the box: it scrolls; the keys line stays.
+    let mut lines: Vec<Line> = Vec::new();
+    let mut add = |text: &str, style: Style| {
+        for l in text::wrap(text, inner) {
+            lines.push(Line::styled(l, style));
+        }
+    };
+    let plain = theme.style(Role::Dialog);
+    for b in &d.body {
+        add(b, plain);
+    }
     if let Some(input) = &d.input {
         lines.push(Line::from(vec![
             Span::styled("> ", theme.style(Role::Prompt)),
             Span::raw(input.value().to_owned()),
         ]));
     }
+    let mut add = |text: &str, style: Style| {
+        for l in text::wrap(text, inner) {
+            lines.push(Line::styled(l, style));
+        }
+    };
     if let Some(e) = &d.error {
-        lines.push(Line::styled(e.clone(), theme.style(Role::Danger)));
+        add(e, theme.style(Role::Danger));
     }
     match &d.preview {
         PreviewState::None => {}
         PreviewState::Loading => {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled(
+            add("", plain);
+            add(
                 "Preview (dry run): asking the API…",
                 theme.style(Role::Muted),
-            ));
+            );
         }
         PreviewState::Lines(impact) => {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("Preview (dry run):", theme.style(Role::Title)));
-            lines.extend(impact.iter().map(|l| Line::raw(format!("• {l}"))));
+            add("", plain);
+            add("Preview (dry run):", theme.style(Role::Title));
+            for l in impact {
+                for (n, part) in crate::app::actions::readable_preview(l).iter().enumerate() {
+                    let bullet = if n == 0 && !part.starts_with(' ') {
+                        "• "
+                    } else {
+                        "  "
+                    };
+                    for (m, piece) in text::wrap_parts(part, inner.saturating_sub(2))
+                        .iter()
+                        .enumerate()
+                    {
+                        let lead = if m == 0 { bullet } else { "  " };
+                        lines.push(Line::styled(format!("{lead}{piece}"), plain));
+                    }
+                }
+            }
         }
         PreviewState::Failed(why) => {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled(
-                format!("No preview: {why}"),
+            add("", plain);
+            add(
+                &format!("Refused by the API: {why}"),
                 theme.style(Role::Danger),
-            ));
+            );
         }
     }
-    lines.push(Line::raw(""));
-    lines.push(Line::from(if d.input.is_some() {
-        "enter apply · esc cancel"
-    } else {
-        "y/enter apply · n/esc cancel"
-    }));
-    // Lines wrap inside the 64-wide box (62 inside its borders).
-    let h: usize = lines.iter().map(|l| l.width().div_ceil(62).max(1)).sum();
-    let r = centered(
-        area,
-        64,
-        u16::try_from(h).unwrap_or(u16::MAX).saturating_add(2),
-    );
+    // Borders, a blank line and the keys line around the text.
+    let room = usize::from(area.height.saturating_sub(6)).max(1);
+    let shown = lines.len().min(room);
+    let top = d.scroll.min(lines.len() - shown);
+    let mut keys = d.keys_line().to_owned();
+    if shown < lines.len() {
+        keys = format!(
+            "↑/↓ {}–{} of {} · {keys}",
+            top + 1,
+            top + shown,
+            lines.len()
+        );
+    }
+    let mut body: Vec<Line> = lines.into_iter().skip(top).take(shown).collect();
+    body.push(Line::raw(""));
+    body.push(Line::styled(
+        text::ellipsize(&keys, inner).into_owned(),
+        theme.style(Role::Key),
+    ));
+    let h = u16::try_from(body.len() + 2).unwrap_or(u16::MAX);
+    let r = centered(area, w, h);
     frame.render_widget(Clear, r);
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Span::styled(
-            format!(" {} ", d.title),
+            format!(" {} ", text::ellipsize(&d.title, inner.saturating_sub(2))),
             theme.style(Role::Title),
         ))
-        .style(theme.style(Role::Dialog));
-    frame.render_widget(
-        Paragraph::new(lines).block(block).wrap(Wrap { trim: true }),
-        r,
-    );
+        .style(plain);
+    frame.render_widget(Paragraph::new(body).block(block), r);
 }
 
 #[cfg(test)]
