@@ -423,12 +423,11 @@ pub fn readable_preview(line: &str) -> Vec<String> {
         .as_array()
         .map(|a| a.iter().skip(known).map(attempt_line).collect())
         .unwrap_or_default();
-    let mut out = vec![format!(
-        "{}status.history keeps {} earlier run(s), adds {}:",
-        &line[..at],
-        known,
-        runs.len()
-    )];
+    let kept = match known {
+        0 => String::new(),
+        n => format!(" after the {n} it has"),
+    };
+    let mut out = vec![format!("{}status.history gains{kept}:", &line[..at])];
     out.extend(runs.into_iter().map(|r| format!("  {r}")));
     let more = tail[used2..].trim_start_matches("; ");
     if !more.is_empty() {

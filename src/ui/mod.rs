@@ -419,8 +419,8 @@ fn least_width<R>(c: &Column<R>, natural: u16) -> u16 {
 /// The columns shown in `width` and how wide each is, in declared order.
 /// Columns are taken by priority while their least width fits (so every
 /// number and age is whole or its column is gone); the width left over
-/// goes to names up to their full length, then to long text (the `fill`
-/// column last), and what is still left to the `fill` column. `natural` is the widest cell of each
+/// goes to names up to their full length, then to long text, and what is
+/// still left to the `fill` column. `natural` is the widest cell of each
 /// column on screen; wide-mode columns only when `wide`.
 pub fn layout<R>(cols: &[Column<R>], natural: &[u16], width: u16, wide: bool) -> Vec<(usize, u16)> {
     let mut by_priority: Vec<usize> = (0..cols.len()).filter(|&i| wide || !cols[i].wide).collect();
@@ -437,14 +437,21 @@ pub fn layout<R>(cols: &[Column<R>], natural: &[u16], width: u16, wide: bool) ->
         }
     }
     let mut spare = width - used;
-    // Names first, then long text, the fill column last of all.
-    for (fit, fill) in [(Fit::Name, false), (Fit::Long, false), (Fit::Long, true)] {
-        for (i, w) in &mut keep {
-            let c = &cols[*i];
-            if c.fit == fit && c.fill == fill {
-                let more = natural_of(*i).saturating_sub(*w).min(spare);
-                *w += more;
-                spare -= more;
+    // Names first, then long text; within each, a column at a time so
+    // the short ones end up whole.
+    for fit in [Fit::Name, Fit::Long] {
+        loop {
+            let mut grew = false;
+            for (i, w) in &mut keep {
+                let c = &cols[*i];
+                if spare > 0 && c.fit == fit && *w < natural_of(*i) {
+                    *w += 1;
+                    spare -= 1;
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
             }
         }
     }
@@ -583,7 +590,13 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ),
         (
             2,
-            vec![h(" ctx "), v(app.opts.context.clone(), Role::HeaderValue)],
+            vec![
+                h(" ctx "),
+                v(
+                    text::shorten_middle(&app.opts.context, 28).into_owned(),
+                    Role::HeaderValue,
+                ),
+            ],
         ),
         (
             3,
@@ -1313,16 +1326,22 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             add("Preview (dry run):", theme.style(Role::Title));
             for l in impact {
                 for (n, part) in crate::app::actions::readable_preview(l).iter().enumerate() {
-                    let bullet = if n == 0 && !part.starts_with(' ') {
-                        "• "
+                    let indent = part.len() - part.trim_start().len();
+                    let bullet = if n == 0 && indent == 0 {
+                        "• ".to_owned()
                     } else {
-                        "  "
+                        " ".repeat(2 + indent)
                     };
-                    for (m, piece) in text::wrap_parts(part, inner.saturating_sub(2))
-                        .iter()
-                        .enumerate()
+                    for (m, piece) in
+                        text::wrap_parts(part, inner.saturating_sub(text::width(&bullet)))
+                            .iter()
+                            .enumerate()
                     {
-                        let lead = if m == 0 { bullet } else { "  " };
+                        let lead = if m == 0 {
+                            bullet.clone()
+                        } else {
+                            " ".repeat(text::width(&bullet))
+                        };
                         lines.push(Line::styled(format!("{lead}{piece}"), plain));
                     }
                 }
