@@ -927,12 +927,22 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &st
             String::new()
         }
     );
+    let search = l.search.as_ref().map(|(s, _)| format!("/{s} "));
+    // The flags stay whole; the title (task and agent names) is shortened
+    // in the middle to what is left.
+    let room = usize::from(area.width.saturating_sub(2))
+        .saturating_sub(text::width(" Logs: ") + text::width(&flags))
+        .saturating_sub(search.as_deref().map_or(0, text::width))
+        .max(12);
     let mut t = vec![
-        Span::styled(format!(" Logs: {title}"), theme.style(Role::Title)),
+        Span::styled(
+            format!(" Logs: {}", text::shorten_middle(title, room)),
+            theme.style(Role::Title),
+        ),
         Span::styled(flags, theme.style(Role::Muted)),
     ];
-    if let Some((s, _)) = &l.search {
-        t.push(Span::styled(format!("/{s} "), theme.style(Role::Prompt)));
+    if let Some(s) = search {
+        t.push(Span::styled(s, theme.style(Role::Prompt)));
     }
     let block = Block::default()
         .borders(Borders::ALL)
