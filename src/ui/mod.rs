@@ -1472,4 +1472,60 @@ mod tests {
         assert_eq!(w("NAME"), Some(34), "{keep:?}");
         assert_eq!(w("MESSAGE"), Some(39), "{keep:?}");
     }
+
+    /// Every kept column of `cols` laid out over `rows` at `width`: whole
+    /// columns show their cells whole, every cell fits its column, and the
+    /// columns fit the width.
+    fn check<R>(what: &str, cols: &[Column<R>], rows: &[&R], width: u16, wide: bool) {
+        let now = crate::app::fixtures::now();
+        let (keep, cells) = lay_out(cols, rows.iter().copied(), now, width, wide);
+        let used: usize =
+            keep.iter().map(|&(_, w)| usize::from(w)).sum::<usize>() + keep.len().saturating_sub(1);
+        assert!(used <= usize::from(width), "{what} {width}: {used}");
+        for (r, row) in rows.iter().zip(&cells) {
+            for (&(i, w), (shown, _)) in keep.iter().zip(row) {
+                let c = &cols[i];
+                assert!(
+                    text::width(shown) <= usize::from(w),
+                    "{what} {width}: {} {shown:?} in {w}",
+                    c.title
+                );
+                let full = (c.cell)(r, now).0;
+                if c.fit == Fit::Whole {
+                    assert_eq!(shown, &*full, "{what} {width}: {} cut", c.title);
+                } else if shown != &*full {
+                    assert!(
+                        shown.contains('…'),
+                        "{what} {width}: {shown:?} cut silently"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_number_or_short_word_is_ever_cut_in_any_view_at_any_width() {
+        use crate::health::FreshnessThresholds;
+        let now = crate::app::fixtures::now();
+        let snap = crate::app::rows::build(
+            &crate::app::fixtures::sources(now, 40),
+            now,
+            &FreshnessThresholds {
+                stale_after: std::time::Duration::from_secs(20),
+                offline_after: std::time::Duration::from_secs(60),
+            },
+        );
+        let pools: Vec<&PoolRow> = snap.pools.iter().map(|r| &**r).collect();
+        let agents: Vec<&AgentRow> = snap.agents.iter().map(|r| &**r).collect();
+        let tasks: Vec<&TaskRow> = snap.tasks.iter().map(|r| &**r).collect();
+        let events: Vec<&EventRow> = snap.events.iter().map(|r| &**r).collect();
+        for width in 10..=220 {
+            for wide in [false, true] {
+                check("pools", &pool_columns(), &pools, width, wide);
+                check("agents", &agent_columns(), &agents, width, wide);
+                check("tasks", &task_columns(), &tasks, width, wide);
+                check("events", &event_columns(), &events, width, wide);
+            }
+        }
+    }
 }
