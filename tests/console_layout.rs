@@ -291,6 +291,12 @@ fn a_long_preview_scrolls_and_its_keys_line_stays() {
     assert!(last.contains("plan-00039"), "scrolled to the end:\n{last}");
     assert!(last.contains("y/enter apply · n/esc cancel"), "{last}");
     insta::assert_snapshot!("layout_dialog_long_preview_scrolled_80x24", last);
+    // Scrolled to the end, one key up moves at once (no presses lost past
+    // the end).
+    assert!(last.contains("27–44 of 44"), "{last}");
+    keys(&mut a, "k");
+    assert!(text(&a).contains("26–43 of 44"), "{}", text(&a));
+    keys(&mut a, "j");
     code(&mut a, KeyCode::PageUp);
     code(&mut a, KeyCode::PageUp);
     code(&mut a, KeyCode::PageUp);

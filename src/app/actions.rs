@@ -379,17 +379,101 @@ impl Dialog {
         }
     }
 
-    /// Lines of text before wrapping (an upper bound for scrolling).
-    fn text_lines(&self) -> usize {
-        let preview = match &self.preview {
-            PreviewState::Lines(l) => l
-                .iter()
-                .map(|l| readable_preview(l).len() + l.matches("; ").count())
-                .sum::<usize>(),
-            _ => 2,
-        };
-        self.body.len() + 3 + preview
+    /// The most lines its text scrolls by in a terminal of `size`.
+    fn max_scroll(&self, size: (u16, u16)) -> usize {
+        let lines = dialog_lines(self, dialog_inner(size.0)).len();
+        lines.saturating_sub(dialog_rows(size.1))
     }
+}
+
+/// What a line of a dialog's text is, for its colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DialogLine {
+    Text,
+    /// `> typed`.
+    Input,
+    Error,
+    Muted,
+    Heading,
+}
+
+/// The dialog box's width in a terminal `width` columns wide.
+pub fn dialog_width(width: u16) -> u16 {
+    width.saturating_sub(4).clamp(20, 80).min(width)
+}
+
+/// Columns inside the dialog box's borders.
+pub fn dialog_inner(width: u16) -> usize {
+    usize::from(dialog_width(width).saturating_sub(2))
+}
+
+/// Lines of text shown at once in a terminal `height` lines high: the
+/// rest is borders, a blank line and the keys line, and a line of margin
+/// above and below.
+pub fn dialog_rows(height: u16) -> usize {
+    usize::from(height.saturating_sub(6)).max(1)
+}
+
+/// The dialog's text wrapped to `inner` columns: body, what is typed, the
+/// error, the preview (`status.history` as runs, each object's changes a
+/// line each).
+pub fn dialog_lines(d: &Dialog, inner: usize) -> Vec<(String, DialogLine)> {
+    let mut lines = Vec::new();
+    let mut add = |text: &str, kind: DialogLine| {
+        for l in super::text::wrap(text, inner) {
+            lines.push((l, kind));
+        }
+    };
+    for b in &d.body {
+        add(b, DialogLine::Text);
+    }
+    if let Some(input) = &d.input {
+        lines.push((format!("> {}", input.value()), DialogLine::Input));
+    }
+    let mut add = |text: &str, kind: DialogLine| {
+        for l in super::text::wrap(text, inner) {
+            lines.push((l, kind));
+        }
+    };
+    if let Some(e) = &d.error {
+        add(e, DialogLine::Error);
+    }
+    match &d.preview {
+        PreviewState::None => {}
+        PreviewState::Loading => {
+            add("", DialogLine::Text);
+            add("Preview (dry run): asking the API…", DialogLine::Muted);
+        }
+        PreviewState::Lines(impact) => {
+            add("", DialogLine::Text);
+            add("Preview (dry run):", DialogLine::Heading);
+            for l in impact {
+                for (n, part) in readable_preview(l).iter().enumerate() {
+                    let indent = part.len() - part.trim_start().len();
+                    let bullet = if n == 0 && indent == 0 {
+                        "• ".to_owned()
+                    } else {
+                        " ".repeat(2 + indent)
+                    };
+                    let lead = super::text::width(&bullet);
+                    let pieces = super::text::wrap_parts(part, inner.saturating_sub(lead));
+                    for (m, piece) in pieces.into_iter().enumerate() {
+                        let head = if m == 0 {
+                            bullet.clone()
+                        } else {
+                            " ".repeat(lead)
+                        };
+                        lines.push((format!("{head}{piece}"), DialogLine::Text));
+                    }
+                }
+            }
+        }
+        PreviewState::Failed(why) => {
+            add("", DialogLine::Text);
+            add(&format!("Refused by the API: {why}"), DialogLine::Error);
+        }
+    }
+    lines
 }
 
 /// A preview line as the dialog shows it: `status.history` (JSON the
@@ -593,6 +677,7 @@ impl App {
     }
 
     pub(super) fn dialog_key(&mut self, k: KeyEvent) -> Vec<Command> {
+        let size = self.size;
         let Some(d) = &mut self.dialog else {
             return Vec::new();
         };
@@ -608,7 +693,7 @@ impl App {
             // The text scrolls; the keys line stays.
             KeyCode::Down | KeyCode::PageDown => {
                 let step = if k.code == KeyCode::Down { 1 } else { 10 };
-                d.scroll = (d.scroll + step).min(d.text_lines());
+                d.scroll = (d.scroll + step).min(d.max_scroll(size));
                 Vec::new()
             }
             KeyCode::Up | KeyCode::PageUp => {
@@ -617,7 +702,7 @@ impl App {
                 Vec::new()
             }
             KeyCode::Char('j') if d.input.is_none() => {
-                d.scroll = (d.scroll + 1).min(d.text_lines());
+                d.scroll = (d.scroll + 1).min(d.max_scroll(size));
                 Vec::new()
             }
             KeyCode::Char('k') if d.input.is_none() => {

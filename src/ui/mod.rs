@@ -19,8 +19,7 @@ use crate::app::logs::wrapped_rows;
 use crate::app::rows::{AgentRow, EventRow, PoolRow, Row, TaskRow};
 use crate::app::text;
 use crate::app::{
-    App, FOOTER_LINES, HEADER_LINES, PreviewState, Prompt, Role as AppRole, Screen, ViewKind,
-    WatchState,
+    App, FOOTER_LINES, HEADER_LINES, Prompt, Role as AppRole, Screen, ViewKind, WatchState,
 };
 use crate::crd::TaskPhase;
 use crate::health::Freshness;
@@ -1294,80 +1293,13 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
 }
 
 fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    use crate::app::actions::{DialogLine, dialog_inner, dialog_lines, dialog_rows, dialog_width};
     let Some(d) = &app.dialog else { return };
-    let w = area.width.saturating_sub(4).clamp(20, 80).min(area.width);
-    let inner = usize::from(w.saturating_sub(2));
-    // The text, wrapped to the box: it scrolls; the keys line stays.
-    let mut lines: Vec<Line> = Vec::new();
-    let mut add = |text: &str, style: Style| {
-        for l in text::wrap(text, inner) {
-            lines.push(Line::styled(l, style));
-        }
-    };
+    let inner = dialog_inner(area.width);
     let plain = theme.style(Role::Dialog);
-    for b in &d.body {
-        add(b, plain);
-    }
-    if let Some(input) = &d.input {
-        lines.push(Line::from(vec![
-            Span::styled("> ", theme.style(Role::Prompt)),
-            Span::raw(input.value().to_owned()),
-        ]));
-    }
-    let mut add = |text: &str, style: Style| {
-        for l in text::wrap(text, inner) {
-            lines.push(Line::styled(l, style));
-        }
-    };
-    if let Some(e) = &d.error {
-        add(e, theme.style(Role::Danger));
-    }
-    match &d.preview {
-        PreviewState::None => {}
-        PreviewState::Loading => {
-            add("", plain);
-            add(
-                "Preview (dry run): asking the API…",
-                theme.style(Role::Muted),
-            );
-        }
-        PreviewState::Lines(impact) => {
-            add("", plain);
-            add("Preview (dry run):", theme.style(Role::Title));
-            for l in impact {
-                for (n, part) in crate::app::actions::readable_preview(l).iter().enumerate() {
-                    let indent = part.len() - part.trim_start().len();
-                    let bullet = if n == 0 && indent == 0 {
-                        "• ".to_owned()
-                    } else {
-                        " ".repeat(2 + indent)
-                    };
-                    for (m, piece) in
-                        text::wrap_parts(part, inner.saturating_sub(text::width(&bullet)))
-                            .iter()
-                            .enumerate()
-                    {
-                        let lead = if m == 0 {
-                            bullet.clone()
-                        } else {
-                            " ".repeat(text::width(&bullet))
-                        };
-                        lines.push(Line::styled(format!("{lead}{piece}"), plain));
-                    }
-                }
-            }
-        }
-        PreviewState::Failed(why) => {
-            add("", plain);
-            add(
-                &format!("Refused by the API: {why}"),
-                theme.style(Role::Danger),
-            );
-        }
-    }
-    // Borders, a blank line and the keys line around the text.
-    let room = usize::from(area.height.saturating_sub(6)).max(1);
-    let shown = lines.len().min(room);
+    // The text scrolls; the keys line stays.
+    let lines = dialog_lines(d, inner);
+    let shown = lines.len().min(dialog_rows(area.height));
     let top = d.scroll.min(lines.len() - shown);
     let mut keys = d.keys_line().to_owned();
     if shown < lines.len() {
@@ -1378,14 +1310,31 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             lines.len()
         );
     }
-    let mut body: Vec<Line> = lines.into_iter().skip(top).take(shown).collect();
+    let mut body: Vec<Line> = lines
+        .into_iter()
+        .skip(top)
+        .take(shown)
+        .map(|(text, kind)| match kind {
+            DialogLine::Input => {
+                let typed = text.strip_prefix("> ").unwrap_or(&text).to_owned();
+                Line::from(vec![
+                    Span::styled("> ", theme.style(Role::Prompt)),
+                    Span::raw(typed),
+                ])
+            }
+            DialogLine::Text => Line::styled(text, plain),
+            DialogLine::Error => Line::styled(text, theme.style(Role::Danger)),
+            DialogLine::Muted => Line::styled(text, theme.style(Role::Muted)),
+            DialogLine::Heading => Line::styled(text, theme.style(Role::Title)),
+        })
+        .collect();
     body.push(Line::raw(""));
     body.push(Line::styled(
         text::ellipsize(&keys, inner).into_owned(),
         theme.style(Role::Key),
     ));
     let h = u16::try_from(body.len() + 2).unwrap_or(u16::MAX);
-    let r = centered(area, w, h);
+    let r = centered(area, dialog_width(area.width), h);
     frame.render_widget(Clear, r);
     let block = Block::default()
         .borders(Borders::ALL)
