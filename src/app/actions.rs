@@ -1229,4 +1229,26 @@ mod tests {
         assert_eq!(bulk.parts().len(), 2);
         assert_eq!(bulk.namespace(), "ns");
     }
+
+    #[test]
+    fn status_history_in_a_preview_reads_as_the_runs_it_gains() {
+        let plain = "AgentPool/platform: spec.drain: false → true";
+        assert_eq!(readable_preview(plain), [plain]);
+        let broken = "AgentTask/t: status.history: [{\"attempts\": → oops";
+        assert_eq!(readable_preview(broken), [broken]);
+        let line = concat!(
+            "AgentTask/t: status.attempts: 2 → 2; ",
+            r#"status.history: [{"attempts":1,"phase":"Failed"}] → "#,
+            r#"[{"attempts":1,"phase":"Failed"},{"attempts":2,"phase":"Errored","agent":"a-9lz6q","exitCode":1,"message":"bad; worse","startedAt":"s","finishedAt":"f","retriedBy":"bob"}]; "#,
+            r#"status.phase: "Errored" → "Pending""#
+        );
+        assert_eq!(
+            readable_preview(line),
+            [
+                "AgentTask/t: status.attempts: 2 → 2; status.history gains after the 1 it has:",
+                "  attempt 2: Errored on a-9lz6q, exit 1 (bad; worse), s → f, retried by bob",
+                "status.phase: \"Errored\" → \"Pending\"",
+            ]
+        );
+    }
 }
