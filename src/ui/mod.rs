@@ -576,27 +576,28 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         None => "-".into(),
     };
     let clock = app.now.strftime("%H:%M:%S").to_string();
-    // The watch state stays whatever the width (shortened last); the
-    // other parts go, least useful first, when they do not fit.
-    let watch = text::ellipsize(&watch, 48).into_owned();
+    // The watch state stays whatever the width; the other parts go, least
+    // useful first, when they do not fit. A long reason is shortened so
+    // that the context and the role stay beside it down to 24 columns of
+    // it; narrower, they go too.
     let width = usize::from(area.width);
-    let fixed = text::width("  watch ");
-    let watch = text::ellipsize(&watch, width.saturating_sub(fixed)).into_owned();
+    let ctx = text::shorten_middle(&app.opts.context, 28).into_owned();
+    let beside = text::width(" ctx ")
+        + text::width(&ctx)
+        + text::width("  role ")
+        + text::width(role.as_str())
+        + text::width("  watch ");
+    let budget = width
+        .saturating_sub(beside)
+        .max(24)
+        .min(width.saturating_sub(text::width("  watch ")));
+    let watch = text::ellipsize(&watch, budget).into_owned();
     let parts: Vec<(u8, Vec<Span>)> = vec![
         (
             6,
             vec![Span::styled(" agentdeck ", theme.style(Role::Title))],
         ),
-        (
-            2,
-            vec![
-                h(" ctx "),
-                v(
-                    text::shorten_middle(&app.opts.context, 28).into_owned(),
-                    Role::HeaderValue,
-                ),
-            ],
-        ),
+        (2, vec![h(" ctx "), v(ctx, Role::HeaderValue)]),
         (
             3,
             vec![h("  ns "), v(app.opts.namespace.clone(), Role::HeaderValue)],
@@ -927,12 +928,24 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &st
         }
     );
     let search = l.search.as_ref().map(|(s, _)| format!("/{s} "));
-    // The flags stay whole; the title (task and agent names) is shortened
-    // in the middle to what is left.
-    let room = usize::from(area.width.saturating_sub(2))
-        .saturating_sub(text::width(" Logs: ") + text::width(&flags))
-        .saturating_sub(search.as_deref().map_or(0, text::width))
-        .max(12);
+    // Where the title (which task, which pod) does not fit, the flags say
+    // less (following or paused, and the count), then the title is
+    // shortened in the middle to what is left.
+    let room_beside = |flags: &str| {
+        usize::from(area.width.saturating_sub(2))
+            .saturating_sub(text::width(" Logs: ") + text::width(flags))
+            .saturating_sub(search.as_deref().map_or(0, text::width))
+    };
+    let flags = if text::width(title) > room_beside(&flags) {
+        format!(
+            " {} · {} lines ",
+            if l.follow { "following" } else { "paused" },
+            l.buffer.len()
+        )
+    } else {
+        flags
+    };
+    let room = room_beside(&flags).max(12);
     let mut t = vec![
         Span::styled(
             format!(" Logs: {}", text::shorten_middle(title, room)),
