@@ -236,6 +236,7 @@ async fn confirm_in_console(app: &mut App, queue: &ActionQueue, request: ActionR
         request,
         error: None,
         preview: PreviewState::Lines(Vec::new()),
+        scroll: 0,
     });
     let start = Instant::now();
     for cmd in app.update(Msg::Key(KeyEvent::new(

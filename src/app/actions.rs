@@ -207,6 +207,8 @@ pub struct Dialog {
     pub error: Option<String>,
     /// What the API's dry run says the action changes.
     pub preview: PreviewState,
+    /// Lines of the dialog's text scrolled past (the keys stay shown).
+    pub scroll: usize,
 }
 
 /// The dry-run preview shown in a dialog.
@@ -336,6 +338,226 @@ fn with_scale(template: &ActionRequest, input: &ScaleInput) -> ActionRequest {
         }
         other => other.clone(),
     }
+}
+
+/// A hold within the bounds of every pool it is for, unless it widens
+/// them (`=N!`): the console says what is allowed rather than offering an
+/// action the API will refuse.
+fn within_bounds(template: &ActionRequest, input: ScaleInput) -> Result<ScaleInput, String> {
+    let ScaleInput::Hold {
+        replicas,
+        force: false,
+        ..
+    } = input
+    else {
+        return Ok(input);
+    };
+    for part in template.parts() {
+        if let ActionRequest::ScalePool { pool, min, max, .. } = part {
+            let (min, max) = (*min, *max);
+            let side = if replicas > max {
+                format!("above pool {pool}'s maximum {max}")
+            } else if replicas < min {
+                format!("below pool {pool}'s minimum {min}")
+            } else {
+                continue;
+            };
+            return Err(format!(
+                "={replicas} is {side}: hold {min}–{max} (e.g. ={}), or type ={replicas}! to widen the bounds to {replicas}",
+                replicas.clamp(min, max)
+            ));
+        }
+    }
+    Ok(input)
+}
+
+impl Dialog {
+    /// The API refused the dry run: there is nothing to apply.
+    pub fn refused(&self) -> bool {
+        matches!(self.preview, PreviewState::Failed(_))
+    }
+
+    /// The keys the dialog takes now, as its last line says them.
+    pub fn keys_line(&self) -> &'static str {
+        if self.input.is_some() {
+            "enter preview · esc cancel"
+        } else if self.refused() {
+            "n/esc close (nothing to apply)"
+        } else {
+            "y/enter apply · n/esc cancel"
+        }
+    }
+
+    /// The most lines its text scrolls by in a terminal of `size`.
+    fn max_scroll(&self, size: (u16, u16)) -> usize {
+        let lines = dialog_lines(self, dialog_inner(size.0)).len();
+        lines.saturating_sub(dialog_rows(size.1))
+    }
+}
+
+/// What a line of a dialog's text is, for its colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DialogLine {
+    Text,
+    /// `> typed`.
+    Input,
+    Error,
+    Muted,
+    Heading,
+}
+
+/// The dialog box's width in a terminal `width` columns wide.
+pub fn dialog_width(width: u16) -> u16 {
+    width.saturating_sub(4).clamp(20, 80).min(width)
+}
+
+/// Columns inside the dialog box's borders.
+pub fn dialog_inner(width: u16) -> usize {
+    usize::from(dialog_width(width).saturating_sub(2))
+}
+
+/// Lines of text shown at once in a terminal `height` lines high: the
+/// rest is borders, a blank line and the keys line, and a line of margin
+/// above and below.
+pub fn dialog_rows(height: u16) -> usize {
+    usize::from(height.saturating_sub(6)).max(1)
+}
+
+/// The dialog's text wrapped to `inner` columns: body, what is typed, the
+/// error, the preview (`status.history` as runs, each object's changes a
+/// line each).
+pub fn dialog_lines(d: &Dialog, inner: usize) -> Vec<(String, DialogLine)> {
+    let mut lines = Vec::new();
+    let mut add = |text: &str, kind: DialogLine| {
+        for l in super::text::wrap(text, inner) {
+            lines.push((l, kind));
+        }
+    };
+    for b in &d.body {
+        add(b, DialogLine::Text);
+    }
+    if let Some(input) = &d.input {
+        lines.push((format!("> {}", input.value()), DialogLine::Input));
+    }
+    let mut add = |text: &str, kind: DialogLine| {
+        for l in super::text::wrap(text, inner) {
+            lines.push((l, kind));
+        }
+    };
+    if let Some(e) = &d.error {
+        add(e, DialogLine::Error);
+    }
+    match &d.preview {
+        PreviewState::None => {}
+        PreviewState::Loading => {
+            add("", DialogLine::Text);
+            add("Preview (dry run): asking the API…", DialogLine::Muted);
+        }
+        PreviewState::Lines(impact) => {
+            add("", DialogLine::Text);
+            add("Preview (dry run):", DialogLine::Heading);
+            for l in impact {
+                for (n, part) in readable_preview(l).iter().enumerate() {
+                    let indent = part.len() - part.trim_start().len();
+                    let bullet = if n == 0 && indent == 0 {
+                        "• ".to_owned()
+                    } else {
+                        " ".repeat(2 + indent)
+                    };
+                    let lead = super::text::width(&bullet);
+                    let pieces = super::text::wrap_parts(part, inner.saturating_sub(lead));
+                    for (m, piece) in pieces.into_iter().enumerate() {
+                        let head = if m == 0 {
+                            bullet.clone()
+                        } else {
+                            " ".repeat(lead)
+                        };
+                        lines.push((format!("{head}{piece}"), DialogLine::Text));
+                    }
+                }
+            }
+        }
+        PreviewState::Failed(why) => {
+            add("", DialogLine::Text);
+            add(&format!("Refused by the API: {why}"), DialogLine::Error);
+        }
+    }
+    lines
+}
+
+/// A preview line as the dialog shows it: `status.history` (JSON the
+/// API sends whole) as one readable line per run it gains:
+/// `attempt 1: Failed on iac-agent-…-9lz6q, exit 3 (why), 09:58:12Z → 09:58:24Z`.
+pub fn readable_preview(line: &str) -> Vec<String> {
+    const KEY: &str = "status.history: ";
+    let Some(at) = line.find(KEY) else {
+        return vec![line.to_owned()];
+    };
+    let rest = &line[at + KEY.len()..];
+    let value = |s: &str| -> Option<(serde_json::Value, usize)> {
+        if let Some(after) = s.strip_prefix("(none)") {
+            return Some((serde_json::Value::Null, s.len() - after.len()));
+        }
+        let mut it = serde_json::Deserializer::from_str(s).into_iter::<serde_json::Value>();
+        let v = it.next()?.ok()?;
+        Some((v, it.byte_offset()))
+    };
+    let Some((before, used)) = value(rest) else {
+        return vec![line.to_owned()];
+    };
+    let Some(tail) = rest[used..].strip_prefix(" → ") else {
+        return vec![line.to_owned()];
+    };
+    let Some((after, used2)) = value(tail) else {
+        return vec![line.to_owned()];
+    };
+    let known = before.as_array().map_or(0, Vec::len);
+    let runs: Vec<String> = after
+        .as_array()
+        .map(|a| a.iter().skip(known).map(attempt_line).collect())
+        .unwrap_or_default();
+    let kept = match known {
+        0 => String::new(),
+        n => format!(" after the {n} it has"),
+    };
+    let mut out = vec![format!("{}status.history gains{kept}:", &line[..at])];
+    out.extend(runs.into_iter().map(|r| format!("  {r}")));
+    let more = tail[used2..].trim_start_matches("; ");
+    if !more.is_empty() {
+        out.push(more.to_owned());
+    }
+    out
+}
+
+/// One run of `status.history` in words.
+fn attempt_line(run: &serde_json::Value) -> String {
+    let s = |k: &str| run.get(k).and_then(serde_json::Value::as_str);
+    let mut out = format!(
+        "attempt {}: {}",
+        run.get("attempts")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0),
+        s("phase").unwrap_or("?")
+    );
+    if let Some(a) = s("agent") {
+        out.push_str(&format!(" on {a}"));
+    }
+    if let Some(c) = run.get("exitCode").and_then(serde_json::Value::as_i64) {
+        out.push_str(&format!(", exit {c}"));
+    }
+    if let Some(m) = s("message") {
+        out.push_str(&format!(" ({})", super::text::clean(m)));
+    }
+    match (s("startedAt"), s("finishedAt")) {
+        (Some(a), Some(b)) => out.push_str(&format!(", {a} → {b}")),
+        (Some(a), None) => out.push_str(&format!(", started {a}")),
+        (None, Some(b)) => out.push_str(&format!(", ended {b}")),
+        (None, None) => {}
+    }
+    if let Some(by) = s("retriedBy") {
+        out.push_str(&format!(", retried by {by}"));
+    }
+    out
 }
 
 fn names<'a>(list: impl IntoIterator<Item = &'a str>) -> String {
@@ -469,6 +691,7 @@ impl App {
     }
 
     pub(super) fn dialog_key(&mut self, k: KeyEvent) -> Vec<Command> {
+        let size = self.size;
         let Some(d) = &mut self.dialog else {
             return Vec::new();
         };
@@ -481,10 +704,31 @@ impl App {
                 self.dialog = None;
                 Vec::new()
             }
+            // The text scrolls; the keys line stays.
+            KeyCode::Down | KeyCode::PageDown => {
+                let step = if k.code == KeyCode::Down { 1 } else { 10 };
+                d.scroll = (d.scroll + step).min(d.max_scroll(size));
+                Vec::new()
+            }
+            KeyCode::Up | KeyCode::PageUp => {
+                let step = if k.code == KeyCode::Up { 1 } else { 10 };
+                d.scroll = d.scroll.saturating_sub(step);
+                Vec::new()
+            }
+            KeyCode::Char('j') if d.input.is_none() => {
+                d.scroll = (d.scroll + 1).min(d.max_scroll(size));
+                Vec::new()
+            }
+            KeyCode::Char('k') if d.input.is_none() => {
+                d.scroll = d.scroll.saturating_sub(1);
+                Vec::new()
+            }
             // What was typed is read, then previewed: a second yes applies.
             KeyCode::Enter if d.input.is_some() => {
                 let typed = d.input.as_ref().map(|i| i.value().to_owned());
-                match parse_scale(typed.as_deref().unwrap_or_default()) {
+                match parse_scale(typed.as_deref().unwrap_or_default())
+                    .and_then(|input| within_bounds(&d.request, input))
+                {
                     Ok(input) => {
                         d.request = with_scale(&d.request, &input);
                         d.input = None;
@@ -500,7 +744,10 @@ impl App {
                     }
                 }
             }
-            KeyCode::Enter | KeyCode::Char('y') | KeyCode::Char('Y') if d.input.is_none() => {
+            // A preview the API refused is not offered to apply.
+            KeyCode::Enter | KeyCode::Char('y') | KeyCode::Char('Y')
+                if d.input.is_none() && !d.refused() =>
+            {
                 let request = d.request.clone();
                 self.dialog = None;
                 self.toast(format!("{}…", request.describe()), false);
@@ -570,6 +817,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
                 .expect("at least one pool"),
                 error: None,
                 preview: PreviewState::None,
+                scroll: 0,
             }
         }
         Action::Drain => {
@@ -610,6 +858,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
                 .expect("at least one pool"),
                 error: None,
                 preview: PreviewState::Loading,
+                scroll: 0,
             }
         }
         _ => {
@@ -642,6 +891,7 @@ fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
                 .expect("at least one pool"),
                 error: None,
                 preview: PreviewState::Loading,
+                scroll: 0,
             }
         }
     }
@@ -691,6 +941,7 @@ fn agent_dialog(action: Action, agents: &[&AgentRow]) -> Dialog {
             .expect("at least one agent"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     } else {
         let on = !agents.iter().all(|a| a.debug);
@@ -723,6 +974,7 @@ fn agent_dialog(action: Action, agents: &[&AgentRow]) -> Dialog {
             .expect("at least one agent"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     }
 }
@@ -748,6 +1000,7 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
             .expect("at least one task"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     } else {
         Dialog {
@@ -764,6 +1017,7 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
             .expect("at least one task"),
             error: None,
             preview: PreviewState::Loading,
+            scroll: 0,
         }
     }
 }
@@ -1010,5 +1264,27 @@ mod tests {
         let bulk = ActionRequest::Bulk(vec![drain("a"), drain("b")]);
         assert_eq!(bulk.parts().len(), 2);
         assert_eq!(bulk.namespace(), "ns");
+    }
+
+    #[test]
+    fn status_history_in_a_preview_reads_as_the_runs_it_gains() {
+        let plain = "AgentPool/platform: spec.drain: false → true";
+        assert_eq!(readable_preview(plain), [plain]);
+        let broken = "AgentTask/t: status.history: [{\"attempts\": → oops";
+        assert_eq!(readable_preview(broken), [broken]);
+        let line = concat!(
+            "AgentTask/t: status.attempts: 2 → 2; ",
+            r#"status.history: [{"attempts":1,"phase":"Failed"}] → "#,
+            r#"[{"attempts":1,"phase":"Failed"},{"attempts":2,"phase":"Errored","agent":"a-9lz6q","exitCode":1,"message":"bad; worse","startedAt":"s","finishedAt":"f","retriedBy":"bob"}]; "#,
+            r#"status.phase: "Errored" → "Pending""#
+        );
+        assert_eq!(
+            readable_preview(line),
+            [
+                "AgentTask/t: status.attempts: 2 → 2; status.history gains after the 1 it has:",
+                "  attempt 2: Errored on a-9lz6q, exit 1 (bad; worse), s → f, retried by bob",
+                "status.phase: \"Errored\" → \"Pending\"",
+            ]
+        );
     }
 }

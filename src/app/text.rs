@@ -104,6 +104,125 @@ pub fn readable_json(line: &str) -> Option<String> {
     Some(out)
 }
 
+/// Columns `s` takes on a terminal.
+pub fn width(s: &str) -> usize {
+    ratatui::text::Span::raw(s).width()
+}
+
+fn char_width(c: char) -> usize {
+    width(c.encode_utf8(&mut [0; 4]))
+}
+
+/// The longest start of `s` at most `w` columns wide.
+fn head(s: &str, w: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        used += char_width(c);
+        if used > w {
+            return &s[..i];
+        }
+    }
+    s
+}
+
+/// The longest end of `s` at most `w` columns wide.
+fn tail(s: &str, w: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in s.char_indices().rev() {
+        used += char_width(c);
+        if used > w {
+            return &s[i + c.len_utf8()..];
+        }
+    }
+    s
+}
+
+/// `s` in at most `w` columns, cut at the end with `…` when it is longer.
+pub fn ellipsize(s: &str, w: usize) -> Cow<'_, str> {
+    if width(s) <= w {
+        return Cow::Borrowed(s);
+    }
+    if w == 0 {
+        return Cow::Borrowed("");
+    }
+    Cow::Owned(format!("{}…", head(s, w - 1).trim_end()))
+}
+
+/// A name in at most `w` columns, shortened in the middle: the end that
+/// tells pods apart (`-9lz6q`, the first dash-separated part from the end
+/// with a digit in it) is kept whole when it takes at most two thirds of
+/// the width, so `iac-agent-platform-7d9f5c8b4-9lz6q` in 20 columns is
+/// `iac-agent-pla…-9lz6q`.
+pub fn shorten_middle(s: &str, w: usize) -> Cow<'_, str> {
+    if width(s) <= w {
+        return Cow::Borrowed(s);
+    }
+    if w < 3 {
+        return ellipsize(s, w);
+    }
+    let room = w - 1;
+    let mut keep = None;
+    for (i, _) in s
+        .match_indices(['-', '.', '/', '_'])
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        if i == 0 || width(&s[i..]) > room * 2 / 3 {
+            break;
+        }
+        keep = Some(i);
+        if s[i..].chars().any(|c| c.is_ascii_digit()) {
+            break;
+        }
+    }
+    let end = match keep {
+        Some(i) => &s[i..],
+        None => tail(s, room / 2),
+    };
+    let start = head(s, room - width(end));
+    Cow::Owned(format!("{start}…{end}"))
+}
+
+/// `s` in lines of at most `w` columns, each `; `-separated part starting
+/// a line (so a command after `shell: ` is on a line of its own).
+pub fn wrap_parts(s: &str, w: usize) -> Vec<String> {
+    s.split("; ").flat_map(|part| wrap(part, w)).collect()
+}
+
+/// `s` in lines of at most `w` columns, broken at spaces (a word longer
+/// than a line is broken where the line ends).
+pub fn wrap(s: &str, w: usize) -> Vec<String> {
+    let w = w.max(1);
+    let mut out = Vec::new();
+    {
+        let part = s;
+        let mut line = String::new();
+        for word in part.split(' ') {
+            let gap = usize::from(!line.is_empty());
+            if width(&line) + gap + width(word) <= w {
+                if gap == 1 {
+                    line.push(' ');
+                }
+                line.push_str(word);
+                continue;
+            }
+            if !line.is_empty() {
+                out.push(std::mem::take(&mut line));
+            }
+            let mut rest = word;
+            while width(rest) > w {
+                let h = head(rest, w);
+                out.push(h.to_owned());
+                rest = &rest[h.len()..];
+            }
+            line.push_str(rest);
+        }
+        out.push(line);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +255,68 @@ mod tests {
         );
         assert_eq!(readable_json("not json {"), None);
         assert_eq!(readable_json("[1,2]"), None);
+    }
+
+    #[test]
+    fn names_are_shortened_in_the_middle_keeping_the_suffix() {
+        let pod = "iac-agent-platform-7d9f5c8b4-9lz6q";
+        let cases = [
+            (pod, 40, pod),
+            (pod, 34, pod),
+            (pod, 33, "iac-agent-platform-7d9f5c8…-9lz6q"),
+            (pod, 20, "iac-agent-pla…-9lz6q"),
+            (pod, 12, "iac-a…-9lz6q"),
+            (pod, 8, "iac-…z6q"),
+            ("plan-00034", 7, "pla…034"),
+            ("abcdefghij", 5, "ab…ij"),
+            ("abc", 2, "a…"),
+        ];
+        for (s, w, want) in cases {
+            let got = shorten_middle(s, w);
+            assert_eq!(got, want, "{s} in {w}");
+            assert!(width(&got) <= w, "{got} in {w}");
+        }
+        // Two pods of one ReplicaSet stay apart at any width that shows
+        // their suffix.
+        let other = "iac-agent-platform-7d9f5c8b4-x2k8p";
+        for w in 10..34 {
+            assert_ne!(shorten_middle(pod, w), shorten_middle(other, w), "{w}");
+        }
+    }
+
+    #[test]
+    fn long_text_is_cut_at_the_end_with_an_ellipsis() {
+        assert_eq!(
+            ellipsize("0/0 ready, 1 pending, 4 running", 40),
+            "0/0 ready, 1 pending, 4 running"
+        );
+        assert_eq!(
+            ellipsize("0/0 ready, 1 pending, 4 running", 24),
+            "0/0 ready, 1 pending, 4…"
+        );
+        assert_eq!(ellipsize("frozen by window 22:00", 10), "frozen by…");
+        assert_eq!(ellipsize("ünïcødé ✓", 4), "ünï…");
+        assert_eq!(ellipsize("abc", 0), "");
+    }
+
+    #[test]
+    fn wrapped_text_keeps_every_character_and_puts_a_command_on_its_own_line() {
+        let toast = "debug pod iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p, deleted at 10:30:00Z; shell: kubectl exec -it -n ops iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p -c debugger -- sh";
+        for w in [20, 40, 78, 120, 200] {
+            let lines = wrap_parts(toast, w);
+            assert!(lines.iter().all(|l| width(l) <= w), "{w}: {lines:?}");
+            let joined: String = lines.concat().split_whitespace().collect();
+            let want: String = toast.replace("; ", "").split_whitespace().collect();
+            assert_eq!(joined, want, "{w}");
+        }
+        assert_eq!(
+            wrap_parts(toast, 120),
+            [
+                "debug pod iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p, deleted at 10:30:00Z",
+                "shell: kubectl exec -it -n ops iac-agent-platform-7d9f5c8b4-9lz6q-debug-x2k8p -c debugger -- sh",
+            ]
+        );
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("a; b c", 4), ["a; b", "c"]);
     }
 }

@@ -5,33 +5,34 @@ use std::borrow::Cow;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Clear, LineGauge, Paragraph, Row as TableRow, Table};
+use ratatui::widgets::{Block, Borders, Clear, LineGauge, Paragraph, Table};
 
-use super::{Column, Role, Theme, age, col, fill, fit, num, t};
+use super::{
+    Column, Role, Theme, age, col, fill, header_row, lay_out, long, name, num, t, table_rows,
+};
 use crate::app::App;
 use crate::app::audit::AuditRow;
 
 /// Columns of the audit view.
 pub fn audit_columns() -> Vec<Column<AuditRow>> {
     vec![
-        num("AGE", 5, 0, |r, now| {
+        num("AGE", 6, 0, |r, now| {
             (Cow::Owned(age(now, Some(r.time))), Role::Muted)
         }),
-        col("USER", 10, 1, |r, _| t(&r.user)),
+        long("USER", 10, 1, |r, _| t(&r.user)),
         col("VIA", 7, 5, |r, _| {
             (Cow::Borrowed(r.via.as_str()), Role::Muted)
         }),
-        col("NAMESPACE", 12, 6, |r, _| {
+        name("NAMESPACE", 12, 6, |r, _| {
             (Cow::Borrowed(r.namespace.as_str()), Role::Muted)
         }),
         col("ACTION", 10, 0, |r, _| t(&r.action)),
-        col("OBJECTS", 22, 1, |r, _| t(&r.objects)),
+        name("OBJECTS", 22, 1, |r, _| t(&r.objects)),
         fill("BEFORE → AFTER", 20, 2, |r, _| {
             (Cow::Borrowed(r.changes.as_str()), Role::Text)
         }),
-        col("OUTCOME", 20, 0, |r, _| {
+        long("OUTCOME", 20, 0, |r, _| {
             let role = if r.failed { Role::Failed } else { Role::Ok };
             (Cow::Borrowed(r.outcome.as_str()), role)
         }),
@@ -64,51 +65,25 @@ pub fn draw_audit(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         .border_style(theme.style(Role::Border))
         .title(Line::from(title));
     let cols = audit_columns();
-    let keep = fit(&cols, area.width.saturating_sub(4), false);
-    let widths: Vec<Constraint> = keep
-        .iter()
-        .map(|&i| {
-            if cols[i].fill {
-                Constraint::Min(cols[i].width)
-            } else {
-                Constraint::Length(cols[i].width)
-            }
-        })
-        .collect();
-    let header = TableRow::new(keep.iter().map(|&i| {
-        let c = &cols[i];
-        let line = Line::from(c.title);
-        Cell::from(if c.right { line.right_aligned() } else { line })
-    }))
-    .style(theme.style(Role::Column));
     let page = area.height.saturating_sub(3) as usize;
     let start = st.offset.min(st.visible.len());
     let end = (start + page).min(st.visible.len());
-    let body: Vec<TableRow> = st.visible[start..end]
+    let on_screen: Vec<&AuditRow> = st.visible[start..end]
         .iter()
-        .enumerate()
-        .filter_map(|(n, &i)| {
-            let r = a.rows.get(i as usize)?;
-            let selected = start + n == st.selected;
-            let cells = keep.iter().map(|&ci| {
-                let c = &cols[ci];
-                let (text, role) = (c.cell)(r, app.now);
-                let style = if selected {
-                    Style::default()
-                } else {
-                    theme.style(role)
-                };
-                let line = Line::from(Span::styled(text.into_owned(), style));
-                Cell::from(if c.right { line.right_aligned() } else { line })
-            });
-            let row = TableRow::new(cells);
-            Some(if selected {
-                row.style(theme.style(Role::Selection))
-            } else {
-                row
-            })
-        })
+        .filter_map(|&i| a.rows.get(i as usize))
         .collect();
+    let (keep, cells) = lay_out(
+        &cols,
+        on_screen.iter().copied(),
+        app.now,
+        area.width.saturating_sub(2),
+        false,
+    );
+    let body = table_rows(theme, &keep, &cols, cells, |n| {
+        (start + n == st.selected, false)
+    });
+    let widths: Vec<Constraint> = keep.iter().map(|&(_, w)| Constraint::Length(w)).collect();
+    let header = header_row(theme, &keep, &cols);
     let empty = body.is_empty();
     frame.render_widget(
         Table::new(body, widths)

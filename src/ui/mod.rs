@@ -17,35 +17,50 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, 
 use crate::app::keymap::Action;
 use crate::app::logs::wrapped_rows;
 use crate::app::rows::{AgentRow, EventRow, PoolRow, Row, TaskRow};
+use crate::app::text;
 use crate::app::{
-    App, FOOTER_LINES, HEADER_LINES, PreviewState, Prompt, Role as AppRole, Screen, ViewKind,
-    WatchState,
+    App, FOOTER_LINES, HEADER_LINES, Prompt, Role as AppRole, Screen, ViewKind, WatchState,
 };
 use crate::crd::TaskPhase;
 use crate::health::Freshness;
 use crate::plan::verdict::VerdictLevel as Level;
 pub use theme::{Role, Theme};
 
+/// How a column gives way when the screen is narrow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// Whole or not at all: numbers, ages, phases, short words. The
+    /// column is as wide as its widest cell on screen.
+    Whole,
+    /// A name: shortened in the middle, keeping the suffix that tells
+    /// pods apart (`iac-agent-pla…-9lz6q`).
+    Name,
+    /// Long text: gets the width left over last, cut at the end with `…`.
+    Long,
+}
+
 /// A table column: title, width, which columns go first when space is
-/// short (lower first), and how to get a cell.
+/// short (lower first), how it gives way, and how to get a cell.
 pub struct Column<R> {
     pub title: &'static str,
+    /// `Whole`: the least width (so the column does not jump as rows
+    /// change); `Name` and `Long`: the width it has before the space left
+    /// over is shared out.
     pub width: u16,
-    /// Takes the width left over (at most one per table).
+    /// Takes the width left over at the end (at most one per table).
     pub fill: bool,
     pub priority: u8,
     pub right: bool,
     /// Shown only in wide mode (`ctrl-w`).
     pub wide: bool,
+    pub fit: Fit,
     pub cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
 }
 
-const fn col<R>(
-    title: &'static str,
-    width: u16,
-    priority: u8,
-    cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
-) -> Column<R> {
+type CellFn<R> = fn(&R, Timestamp) -> (Cow<'_, str>, Role);
+
+/// A column whose cells are shown whole or not at all.
+const fn col<R>(title: &'static str, width: u16, priority: u8, cell: CellFn<R>) -> Column<R> {
     Column {
         title,
         width,
@@ -53,24 +68,33 @@ const fn col<R>(
         priority,
         right: false,
         wide: false,
+        fit: Fit::Whole,
         cell,
     }
 }
 
-/// A column of wide mode only.
-const fn wide<R>(
-    title: &'static str,
-    width: u16,
-    cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
-) -> Column<R> {
+/// A column of names, shortened in the middle.
+const fn name<R>(title: &'static str, width: u16, priority: u8, cell: CellFn<R>) -> Column<R> {
     Column {
-        title,
-        width,
-        fill: false,
-        priority: 1,
-        right: false,
+        fit: Fit::Name,
+        ..col(title, width, priority, cell)
+    }
+}
+
+/// A column of long text, cut at the end with `…`.
+const fn long<R>(title: &'static str, width: u16, priority: u8, cell: CellFn<R>) -> Column<R> {
+    Column {
+        fit: Fit::Long,
+        ..col(title, width, priority, cell)
+    }
+}
+
+/// A column of wide mode only.
+const fn wide<R>(title: &'static str, width: u16, fit: Fit, cell: CellFn<R>) -> Column<R> {
+    Column {
         wide: true,
-        cell,
+        fit,
+        ..col(title, width, 1, cell)
     }
 }
 
@@ -87,37 +111,19 @@ fn labels_cell(labels: &crate::app::rows::Labels) -> (Cow<'_, str>, Role) {
     (Cow::Owned(crate::app::text::clean(&text)), Role::Muted)
 }
 
-const fn fill<R>(
-    title: &'static str,
-    width: u16,
-    priority: u8,
-    cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
-) -> Column<R> {
+/// The long-text column that takes the width left over.
+const fn fill<R>(title: &'static str, width: u16, priority: u8, cell: CellFn<R>) -> Column<R> {
     Column {
-        title,
-        width,
         fill: true,
-        priority,
-        right: false,
-        wide: false,
-        cell,
+        ..long(title, width, priority, cell)
     }
 }
 
-const fn num<R>(
-    title: &'static str,
-    width: u16,
-    priority: u8,
-    cell: fn(&R, Timestamp) -> (Cow<'_, str>, Role),
-) -> Column<R> {
+/// A number (or age), right-aligned and never cut.
+const fn num<R>(title: &'static str, width: u16, priority: u8, cell: CellFn<R>) -> Column<R> {
     Column {
-        title,
-        width,
-        fill: false,
-        priority,
         right: true,
-        wide: false,
-        cell,
+        ..col(title, width, priority, cell)
     }
 }
 
@@ -186,7 +192,7 @@ fn level_role(l: Level) -> Role {
 /// Columns of the Pools view.
 pub fn pool_columns() -> Vec<Column<PoolRow>> {
     vec![
-        col("NAME", 14, 0, |r, _| t(&r.name)),
+        name("NAME", 14, 0, |r, _| t(&r.name)),
         col("VERDICT", 9, 0, |r, _| {
             (
                 Cow::Borrowed(r.verdict.level.as_str()),
@@ -233,7 +239,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             };
             o(format!("{}/{}/{}", r.fresh, r.stale, r.offline), role)
         }),
-        col("FROZEN", 9, 3, |r, _| match &r.frozen {
+        long("FROZEN", 9, 3, |r, _| match &r.frozen {
             Some(why) => (Cow::Borrowed(why.as_str()), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
@@ -251,7 +257,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
                 (Cow::Borrowed("-"), Role::Muted)
             }
         }),
-        col("HOLD", 16, 5, |r, _| match &r.hold {
+        long("HOLD", 16, 5, |r, _| match &r.hold {
             Some(h) => (Cow::Borrowed(h.as_str()), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
@@ -261,7 +267,7 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
                 level_role(r.verdict.level),
             )
         }),
-        col("LAST SCALE", 24, 8, |r, now| {
+        long("LAST SCALE", 24, 8, |r, now| {
             if r.scale_reason.is_empty() {
                 (Cow::Borrowed("-"), Role::Muted)
             } else {
@@ -271,17 +277,17 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
                 )
             }
         }),
-        num("AGE", 5, 3, |r, now| o(age(now, r.created), Role::Muted)),
-        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
+        num("AGE", 6, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        wide("LABELS", 24, Fit::Long, |r, _| labels_cell(&r.labels)),
     ]
 }
 
 /// Columns of the Agents view.
 pub fn agent_columns() -> Vec<Column<AgentRow>> {
     vec![
-        fill("NAME", 24, 0, |r, _| t(&r.name)),
-        col("POOL", 12, 2, |r, _| t(&r.pool)),
-        col("PHASE", 11, 1, |r, _| {
+        name("NAME", 24, 0, |r, _| t(&r.name)),
+        name("POOL", 12, 2, |r, _| t(&r.pool)),
+        col("PHASE", 9, 1, |r, _| {
             let role = match r.phase.as_str() {
                 "Running" if r.ready => Role::Ok,
                 "Running" | "Pending" => Role::Pending,
@@ -310,7 +316,7 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
             Some(s) => o(format!("{s:+}s"), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
-        col("TASK", 20, 1, |r, _| {
+        name("TASK", 20, 1, |r, _| {
             // An operator's per-agent drain or debug logs show beside it.
             let flags = match (r.draining, r.debug) {
                 (false, false) => "",
@@ -325,7 +331,7 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
                 (None, f) => o(format!("idle{f}"), Role::Warn),
             }
         }),
-        col("NODE", 14, 6, |r, _| t(dash(&r.node))),
+        name("NODE", 14, 6, |r, _| t(dash(&r.node))),
         num("RST", 3, 4, |r, _| {
             let role = if r.restarts > 0 {
                 Role::Warn
@@ -334,25 +340,25 @@ pub fn agent_columns() -> Vec<Column<AgentRow>> {
             };
             o(r.restarts.to_string(), role)
         }),
-        num("AGE", 5, 3, |r, now| o(age(now, r.created), Role::Muted)),
-        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
+        num("AGE", 6, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        wide("LABELS", 24, Fit::Long, |r, _| labels_cell(&r.labels)),
     ]
 }
 
 /// Columns of the Tasks view.
 pub fn task_columns() -> Vec<Column<TaskRow>> {
     vec![
-        col("NAME", 22, 0, |r, _| t(&r.name)),
-        col("POOL", 12, 2, |r, _| t(&r.pool)),
+        name("NAME", 22, 0, |r, _| t(&r.name)),
+        name("POOL", 12, 2, |r, _| t(&r.pool)),
         col("PHASE", 9, 0, |r, _| {
             (Cow::Borrowed(r.phase.as_str()), phase_role(r.phase))
         }),
-        col("AGENT", 20, 4, |r, _| t(dash(&r.agent))),
-        wide("JOB", 20, |r, _| {
+        name("AGENT", 20, 4, |r, _| t(dash(&r.agent))),
+        wide("JOB", 20, Fit::Name, |r, _| {
             t(dash(r.job.as_deref().unwrap_or_default()))
         }),
         num("ATT", 3, 5, |r, _| o(r.attempts.to_string(), Role::Muted)),
-        num("WAIT", 5, 3, |r, now| {
+        num("WAIT", 6, 3, |r, now| {
             let s = match r.waited {
                 Some(d) => duration(d.as_secs() as i64),
                 None if r.phase == TaskPhase::Pending => age(now, r.created),
@@ -360,7 +366,7 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             };
             o(s, Role::Muted)
         }),
-        num("RUN", 5, 1, |r, now| {
+        num("RUN", 6, 1, |r, now| {
             let s = match (r.started, r.finished) {
                 (Some(s), Some(f)) => duration(f.duration_since(s).as_secs().max(0)),
                 (Some(s), None) if r.phase == TaskPhase::Running => age(now, Some(s)),
@@ -368,7 +374,7 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             };
             o(s, Role::Muted)
         }),
-        num("AGE", 5, 2, |r, now| o(age(now, r.created), Role::Muted)),
+        num("AGE", 6, 2, |r, now| o(age(now, r.created), Role::Muted)),
         fill("MESSAGE", 20, 1, |r, _| {
             let role = if matches!(r.phase, TaskPhase::Failed | TaskPhase::Errored) {
                 Role::Failed
@@ -377,14 +383,14 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
             };
             (Cow::Borrowed(r.message.as_str()), role)
         }),
-        wide("LABELS", 24, |r, _| labels_cell(&r.labels)),
+        wide("LABELS", 24, Fit::Long, |r, _| labels_cell(&r.labels)),
     ]
 }
 
 /// Columns of the Events view.
 pub fn event_columns() -> Vec<Column<EventRow>> {
     vec![
-        num("LAST", 5, 0, |r, now| o(age(now, r.last), Role::Muted)),
+        num("LAST", 6, 0, |r, now| o(age(now, r.last), Role::Muted)),
         col("TYPE", 7, 2, |r, _| {
             if r.warning {
                 (Cow::Borrowed("Warning"), Role::Warn)
@@ -392,29 +398,128 @@ pub fn event_columns() -> Vec<Column<EventRow>> {
                 (Cow::Borrowed("Normal"), Role::Muted)
             }
         }),
-        col("REASON", 16, 0, |r, _| t(&r.reason)),
-        col("OBJECT", 28, 1, |r, _| t(&r.object)),
+        long("REASON", 16, 0, |r, _| t(&r.reason)),
+        name("OBJECT", 28, 1, |r, _| t(&r.object)),
         num("#", 3, 3, |r, _| o(r.count.to_string(), Role::Muted)),
         fill("MESSAGE", 20, 0, |r, _| t(&r.message)),
     ]
 }
 
-/// Columns that fit in `width`, in declared order: by priority until full
-/// (wide-mode columns only when `wide`).
-fn fit<R>(cols: &[Column<R>], width: u16, wide: bool) -> Vec<usize> {
+/// The least width column `c` is shown in, given the widest of its cells
+/// on screen (`natural`).
+fn least_width<R>(c: &Column<R>, natural: u16) -> u16 {
+    let title = text::width(c.title) as u16;
+    match c.fit {
+        Fit::Whole => title.max(natural).max(c.width),
+        Fit::Name | Fit::Long => title.max(natural.min(c.width)),
+    }
+}
+
+/// The columns shown in `width` and how wide each is, in declared order.
+/// Columns are taken by priority while their least width fits (so every
+/// number and age is whole or its column is gone); the width left over
+/// goes to names up to their full length, then to long text, and what is
+/// still left to the `fill` column. `natural` is the widest cell of each
+/// column on screen; wide-mode columns only when `wide`.
+pub fn layout<R>(cols: &[Column<R>], natural: &[u16], width: u16, wide: bool) -> Vec<(usize, u16)> {
     let mut by_priority: Vec<usize> = (0..cols.len()).filter(|&i| wide || !cols[i].wide).collect();
     by_priority.sort_by_key(|&i| (cols[i].priority, i));
+    let natural_of = |i: usize| natural.get(i).copied().unwrap_or(0);
     let mut used = 0u16;
-    let mut keep = Vec::new();
+    let mut keep: Vec<(usize, u16)> = Vec::new();
     for i in by_priority {
-        let w = cols[i].width + 1;
-        if used + w <= width {
-            used += w;
-            keep.push(i);
+        let w = least_width(&cols[i], natural_of(i));
+        let gap = u16::from(!keep.is_empty());
+        if used + gap + w <= width {
+            used += gap + w;
+            keep.push((i, w));
         }
+    }
+    let mut spare = width - used;
+    // Names first, then long text; within each, a column at a time so
+    // the short ones end up whole.
+    for fit in [Fit::Name, Fit::Long] {
+        loop {
+            let mut grew = false;
+            for (i, w) in &mut keep {
+                let c = &cols[*i];
+                if spare > 0 && c.fit == fit && *w < natural_of(*i) {
+                    *w += 1;
+                    spare -= 1;
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+    }
+    if let Some((_, w)) = keep.iter_mut().find(|(i, _)| cols[*i].fill) {
+        *w += spare;
     }
     keep.sort_unstable();
     keep
+}
+
+/// A cell's text in `w` columns, as its column gives way.
+fn fitted(text: Cow<'_, str>, w: u16, fit: Fit) -> String {
+    match fit {
+        Fit::Whole => text.into_owned(),
+        Fit::Name => text::shorten_middle(&text, w.into()).into_owned(),
+        Fit::Long => text::ellipsize(&text, w.into()).into_owned(),
+    }
+}
+
+/// The columns shown and, for each row, its cells fitted to them.
+type LaidOut = (Vec<(usize, u16)>, Vec<Vec<(String, Role)>>);
+
+/// Lays `rows` (the ones on screen) out in `width`.
+fn lay_out<'r, R: 'r>(
+    cols: &[Column<R>],
+    rows: impl Iterator<Item = &'r R>,
+    now: Timestamp,
+    width: u16,
+    wide: bool,
+) -> LaidOut {
+    let shown = |c: &Column<R>| wide || !c.wide;
+    let cells: Vec<Vec<(Cow<'r, str>, Role)>> = rows
+        .map(|r| {
+            cols.iter()
+                .map(|c| {
+                    if shown(c) {
+                        (c.cell)(r, now)
+                    } else {
+                        (Cow::Borrowed(""), Role::Text)
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let natural: Vec<u16> = (0..cols.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|row| text::width(&row[i].0))
+                .max()
+                .unwrap_or(0)
+                .try_into()
+                .unwrap_or(u16::MAX)
+        })
+        .collect();
+    let keep = layout(cols, &natural, width, wide);
+    let fitted_rows = cells
+        .into_iter()
+        .map(|mut row| {
+            keep.iter()
+                .map(|&(i, w)| {
+                    let (text, role) =
+                        std::mem::replace(&mut row[i], (Cow::Borrowed(""), Role::Text));
+                    (fitted(text, w, cols[i].fit), role)
+                })
+                .collect()
+        })
+        .collect();
+    (keep, fitted_rows)
 }
 
 /// Draws the whole screen.
@@ -471,23 +576,43 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         None => "-".into(),
     };
     let clock = app.now.strftime("%H:%M:%S").to_string();
-    let first = Line::from(vec![
-        Span::styled(" agentdeck ", theme.style(Role::Title)),
-        h(" ctx "),
-        v(app.opts.context.clone(), Role::HeaderValue),
-        h("  ns "),
-        v(app.opts.namespace.clone(), Role::HeaderValue),
-        h("  role "),
-        v(role.as_str().to_owned(), role_style),
-        h("  api "),
-        v(latency, Role::HeaderValue),
-        h("  watch "),
-        v(watch, watch_role),
-        h("  "),
-        v(format!("{clock}Z"), Role::HeaderValue),
-    ]);
+    // The watch state stays whatever the width; the other parts go, least
+    // useful first, when they do not fit. A long reason is shortened so
+    // that the context and the role stay beside it down to 24 columns of
+    // it; narrower, they go too.
+    let width = usize::from(area.width);
+    let ctx = text::shorten_middle(&app.opts.context, 28).into_owned();
+    let beside = text::width(" ctx ")
+        + text::width(&ctx)
+        + text::width("  role ")
+        + text::width(role.as_str())
+        + text::width("  watch ");
+    let budget = width
+        .saturating_sub(beside)
+        .max(24)
+        .min(width.saturating_sub(text::width("  watch ")));
+    let watch = text::ellipsize(&watch, budget).into_owned();
+    let parts: Vec<(u8, Vec<Span>)> = vec![
+        (
+            6,
+            vec![Span::styled(" agentdeck ", theme.style(Role::Title))],
+        ),
+        (2, vec![h(" ctx "), v(ctx, Role::HeaderValue)]),
+        (
+            3,
+            vec![h("  ns "), v(app.opts.namespace.clone(), Role::HeaderValue)],
+        ),
+        (
+            1,
+            vec![h("  role "), v(role.as_str().to_owned(), role_style)],
+        ),
+        (5, vec![h("  api "), v(latency, Role::HeaderValue)]),
+        (0, vec![h("  watch "), v(watch, watch_role)]),
+        (4, vec![h("  "), v(format!("{clock}Z"), Role::HeaderValue)]),
+    ];
+    let first = by_priority(parts, width);
     // Second line: the views, the current one highlighted, with counts.
-    let mut spans = vec![Span::raw(" ")];
+    let mut tabs: Vec<(u8, Vec<Span>)> = vec![(0, vec![Span::raw(" ")])];
     let current = app.table_kind().map(|(k, _)| k);
     let s = &app.snapshot;
     for (i, kind) in ViewKind::ALL.iter().enumerate() {
@@ -502,27 +627,63 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         } else {
             theme.style(Role::Muted)
         };
-        spans.push(Span::styled(
-            format!("{}:{} {n}", i + 1, kind.as_str()),
-            style,
+        tabs.push((
+            0,
+            vec![
+                Span::styled(format!("{}:{} {n}", i + 1, kind.as_str()), style),
+                Span::raw("  "),
+            ],
         ));
-        spans.push(Span::raw("  "));
     }
     let c = s.task_counts;
     let (pend, run, fail) = (c.pending, c.running, c.failed);
-    spans.push(Span::styled(
-        format!("{pend} pending "),
-        theme.style(Role::Pending),
+    tabs.push((
+        1,
+        vec![Span::styled(
+            format!("{pend} pending "),
+            theme.style(Role::Pending),
+        )],
     ));
-    spans.push(Span::styled(
-        format!("{run} running "),
-        theme.style(Role::Running),
+    tabs.push((
+        2,
+        vec![Span::styled(
+            format!("{run} running "),
+            theme.style(Role::Running),
+        )],
     ));
-    spans.push(Span::styled(
-        format!("{fail} failed"),
-        theme.style(Role::Failed),
+    tabs.push((
+        1,
+        vec![Span::styled(
+            format!("{fail} failed"),
+            theme.style(Role::Failed),
+        )],
     ));
-    frame.render_widget(Paragraph::new(vec![first, Line::from(spans)]), area);
+    let second = by_priority(tabs, width);
+    frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The parts that fit in `width`, in their order: the ones of the highest
+/// priority number are left out first (priority 0 is always kept).
+fn by_priority(mut parts: Vec<(u8, Vec<Span<'_>>)>, width: usize) -> Line<'_> {
+    let w = |p: &[(u8, Vec<Span>)]| -> usize {
+        p.iter()
+            .flat_map(|(_, spans)| spans.iter())
+            .map(Span::width)
+            .sum()
+    };
+    while w(&parts) > width {
+        let Some(drop) = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| *p > 0)
+            .max_by_key(|(i, (p, _))| (*p, *i))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        parts.remove(drop);
+    }
+    Line::from(parts.into_iter().flat_map(|(_, s)| s).collect::<Vec<_>>())
 }
 
 fn draw_table(
@@ -637,66 +798,33 @@ fn table<R: Row>(
     // `-A`: the namespace first, as kubectl and k9s show it.
     let with_ns;
     let cols = if app.opts.all_namespaces {
-        with_ns = std::iter::once(col("NAMESPACE", 12, 0, |r: &R, _| t(r.namespace())))
+        with_ns = std::iter::once(name("NAMESPACE", 12, 0, |r: &R, _| t(r.namespace())))
             .chain(cols.iter().map(|c| Column { ..*c }))
             .collect::<Vec<_>>();
         &with_ns[..]
     } else {
         cols
     };
-    let keep = fit(cols, inner_width.saturating_sub(2), app.wide);
-    let widths: Vec<Constraint> = keep
-        .iter()
-        .map(|&i| {
-            if cols[i].fill {
-                Constraint::Min(cols[i].width)
-            } else {
-                Constraint::Length(cols[i].width)
-            }
-        })
-        .collect();
-    let header = TableRow::new(keep.iter().map(|&i| {
-        let c = &cols[i];
-        let text = if c.right {
-            Line::from(c.title).right_aligned()
-        } else {
-            Line::from(c.title)
-        };
-        Cell::from(text)
-    }))
-    .style(theme.style(Role::Column));
     let page = area.height.saturating_sub(3) as usize;
     let start = st.offset.min(st.visible.len());
     let end = (start + page).min(st.visible.len());
-    let now = app.now;
-    let body: Vec<TableRow> = st.visible[start..end]
+    let on_screen: Vec<&R> = st.visible[start..end]
         .iter()
-        .enumerate()
-        .filter_map(|(n, &i)| {
-            let r = rows.get(i as usize)?;
-            let selected = start + n == st.selected;
-            let marked = st.marks.contains(r.key());
-            let cells = keep.iter().map(|&ci| {
-                let c = &cols[ci];
-                let (text, role) = (c.cell)(r, now);
-                let style = if selected {
-                    Style::default()
-                } else if marked {
-                    theme.style(Role::Marked)
-                } else {
-                    theme.style(role)
-                };
-                let line = Line::from(Span::styled(text.into_owned(), style));
-                Cell::from(if c.right { line.right_aligned() } else { line })
-            });
-            let row = TableRow::new(cells);
-            Some(if selected {
-                row.style(theme.style(Role::Selection))
-            } else {
-                row
-            })
-        })
+        .filter_map(|&i| rows.get(i as usize).map(|r| &**r))
         .collect();
+    let (keep, cells) = lay_out(
+        cols,
+        on_screen.iter().copied(),
+        app.now,
+        inner_width,
+        app.wide,
+    );
+    let body = table_rows(theme, &keep, cols, cells, |n| {
+        let r = on_screen[n];
+        (start + n == st.selected, st.marks.contains(r.key()))
+    });
+    let widths: Vec<Constraint> = keep.iter().map(|&(_, w)| Constraint::Length(w)).collect();
+    let header = header_row(theme, &keep, cols);
     let empty = body.is_empty();
     frame.render_widget(
         Table::new(body, widths)
@@ -727,6 +855,55 @@ fn table<R: Row>(
     }
 }
 
+/// The column titles of a laid-out table.
+fn header_row<'a, R>(theme: &Theme, keep: &[(usize, u16)], cols: &[Column<R>]) -> TableRow<'a> {
+    TableRow::new(keep.iter().map(|&(i, _)| {
+        let c = &cols[i];
+        let line = Line::from(c.title);
+        Cell::from(if c.right { line.right_aligned() } else { line })
+    }))
+    .style(theme.style(Role::Column))
+}
+
+/// The rows of a laid-out table; `state(n)` says whether the `n`th is
+/// selected and whether it is marked.
+fn table_rows<'a, R>(
+    theme: &Theme,
+    keep: &[(usize, u16)],
+    cols: &[Column<R>],
+    cells: Vec<Vec<(String, Role)>>,
+    state: impl Fn(usize) -> (bool, bool),
+) -> Vec<TableRow<'a>> {
+    cells
+        .into_iter()
+        .enumerate()
+        .map(|(n, row)| {
+            let (selected, marked) = state(n);
+            let cells = keep.iter().zip(row).map(|(&(ci, _), (text, role))| {
+                let style = if selected {
+                    Style::default()
+                } else if marked {
+                    theme.style(Role::Marked)
+                } else {
+                    theme.style(role)
+                };
+                let line = Line::from(Span::styled(text, style));
+                Cell::from(if cols[ci].right {
+                    line.right_aligned()
+                } else {
+                    line
+                })
+            });
+            let row = TableRow::new(cells);
+            if selected {
+                row.style(theme.style(Role::Selection))
+            } else {
+                row
+            }
+        })
+        .collect()
+}
+
 fn capitalise(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -750,12 +927,34 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &st
             String::new()
         }
     );
+    let search = l.search.as_ref().map(|(s, _)| format!("/{s} "));
+    // Where the title (which task, which pod) does not fit, the flags say
+    // less (following or paused, and the count), then the title is
+    // shortened in the middle to what is left.
+    let room_beside = |flags: &str| {
+        usize::from(area.width.saturating_sub(2))
+            .saturating_sub(text::width(" Logs: ") + text::width(flags))
+            .saturating_sub(search.as_deref().map_or(0, text::width))
+    };
+    let flags = if text::width(title) > room_beside(&flags) {
+        format!(
+            " {} · {} lines ",
+            if l.follow { "following" } else { "paused" },
+            l.buffer.len()
+        )
+    } else {
+        flags
+    };
+    let room = room_beside(&flags).max(12);
     let mut t = vec![
-        Span::styled(format!(" Logs: {title}"), theme.style(Role::Title)),
+        Span::styled(
+            format!(" Logs: {}", text::shorten_middle(title, room)),
+            theme.style(Role::Title),
+        ),
         Span::styled(flags, theme.style(Role::Muted)),
     ];
-    if let Some((s, _)) = &l.search {
-        t.push(Span::styled(format!("/{s} "), theme.style(Role::Prompt)));
+    if let Some(s) = search {
+        t.push(Span::styled(s, theme.style(Role::Prompt)));
     }
     let block = Block::default()
         .borders(Borders::ALL)
@@ -982,23 +1181,59 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         }
     };
     frame.render_widget(Paragraph::new(line), area);
-    if let Some(toast) = &app.toast {
-        let text = format!(" {} ", toast.text);
-        let w = (text.chars().count() as u16).min(area.width);
-        let r = Rect {
-            x: area.right().saturating_sub(w),
-            y: area.y,
-            width: w,
-            height: 1,
-        };
-        let role = if toast.error {
-            Role::ToastError
-        } else {
-            Role::Toast
-        };
-        frame.render_widget(Clear, r);
-        frame.render_widget(Paragraph::new(text).style(theme.style(role)), r);
+    draw_toast(frame, area, app, theme);
+}
+
+/// Most lines a toast takes (a debug pod's `kubectl exec` line is read
+/// whole even at 80 columns).
+const TOAST_LINES: usize = 4;
+
+/// The toast at the right of the footer when it fits there, else wrapped
+/// over the lines above it, at most [`TOAST_LINES`].
+fn draw_toast(frame: &mut Frame, footer: Rect, app: &App, theme: &Theme) {
+    let Some(toast) = &app.toast else { return };
+    let role = if toast.error {
+        Role::ToastError
+    } else {
+        Role::Toast
+    };
+    let full = usize::from(footer.width);
+    let one = format!(" {} ", toast.text);
+    let mut lines = if text::width(&one) <= full && !toast.text.contains("; ") {
+        vec![one]
+    } else {
+        text::wrap_parts(&toast.text, full.saturating_sub(2))
+            .into_iter()
+            .map(|l| format!(" {l} "))
+            .collect()
+    };
+    let room = usize::from(footer.bottom()).min(TOAST_LINES);
+    if lines.len() > room {
+        lines.truncate(room);
+        if let Some(last) = lines.last_mut() {
+            let more = format!("{}…", last.trim_end());
+            *last = format!("{} ", text::ellipsize(&more, full.saturating_sub(1)));
+        }
     }
+    let w = lines
+        .iter()
+        .map(|l| text::width(l))
+        .max()
+        .unwrap_or(0)
+        .min(full) as u16;
+    let h = lines.len() as u16;
+    let r = Rect {
+        x: footer.right().saturating_sub(w),
+        y: footer.bottom().saturating_sub(h),
+        width: w,
+        height: h,
+    };
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
+            .style(theme.style(role)),
+        r,
+    );
 }
 
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -1071,64 +1306,57 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
 }
 
 fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    use crate::app::actions::{DialogLine, dialog_inner, dialog_lines, dialog_rows, dialog_width};
     let Some(d) = &app.dialog else { return };
-    let mut lines: Vec<Line> = d.body.iter().map(|b| Line::raw(b.clone())).collect();
-    if let Some(input) = &d.input {
-        lines.push(Line::from(vec![
-            Span::styled("> ", theme.style(Role::Prompt)),
-            Span::raw(input.value().to_owned()),
-        ]));
+    let inner = dialog_inner(area.width);
+    let plain = theme.style(Role::Dialog);
+    // The text scrolls; the keys line stays.
+    let lines = dialog_lines(d, inner);
+    let shown = lines.len().min(dialog_rows(area.height));
+    let top = d.scroll.min(lines.len() - shown);
+    let mut keys = d.keys_line().to_owned();
+    if shown < lines.len() {
+        keys = format!(
+            "↑/↓ {}–{} of {} · {keys}",
+            top + 1,
+            top + shown,
+            lines.len()
+        );
     }
-    if let Some(e) = &d.error {
-        lines.push(Line::styled(e.clone(), theme.style(Role::Danger)));
-    }
-    match &d.preview {
-        PreviewState::None => {}
-        PreviewState::Loading => {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled(
-                "Preview (dry run): asking the API…",
-                theme.style(Role::Muted),
-            ));
-        }
-        PreviewState::Lines(impact) => {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("Preview (dry run):", theme.style(Role::Title)));
-            lines.extend(impact.iter().map(|l| Line::raw(format!("• {l}"))));
-        }
-        PreviewState::Failed(why) => {
-            lines.push(Line::raw(""));
-            lines.push(Line::styled(
-                format!("No preview: {why}"),
-                theme.style(Role::Danger),
-            ));
-        }
-    }
-    lines.push(Line::raw(""));
-    lines.push(Line::from(if d.input.is_some() {
-        "enter apply · esc cancel"
-    } else {
-        "y/enter apply · n/esc cancel"
-    }));
-    // Lines wrap inside the 64-wide box (62 inside its borders).
-    let h: usize = lines.iter().map(|l| l.width().div_ceil(62).max(1)).sum();
-    let r = centered(
-        area,
-        64,
-        u16::try_from(h).unwrap_or(u16::MAX).saturating_add(2),
-    );
+    let mut body: Vec<Line> = lines
+        .into_iter()
+        .skip(top)
+        .take(shown)
+        .map(|(text, kind)| match kind {
+            DialogLine::Input => {
+                let typed = text.strip_prefix("> ").unwrap_or(&text).to_owned();
+                Line::from(vec![
+                    Span::styled("> ", theme.style(Role::Prompt)),
+                    Span::raw(typed),
+                ])
+            }
+            DialogLine::Text => Line::styled(text, plain),
+            DialogLine::Error => Line::styled(text, theme.style(Role::Danger)),
+            DialogLine::Muted => Line::styled(text, theme.style(Role::Muted)),
+            DialogLine::Heading => Line::styled(text, theme.style(Role::Title)),
+        })
+        .collect();
+    body.push(Line::raw(""));
+    body.push(Line::styled(
+        text::ellipsize(&keys, inner).into_owned(),
+        theme.style(Role::Key),
+    ));
+    let h = u16::try_from(body.len() + 2).unwrap_or(u16::MAX);
+    let r = centered(area, dialog_width(area.width), h);
     frame.render_widget(Clear, r);
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Span::styled(
-            format!(" {} ", d.title),
+            format!(" {} ", text::ellipsize(&d.title, inner.saturating_sub(2))),
             theme.style(Role::Title),
         ))
-        .style(theme.style(Role::Dialog));
-    frame.render_widget(
-        Paragraph::new(lines).block(block).wrap(Wrap { trim: true }),
-        r,
-    );
+        .style(plain);
+    frame.render_widget(Paragraph::new(body).block(block), r);
 }
 
 #[cfg(test)]
@@ -1154,16 +1382,112 @@ mod tests {
     #[test]
     fn narrow_tables_keep_the_most_important_columns_in_order() {
         let cols = task_columns();
-        let all = fit(&cols, 500, true);
+        let natural = vec![10; cols.len()];
+        let all = layout(&cols, &natural, 500, true);
         assert_eq!(all.len(), cols.len());
-        let normal = fit(&cols, 500, false);
-        assert!(normal.iter().all(|&i| !cols[i].wide), "no wide column");
-        let narrow = fit(&cols, 60, false);
-        let titles: Vec<_> = narrow.iter().map(|&i| cols[i].title).collect();
+        let normal = layout(&cols, &natural, 500, false);
+        assert!(normal.iter().all(|&(i, _)| !cols[i].wide), "no wide column");
+        let narrow = layout(&cols, &natural, 60, false);
+        let titles: Vec<_> = narrow.iter().map(|&(i, _)| cols[i].title).collect();
         assert!(
             titles.starts_with(&["NAME"]) && titles.contains(&"PHASE"),
             "{titles:?}"
         );
         assert!(!titles.contains(&"ATT"), "{titles:?}");
+    }
+
+    #[test]
+    fn a_layout_fills_the_width_exactly_and_gives_numbers_their_whole_width() {
+        let cols = task_columns();
+        for width in 20..=200u16 {
+            for n in [0u16, 3, 8, 14, 40] {
+                let natural = vec![n; cols.len()];
+                let keep = layout(&cols, &natural, width, false);
+                let used: u16 =
+                    keep.iter().map(|&(_, w)| w).sum::<u16>() + keep.len().saturating_sub(1) as u16;
+                assert!(used <= width, "{width}/{n}: {used}");
+                if keep.iter().any(|&(i, _)| cols[i].fill) {
+                    assert_eq!(used, width, "{width}/{n}: the fill column takes the rest");
+                }
+                for &(i, w) in &keep {
+                    if cols[i].fit == Fit::Whole {
+                        assert!(w >= n, "{width}/{n}: {} is {w} wide", cols[i].title);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_get_the_width_before_long_text_does() {
+        let cols = task_columns();
+        let mut natural = vec![0; cols.len()];
+        let at = |t: &str| cols.iter().position(|c| c.title == t).expect(t);
+        natural[at("NAME")] = 34;
+        natural[at("MESSAGE")] = 60;
+        let keep = layout(&cols, &natural, 120, false);
+        let w = |t: &str| {
+            keep.iter()
+                .find(|&&(i, _)| cols[i].title == t)
+                .map(|&(_, w)| w)
+        };
+        assert_eq!(w("NAME"), Some(34), "{keep:?}");
+        assert_eq!(w("MESSAGE"), Some(39), "{keep:?}");
+    }
+
+    /// Every kept column of `cols` laid out over `rows` at `width`: whole
+    /// columns show their cells whole, every cell fits its column, and the
+    /// columns fit the width.
+    fn check<R>(what: &str, cols: &[Column<R>], rows: &[&R], width: u16, wide: bool) {
+        let now = crate::app::fixtures::now();
+        let (keep, cells) = lay_out(cols, rows.iter().copied(), now, width, wide);
+        let used: usize =
+            keep.iter().map(|&(_, w)| usize::from(w)).sum::<usize>() + keep.len().saturating_sub(1);
+        assert!(used <= usize::from(width), "{what} {width}: {used}");
+        for (r, row) in rows.iter().zip(&cells) {
+            for (&(i, w), (shown, _)) in keep.iter().zip(row) {
+                let c = &cols[i];
+                assert!(
+                    text::width(shown) <= usize::from(w),
+                    "{what} {width}: {} {shown:?} in {w}",
+                    c.title
+                );
+                let full = (c.cell)(r, now).0;
+                if c.fit == Fit::Whole {
+                    assert_eq!(shown, &*full, "{what} {width}: {} cut", c.title);
+                } else if shown != &*full {
+                    assert!(
+                        shown.contains('…'),
+                        "{what} {width}: {shown:?} cut silently"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_number_or_short_word_is_ever_cut_in_any_view_at_any_width() {
+        use crate::health::FreshnessThresholds;
+        let now = crate::app::fixtures::now();
+        let snap = crate::app::rows::build(
+            &crate::app::fixtures::sources(now, 40),
+            now,
+            &FreshnessThresholds {
+                stale_after: std::time::Duration::from_secs(20),
+                offline_after: std::time::Duration::from_secs(60),
+            },
+        );
+        let pools: Vec<&PoolRow> = snap.pools.iter().map(|r| &**r).collect();
+        let agents: Vec<&AgentRow> = snap.agents.iter().map(|r| &**r).collect();
+        let tasks: Vec<&TaskRow> = snap.tasks.iter().map(|r| &**r).collect();
+        let events: Vec<&EventRow> = snap.events.iter().map(|r| &**r).collect();
+        for width in 10..=220 {
+            for wide in [false, true] {
+                check("pools", &pool_columns(), &pools, width, wide);
+                check("agents", &agent_columns(), &agents, width, wide);
+                check("tasks", &task_columns(), &tasks, width, wide);
+                check("events", &event_columns(), &events, width, wide);
+            }
+        }
     }
 }

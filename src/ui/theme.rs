@@ -133,6 +133,31 @@ fn parse_color(s: &str) -> Result<Color, String> {
     ))
 }
 
+/// A colour by its ANSI name (or `reset`), as the shipped themes write
+/// every colour: the terminal's palette then decides the shade.
+pub fn is_named(s: &str) -> bool {
+    matches!(
+        parse_color(s),
+        Ok(Color::Reset
+            | Color::Black
+            | Color::Red
+            | Color::Green
+            | Color::Yellow
+            | Color::Blue
+            | Color::Magenta
+            | Color::Cyan
+            | Color::Gray
+            | Color::DarkGray
+            | Color::LightRed
+            | Color::LightGreen
+            | Color::LightYellow
+            | Color::LightBlue
+            | Color::LightMagenta
+            | Color::LightCyan
+            | Color::White)
+    )
+}
+
 fn parse_file(name: &str, text: &str) -> Result<BTreeMap<Role, RoleSpec>, ThemeError> {
     let invalid = |message: String| ThemeError::Invalid {
         source_name: name.to_owned(),
@@ -301,5 +326,60 @@ mod tests {
                 .add_modifier
                 .contains(Modifier::REVERSED)
         );
+    }
+
+    /// The colour names a theme file uses, as written.
+    fn colours_of(text: &str) -> Vec<String> {
+        parse_file("t", text)
+            .expect("a valid theme")
+            .values()
+            .flat_map(|v| [v.fg.clone(), v.bg.clone()])
+            .flatten()
+            .collect()
+    }
+
+    #[test]
+    fn every_shipped_theme_uses_named_ansi_colours_only() {
+        for (name, text) in BUILTIN {
+            for c in colours_of(text) {
+                assert!(
+                    is_named(&c),
+                    "theme {name}: {c:?} is not a named ANSI colour"
+                );
+            }
+        }
+        assert!(is_named("light-blue") && is_named("reset"));
+        assert!(!is_named("#8a6d00") && !is_named("7") && !is_named("208"));
+    }
+
+    #[test]
+    fn the_light_theme_has_no_pale_text_on_the_background() {
+        let t = Theme::load("light", false).expect("light");
+        let pale = [
+            Color::White,
+            Color::Gray,
+            Color::Yellow,
+            Color::Cyan,
+            Color::LightRed,
+            Color::LightGreen,
+            Color::LightYellow,
+            Color::LightBlue,
+            Color::LightMagenta,
+            Color::LightCyan,
+        ];
+        for &r in Role::ALL {
+            let s = t.style(r);
+            if s.bg.is_none() {
+                assert!(
+                    !s.fg.is_some_and(|c| pale.contains(&c)),
+                    "{}: {:?} on a light background",
+                    r.name(),
+                    s.fg
+                );
+            } else {
+                assert_ne!(s.fg, s.bg, "{}", r.name());
+            }
+        }
+        assert_eq!(t.style(Role::Muted).fg, Some(Color::DarkGray));
     }
 }
