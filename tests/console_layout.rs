@@ -171,6 +171,7 @@ fn audit_records() -> Vec<agentdeck::ops::audit::AuditRecord> {
             time: now - SignedDuration::from_secs(ago),
             user: user.into(),
             via: "console".into(),
+            context: "kind-a".into(),
             namespace: fixtures::NS.into(),
             action: action.into(),
             request: serde_json::json!({}),

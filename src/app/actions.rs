@@ -1173,12 +1173,13 @@ impl App {
             ],
             input: None,
             preview: PreviewState::Lines(vec![
-                format!("creates a Pod {pod}-debug-… labelled agentdeck.dev/debug"),
+                format!("creates a Pod debug-{pod}-…, labelled as a debug pod"),
                 format!("deleted after {ttl} (agentdeck debug --cleanup deletes it sooner)"),
                 "recorded in the audit trail (:audit)".into(),
             ]),
             request: ActionRequest::DebugPod { namespace, pod },
             error: None,
+            scroll: 0,
         });
         Vec::new()
     }
