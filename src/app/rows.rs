@@ -876,17 +876,25 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
             prefix: Some(format!("[{name}] ")),
             task: Some(name.clone()),
         })
+    } else if job_mode {
+        // The Job's pod is gone (its TTL, a deletion): what was kept of
+        // its output is read instead, so a task that ran keeps a log.
+        let ran = !matches!(st.phase, TaskPhase::Pending | TaskPhase::Scheduled);
+        (ran && (st.job.is_some() || st.output_tail.is_some())).then(|| LogSource {
+            namespace: ns.clone(),
+            pod: st.job.clone().unwrap_or_else(|| name.clone()),
+            container: Some("worker".into()),
+            prefix: Some(format!("[{name}] ")),
+            task: Some(name.clone()),
+        })
     } else {
-        st.agent
-            .as_deref()
-            .filter(|_| !job_mode)
-            .map(|agent| LogSource {
-                namespace: ns.clone(),
-                pod: agent.to_owned(),
-                container: None,
-                prefix: Some(format!("[{name}] ")),
-                task: Some(name.clone()),
-            })
+        st.agent.as_deref().map(|agent| LogSource {
+            namespace: ns.clone(),
+            pod: agent.to_owned(),
+            container: None,
+            prefix: Some(format!("[{name}] ")),
+            task: Some(name.clone()),
+        })
     };
     let agent = clean(st.agent.as_deref().unwrap_or_default());
     let message = clean(st.message.as_deref().unwrap_or_default());
