@@ -183,7 +183,7 @@ impl Workers {
             view.clone(),
             events.clone(),
             handle.clone(),
-            thresholds,
+            (thresholds, setup.config.long_running_task()),
             tx.clone(),
             shown,
             cancel.clone(),
@@ -425,14 +425,15 @@ async fn snapshots(
     view: ClusterView,
     events: Store<Event>,
     synced: Arc<ControllerHandle>,
-    thresholds: FreshnessThresholds,
+    // Agents' freshness thresholds; when a Running task is flagged.
+    (thresholds, long_running): (FreshnessThresholds, Duration),
     tx: mpsc::Sender<Msg>,
     shown: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
     let mut changes = view.changes.subscribe();
     // Keeps the rows of the last build: a change costs the rows it touches.
-    let mut builder = RowBuilder::default();
+    let mut builder = RowBuilder::flagging_long_running(long_running);
     loop {
         let started = Instant::now();
         let whole = synced.is_synced();
