@@ -215,6 +215,18 @@ fn a_tasks_output_survives_bad_bytes_and_its_agent_pod() {
     assert!(!s.contains("the container ended"), "{s}");
     assert!(!s.contains("valid UTF-8"), "{s}");
 
+    // Opened while it runs, on the agent that lives on: its lines as they
+    // come, then its own end line once it is finished.
+    create_task(&sb, "steps", "echo step-one; sleep 3; echo step-two");
+    wait_task(&sb, "steps", |p| p == TaskPhase::Running);
+    t.open_task_log("steps");
+    let s = t.wait("the first step while it runs", |s| s.contains("step-one"));
+    assert!(!s.contains("step-two"), "{s}");
+    let s = t.wait("the second step and the task's end", |s| {
+        s.contains("step-two") && s.contains("task steps Succeeded at")
+    });
+    assert!(!s.contains("the container ended"), "{s}");
+
     // A running task's log is open when its agent pod is deleted: its
     // lines stay, and the view says the pod went.
     create_task(&sb, "slow", "echo slow-started; sleep 600");
