@@ -893,8 +893,21 @@ async fn stream_logs(
         (true, 0, _, _) => {
             return end_with_kept(&client, &tx, id, &source, KeptBecause::PodGone).await;
         }
-        (false, 0, Some(_), _) if source.prefix.is_some() && !previous => {
-            return end_with_kept(&client, &tx, id, &source, KeptBecause::AgedOut).await;
+        // None of the finished task's lines in the pod's log: read too little
+        // of a long shared log, or it printed nothing at all.
+        (false, 0, Some((phase, at)), _) if source.prefix.is_some() && !previous => {
+            match kept_output(&client, &source).await {
+                Some(kept) => {
+                    let _ = tx
+                        .send(Msg::LogLines {
+                            id,
+                            lines: kept.lines,
+                        })
+                        .await;
+                    kept_reason(&source.pod, &KeptBecause::AgedOut, Some(&kept.from))
+                }
+                None => task_end_line(source.task.as_deref().unwrap_or_default(), phase, at),
+            }
         }
         (true, _, Some((phase, at)), _) => format!(
             "{} (pod {} is gone)",
