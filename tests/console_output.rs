@@ -119,8 +119,8 @@ impl Drop for Tmux {
 }
 
 /// A sandbox whose `agentdeck` containers run this build, with the CRDs
-/// and a deployment-mode pool `out` of one agent.
-fn sandbox_with_agents() -> TestSandbox {
+/// and a pool `out` in `mode` (deployment: one agent).
+fn sandbox_with_agents(mode: &str) -> TestSandbox {
     let sb = TestSandbox::start_with(agentdeck::sandbox::kubelet::KubeletConfig {
         exe: env!("CARGO_BIN_EXE_agentdeck").into(),
         ..agentdeck::sandbox::kubelet::KubeletConfig::from_env()
@@ -138,8 +138,10 @@ fn sandbox_with_agents() -> TestSandbox {
             "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
             "metadata": {"name": "out", "namespace": "default"},
             "spec": {
-                "image": "agentdeck:dev", "executionMode": "deployment",
-                "minReplicas": 1, "maxReplicas": 1, "graceShutdownSeconds": 1,
+                "image": "agentdeck:dev", "executionMode": mode,
+                "minReplicas": i32::from(mode == "deployment"), "maxReplicas": 1,
+                "graceShutdownSeconds": 1,
+                "taskDefaults": {"runnerImage": "runner:1"},
                 "env": [
                     {"name": "AGENTDECK_AGENT_HEARTBEAT_SECONDS", "value": "1"},
                     {"name": "AGENTDECK_AGENT_POLL_INTERVAL_SECONDS", "value": "2"}
@@ -178,9 +180,9 @@ fn wait_task(sb: &TestSandbox, name: &str, ok: impl Fn(TaskPhase) -> bool) -> St
     })
 }
 
-#[test]
-fn a_tasks_output_survives_bad_bytes_and_its_agent_pod() {
-    let sb = sandbox_with_agents();
+/// The console on `sb` at 80×24, its own controller leading (with its
+/// state directory, kept while it runs).
+fn console_leading(sb: &TestSandbox) -> (Tmux, tempfile::TempDir) {
     let kubeconfig = sb.kubeconfig.display().to_string();
     let state = tempfile::tempdir().expect("state dir");
     let state_dir = state.path().display().to_string();
@@ -194,6 +196,13 @@ fn a_tasks_output_survives_bad_bytes_and_its_agent_pod() {
         24,
     );
     t.wait("the pools view", |s| s.contains("Pools [1/1]"));
+    (t, state)
+}
+
+#[test]
+fn a_tasks_output_survives_bad_bytes_and_its_agent_pod() {
+    let sb = sandbox_with_agents("deployment");
+    let (t, _state) = console_leading(&sb);
     // Bytes that are not UTF-8, then a line after them; then a zero-width
     // joiner, which must not reach the terminal.
     create_task(
@@ -263,6 +272,49 @@ fn a_tasks_output_survives_bad_bytes_and_its_agent_pod() {
     };
     assert!(s.contains("from the kept output (the pod is gone)"), "{s}");
     assert!(!s.contains("cannot read the log"), "{s}");
+    t.send(&["q"]);
+    t.wait("the console quit", |s| s.contains("EXIT=0"));
+}
+
+#[test]
+fn a_job_mode_tasks_output_survives_bad_bytes_and_its_job_pod() {
+    let sb = sandbox_with_agents("job");
+    let (t, _state) = console_leading(&sb);
+    create_task(
+        &sb,
+        "job-bytes",
+        r"printf 'job-before\n\377\376\nafter-bad-bytes-job\n'",
+    );
+    wait_task(&sb, "job-bytes", |p| p == TaskPhase::Succeeded);
+    // From the Job's pod (its worker): the line after the bad bytes, and
+    // the task's end.
+    t.open_task_log("job-bytes");
+    let s = t.wait("the job pod's lines and the task's end", |s| {
+        s.contains("after-bad-bytes-job") && s.contains("task job-bytes Succeeded at")
+    });
+    assert!(s.contains("job-before"), "{s}");
+    assert!(!s.contains("valid UTF-8"), "{s}");
+
+    // The Job's pod deleted (as its TTL would): the kept output, said so.
+    let pods: Api<Pod> = Api::namespaced(sb.client(), "default");
+    let of_task = ListParams::default().labels("agentdeck.dev/task=job-bytes");
+    let pod = eventually_blocking("the job's pod", || {
+        let list = sb.rt.block_on(pods.list(&of_task)).ok()?;
+        list.items.first()?.metadata.name.clone()
+    });
+    sb.rt
+        .block_on(pods.delete(&pod, &DeleteParams::default().grace_period(0)))
+        .expect("job pod deleted");
+    eventually_blocking("the job pod gone from the API", || {
+        let list = sb.rt.block_on(pods.list(&of_task)).ok()?;
+        list.items.is_empty().then_some(())
+    });
+    t.open_task_log("job-bytes");
+    let s = t.wait("the kept output", |s| {
+        s.contains("after-bad-bytes-job") && s.contains("from the kept output (the pod is gone)")
+    });
+    assert!(!s.contains("cannot read the log"), "{s}");
+    assert!(!s.contains("no pod to read"), "{s}");
     t.send(&["q"]);
     t.wait("the console quit", |s| s.contains("EXIT=0"));
 }
