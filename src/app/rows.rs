@@ -567,7 +567,12 @@ impl RowBuilder {
                 None
             };
             let name = t.metadata.name.as_deref().unwrap_or_default();
-            let queue = places.get(&(ns, name)).copied();
+            // Only Pending tasks have a place: no lookup for the rest.
+            let queue = if t.phase() == TaskPhase::Pending && !places.is_empty() {
+                places.get(&(ns, name)).copied()
+            } else {
+                None
+            };
             let long = long_after.filter(|after| running_past(t, now, *after));
             slots.push(match old.remove(&addr(t)) {
                 Some(k)
