@@ -18,25 +18,44 @@ impl LogLine {
     /// A raw line from the API (`<RFC3339> text` with timestamps on); keeps
     /// lines that carry `prefix` only, with it stripped.
     pub fn parse(raw: &str, timestamps: bool, prefix: Option<&str>) -> Option<LogLine> {
-        let raw = raw.strip_suffix('\r').unwrap_or(raw);
-        let (time, text) = if timestamps {
-            match raw.split_once(' ') {
-                Some((t, rest)) if t.len() >= 20 && t.as_bytes()[4] == b'-' => {
-                    (Some(t.to_owned()), rest)
-                }
-                _ => (None, raw),
-            }
-        } else {
-            (None, raw)
-        };
+        let (time, text) = split_time(raw, timestamps);
         let text = match prefix {
             Some(p) => text.strip_prefix(p)?,
             None => text,
         };
         let clean = sanitize(text);
         let text = readable_json(&clean).unwrap_or_else(|| clean.into_owned());
-        Some(LogLine { time, text })
+        Some(LogLine {
+            time: time.map(str::to_owned),
+            text,
+        })
     }
+
+    /// Whether [`LogLine::parse`] keeps `raw` (it carries `prefix`).
+    pub fn kept_by(raw: &str, timestamps: bool, prefix: Option<&str>) -> bool {
+        prefix.is_none_or(|p| split_time(raw, timestamps).1.starts_with(p))
+    }
+}
+
+/// `raw` split into its RFC 3339 timestamp (with timestamps on) and text.
+fn split_time(raw: &str, timestamps: bool) -> (Option<&str>, &str) {
+    let raw = raw.strip_suffix('\r').unwrap_or(raw);
+    if !timestamps {
+        return (None, raw);
+    }
+    match raw.split_once(' ') {
+        Some((t, rest)) if t.len() >= 20 && t.as_bytes()[4] == b'-' => (Some(t), rest),
+        _ => (None, raw),
+    }
+}
+
+/// One line of a log as the API sent it, bytes that are not UTF-8 shown as
+/// U+FFFD: a task may print anything, and one bad byte must not end the
+/// view (a text decoder that fails there would). The line break goes.
+pub fn decode(raw: &[u8]) -> String {
+    let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    String::from_utf8_lossy(raw).into_owned()
 }
 
 /// The ring buffer.
@@ -158,6 +177,32 @@ mod tests {
         );
         let j = LogLine::parse(r#"{"level":"warn","msg":"slow"}"#, false, None).expect("kept");
         assert_eq!(j.text, "WARN slow");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_decoded_lossily_and_the_line_kept() {
+        let cases: [(&[u8], &str); 6] = [
+            (b"plain\n", "plain"),
+            (b"crlf\r\n", "crlf"),
+            (b"\xff\xfe\n", "\u{fffd}\u{fffd}"),
+            (b"before \xc3 after", "before \u{fffd} after"),
+            // A valid multi-byte character stays whole.
+            ("caf\u{e9} \u{2713}\n".as_bytes(), "caf\u{e9} \u{2713}"),
+            (b"", ""),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(decode(raw), want, "{raw:?}");
+        }
+        // Through the view's parser: the prefix still selects the task's
+        // line and the timestamp is still split off.
+        let raw = decode(b"2026-11-24T08:00:00.1Z [t-1] \xff\xfe\xe2\x80\x8dx\n");
+        assert!(LogLine::kept_by(&raw, true, Some("[t-1] ")));
+        assert!(!LogLine::kept_by(&raw, true, Some("[t-2] ")));
+        assert!(LogLine::kept_by(&raw, true, None));
+        let l = LogLine::parse(&raw, true, Some("[t-1] ")).expect("kept");
+        assert_eq!(l.time.as_deref(), Some("2026-11-24T08:00:00.1Z"));
+        // The zero-width joiner (E2 80 8D) is gone, the bad bytes shown.
+        assert_eq!(l.text, "\u{fffd}\u{fffd}x");
     }
 
     #[test]

@@ -21,7 +21,8 @@ use crate::crd::{
 };
 use crate::health::{Freshness, FreshnessThresholds};
 use crate::plan::manifests::{COMPONENT_AGENT, COMPONENT_TASK};
-use crate::plan::verdict::{Verdict, unclaimed_tasks, verdict};
+use crate::plan::pool::{POOL_NOT_FOUND, UNCLAIMED};
+use crate::plan::verdict::{Verdict, unclaimed_tasks, verdict, with_long_running};
 
 /// Labels of a row, for `-l` selectors and the wide LABELS column: the
 /// pairs sorted by key, in one allocation. A `BTreeMap` costs a node of
@@ -183,7 +184,12 @@ pub struct TaskRow {
     pub finished: Option<Timestamp>,
     /// Created → claimed (or now, still waiting: `None` here).
     pub waited: Option<Duration>,
+    /// Its status message; for a Pending task, why it waits (its
+    /// `Unclaimed`/`PoolNotFound` condition, else its place in the queue);
+    /// for one running past the threshold, that first.
     pub message: String,
+    /// Running for longer than the console's `longRunningTaskSeconds`.
+    pub long_running: bool,
     pub job: Option<String>,
     /// Where its output is: pod, container, and the prefix of its lines in a
     /// shared agent log.
@@ -395,12 +401,26 @@ struct Kept<K, S, R> {
     row: Arc<R>,
 }
 
-/// What a task row takes from other objects.
+/// What a task row takes from other objects and the clock.
 #[derive(PartialEq)]
 struct TaskStamp {
     job_mode: bool,
     job_pod: Option<String>,
+    queue: Option<Place>,
+    long: bool,
 }
+
+/// A Pending task's place in its pool's queue: `n`th of `of`, in the
+/// order agents claim (oldest first, then by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub n: u32,
+    pub of: u32,
+}
+
+/// A Running task is flagged past this long, unless the console's
+/// `longRunningTaskSeconds` says otherwise.
+pub const DEFAULT_LONG_RUNNING: Duration = Duration::from_secs(3600);
 
 /// What an agent row takes from the health sample, the tasks and the clock.
 #[derive(PartialEq)]
@@ -457,6 +477,8 @@ pub struct RowBuilder {
     sorted_tasks: Vec<Arc<TaskRow>>,
     /// Rows built (not reused) by the last build: tasks, agents, events.
     pub rebuilt: usize,
+    /// Running tasks are flagged past this (`None`: the default, zero: never).
+    long_running: Option<Duration>,
 }
 
 fn addr<K>(o: &Arc<K>) -> usize {
@@ -464,6 +486,19 @@ fn addr<K>(o: &Arc<K>) -> usize {
 }
 
 impl RowBuilder {
+    /// A builder that flags Running tasks past `after` (zero: never).
+    pub fn flagging_long_running(after: Duration) -> RowBuilder {
+        RowBuilder {
+            long_running: Some(after),
+            ..RowBuilder::default()
+        }
+    }
+
+    /// The threshold in force, `None` when flagging is off.
+    fn long_after(&self) -> Option<Duration> {
+        Some(self.long_running.unwrap_or(DEFAULT_LONG_RUNNING)).filter(|d| !d.is_zero())
+    }
+
     /// The snapshot of `src` at `now`, reusing the rows of unchanged objects.
     pub fn build(
         &mut self,
@@ -511,6 +546,8 @@ impl RowBuilder {
             })
             .collect();
 
+        let places = queue_places(&src.tasks);
+        let long_after = self.long_after();
         let mut old = std::mem::take(&mut self.tasks);
         let mut kept = Cache::with_capacity_and_hasher(src.tasks.len(), Default::default());
         // Each task's row kept from the last build, or to build (below).
@@ -529,16 +566,31 @@ impl RowBuilder {
             } else {
                 None
             };
+            let name = t.metadata.name.as_deref().unwrap_or_default();
+            // Only Pending tasks have a place: no lookup for the rest.
+            let queue = if t.phase() == TaskPhase::Pending && !places.is_empty() {
+                places.get(&(ns, name)).copied()
+            } else {
+                None
+            };
+            let long = long_after.filter(|after| running_past(t, now, *after));
             slots.push(match old.remove(&addr(t)) {
                 Some(k)
                     if Arc::ptr_eq(&k.object, t)
                         && k.stamp.job_mode == job_mode
                         && k.stamp.job_pod.as_deref()
-                            == job_pod.and_then(|p| p.metadata.name.as_deref()) =>
+                            == job_pod.and_then(|p| p.metadata.name.as_deref())
+                        && k.stamp.queue == queue
+                        && k.stamp.long == long.is_some() =>
                 {
                     Ok(k)
                 }
-                _ => Err((job_mode, job_pod)),
+                _ => Err(ToBuild {
+                    job_mode,
+                    job_pod,
+                    queue,
+                    long,
+                }),
             });
         }
         let mut built = build_task_rows(&src.tasks, &slots).into_iter();
@@ -546,13 +598,15 @@ impl RowBuilder {
         for (t, slot) in src.tasks.iter().zip(slots) {
             let entry = match slot {
                 Ok(k) => k,
-                Err((job_mode, job_pod)) => {
+                Err(b) => {
                     self.rebuilt += 1;
                     Kept {
                         object: t.clone(),
                         stamp: TaskStamp {
-                            job_mode,
-                            job_pod: job_pod.and_then(|p| p.metadata.name.clone()),
+                            job_mode: b.job_mode,
+                            job_pod: b.job_pod.and_then(|p| p.metadata.name.clone()),
+                            queue: b.queue,
+                            long: b.long.is_some(),
                         },
                         row: built
                             .next()
@@ -573,6 +627,7 @@ impl RowBuilder {
             pending: i32,
             running: i32,
             unclaimed: u32,
+            long_running: u32,
         }
         let mut queues: NameMap<Queue> = NameMap::default();
         for t in &tasks {
@@ -581,6 +636,9 @@ impl RowBuilder {
                 TaskPhase::Pending => q.pending += 1,
                 TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
                 _ => {}
+            }
+            if t.long_running {
+                q.long_running += 1;
             }
         }
         // One pass, by the verdict's own rule, rather than one per pool.
@@ -666,14 +724,22 @@ impl RowBuilder {
             let name = p.name_any();
             let key = (ns.as_str(), name.as_str());
             let queue = queues.get(&key);
-            pools.push(Arc::new(pool_row(
+            let mut row = pool_row(
                 p,
                 now,
                 health_counts.get(&key).copied(),
                 queue.map_or(0, |q| q.pending),
                 queue.map_or(0, |q| q.running),
                 queue.map_or(0, |q| q.unclaimed),
-            )));
+            );
+            if let Some(after) = long_after {
+                let long = queue.map_or(0, |q| q.long_running);
+                if long > 0 {
+                    row.verdict = with_long_running(row.verdict, long, after);
+                    row.search = lc(&[&row.search, &row.verdict.reason]);
+                }
+            }
+            pools.push(Arc::new(row));
         }
 
         let events = self.events(src, &pools_by_name);
@@ -809,7 +875,96 @@ impl RowBuilder {
 
 /// A task row to build: whether its pool runs tasks as Jobs, and its Job's
 /// pod.
-type ToBuild<'a> = (bool, Option<&'a CachedPod>);
+#[derive(Clone, Copy)]
+struct ToBuild<'a> {
+    job_mode: bool,
+    job_pod: Option<&'a CachedPod>,
+    /// Its place in the queue, when it is Pending.
+    queue: Option<Place>,
+    /// The threshold it is running past, when it is.
+    long: Option<Duration>,
+}
+
+/// Each Pending task's place in its pool's queue, by (namespace, name):
+/// the order agents claim in (see `agent::plan`), cancelled and deleted
+/// ones left out.
+fn queue_places(tasks: &[Arc<AgentTask>]) -> NameMap<'_, Place> {
+    let mut waiting: Vec<(&str, &str, Option<Timestamp>, &str)> = tasks
+        .iter()
+        .filter(|t| {
+            t.phase() == TaskPhase::Pending
+                && !t.spec.cancel
+                && t.metadata.deletion_timestamp.is_none()
+        })
+        .map(|t| {
+            (
+                t.metadata.namespace.as_deref().unwrap_or_default(),
+                t.spec.pool.as_str(),
+                t.metadata.creation_timestamp.as_ref().map(|c| c.0),
+                t.metadata.name.as_deref().unwrap_or_default(),
+            )
+        })
+        .collect();
+    waiting.sort_unstable();
+    let mut places = NameMap::default();
+    for group in waiting.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        let of = u32::try_from(group.len()).unwrap_or(u32::MAX);
+        for (i, (ns, _, _, name)) in group.iter().enumerate() {
+            let n = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            places.insert((*ns, *name), Place { n, of });
+        }
+    }
+    places
+}
+
+/// Whether `t` is Running and has been for `after` or longer at `now`.
+fn running_past(t: &AgentTask, now: Timestamp, after: Duration) -> bool {
+    let Some(st) = t.status.as_ref().filter(|s| s.phase == TaskPhase::Running) else {
+        return false;
+    };
+    ts(st.started_at.as_ref())
+        .or(ts(st.claimed_at.as_ref()))
+        .is_some_and(|from| since(now, from) >= after)
+}
+
+/// `1st`, `2nd`, `3rd`, `11th` …
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// Why a Pending task waits: the controller's `Unclaimed` or
+/// `PoolNotFound` condition when one is true, else its place in the queue;
+/// its own status message after that.
+fn waiting_message(t: &AgentTask, queue: Option<Place>, own: &str) -> String {
+    let condition = t.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| (c.type_ == POOL_NOT_FOUND || c.type_ == UNCLAIMED) && c.status == "True")
+    });
+    let why = match (condition, queue) {
+        (Some(c), _) if !c.message.is_empty() => clean(&c.message),
+        (Some(c), _) => clean(&c.reason),
+        (None, Some(p)) => format!(
+            "queued: {} of {} in {}",
+            ordinal(p.n),
+            p.of,
+            clean(&t.spec.pool)
+        ),
+        (None, None) => String::new(),
+    };
+    match (why.is_empty(), own.is_empty()) {
+        (_, true) => why,
+        (true, false) => own.to_owned(),
+        (false, false) => format!("{why}; {own}"),
+    }
+}
 
 /// Task rows built at once past this many are built in two halves, the
 /// second on a thread of its own: the first build after a (re)list is all
@@ -819,18 +974,16 @@ const PARALLEL_ROWS: usize = 2048;
 
 /// The rows of the tasks whose slot is `Err` (to build), in order.
 fn build_task_rows<S>(tasks: &[Arc<AgentTask>], slots: &[Result<S, ToBuild>]) -> Vec<Arc<TaskRow>> {
-    let todo: Vec<(&AgentTask, bool, Option<&CachedPod>)> = tasks
+    let todo: Vec<(&AgentTask, ToBuild)> = tasks
         .iter()
         .zip(slots)
         .filter_map(|(t, slot)| match slot {
             Ok(_) => None,
-            Err((job_mode, job_pod)) => Some((&**t, *job_mode, *job_pod)),
+            Err(b) => Some((&**t, *b)),
         })
         .collect();
-    let build = |part: &[(&AgentTask, bool, Option<&CachedPod>)]| -> Vec<Arc<TaskRow>> {
-        part.iter()
-            .map(|(t, job_mode, job_pod)| Arc::new(task_row(t, *job_mode, *job_pod)))
-            .collect()
+    let build = |part: &[(&AgentTask, ToBuild)]| -> Vec<Arc<TaskRow>> {
+        part.iter().map(|(t, b)| Arc::new(task_row(t, b))).collect()
     };
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if todo.len() < PARALLEL_ROWS || cores < 2 {
@@ -854,7 +1007,8 @@ fn build_task_rows<S>(tasks: &[Arc<AgentTask>], slots: &[Result<S, ToBuild>]) ->
     })
 }
 
-fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskRow {
+fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
+    let (job_mode, job_pod) = (b.job_mode, b.job_pod);
     let no_status = crate::crd::AgentTaskStatus::default();
     let ns = t.namespace().unwrap_or_default();
     let name = t.name_any();
@@ -876,20 +1030,39 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
             prefix: Some(format!("[{name}] ")),
             task: Some(name.clone()),
         })
+    } else if job_mode {
+        // The Job's pod is gone (its TTL, a deletion): what was kept of
+        // its output is read instead, so a task that ran keeps a log.
+        let ran = !matches!(st.phase, TaskPhase::Pending | TaskPhase::Scheduled);
+        (ran && (st.job.is_some() || st.output_tail.is_some())).then(|| LogSource {
+            namespace: ns.clone(),
+            pod: st.job.clone().unwrap_or_else(|| name.clone()),
+            container: Some("worker".into()),
+            prefix: Some(format!("[{name}] ")),
+            task: Some(name.clone()),
+        })
     } else {
-        st.agent
-            .as_deref()
-            .filter(|_| !job_mode)
-            .map(|agent| LogSource {
-                namespace: ns.clone(),
-                pod: agent.to_owned(),
-                container: None,
-                prefix: Some(format!("[{name}] ")),
-                task: Some(name.clone()),
-            })
+        st.agent.as_deref().map(|agent| LogSource {
+            namespace: ns.clone(),
+            pod: agent.to_owned(),
+            container: None,
+            prefix: Some(format!("[{name}] ")),
+            task: Some(name.clone()),
+        })
     };
     let agent = clean(st.agent.as_deref().unwrap_or_default());
-    let message = clean(st.message.as_deref().unwrap_or_default());
+    let own = clean(st.message.as_deref().unwrap_or_default());
+    let message = match (st.phase, b.long) {
+        (TaskPhase::Pending, _) if !t.spec.cancel => waiting_message(t, b.queue, &own),
+        (_, Some(after)) if own.is_empty() => {
+            format!("running over {}", crate::ops::duration::format(after))
+        }
+        (_, Some(after)) => format!(
+            "running over {}; {own}",
+            crate::ops::duration::format(after)
+        ),
+        _ => own,
+    };
     let name = clean(&name);
     let pool = clean(&t.spec.pool);
     let search = lc(&[&name, &pool, st.phase.as_str(), &agent, &message]);
@@ -907,6 +1080,7 @@ fn task_row(t: &AgentTask, job_mode: bool, job_pod: Option<&CachedPod>) -> TaskR
         finished: ts(st.finished_at.as_ref()),
         waited,
         message,
+        long_running: b.long.is_some(),
         job: st.job.as_deref().map(clean),
         log,
         labels: Labels::from(t.labels()),
@@ -1214,7 +1388,12 @@ mod tests {
                 if i % 5 == 0 {
                     Ok(())
                 } else {
-                    Err((t.spec.pool == "batch", None))
+                    Err(ToBuild {
+                        job_mode: t.spec.pool == "batch",
+                        job_pod: None,
+                        queue: None,
+                        long: None,
+                    })
                 }
             })
             .collect();
@@ -1223,13 +1402,266 @@ mod tests {
             .tasks
             .iter()
             .zip(&slots)
-            .filter_map(|(t, slot)| slot.as_ref().err().map(|(j, p)| task_row(t, *j, *p)))
+            .filter_map(|(t, slot)| slot.as_ref().err().map(|b| task_row(t, b)))
             .collect();
         assert!(one_by_one.len() > PARALLEL_ROWS, "built in halves");
         assert_eq!(rows.len(), one_by_one.len());
         for (i, (row, want)) in rows.iter().zip(&one_by_one).enumerate() {
             assert_eq!(**row, *want, "row {i}");
         }
+    }
+
+    fn task_at(
+        now: Timestamp,
+        name: &str,
+        pool: &str,
+        created_ago: i64,
+        status: serde_json::Value,
+    ) -> Arc<AgentTask> {
+        let created = now - jiff::SignedDuration::from_secs(created_ago);
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": name, "namespace": "q",
+                             "creationTimestamp": created.to_string()},
+                "spec": {"pool": pool, "command": ["true"]},
+                "status": status
+            }))
+            .expect("task"),
+        )
+    }
+
+    fn message_of<'a>(s: &'a Snapshot, name: &str) -> &'a str {
+        s.tasks
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.message.as_str())
+            .expect("the task's row")
+    }
+
+    #[test]
+    fn a_pending_task_says_why_it_waits_its_condition_else_its_place_in_the_queue() {
+        let now = fixtures::now();
+        let pending = serde_json::json!({"phase": "Pending"});
+        let unclaimed = serde_json::json!({"phase": "Pending", "conditions": [{
+            "type": "Unclaimed", "status": "True", "reason": "PoolAtMax",
+            "message": "no agent claimed it within 300s: every agent is busy",
+            "lastTransitionTime": now.to_string()}]});
+        let not_found = serde_json::json!({"phase": "Pending", "conditions": [{
+            "type": "PoolNotFound", "status": "True", "reason": "PoolNotFound",
+            "message": "", "lastTransitionTime": now.to_string()}]});
+        let claimed_before = serde_json::json!({"phase": "Pending",
+            "message": "requeued: its agent went offline", "conditions": [{
+            "type": "Unclaimed", "status": "False", "reason": "Requeued",
+            "message": "", "lastTransitionTime": now.to_string()}]});
+        let src = Sources {
+            tasks: vec![
+                // Oldest first; equal times by name.
+                task_at(now, "c-third", "p", 100, pending.clone()),
+                task_at(now, "a-first", "p", 300, pending.clone()),
+                task_at(now, "b-second", "p", 100, claimed_before),
+                task_at(now, "d-stuck", "p", 50, unclaimed),
+                task_at(now, "other", "o", 10, pending.clone()),
+                task_at(now, "lost", "gone", 10, not_found),
+                task_at(
+                    now,
+                    "running",
+                    "p",
+                    500,
+                    serde_json::json!({"phase": "Running"}),
+                ),
+                {
+                    let mut t = AgentTask::clone(&task_at(now, "cancelled", "p", 400, pending));
+                    t.spec.cancel = true;
+                    Arc::new(t)
+                },
+            ],
+            ..Sources::default()
+        };
+        let snap = build(&src, now, &thresholds());
+        assert_eq!(message_of(&snap, "a-first"), "queued: 1st of 4 in p");
+        assert_eq!(
+            message_of(&snap, "b-second"),
+            "queued: 2nd of 4 in p; requeued: its agent went offline"
+        );
+        assert_eq!(message_of(&snap, "c-third"), "queued: 3rd of 4 in p");
+        assert_eq!(
+            message_of(&snap, "d-stuck"),
+            "no agent claimed it within 300s: every agent is busy"
+        );
+        assert_eq!(message_of(&snap, "other"), "queued: 1st of 1 in o");
+        assert_eq!(message_of(&snap, "lost"), "PoolNotFound");
+        assert_eq!(message_of(&snap, "running"), "");
+        assert_eq!(message_of(&snap, "cancelled"), "");
+        assert_eq!(
+            [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111].map(ordinal),
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd",
+                "101st", "111th"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_claimed_task_moves_the_queue_up_and_only_the_waiting_rows_are_rebuilt() {
+        let now = fixtures::now();
+        let pending = serde_json::json!({"phase": "Pending"});
+        let mut src = Sources {
+            tasks: vec![
+                task_at(now, "t1", "p", 30, pending.clone()),
+                task_at(now, "t2", "p", 20, pending.clone()),
+                task_at(now, "t3", "p", 10, pending),
+                task_at(
+                    now,
+                    "done",
+                    "p",
+                    90,
+                    serde_json::json!({"phase": "Succeeded"}),
+                ),
+            ],
+            ..Sources::default()
+        };
+        let mut builder = RowBuilder::default();
+        let first = builder.build(&src, now, &thresholds());
+        assert_eq!(message_of(&first, "t3"), "queued: 3rd of 3 in p");
+        src.tasks[0] = task_at(now, "t1", "p", 30, serde_json::json!({"phase": "Running"}));
+        let next = builder.build(&src, now, &thresholds());
+        // t1 changed; t2 and t3 moved up; the finished one is shared.
+        assert_eq!(builder.rebuilt, 3);
+        assert_eq!(message_of(&next, "t2"), "queued: 1st of 2 in p");
+        assert_eq!(message_of(&next, "t3"), "queued: 2nd of 2 in p");
+        assert_eq!(next, build(&src, now, &thresholds()));
+    }
+
+    #[test]
+    fn a_task_running_past_the_threshold_is_flagged_and_counted_in_its_pools_verdict() {
+        let now = fixtures::now();
+        let started = |ago: i64| {
+            serde_json::json!({"phase": "Running", "agent": "a-1",
+                "startedAt": (now - jiff::SignedDuration::from_secs(ago)).to_string()})
+        };
+        let pool: Arc<AgentPool> = Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+                "metadata": {"name": "p", "namespace": "q"},
+                "spec": {"image": "i", "minReplicas": 1, "maxReplicas": 2},
+                "status": {"replicas": 2, "readyReplicas": 2, "desiredReplicas": 2}
+            }))
+            .expect("pool"),
+        );
+        let src = Sources {
+            pools: vec![pool],
+            tasks: vec![
+                task_at(now, "hung", "p", 4000, started(3700)),
+                task_at(now, "young", "p", 600, started(590)),
+            ],
+            ..Sources::default()
+        };
+        let mut builder = RowBuilder::default();
+        let snap = builder.build(&src, now, &thresholds());
+        let row = |s: &Snapshot, name: &str| {
+            s.tasks
+                .iter()
+                .find(|t| t.name == name)
+                .cloned()
+                .expect("row")
+        };
+        assert!(row(&snap, "hung").long_running);
+        assert_eq!(row(&snap, "hung").message, "running over 1h");
+        assert!(!row(&snap, "young").long_running);
+        assert_eq!(snap.pools[0].verdict.level.as_str(), "Degraded");
+        assert!(
+            snap.pools[0]
+                .verdict
+                .reason
+                .starts_with("1 task running over 1h; "),
+            "{:?}",
+            snap.pools[0].verdict
+        );
+        assert!(snap.pools[0].search.contains("running over 1h"));
+
+        // Time passes with no change to the objects: the young one crosses
+        // the threshold and its row is rebuilt.
+        let later = now + jiff::SignedDuration::from_secs(3100);
+        let snap = builder.build(&src, later, &thresholds());
+        assert_eq!(builder.rebuilt, 1);
+        assert!(row(&snap, "young").long_running);
+        assert!(
+            snap.pools[0]
+                .verdict
+                .reason
+                .starts_with("2 tasks running over 1h")
+        );
+
+        // A threshold of its own; zero never flags.
+        let snap = RowBuilder::flagging_long_running(Duration::from_secs(300)).build(
+            &src,
+            now,
+            &thresholds(),
+        );
+        assert_eq!(row(&snap, "young").message, "running over 5m");
+        let snap =
+            RowBuilder::flagging_long_running(Duration::ZERO).build(&src, now, &thresholds());
+        assert!(
+            snap.tasks
+                .iter()
+                .all(|t| !t.long_running && t.message.is_empty())
+        );
+        assert_eq!(snap.pools[0].verdict.level.as_str(), "OK");
+    }
+
+    #[test]
+    fn a_job_mode_task_whose_pod_is_gone_still_has_a_log_of_what_was_kept() {
+        let now = fixtures::now();
+        let pool: Arc<AgentPool> = Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+                "metadata": {"name": "b", "namespace": "q"},
+                "spec": {"image": "i", "executionMode": "job", "minReplicas": 0, "maxReplicas": 2}
+            }))
+            .expect("pool"),
+        );
+        let src = Sources {
+            pools: vec![pool],
+            tasks: vec![
+                task_at(
+                    now,
+                    "ran",
+                    "b",
+                    90,
+                    serde_json::json!({"phase": "Succeeded",
+                    "job": "ran-job", "outputTail": "done\n"}),
+                ),
+                task_at(
+                    now,
+                    "waits",
+                    "b",
+                    10,
+                    serde_json::json!({"phase": "Scheduled",
+                    "job": "waits-job"}),
+                ),
+            ],
+            ..Sources::default()
+        };
+        let snap = build(&src, now, &thresholds());
+        let log = |name: &str| {
+            snap.tasks
+                .iter()
+                .find(|t| t.name == name)
+                .and_then(|t| t.log.clone())
+        };
+        assert_eq!(
+            log("ran"),
+            Some(LogSource {
+                namespace: "q".into(),
+                pod: "ran-job".into(),
+                container: Some("worker".into()),
+                prefix: Some("[ran] ".into()),
+                task: Some("ran".into()),
+            })
+        );
+        // Not started: no pod yet, nothing kept, no log to open.
+        assert_eq!(log("waits"), None);
     }
 
     #[test]

@@ -4,10 +4,11 @@
 
 use std::borrow::Cow;
 
-/// `s` without control characters and terminal escape sequences (CSI, OSC,
-/// and two-character escapes); a tab becomes one space.
+/// `s` without control characters, terminal escape sequences (CSI, OSC,
+/// and two-character escapes) and the characters that print nothing (see
+/// [`invisible`]); a tab becomes one space.
 pub fn sanitize(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control()) {
+    if !s.chars().any(|c| c.is_control() || invisible(c)) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
@@ -48,11 +49,41 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
                     }
                 }
             }
-            c if c.is_control() => {}
+            c if c.is_control() || invisible(c) => {}
             c => out.push(c),
         }
     }
     Cow::Owned(out)
+}
+
+/// Characters that print nothing of their own — zero-width spaces and
+/// joiners, bidirectional marks, embeddings and isolates, variation
+/// selectors, fillers, tags. Terminals (and tmux) disagree with each other
+/// and with ratatui about the columns they take, so one left in a cell
+/// shifts the rest of its line: a U+200D in a task's output left stray
+/// marks in the border under tmux. They are dropped (an emoji sequence
+/// joined by U+200D shows as its parts).
+pub fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{34f}'
+            | '\u{61c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
+    )
 }
 
 /// [`sanitize`] into an owned string.
@@ -244,6 +275,31 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(sanitize(input), want, "{input:?}");
         }
+    }
+
+    #[test]
+    fn characters_that_print_nothing_are_removed_and_visible_ones_kept() {
+        let cases = [
+            ("zero\u{200d}width joiner", "zerowidth joiner"),
+            ("zwsp\u{200b} zwnj\u{200c}", "zwsp zwnj"),
+            ("\u{feff}bom first", "bom first"),
+            ("rlo \u{202e}txt.exe\u{202c}", "rlo txt.exe"),
+            ("isolate \u{2067}x\u{2069} lrm\u{200e}", "isolate x lrm"),
+            (
+                "soft\u{ad}hyphen word\u{2060}joiner",
+                "softhyphen wordjoiner",
+            ),
+            ("line\u{2028}sep", "linesep"),
+            ("heart \u{2764}\u{fe0f}", "heart \u{2764}"),
+            ("tag \u{e0041}\u{e007f}end", "tag end"),
+            ("👩\u{200d}💻 ok", "👩💻 ok"),
+            // Wide and combining characters that do print are kept.
+            ("日本 e\u{301} ✓", "日本 e\u{301} ✓"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sanitize(input), want, "{input:?}");
+        }
+        assert!(matches!(sanitize("日本 ok"), Cow::Borrowed(_)));
     }
 
     #[test]

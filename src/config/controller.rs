@@ -39,6 +39,9 @@ pub struct Config {
     pub keymap: BTreeMap<String, String>,
     /// Time zone of freeze windows that do not name one.
     pub default_timezone: String,
+    /// Console: a Running task is flagged in its row, and counted in its
+    /// pool's verdict, once it has run this many seconds (0: never).
+    pub long_running_task_seconds: u64,
 }
 
 impl Default for Config {
@@ -55,6 +58,7 @@ impl Default for Config {
             theme: "default".to_owned(),
             keymap: BTreeMap::new(),
             default_timezone: "UTC".to_owned(),
+            long_running_task_seconds: 3600,
         }
     }
 }
@@ -393,6 +397,11 @@ impl Config {
     pub fn resync_interval(&self) -> Duration {
         Duration::from_secs(self.resync_interval_seconds)
     }
+
+    /// How long a task runs before the console flags it (zero: never).
+    pub fn long_running_task(&self) -> Duration {
+        Duration::from_secs(self.long_running_task_seconds)
+    }
 }
 
 impl ConfigFile for Config {
@@ -493,6 +502,7 @@ mod tests {
         assert_eq!(config.theme, "default");
         assert!(config.keymap.is_empty());
         assert_eq!(config.default_timezone, "UTC");
+        assert_eq!(config.long_running_task(), Duration::from_secs(3600));
         assert_eq!(config.validate(), Ok(()));
     }
 

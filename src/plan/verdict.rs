@@ -200,6 +200,31 @@ pub fn verdict(pool: &AgentPool, unclaimed: u32, now: Timestamp) -> Verdict {
     }
 }
 
+/// `v` with the pool's tasks running longer than `after` counted in: a
+/// task that runs far past the usual may hang, and holds an agent while
+/// it does. An OK pool becomes Degraded saying how many; a worse verdict
+/// keeps its level and reason, with the count added.
+pub fn with_long_running(v: Verdict, long_running: u32, after: Duration) -> Verdict {
+    if long_running == 0 {
+        return v;
+    }
+    let note = format!(
+        "{} running over {}",
+        tasks(i64::from(long_running)),
+        crate::ops::duration::format(after)
+    );
+    match v.level {
+        VerdictLevel::Ok => Verdict {
+            level: VerdictLevel::Degraded,
+            reason: format!("{note}; {}", v.reason),
+        },
+        _ => Verdict {
+            level: v.level,
+            reason: format!("{}; {note}", v.reason),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +254,34 @@ mod tests {
     fn cond(type_: &str, status: &str, message: &str, at: &str) -> serde_json::Value {
         json!({"type": type_, "status": status, "reason": "R", "message": message,
                "lastTransitionTime": at})
+    }
+
+    #[test]
+    fn tasks_running_past_the_threshold_are_counted_in_the_verdict() {
+        let hour = Duration::from_secs(3600);
+        let ok = Verdict {
+            level: VerdictLevel::Ok,
+            reason: "1/1 ready, 0 pending, 2 running".into(),
+        };
+        assert_eq!(with_long_running(ok.clone(), 0, hour), ok);
+        assert_eq!(
+            with_long_running(ok, 2, hour),
+            Verdict {
+                level: VerdictLevel::Degraded,
+                reason: "2 tasks running over 1h; 1/1 ready, 0 pending, 2 running".into(),
+            }
+        );
+        let stuck = Verdict {
+            level: VerdictLevel::Stuck,
+            reason: "3 tasks pending and maxReplicas is 0".into(),
+        };
+        assert_eq!(
+            with_long_running(stuck, 1, Duration::from_secs(5400)),
+            Verdict {
+                level: VerdictLevel::Stuck,
+                reason: "3 tasks pending and maxReplicas is 0; 1 task running over 1h30m".into(),
+            }
+        );
     }
 
     #[test]

@@ -378,6 +378,8 @@ pub fn task_columns() -> Vec<Column<TaskRow>> {
         fill("MESSAGE", 20, 1, |r, _| {
             let role = if matches!(r.phase, TaskPhase::Failed | TaskPhase::Errored) {
                 Role::Failed
+            } else if r.long_running {
+                Role::Warn
             } else {
                 Role::Muted
             };
