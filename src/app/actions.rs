@@ -455,7 +455,14 @@ pub fn dialog_lines(d: &Dialog, inner: usize) -> Vec<(String, DialogLine)> {
         }
         PreviewState::Lines(impact) => {
             add("", DialogLine::Text);
-            add("Preview (dry run):", DialogLine::Heading);
+            add(
+                if matches!(d.request, ActionRequest::DebugPod { .. }) {
+                    "What it does:"
+                } else {
+                    "Preview (dry run):"
+                },
+                DialogLine::Heading,
+            );
             for l in impact {
                 for (n, part) in readable_preview(l).iter().enumerate() {
                     let indent = part.len() - part.trim_start().len();

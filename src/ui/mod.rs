@@ -612,6 +612,15 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         (0, vec![h("  watch "), v(watch, watch_role)]),
         (4, vec![h("  "), v(format!("{clock}Z"), Role::HeaderValue)]),
     ];
+    let mut parts = parts;
+    // `--demo`'s kubeconfig, for kubectl beside the console: the first to
+    // go when the line is full (help shows it too).
+    if let Some(path) = &app.opts.kubeconfig {
+        parts.push((
+            7,
+            vec![h("  KUBECONFIG="), v(path.clone(), Role::HeaderValue)],
+        ));
+    }
     let first = by_priority(parts, width);
     // Second line: the views, the current one highlighted, with counts.
     let mut tabs: Vec<(u8, Vec<Span>)> = vec![(0, vec![Span::raw(" ")])];
@@ -637,6 +646,20 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             ],
         ));
     }
+    tabs.push((
+        0,
+        vec![
+            Span::styled(
+                "5:audit",
+                if *app.screen() == Screen::Audit {
+                    theme.style(Role::Selection)
+                } else {
+                    theme.style(Role::Muted)
+                },
+            ),
+            Span::raw("  "),
+        ],
+    ));
     let c = s.task_counts;
     let (pend, run, fail) = (c.pending, c.running, c.failed);
     tabs.push((
@@ -1120,11 +1143,10 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 Span::styled(":", theme.style(Role::Prompt)),
                 Span::styled(value.to_owned(), theme.style(Role::Text)),
             ];
-            if let Some(c) = crate::app::complete(value) {
-                spans.push(Span::styled(
-                    c[value.trim().len().min(c.len())..].to_owned(),
-                    theme.style(Role::Muted),
-                ));
+            if let Some(c) = crate::app::complete_line(value, &app.snapshot)
+                && let Some(rest) = c.strip_prefix(value.trim_start())
+            {
+                spans.push(Span::styled(rest.to_owned(), theme.style(Role::Muted)));
             }
             let x = area.x + 1 + input.visual_cursor() as u16;
             frame.set_cursor_position((x.min(area.right().saturating_sub(1)), area.y));
@@ -1133,9 +1155,16 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         Some(Prompt::Filter(input)) => {
             let x = area.x + 1 + input.visual_cursor() as u16;
             frame.set_cursor_position((x.min(area.right().saturating_sub(1)), area.y));
+            let role = if input.selected() {
+                // The filter in force, selected: typing replaces it,
+                // ←/→/backspace edit it, ctrl-u clears it.
+                Role::Selection
+            } else {
+                Role::Text
+            };
             Line::from(vec![
                 Span::styled("/", theme.style(Role::Prompt)),
-                Span::styled(input.value().to_owned(), theme.style(Role::Text)),
+                Span::styled(input.value().to_owned(), theme.style(role)),
             ])
         }
         None => {
@@ -1280,10 +1309,17 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         "any other key closes ",
         theme.style(Role::Muted),
     ));
-    let block = Block::default()
+    let mut block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style(Role::Border))
         .title(Line::from(title));
+    if let Some(path) = &app.opts.kubeconfig {
+        let text = format!(" kubectl beside it: KUBECONFIG={path} ");
+        block = block.title_bottom(Line::styled(
+            text::ellipsize(&text, usize::from(iw)).into_owned(),
+            theme.style(Role::Muted),
+        ));
+    }
     let inner = block.inner(r);
     frame.render_widget(block, r);
     let line = |l: &HelpLine| match l {
@@ -1332,9 +1368,15 @@ fn draw_dialog(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         .map(|(text, kind)| match kind {
             DialogLine::Input => {
                 let typed = text.strip_prefix("> ").unwrap_or(&text).to_owned();
+                // A prefilled value is selected: typing replaces it.
+                let selected = d.input.as_ref().is_some_and(|i| i.selected());
                 Line::from(vec![
                     Span::styled("> ", theme.style(Role::Prompt)),
-                    Span::raw(typed),
+                    if selected {
+                        Span::styled(typed, theme.style(Role::Selection))
+                    } else {
+                        Span::raw(typed)
+                    },
                 ])
             }
             DialogLine::Text => Line::styled(text, plain),
