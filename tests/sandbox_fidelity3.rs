@@ -1,0 +1,259 @@
+//! Sandbox fidelity, round 3 (issue 31): what real clients' own cluster
+//! suites found, each checked through a real client (kube-rs, kubectl) or
+//! on the wire where the bytes themselves are the behaviour.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestSandbox;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+
+/// A raw request: status code and body text.
+fn raw(
+    sb: &TestSandbox,
+    method: &str,
+    path: &str,
+    accept: Option<&str>,
+    body: Option<Value>,
+) -> (u16, String) {
+    let url = format!("{}{path}", sb.sandbox().url());
+    sb.rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = sb.sandbox().http_client().expect("http client");
+        let mut req = client.request(method.parse().expect("method"), &url);
+        if let Some(a) = accept {
+            req = req.header("Accept", a);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("Content-Type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.expect("request");
+        let code = resp.status().as_u16();
+        (code, resp.text().await.expect("body"))
+    })
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON ({e}): {text}"))
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "meta"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    .expect("pod")
+}
+
+const POM: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+const POM_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
+#[test]
+fn metadata_only_get_list_watch_and_patch_through_kube_rs() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        pods.create(&PostParams::default(), &pod("m1"))
+            .await
+            .expect("created");
+
+        let meta = pods.get_metadata("m1").await.expect("get_metadata");
+        assert_eq!(meta.metadata.name.as_deref(), Some("m1"));
+        let types = meta.types.expect("typed");
+        assert_eq!(
+            (types.kind.as_str(), types.api_version.as_str()),
+            ("PartialObjectMetadata", "meta.k8s.io/v1")
+        );
+
+        let list = pods
+            .list_metadata(&ListParams::default())
+            .await
+            .expect("list_metadata");
+        assert_eq!(list.types.kind, "PartialObjectMetadataList");
+        assert_eq!(list.types.api_version, "meta.k8s.io/v1");
+        assert!(list.metadata.resource_version.is_some());
+        let item = list
+            .items
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some("m1"))
+            .expect("m1 listed");
+        assert_eq!(
+            item.types.as_ref().map(|t| t.kind.as_str()),
+            Some("PartialObjectMetadata")
+        );
+
+        let patched = pods
+            .patch_metadata(
+                "m1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"patched": "yes"}}})),
+            )
+            .await
+            .expect("patch_metadata");
+        assert_eq!(
+            patched
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("patched")),
+            Some(&"yes".to_string())
+        );
+
+        // A metadata watcher (kube 5 spells `metadata_watcher` as a watcher
+        // of `PartialObjectMeta`): the initial list and a live change.
+        let metas: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), "default");
+        let mut stream = watcher(metas, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        let first = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("in time")
+            .expect("an item")
+            .expect("no error");
+        assert_eq!(first.metadata.name.as_deref(), Some("m1"));
+        pods.create(&PostParams::default(), &pod("m2"))
+            .await
+            .expect("created");
+        let seen = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(ev) = stream.next().await {
+                let ev = ev.expect("no error");
+                if ev.metadata.name.as_deref() == Some("m2") {
+                    return ev;
+                }
+            }
+            panic!("the watch ended");
+        })
+        .await
+        .expect("m2 seen in time");
+        assert_eq!(
+            seen.types.as_ref().map(|t| t.kind.as_str()),
+            Some("PartialObjectMetadata")
+        );
+    });
+
+    // On the wire: metadata only, negotiated from a list of types, and the
+    // apiserver's 406 for a list asked of one object.
+    let (code, text) = raw(
+        &sb,
+        "GET",
+        "/api/v1/namespaces/default/pods/m1",
+        Some(&format!("{POM},application/json")),
+        None,
+    );
+    assert_eq!(code, 200, "{text}");
+    let body = json_of(&text);
+    assert_eq!(body["kind"], "PartialObjectMetadata");
+    assert!(
+        body.get("spec").is_none() && body.get("status").is_none(),
+        "{text}"
+    );
+    let (code, text) = raw(
+        &sb,
+        "GET",
+        "/api/v1/namespaces/default/pods/m1",
+        Some(POM_LIST),
+        None,
+    );
+    assert_eq!(code, 406, "{text}");
+    assert!(
+        json_of(&text)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(
+                "you requested PartialObjectMetadataList, but the requested object is not a list"
+            ),
+        "{text}"
+    );
+    let (code, text) = raw(
+        &sb,
+        "GET",
+        "/api/v1/namespaces/default/pods",
+        Some(POM),
+        None,
+    );
+    assert_eq!(code, 406, "{text}");
+    // A plain Accept still gets whole objects.
+    let (_, text) = raw(&sb, "GET", "/api/v1/namespaces/default/pods/m1", None, None);
+    assert_eq!(json_of(&text)["kind"], "Pod");
+}
+
+#[test]
+fn objects_and_statuses_are_written_kind_api_version_metadata_first_ending_in_a_newline() {
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+        let cm: ConfigMap = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "order", "labels": {"a": "b"}}, "data": {"k": "v"}}))
+        .expect("cm");
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("created");
+    });
+    let (code, text) = raw(
+        &sb,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/order",
+        None,
+        None,
+    );
+    assert_eq!(code, 200);
+    assert!(
+        text.starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"order","namespace":"default","uid":"#),
+        "{text}"
+    );
+    assert!(text.ends_with("}\n"), "{text:?}");
+
+    let (code, text) = raw(
+        &sb,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/missing",
+        None,
+        None,
+    );
+    assert_eq!(code, 404);
+    assert!(
+        text.starts_with(r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"missing\" not found","reason":"NotFound","details":"#),
+        "{text}"
+    );
+    assert!(text.ends_with("\"code\":404}\n"), "{text:?}");
+
+    // A pod: spec before status; a list: items after its metadata.
+    sb.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(sb.client(), "default");
+        pods.create(&PostParams::default(), &pod("ordered"))
+            .await
+            .expect("created");
+    });
+    let (_, text) = raw(
+        &sb,
+        "GET",
+        "/api/v1/namespaces/default/pods/ordered",
+        None,
+        None,
+    );
+    let (spec, status) = (
+        text.find(r#","spec":{"#).expect("spec"),
+        text.find(r#","status":{"#).expect("status"),
+    );
+    assert!(spec < status, "{text}");
+    let (_, text) = raw(&sb, "GET", "/api/v1/namespaces/default/pods", None, None);
+    assert!(
+        text.starts_with(r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""items":[{"kind":"Pod","apiVersion":"v1","metadata":{"name":"#)
+            || text.contains(r#""items":[{"metadata":{"name":"#),
+        "{text}"
+    );
+    assert!(text.ends_with("]}\n"), "{text:?}");
+}
