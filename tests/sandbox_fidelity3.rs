@@ -257,3 +257,69 @@ fn objects_and_statuses_are_written_kind_api_version_metadata_first_ending_in_a_
     );
     assert!(text.ends_with("]}\n"), "{text:?}");
 }
+
+#[test]
+fn token_reviews_honour_spec_audiences_as_the_service_account_authenticator_does() {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sb = TestSandbox::start();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        let sa: ServiceAccount = serde_json::from_value(json!({"apiVersion": "v1",
+            "kind": "ServiceAccount", "metadata": {"name": "reviewed"}}))
+        .expect("sa");
+        sas.create(&PostParams::default(), &sa)
+            .await
+            .expect("created");
+        let request: TokenRequest =
+            serde_json::from_value(json!({"apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest", "spec": {"audiences": ["api"]}}))
+            .expect("token request");
+        let token = sas
+            .create_token_request("reviewed", &PostParams::default(), &request)
+            .await
+            .expect("token minted")
+            .status
+            .expect("status")
+            .token;
+        let reviews: Api<TokenReview> = Api::all(client.clone());
+        let review = |audiences: Vec<&str>| {
+            serde_json::from_value::<TokenReview>(json!({"apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview", "spec": {"token": token, "audiences": audiences}}))
+            .expect("review")
+        };
+        let ok = reviews
+            .create(&PostParams::default(), &review(vec!["api"]))
+            .await
+            .expect("reviewed")
+            .status
+            .expect("status");
+        assert_eq!(ok.authenticated, Some(true), "{ok:?}");
+        assert_eq!(ok.audiences, Some(vec!["api".to_owned()]));
+        assert_eq!(
+            ok.user.and_then(|u| u.username).as_deref(),
+            Some("system:serviceaccount:default:reviewed")
+        );
+        let no = reviews
+            .create(&PostParams::default(), &review(vec!["other"]))
+            .await
+            .expect("reviewed")
+            .status
+            .expect("status");
+        assert_ne!(no.authenticated, Some(true), "{no:?}");
+        assert_eq!(
+            no.error.as_deref(),
+            Some(r#"token audiences ["api"] is invalid for the target audiences ["other"]"#)
+        );
+        assert!(no.audiences.is_none() && no.user.is_none(), "{no:?}");
+        // No audiences asked: the apiserver's own, which this token is not for.
+        let default = reviews
+            .create(&PostParams::default(), &review(vec![]))
+            .await
+            .expect("reviewed")
+            .status
+            .expect("status");
+        assert_ne!(default.authenticated, Some(true), "{default:?}");
+    });
+}
