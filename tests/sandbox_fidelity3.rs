@@ -323,3 +323,93 @@ fn token_reviews_honour_spec_audiences_as_the_service_account_authenticator_does
         assert_ne!(default.authenticated, Some(true), "{default:?}");
     });
 }
+
+#[test]
+fn api_services_csr_approval_and_component_statuses_are_served_to_kubectl() {
+    let sb = TestSandbox::start();
+    // Discovery lists the groups; the aggregator's local APIServices exist.
+    let apis = sb.kubectl_ok(&["get", "--raw", "/apis"]);
+    assert!(
+        apis.contains(r#""name":"apiregistration.k8s.io""#),
+        "{apis}"
+    );
+    assert!(apis.contains(r#""name":"certificates.k8s.io""#), "{apis}");
+    let services = sb.kubectl_ok(&["get", "apiservices", "-o", "json"]);
+    let services = json_of(&services);
+    let names: Vec<&str> = services["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str())
+        .collect();
+    for want in [
+        "v1.",
+        "v1.apps",
+        "v1.batch",
+        "v1.apiregistration.k8s.io",
+        "v1.certificates.k8s.io",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    let apps = sb.kubectl_ok(&["get", "apiservice", "v1.apps", "-o", "json"]);
+    let apps = json_of(&apps);
+    assert_eq!(apps["spec"]["group"], "apps");
+    assert_eq!(apps["spec"]["groupPriorityMinimum"], 17800);
+    assert_eq!(apps["status"]["conditions"][0]["type"], "Available");
+    assert_eq!(apps["status"]["conditions"][0]["status"], "True");
+    assert_eq!(apps["status"]["conditions"][0]["reason"], "Local");
+
+    // componentstatuses: get and list only.
+    let cs = sb.kubectl_ok(&["get", "componentstatuses"]);
+    assert!(cs.contains("etcd-0") && cs.contains("scheduler"), "{cs}");
+    let one = json_of(&sb.kubectl_ok(&["get", "cs", "etcd-0", "-o", "json"]));
+    assert_eq!(one["conditions"][0]["type"], "Healthy");
+    let (code, text) = raw(
+        &sb,
+        "POST",
+        "/api/v1/componentstatuses",
+        None,
+        Some(json!({"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": "x"}})),
+    );
+    assert_eq!(code, 405, "{text}");
+
+    // A CSR approved through its /approval subresource by kubectl.
+    let csr = r#"{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+      "metadata": {"name": "agent-csr"},
+      "spec": {"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+               "signerName": "kubernetes.io/kube-apiserver-client",
+               "usages": ["client auth"]}}"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], csr);
+    let approved = sb.kubectl_ok(&["certificate", "approve", "agent-csr"]);
+    assert!(approved.contains("approved"), "{approved}");
+    let got = json_of(&sb.kubectl_ok(&["get", "csr", "agent-csr", "-o", "json"]));
+    let conditions = got["status"]["conditions"].as_array().expect("conditions");
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Approved" && c["status"] == "True"),
+        "{got}"
+    );
+    assert_eq!(
+        got["spec"]["signerName"],
+        "kubernetes.io/kube-apiserver-client"
+    );
+    // /approval changes only the conditions.
+    let mut changed = got.clone();
+    changed["spec"]["signerName"] = json!("example.com/other");
+    changed["status"]["certificate"] = json!("Zm9v");
+    let (code, text) = raw(
+        &sb,
+        "PUT",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests/agent-csr/approval",
+        None,
+        Some(changed),
+    );
+    assert_eq!(code, 200, "{text}");
+    let after = json_of(&text);
+    assert_eq!(
+        after["spec"]["signerName"],
+        "kubernetes.io/kube-apiserver-client"
+    );
+    assert!(after["status"].get("certificate").is_none(), "{text}");
+}

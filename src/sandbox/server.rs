@@ -460,6 +460,24 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             return Err(ApiError::method_not_allowed(method.as_str()));
         }
     }
+    // A verb the resource's storage does not implement has no handler in
+    // the apiserver: 405, as for `componentstatuses` (get and list only).
+    if target.subresource.is_none() && served.crd.is_none() {
+        let verb = match (method.as_str(), target.name.is_some()) {
+            ("GET", false) if query.flag("watch") => "watch",
+            ("GET", false) => "list",
+            ("GET", true) => "get",
+            ("POST", false) => "create",
+            ("PUT", true) => "update",
+            ("PATCH", true) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            _ => "",
+        };
+        if !verb.is_empty() && !served.info.verbs.iter().any(|v| v == verb) {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
+    }
     let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
     let want_table = table::wants_table(accept);
     let meta_only = MetadataOnly::asked(accept);
