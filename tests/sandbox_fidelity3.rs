@@ -413,3 +413,46 @@ fn api_services_csr_approval_and_component_statuses_are_served_to_kubectl() {
     );
     assert!(after["status"].get("certificate").is_none(), "{text}");
 }
+
+#[test]
+fn a_watch_rejects_a_resource_version_or_limit_that_is_not_a_number_as_a_list_does() {
+    let sb = TestSandbox::start();
+    for watch in ["", "&watch=true"] {
+        let (code, text) = raw(
+            &sb,
+            "GET",
+            &format!("/api/v1/namespaces/default/configmaps?resourceVersion=abc{watch}"),
+            None,
+            None,
+        );
+        assert_eq!(code, 422, "{watch}: {text}");
+        let body = json_of(&text);
+        assert_eq!(body["reason"], "Invalid", "{text}");
+        assert_eq!(body["details"]["causes"][0]["field"], "resourceVersion");
+        let (code, text) = raw(
+            &sb,
+            "GET",
+            &format!("/api/v1/namespaces/default/configmaps?limit=abc{watch}"),
+            None,
+            None,
+        );
+        assert_eq!(code, 400, "{watch}: {text}");
+        assert_eq!(
+            json_of(&text)["message"],
+            r#"strconv.ParseInt: parsing "abc": invalid syntax"#
+        );
+    }
+    // kubectl sees the error rather than a stream.
+    let o = sb.kubectl(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=abc",
+        "--request-timeout=5s",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        common::err(&o).contains("must be a non-negative integer"),
+        "{}",
+        common::err(&o)
+    );
+}

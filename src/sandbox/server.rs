@@ -1318,6 +1318,7 @@ impl Listed {
 
 /// LIST with selectors, limit and continue.
 fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
+    decode_integer_options(query)?;
     if query.opt_flag("sendInitialEvents").is_some() {
         return Err(invalid_list_options(
             "sendInitialEvents",
@@ -1391,6 +1392,31 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         metadata: meta,
         items: out,
     })
+}
+
+/// The integer list options decoded as the apiserver's parameter codec
+/// does: one that is not a number is a 400 with strconv's text.
+fn decode_integer_options(query: &Query) -> ApiResult<()> {
+    for key in ["limit", "timeoutSeconds"] {
+        if let Some(v) = query.get(key).filter(|v| !v.is_empty())
+            && v.parse::<i64>().is_err()
+        {
+            let why = if v
+                .trim_start_matches(['-', '+'])
+                .chars()
+                .all(|c| c.is_ascii_digit())
+            {
+                "value out of range"
+            } else {
+                "invalid syntax"
+            };
+            return Err(ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: {why}",
+                super::selector::go_quote(v)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A 422 about the list options, as `ValidateListOptions` words it.
@@ -1642,6 +1668,16 @@ async fn watch(
             .map_err(ApiError::bad_request)?;
     }
     validate_watch_options(query)?;
+    decode_integer_options(query)?;
+    // The same check a list makes: a version must be a number.
+    if let Some(a) = query.get("resourceVersion").filter(|a| !a.is_empty())
+        && a.parse::<u64>().is_err()
+    {
+        return Err(invalid_list_options(
+            "resourceVersion",
+            format!("Invalid value: \"{a}\": must be a non-negative integer"),
+        ));
+    }
     let res = served.info.storage_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
     let send_initial_opt = query.opt_flag("sendInitialEvents");
