@@ -361,7 +361,24 @@ fn api_services_csr_approval_and_component_statuses_are_served_to_kubectl() {
 
     // componentstatuses: get and list only.
     let cs = sb.kubectl_ok(&["get", "componentstatuses"]);
-    assert!(cs.contains("etcd-0") && cs.contains("scheduler"), "{cs}");
+    let header: Vec<&str> = cs
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "STATUS", "MESSAGE", "ERROR"], "{cs}");
+    let etcd: Vec<&str> = cs
+        .lines()
+        .find(|l| l.starts_with("etcd-0"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(etcd, ["etcd-0", "Healthy", "ok"], "{cs}");
+    assert!(cs.contains("scheduler"), "{cs}");
+    let apps_row = sb.kubectl_ok(&["get", "apiservice", "v1.apps", "--no-headers"]);
+    let apps_row: Vec<&str> = apps_row.split_whitespace().collect();
+    assert_eq!(apps_row[..3], ["v1.apps", "Local", "True"], "{apps_row:?}");
     let one = json_of(&sb.kubectl_ok(&["get", "cs", "etcd-0", "-o", "json"]));
     assert_eq!(one["conditions"][0]["type"], "Healthy");
     let (code, text) = raw(
