@@ -544,6 +544,15 @@ impl Api {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let _ = api.create("", "v1", "namespaces", None, obj, &Query::default());
         }
+        // What the aggregator registers at start for the groups served here.
+        let services = super::bootstrap::api_services(api.registry().all());
+        for obj in services {
+            api.seed("apiregistration.k8s.io", "apiservices", None, obj);
+        }
+        // What `componentstatuses` reports of a healthy control plane.
+        for obj in super::bootstrap::component_statuses() {
+            api.seed("", "componentstatuses", None, obj);
+        }
         // What the apiserver's RBAC bootstrap policy creates at start.
         for (plural, obj) in super::bootstrap::default_rbac() {
             let _ = api.create(
@@ -556,6 +565,33 @@ impl Api {
             );
         }
         api
+    }
+
+    /// Creates `obj` with its status as given, as a component that writes
+    /// the status after creating it would leave it.
+    fn seed(&self, group: &str, plural: &str, ns: Option<&str>, obj: Value) {
+        let q = Query::default();
+        let version = self
+            .registry()
+            .all()
+            .iter()
+            .find(|s| s.info.group == group && s.info.plural == plural)
+            .map(|s| s.info.version.clone());
+        let Some(version) = version else {
+            return;
+        };
+        let Ok(mut created) = self.create(group, &version, plural, ns, obj.clone(), &q) else {
+            return;
+        };
+        if obj.get("status").is_some() && created.get("status") != obj.get("status") {
+            created["status"] = obj["status"].clone();
+            let target = Target {
+                namespace: ns.map(str::to_owned),
+                name: created["metadata"]["name"].as_str().map(str::to_owned),
+                subresource: Some("status".into()),
+            };
+            let _ = self.update(group, &version, plural, &target, created, &q);
+        }
     }
 
     /// Records where the HTTP server listens (for in-cluster env of pods).
@@ -1063,10 +1099,12 @@ impl Api {
         let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
         let is_namespace = info.kind == "Namespace" && info.group.is_empty();
         let finalize = sub == Some("finalize") && is_namespace;
+        let approval = sub == Some("approval") && info.kind == "CertificateSigningRequest";
         if let Some(sub) = sub
             && sub != "status"
             && !ephemeral
             && !finalize
+            && !approval
         {
             return Err(ApiError::no_route(sub));
         }
@@ -1162,6 +1200,19 @@ impl Api {
                 let mut merged = old.clone();
                 if !after.is_empty() {
                     merged["spec"]["ephemeralContainers"] = Value::Array(after);
+                }
+                new = merged;
+            } else if approval {
+                // Only the conditions change through /approval (the
+                // approval strategy keeps everything else as it was).
+                let mut merged = old.clone();
+                let conditions = new["status"]["conditions"].clone();
+                if conditions.is_null() {
+                    if let Some(st) = merged["status"].as_object_mut() {
+                        st.remove("conditions");
+                    }
+                } else {
+                    merged["status"]["conditions"] = conditions;
                 }
                 new = merged;
             } else if sub == Some("status") {
@@ -2236,6 +2287,16 @@ fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
         }
         "Namespace" | "Service" => return Vec::new(),
+        // `VERSION.GROUP`, and the core group's `v1.` with its empty group.
+        "APIService"
+            if name.strip_suffix('.').is_some_and(|v| {
+                !v.is_empty()
+                    && v.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            }) =>
+        {
+            return Vec::new();
+        }
         k if k.ends_with("Role") || k.ends_with("RoleBinding") => {
             if !name.is_empty()
                 && !name.contains('/')

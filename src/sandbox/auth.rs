@@ -213,25 +213,57 @@ impl Security {
     }
 
     /// Who `token` identifies, or why not.
-    pub fn authenticate_token(&self, api: &Api, token: &str) -> Result<UserInfo, &'static str> {
+    pub fn authenticate_token(&self, api: &Api, token: &str) -> Result<UserInfo, String> {
+        self.authenticate_token_for(api, token, &[API_AUDIENCE.to_owned()])
+            .map(|(user, _)| user)
+    }
+
+    /// Who `token` identifies for one of the `requested` audiences, and
+    /// which of them it is good for, as the service-account token
+    /// authenticator answers a TokenReview's `spec.audiences`.
+    pub fn authenticate_token_for(
+        &self,
+        api: &Api,
+        token: &str,
+        requested: &[String],
+    ) -> Result<(UserInfo, Vec<String>), String> {
         if constant_time_eq(token.as_bytes(), self.admin_token.as_bytes()) {
-            return Ok(UserInfo::admin());
+            // The admin token is not audience-bound, as a static token is not.
+            return Ok((UserInfo::admin(), requested.to_vec()));
         }
         let claims = self.verified_claims(token).ok_or("invalid bearer token")?;
         let now = jiff::Timestamp::now().as_second();
         if claims["exp"].as_i64().is_none_or(|exp| exp <= now) {
-            return Err("token has expired");
+            return Err("token has expired".into());
         }
         if claims["nbf"].as_i64().is_some_and(|nbf| nbf > now + 60) {
-            return Err("token is not valid yet");
+            return Err("token is not valid yet".into());
         }
-        let for_us = match &claims["aud"] {
-            Value::String(a) => a == API_AUDIENCE,
-            Value::Array(a) => a.iter().any(|a| a == API_AUDIENCE),
-            _ => false,
+        let token_audiences: Vec<String> = match &claims["aud"] {
+            Value::String(a) => vec![a.clone()],
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
         };
-        if !for_us {
-            return Err("token audiences is invalid for the target audiences");
+        let good_for: Vec<String> = token_audiences
+            .iter()
+            .filter(|a| requested.contains(a))
+            .cloned()
+            .collect();
+        if good_for.is_empty() {
+            // As the authenticator words it, with Go's %q of a []string.
+            let quoted = |l: &[String]| {
+                let each: Vec<String> = l.iter().map(|a| super::selector::go_quote(a)).collect();
+                format!("[{}]", each.join(" "))
+            };
+            return Err(format!(
+                "token audiences {} is invalid for the target audiences {}",
+                quoted(&token_audiences),
+                quoted(requested)
+            ));
         }
         let k8s = &claims["kubernetes.io"];
         let ns = k8s["namespace"].as_str().ok_or("invalid bearer token")?;
@@ -246,7 +278,7 @@ impl Security {
         if let Some(want) = k8s["serviceaccount"]["uid"].as_str()
             && uid.as_deref() != Some(want)
         {
-            return Err("service account UID does not match");
+            return Err("service account UID does not match".into());
         }
         if let Some(pod) = k8s["pod"].as_object() {
             let pod_name = pod.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -255,10 +287,10 @@ impl Security {
                 .get("pods", ns, pod_name)
                 .ok_or("pod the token is bound to has been deleted")?;
             if pod.get("uid").and_then(Value::as_str) != live["metadata"]["uid"].as_str() {
-                return Err("pod the token is bound to has been replaced");
+                return Err("pod the token is bound to has been replaced".into());
             }
         }
-        Ok(UserInfo::service_account(ns, name, uid))
+        Ok((UserInfo::service_account(ns, name, uid), good_for))
     }
 }
 
@@ -1015,9 +1047,20 @@ pub fn review(
         ),
         ("authentication.k8s.io", "tokenreviews") => {
             let token = obj["spec"]["token"].as_str().unwrap_or_default();
-            let status = match api.security.authenticate_token(api, token) {
-                Ok(u) => json!({"authenticated": true, "user": u.to_json(),
-                                "audiences": [API_AUDIENCE]}),
+            // No audiences asked: the apiserver's own (`--api-audiences`).
+            let mut requested: Vec<String> = obj["spec"]["audiences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            if requested.is_empty() {
+                requested.push(API_AUDIENCE.to_owned());
+            }
+            let status = match api.security.authenticate_token_for(api, token, &requested) {
+                Ok((u, audiences)) => json!({"authenticated": true, "user": u.to_json(),
+                                "audiences": audiences}),
                 Err(why) => json!({"authenticated": false, "error": why}),
             };
             ("authentication.k8s.io/v1", "TokenReview", status)

@@ -300,3 +300,81 @@ pub fn kubernetes_service(addr: std::net::SocketAddr) -> Vec<(&'static str, &'st
         ),
     ]
 }
+
+/// kube-aggregator's priorities of the built-in group versions
+/// (`apiVersionPriorities` in its `apiserver` package); a group not listed
+/// gets the default an unlisted local group gets.
+fn api_service_priority(group: &str, version: &str) -> (i64, i64) {
+    match (group, version) {
+        ("", "v1") => (18000, 1),
+        ("apps", "v1") => (17800, 15),
+        ("events.k8s.io", "v1") => (17750, 15),
+        ("authentication.k8s.io", "v1") => (17700, 15),
+        ("authorization.k8s.io", "v1") => (17600, 15),
+        ("autoscaling", "v1") => (17500, 15),
+        ("batch", "v1") => (17400, 15),
+        ("certificates.k8s.io", "v1") => (17300, 15),
+        ("networking.k8s.io", "v1") => (17200, 15),
+        ("policy", "v1") => (17100, 15),
+        ("rbac.authorization.k8s.io", "v1") => (17000, 15),
+        ("storage.k8s.io", "v1") => (16800, 15),
+        ("apiextensions.k8s.io", "v1") => (16700, 15),
+        ("coordination.k8s.io", "v1") => (16500, 15),
+        ("discovery.k8s.io", "v1") => (16200, 15),
+        ("metrics.k8s.io", "v1beta1") => (100, 100),
+        _ => (1000, 15),
+    }
+}
+
+/// The APIServices a real cluster lists for the group versions served
+/// here: local ones (`spec.service` unset) as the aggregator's autoregister
+/// controller creates them at start, Available because local; the metrics
+/// API as metrics-server's manifest registers it, a service in kube-system.
+pub fn api_services(served: &[super::api::Served]) -> Vec<Value> {
+    let now = super::api::now_rfc3339();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for s in served.iter().filter(|s| s.crd.is_none()) {
+        let (group, version) = (s.info.group.as_str(), s.info.version.as_str());
+        if !seen.insert((group.to_owned(), version.to_owned())) {
+            continue;
+        }
+        let (group_priority, version_priority) = api_service_priority(group, version);
+        let name = format!("{version}.{group}");
+        let metrics = group == "metrics.k8s.io";
+        let mut spec = json!({"group": group, "version": version,
+            "groupPriorityMinimum": group_priority, "versionPriority": version_priority});
+        let mut meta = json!({"name": name});
+        let condition = if metrics {
+            spec["service"] =
+                json!({"namespace": "kube-system", "name": "metrics-server", "port": 443});
+            spec["insecureSkipTLSVerify"] = json!(true);
+            meta["labels"] = json!({"k8s-app": "metrics-server"});
+            json!({"type": "Available", "status": "True", "lastTransitionTime": now,
+                   "reason": "Passed", "message": "all checks passed"})
+        } else {
+            meta["labels"] = json!({"kube-aggregator.kubernetes.io/automanaged": "onstart"});
+            json!({"type": "Available", "status": "True", "lastTransitionTime": now,
+                   "reason": "Local", "message": "Local APIServices are always available"})
+        };
+        out.push(
+            json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": meta, "spec": spec, "status": {"conditions": [condition]}}),
+        );
+    }
+    out
+}
+
+/// `componentstatuses` of a healthy control plane, as kube-apiserver 1.33
+/// reports them (deprecated, still served).
+pub fn component_statuses() -> Vec<Value> {
+    let healthy = |name: &str, message: &str| {
+        json!({"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": name},
+               "conditions": [{"type": "Healthy", "status": "True", "message": message}]})
+    };
+    vec![
+        healthy("controller-manager", "ok"),
+        healthy("etcd-0", "ok"),
+        healthy("scheduler", "ok"),
+    ]
+}

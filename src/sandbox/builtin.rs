@@ -151,6 +151,7 @@ mod tests {
         served.sort();
         let mut expected = strings(&[
             "v1/bindings",
+            "v1/componentstatuses",
             "v1/configmaps",
             "v1/endpoints",
             "v1/events",
@@ -189,6 +190,8 @@ mod tests {
             "authorization.k8s.io/v1/subjectaccessreviews",
             "metrics.k8s.io/v1beta1/nodes",
             "metrics.k8s.io/v1beta1/pods",
+            "apiregistration.k8s.io/v1/apiservices",
+            "certificates.k8s.io/v1/certificatesigningrequests",
         ]);
         expected.sort();
         assert_eq!(served, expected);

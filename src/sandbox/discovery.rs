@@ -1528,11 +1528,13 @@ mod tests {
         assert_eq!(
             names,
             [
+                "apiregistration.k8s.io",
                 "apps",
                 "events.k8s.io",
                 "authentication.k8s.io",
                 "authorization.k8s.io",
                 "batch",
+                "certificates.k8s.io",
                 "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
@@ -1743,7 +1745,7 @@ mod tests {
         ] {
             assert!(paths.contains_key(key), "{key} missing");
         }
-        assert_eq!(paths.len(), 16);
+        assert_eq!(paths.len(), 18);
         let doc = openapi_v3_group_version(&all, "apps", "v1").expect("apps/v1");
         assert_eq!(
             paths["apis/apps/v1"]["serverRelativeURL"],

@@ -26,6 +26,7 @@ pub mod server;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

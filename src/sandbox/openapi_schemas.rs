@@ -48,6 +48,13 @@ fn add_builtin(generator: &mut SchemaGenerator, group: &str, kind: &str) -> bool
         ("", "PersistentVolume") => add!(core::PersistentVolume),
         ("", "ReplicationController") => add!(core::ReplicationController),
         ("storage.k8s.io", "StorageClass") => add!(storage::StorageClass),
+        ("", "ComponentStatus") => add!(core::ComponentStatus),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            add!(k8s_openapi::api::certificates::v1::CertificateSigningRequest)
+        }
+        ("apiregistration.k8s.io", "APIService") => {
+            add!(k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService)
+        }
         ("apps", "Deployment") => add!(apps::Deployment),
         ("apps", "ReplicaSet") => add!(apps::ReplicaSet),
         ("apps", "StatefulSet") => add!(apps::StatefulSet),

@@ -97,6 +97,7 @@ fn top_level(group: &str, kind: &str) -> Option<&'static str> {
         ("coordination.k8s.io", "Lease") => "Lease",
         ("autoscaling", "Scale") => "Scale",
         ("authentication.k8s.io", "TokenRequest") => "TokenRequest",
+        ("certificates.k8s.io", "CertificateSigningRequest") => "CertificateSigningRequest",
         ("authentication.k8s.io", "SelfSubjectReview") => "SelfSubjectReview",
         ("authorization.k8s.io", "SelfSubjectAccessReview") => "SelfSubjectAccessReview",
         _ => return None,
@@ -120,6 +121,23 @@ fn schema(name: &str) -> Option<&'static str> {
             "1 kind s; 3 name s; 4 uid s; 5 apiVersion s; 6 controller b?; 7 blockOwnerDeletion b?"
         }
         "Namespace" => "1 metadata ObjectMeta; 2 spec NamespaceSpec",
+        // k8s.io/api/certificates/v1 generated.proto; `kubectl certificate
+        // approve` writes the whole object back to /approval.
+        "CertificateSigningRequest" => {
+            "1 metadata ObjectMeta; 2 spec CertificateSigningRequestSpec; \
+             3 status CertificateSigningRequestStatus"
+        }
+        "CertificateSigningRequestSpec" => {
+            "1 request bytes; 2 username s; 3 uid s; 4 groups *s; 5 usages *s; \
+             7 signerName s; 8 expirationSeconds i?"
+        }
+        "CertificateSigningRequestStatus" => {
+            "1 conditions *CertificateSigningRequestCondition; 2 certificate bytes"
+        }
+        "CertificateSigningRequestCondition" => {
+            "1 type s; 2 reason s; 3 message s; 4 lastUpdateTime time; 5 lastTransitionTime time; \
+             6 status s"
+        }
         "NamespaceSpec" => "1 finalizers *s",
         "ConfigMap" => "1 metadata ObjectMeta; 2 data map; 3 binaryData bmap; 4 immutable b?",
         "Secret" => {

@@ -24,7 +24,7 @@ use super::selector::{
     FieldResource, FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
 };
 use super::store::{Change, EventType, rv_of};
-use super::{convert, discovery, table};
+use super::{convert, discovery, table, wire};
 
 /// Largest request body accepted (the real apiserver allows 3 MiB objects).
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -103,7 +103,7 @@ pub async fn bind(port: u16) -> std::io::Result<(TcpListener, SocketAddr)> {
 }
 
 fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
-    let mut r = Response::new(Body::from(serde_json::to_vec(body).unwrap_or_default()));
+    let mut r = Response::new(Body::from(wire::to_vec(body)));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(v) = HeaderValue::from_str(content_type) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
@@ -460,24 +460,54 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             return Err(ApiError::method_not_allowed(method.as_str()));
         }
     }
+    // A verb the resource's storage does not implement has no handler in
+    // the apiserver: 405, as for `componentstatuses` (get and list only).
+    if target.subresource.is_none() && served.crd.is_none() {
+        let verb = match (method.as_str(), target.name.is_some()) {
+            ("GET", false) if query.flag("watch") => "watch",
+            ("GET", false) => "list",
+            ("GET", true) => "get",
+            ("POST", false) => "create",
+            ("PUT", true) => "update",
+            ("PATCH", true) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            _ => "",
+        };
+        if !verb.is_empty() && !served.info.verbs.iter().any(|v| v == verb) {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
+    }
     let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
     let want_table = table::wants_table(accept);
+    let meta_only = MetadataOnly::asked(accept);
+    let answer = |code: u16, obj: &Value| -> ApiResult<Response> {
+        let body = match meta_only {
+            Some(m) => m.object(&served.info, obj)?,
+            None => return Ok(json_response(code, obj, "application/json")),
+        };
+        Ok(json_response(code, &body, "application/json"))
+    };
+    let answer_list = |list: &Listed| -> ApiResult<Response> {
+        if let Some(m) = meta_only {
+            return Ok(ok(&m.list(&served.info, list)?));
+        }
+        let mut r = Response::new(Body::from(list.to_bytes()));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(r)
+    };
     match (method.as_str(), &target.name, target.subresource.as_deref()) {
         ("GET", None, _) => {
             if query.flag("watch") {
-                watch(api, &served, &target, query, want_table).await
+                watch(api, &served, &target, query, want_table, meta_only).await
             } else {
                 let list = list(api, &served, &target, query)?;
                 match want_table {
                     Some(v) => Ok(ok(&to_table(&served, &list.to_value(), query, v, false)?)),
-                    None => {
-                        let mut r = Response::new(Body::from(list.to_bytes()));
-                        r.headers_mut().insert(
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static("application/json"),
-                        );
-                        Ok(r)
-                    }
+                    None => answer_list(&list),
                 }
             }
         }
@@ -492,7 +522,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
         }
         ("GET", Some(name), Some("scale")) => {
             let obj = api.get(group, version, plural, target.namespace.as_deref(), name)?;
-            Ok(ok(&scale_of(&served, &obj)))
+            answer(200, &scale_of(&served, &obj))
         }
         ("GET", Some(name), _) => {
             let obj = api.get(group, version, plural, target.namespace.as_deref(), name)?;
@@ -501,7 +531,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                     let list = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj.as_ref().clone()]});
                     Ok(ok(&to_table(&served, &list, query, v, false)?))
                 }
-                None => Ok(ok(&obj)),
+                None => answer(200, &obj),
             }
         }
         ("POST", Some(name), Some("token")) => {
@@ -547,7 +577,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                 obj,
                 query,
             )?;
-            Ok(json_response(201, &created, "application/json"))
+            answer(201, &created)
         }
         ("PUT", Some(_), Some("scale")) => {
             let body = parse_body(&body, ct)?;
@@ -569,7 +599,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                 &patch,
                 query,
             )?;
-            Ok(ok(&scale_of(&served, &r)))
+            answer(200, &scale_of(&served, &r))
         }
         ("PATCH", Some(_), Some("scale")) => {
             let current = api.get(
@@ -601,7 +631,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                 &patch,
                 query,
             )?;
-            Ok(ok(&scale_of(&served, &r)))
+            answer(200, &scale_of(&served, &r))
         }
         ("PUT", Some(_), sub) => {
             if ct.contains("protobuf") && sub == Some("status") {
@@ -614,7 +644,10 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                 ));
             }
             let obj = parse_body(&body, ct)?;
-            Ok(ok(&api.update(group, version, plural, &target, obj, query)?))
+            answer(
+                200,
+                &api.update(group, version, plural, &target, obj, query)?,
+            )
         }
         ("PATCH", Some(name), sub) => {
             // An apply that creates answers 201 Created, as the real one does.
@@ -624,11 +657,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                     .get(group, version, plural, target.namespace.as_deref(), name)
                     .is_err();
             let r = api.patch(group, version, plural, &target, ct, &body, query)?;
-            Ok(json_response(
-                if creates { 201 } else { 200 },
-                &r,
-                "application/json",
-            ))
+            answer(if creates { 201 } else { 200 }, &r)
         }
         ("DELETE", Some(_), None) => {
             let opts = if body.is_empty() {
@@ -654,7 +683,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             } else {
                 200
             };
-            Ok(json_response(code, &obj, "application/json"))
+            answer(code, &obj)
         }
         ("DELETE", None, _) => {
             let opts = if body.is_empty() {
@@ -678,13 +707,103 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                     deleted.push(o);
                 }
             }
-            Ok(ok(
-                &json!({"kind": format!("{}List", served.info.kind), "apiVersion": served.info.api_version(),
-                          "metadata": {"resourceVersion": api.store.current_rv().to_string()}, "items": deleted}),
-            ))
+            answer_list(&Listed {
+                kind: format!("{}List", served.info.kind),
+                api_version: served.info.api_version(),
+                metadata: json!({"resourceVersion": api.store.current_rv().to_string()}),
+                items: deleted.into_iter().map(Arc::new).collect(),
+            })
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// The `PartialObjectMetadata` view an `Accept` header asks for
+/// (`application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`, or
+/// `…List`), negotiated as any other representation.
+#[derive(Debug, Clone, Copy)]
+struct MetadataOnly {
+    version: table::TableVersion,
+    list: bool,
+}
+
+impl MetadataOnly {
+    fn asked(accept: Option<&str>) -> Option<MetadataOnly> {
+        match table::negotiate(accept) {
+            Some(table::Representation::PartialObjectMetadata { version, list }) => {
+                Some(MetadataOnly { version, list })
+            }
+            _ => None,
+        }
+    }
+
+    fn partial(&self, obj: &Value) -> Value {
+        json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": self.version.api_version(),
+            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        })
+    }
+
+    /// One object's view; a Status goes out as it is. Asking a single
+    /// object for a list is the apiserver's 406.
+    fn object(&self, info: &super::registry::ResourceInfo, obj: &Value) -> ApiResult<Value> {
+        if obj["kind"] == "Status" {
+            return Ok(obj.clone());
+        }
+        if self.list {
+            return Err(not_acceptable(format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+                go_type(
+                    info,
+                    &obj["kind"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| info.kind.clone())
+                )
+            )));
+        }
+        Ok(self.partial(obj))
+    }
+
+    /// A list's view: a `PartialObjectMetadataList` of `PartialObjectMetadata`.
+    fn list(&self, info: &super::registry::ResourceInfo, list: &Listed) -> ApiResult<Value> {
+        if !self.list {
+            return Err(not_acceptable(format!(
+                "you requested PartialObjectMetadata, but the requested object is a list ({})",
+                go_type(info, &list.kind)
+            )));
+        }
+        let items: Vec<Value> = list.items.iter().map(|i| self.partial(i)).collect();
+        Ok(json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": self.version.api_version(),
+            "metadata": list.metadata,
+            "items": items,
+        }))
+    }
+}
+
+/// The Go type the apiserver names in its 406 text (`*core.Pod`,
+/// `*unstructured.Unstructured` for custom resources).
+fn go_type(info: &super::registry::ResourceInfo, kind: &str) -> String {
+    if !super::builtin::is_builtin_group(&info.group) {
+        return if kind.ends_with("List") {
+            "*unstructured.UnstructuredList".into()
+        } else {
+            "*unstructured.Unstructured".into()
+        };
+    }
+    let package = match info.group.split('.').next() {
+        None | Some("") => "core",
+        Some(p) => p,
+    };
+    format!("*{package}.{kind}")
+}
+
+/// 406 NotAcceptable, as `errNotAcceptable` words it.
+fn not_acceptable(message: String) -> ApiError {
+    ApiError::new_status(406, "NotAcceptable", message)
 }
 
 /// `pods/NAME/exec|attach|portforward`: streaming subresources the real
@@ -698,7 +817,8 @@ fn is_connect(served: &Served, sub: &str) -> bool {
 /// Answers a connect request as kube-apiserver does before it would proxy
 /// it: the pod must exist, the container be one of its own (and named when
 /// there are several), the pod be on a node, and the request an upgrade.
-/// Exec and attach are then served by [`super::exec`]; portforward is not.
+/// Exec and attach are then served by [`super::exec`]; portforward is
+/// refused with a 400 that names the pod's reachable IP.
 fn connect(
     api: &Api,
     served: &Served,
@@ -766,11 +886,21 @@ fn connect(
             name,
             sub == "attach",
         ),
-        _ => Err(ApiError::new_status(
-            500,
-            "InternalError",
-            "Internal error occurred: the agentdeck sandbox does not serve portforward",
-        )),
+        // The sandbox's pods listen on their own loopback IPs, reachable
+        // from this machine as they are: there is no kubelet stream to
+        // proxy, so the request is refused as a client mistake (not a
+        // server fault a client would retry), naming where to connect.
+        _ => {
+            let ip = pod["status"]["podIP"].as_str().unwrap_or_default();
+            let reach = if ip.is_empty() {
+                "the pod has no IP yet".to_owned()
+            } else {
+                format!("connect to the pod's IP {ip} directly")
+            };
+            Err(ApiError::bad_request(format!(
+                "pod {name}: the agentdeck sandbox does not forward ports; its pods listen on their own loopback IPs: {reach}"
+            )))
+        }
     }
 }
 
@@ -1184,21 +1314,22 @@ impl Listed {
         out.extend_from_slice(b",\"apiVersion\":");
         let _ = serde_json::to_writer(&mut out, &self.api_version);
         out.extend_from_slice(b",\"metadata\":");
-        let _ = serde_json::to_writer(&mut out, &self.metadata);
+        wire::write(&mut out, &self.metadata);
         out.extend_from_slice(b",\"items\":[");
         for (i, item) in self.items.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            let _ = serde_json::to_writer(&mut out, item.as_ref());
+            wire::write(&mut out, item.as_ref());
         }
-        out.extend_from_slice(b"]}");
+        out.extend_from_slice(b"]}\n");
         out
     }
 }
 
 /// LIST with selectors, limit and continue.
 fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult<Listed> {
+    decode_integer_options(query)?;
     if query.opt_flag("sendInitialEvents").is_some() {
         return Err(invalid_list_options(
             "sendInitialEvents",
@@ -1272,6 +1403,31 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         metadata: meta,
         items: out,
     })
+}
+
+/// The integer list options decoded as the apiserver's parameter codec
+/// does: one that is not a number is a 400 with strconv's text.
+fn decode_integer_options(query: &Query) -> ApiResult<()> {
+    for key in ["limit", "timeoutSeconds"] {
+        if let Some(v) = query.get(key).filter(|v| !v.is_empty())
+            && v.parse::<i64>().is_err()
+        {
+            let why = if v
+                .trim_start_matches(['-', '+'])
+                .chars()
+                .all(|c| c.is_ascii_digit())
+            {
+                "value out of range"
+            } else {
+                "invalid syntax"
+            };
+            return Err(ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: {why}",
+                super::selector::go_quote(v)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A 422 about the list options, as `ValidateListOptions` words it.
@@ -1514,6 +1670,7 @@ async fn watch(
     target: &Target,
     query: &Query,
     as_table: Option<table::TableVersion>,
+    meta_only: Option<MetadataOnly>,
 ) -> ApiResult<Response> {
     let filter = Filter::new(served, target, query)?;
     if as_table.is_some() {
@@ -1522,6 +1679,16 @@ async fn watch(
             .map_err(ApiError::bad_request)?;
     }
     validate_watch_options(query)?;
+    decode_integer_options(query)?;
+    // The same check a list makes: a version must be a number.
+    if let Some(a) = query.get("resourceVersion").filter(|a| !a.is_empty())
+        && a.parse::<u64>().is_err()
+    {
+        return Err(invalid_list_options(
+            "resourceVersion",
+            format!("Invalid value: \"{a}\": must be a non-negative integer"),
+        ));
+    }
     let res = served.info.storage_resource();
     let asked = query.get("resourceVersion").map(str::to_string);
     let send_initial_opt = query.opt_flag("sendInitialEvents");
@@ -1545,9 +1712,7 @@ async fn watch(
             Err(too_old) => {
                 // The real apiserver answers 200 and then one ERROR event.
                 let status = ApiError::gone(since, too_old.oldest).status();
-                let line = serde_json::to_vec(&json!({"type": "ERROR", "object": status}))
-                    .unwrap_or_default();
-                let mut r = Response::new(Body::from([line, b"\n".to_vec()].concat()));
+                let mut r = Response::new(Body::from(wire::event("ERROR", &status)));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
@@ -1595,12 +1760,16 @@ async fn watch(
                     headers_sent = true;
                     table
                 }
+                // Each event's object, bookmarks included, as the
+                // watch's embedded encoder transforms it.
+                _ if t != "ERROR" && meta_only.is_some() => json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": meta_only.map_or("meta.k8s.io/v1", |m| m.version.api_version()),
+                    "metadata": obj["metadata"],
+                }),
                 _ => obj.clone(),
             };
-            let mut v =
-                serde_json::to_vec(&json!({"type": t, "object": object})).unwrap_or_default();
-            v.push(b'\n');
-            Bytes::from(v)
+            Bytes::from(wire::event(t, &object))
         };
         // Bookmarks carry the latest resourceVersion this watch has seen of
         // the whole store, as the real watch cache's progress notifications do.

@@ -623,6 +623,9 @@ fn printer_for(kind: &str) -> Option<Printer> {
         "PersistentVolume" => (PV_COLUMNS, pv_cells),
         "Ingress" => (INGRESS_COLUMNS, ingress_cells),
         "StorageClass" => (STORAGE_CLASS_COLUMNS, storage_class_cells),
+        "ComponentStatus" => (COMPONENT_STATUS_COLUMNS, component_status_cells),
+        "CertificateSigningRequest" => (CSR_COLUMNS, csr_cells),
+        "APIService" => (API_SERVICE_COLUMNS, api_service_cells),
         _ => return None,
     };
     Some(Printer { columns, cells })
@@ -1746,6 +1749,126 @@ fn lease_cells(lease: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
         name(lease).into(),
         str_at(lease, "/spec/holderIdentity").into(),
         created(lease, now),
+    ];
+    (cells, None)
+}
+
+// -- cluster-level kinds, as printers.go (and the aggregator) print them
+
+const COMPONENT_STATUS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Status", "string", "Status of the component conditions"),
+    Column::new("Message", "string", "Message of the component conditions"),
+    Column::new("Error", "string", "Error of the component conditions"),
+];
+
+fn component_status_cells(cs: &Value, _now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let (mut status, mut message, mut error) = ("Unknown", "", "");
+    if let Some(c) = array_at(cs, "/conditions")
+        .iter()
+        .find(|c| c["type"] == "Healthy")
+    {
+        status = if c["status"] == "True" {
+            "Healthy"
+        } else {
+            "Unhealthy"
+        };
+        message = str_at(c, "/message");
+        error = str_at(c, "/error");
+    }
+    let cells = vec![name(cs).into(), status.into(), message.into(), error.into()];
+    (cells, None)
+}
+
+const CSR_COLUMNS: &[Column] = &[
+    NAME,
+    AGE,
+    Column::new(
+        "SignerName",
+        "string",
+        "Only use signers that are known to the cluster.",
+    ),
+    Column::new(
+        "Requestor",
+        "string",
+        "Name of the user requesting the certificate",
+    ),
+    Column::new(
+        "RequestedDuration",
+        "string",
+        "expirationSeconds is the requested duration of validity of the issued certificate.",
+    ),
+    Column::new(
+        "Condition",
+        "string",
+        "Approval and issuance status of the certificate signing request",
+    ),
+];
+
+fn csr_cells(csr: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    // `extractCSRStatus`: the approval, then Issued once a certificate is in.
+    let mut states: Vec<&str> = Vec::new();
+    for c in array_at(csr, "/status/conditions") {
+        match c["type"].as_str() {
+            Some(t @ ("Approved" | "Denied" | "Failed")) if c["status"] != "False" => {
+                states.push(t)
+            }
+            _ => {}
+        }
+    }
+    if states.is_empty() {
+        states.push("Pending");
+    }
+    if !str_at(csr, "/status/certificate").is_empty() {
+        states.push("Issued");
+    }
+    let duration = match csr
+        .pointer("/spec/expirationSeconds")
+        .and_then(Value::as_i64)
+    {
+        Some(s) => human_duration(SignedDuration::from_secs(s)),
+        None => "<none>".to_owned(),
+    };
+    let cells = vec![
+        name(csr).into(),
+        created(csr, now),
+        str_at(csr, "/spec/signerName").into(),
+        str_at(csr, "/spec/username").into(),
+        duration.into(),
+        states.join(",").into(),
+    ];
+    (cells, None)
+}
+
+const API_SERVICE_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new(
+        "Service",
+        "string",
+        "The reference to the service that hosts this API endpoint.",
+    ),
+    Column::new("Available", "string", "Whether this service is available."),
+    AGE,
+];
+
+fn api_service_cells(svc: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let service = match svc.pointer("/spec/service").filter(|s| !s.is_null()) {
+        Some(s) => format!("{}/{}", str_at(s, "/namespace"), str_at(s, "/name")),
+        None => "Local".to_owned(),
+    };
+    let available = match array_at(svc, "/status/conditions")
+        .iter()
+        .find(|c| c["type"] == "Available")
+    {
+        Some(c) if c["status"] == "True" => "True".to_owned(),
+        Some(c) => format!("{} ({})", str_at(c, "/status"), str_at(c, "/reason")),
+        None => "Unknown".to_owned(),
+    };
+    let cells = vec![
+        name(svc).into(),
+        service.into(),
+        available.into(),
+        created(svc, now),
     ];
     (cells, None)
 }

@@ -370,7 +370,7 @@ fn service_account_tokens_identify_their_account_while_it_and_its_pod_live() {
     let (expired, _) = sec.issue_token(&sa, None, &[], 60, now - 3600);
     assert_eq!(
         sec.authenticate_token(&api, &expired),
-        Err("token has expired")
+        Err("token has expired".to_owned())
     );
     let (elsewhere, _) = sec.issue_token(&sa, None, &["vault".to_owned()], 600, now);
     assert!(sec.authenticate_token(&api, &elsewhere).is_err());
@@ -397,7 +397,7 @@ fn service_account_tokens_identify_their_account_while_it_and_its_pod_live() {
     service_account(&api, "team", "bot");
     assert_eq!(
         sec.authenticate_token(&api, &token),
-        Err("service account UID does not match")
+        Err("service account UID does not match".to_owned())
     );
 }
 
