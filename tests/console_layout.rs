@@ -557,3 +557,22 @@ fn agents_of_one_replica_set_stay_apart_at_80x24() {
     }
     insta::assert_snapshot!("layout_agent_names_80x24", screen);
 }
+
+#[test]
+fn the_count_of_marks_stays_in_the_title_when_a_long_filter_and_a_sort_do_not_fit() {
+    for w in [60u16, 80, 100] {
+        let mut a = app(w, 24);
+        keys(&mut a, "3");
+        keys(
+            &mut a,
+            "/plan-0000|plan-0001|plan-0002|plan-0003|plan-0004\n",
+        );
+        keys(&mut a, "  N");
+        let screen = text(&a);
+        let title = screen
+            .lines()
+            .find(|l| l.contains("Tasks ["))
+            .unwrap_or_else(|| panic!("a title at {w}: {screen}"));
+        assert!(title.contains("2 marked"), "at {w}: {title}");
+    }
+}

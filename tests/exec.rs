@@ -454,6 +454,9 @@ fn the_console_suspends_for_a_shell_in_an_agent_and_resumes_cleanly() {
         .and_then(|l| l.trim_start_matches('│').split_whitespace().next())
         .expect("an agent row")
         .to_string();
+    // The selection stays on the row first selected (an object, not a row
+    // number): go to the top row, the agent's.
+    t.tmux(&["send-keys", "-t", "t", "g"]);
     t.tmux(&["send-keys", "-t", "t", "s"]);
     let screen = t.wait_for("returns to the console");
     assert!(

@@ -776,49 +776,70 @@ fn table<R: Row>(
     cols: &[Column<R>],
 ) {
     let st = app.table(kind);
-    let mut title = vec![Span::styled(
-        format!(" {}", capitalise(kind.as_str())),
-        theme.style(Role::Title),
+    // What the title says, by priority: the view, its counts and its marks
+    // always (an action acts on the marks); the filter, the sort, the pool
+    // and `wide` go in that order from the end when the border is short.
+    let mut title: Vec<(u8, Vec<Span>)> = vec![(
+        0,
+        vec![Span::styled(
+            format!(" {}", capitalise(kind.as_str())),
+            theme.style(Role::Title),
+        )],
     )];
     if let Some(p) = pool {
-        title.push(Span::styled(
-            format!(" of pool {p}"),
-            theme.style(Role::Title),
+        title.push((
+            3,
+            vec![Span::styled(
+                format!(" of pool {}", text::shorten_middle(p, 24)),
+                theme.style(Role::Title),
+            )],
         ));
     }
-    title.push(Span::styled(
-        format!(" [{}/{}]", st.visible.len(), rows.len()),
-        theme.style(Role::Muted),
+    title.push((
+        0,
+        vec![Span::styled(
+            format!(" [{}/{}]", st.visible.len(), rows.len()),
+            theme.style(Role::Muted),
+        )],
     ));
-    if !st.filter_text.is_empty() {
-        title.push(Span::styled(
-            format!(" /{}", st.filter_text),
-            theme.style(Role::Prompt),
-        ));
-        if let Some(e) = st.filter.error() {
-            title.push(Span::styled(format!(" ({e})"), theme.style(Role::Danger)));
-        }
-    }
     if !st.marks.is_empty() {
-        title.push(Span::styled(
-            format!(" {} marked", st.marks.len()),
-            theme.style(Role::Marked),
+        title.push((
+            0,
+            vec![Span::styled(
+                format!(" {} marked", st.marks.len()),
+                theme.style(Role::Marked),
+            )],
         ));
+    }
+    if !st.filter_text.is_empty() {
+        let mut spans = vec![Span::styled(
+            format!(" /{}", text::ellipsize(&st.filter_text, 30)),
+            theme.style(Role::Prompt),
+        )];
+        if let Some(e) = st.filter.error() {
+            spans.push(Span::styled(format!(" ({e})"), theme.style(Role::Danger)));
+        }
+        title.push((1, spans));
     }
     if app.wide {
-        title.push(Span::styled(" wide", theme.style(Role::Muted)));
+        title.push((4, vec![Span::styled(" wide", theme.style(Role::Muted))]));
     }
     if st.sort != crate::app::SortKey::Natural {
-        title.push(Span::styled(
-            format!(" sort:{:?}{}", st.sort, if st.reverse { "↑" } else { "" }).to_lowercase(),
-            theme.style(Role::Muted),
+        title.push((
+            2,
+            vec![Span::styled(
+                format!(" sort:{:?}{}", st.sort, if st.reverse { "↑" } else { "" }).to_lowercase(),
+                theme.style(Role::Muted),
+            )],
         ));
     }
-    title.push(Span::raw(" "));
+    title.push((0, vec![Span::raw(" ")]));
+    // The border's corners and a dash of it either side.
+    let title = by_priority(title, usize::from(area.width.saturating_sub(4)));
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style(Role::Border))
-        .title(Line::from(title));
+        .title(title);
     let inner_width = area.width.saturating_sub(2);
     // `-A`: the namespace first, as kubectl and k9s show it.
     let with_ns;
