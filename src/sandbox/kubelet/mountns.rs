@@ -25,7 +25,10 @@
 //!    ("tmpfs + binds": the host's files stay visible, new entries go to
 //!    memory), the missing directories (or file, for a file `subPath`) are
 //!    created, and the volume is bind-mounted there; `readOnly` mounts are
-//!    remounted read-only afterwards;
+//!    remounted read-only afterwards. The kubelet adds the agentdeck binary as one more (read-only) mount,
+//!    at [`CONTAINER_EXE`], and agentdeck containers run that path: where
+//!    the binary really is may be hidden by a volume (a checkout under
+//!    `/tmp`, below the pods' `/tmp` emptyDir);
 //! 5. detaches the old root and `exec`s the command (same pid, so the
 //!    kubelet's signals and process-group kills reach it).
 //!
@@ -66,6 +69,24 @@ pub const SUBCOMMAND: &str = "__sandbox-container";
 
 /// Where the host's root is put while the container's root is assembled.
 const OLD_ROOT: &str = "/.oldroot";
+
+/// Where a container finds the agentdeck binary (bind-mounted read-only from
+/// wherever it really is), as the agentdeck image has it; agentdeck
+/// containers run this path.
+pub const CONTAINER_EXE: &str = "/usr/local/bin/agentdeck";
+
+/// The file behind `exe` on the host: an absolute path with symlinks
+/// resolved, or a bare name looked up on `PATH`; None where there is none.
+pub fn host_executable(exe: &Path) -> Option<PathBuf> {
+    if exe.components().count() > 1 || exe.is_absolute() {
+        return std::fs::canonicalize(exe).ok().filter(|p| p.is_file());
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(exe))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+}
 
 /// One volume mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -402,7 +402,7 @@ impl Kubelet {
             if mounts_at_paths {
                 // Our own binary sets up the container's mount namespace,
                 // then becomes the command (see `mountns`).
-                let ns_mounts: Vec<mountns::Mount> = mounts
+                let mut ns_mounts: Vec<mountns::Mount> = mounts
                     .iter()
                     .map(|m| mountns::Mount {
                         source: m.host.clone(),
@@ -410,6 +410,20 @@ impl Kubelet {
                         read_only: m.read_only,
                     })
                     .collect();
+                // The binary at a path of its own, as the agentdeck image
+                // has it: where it really is may be hidden in the
+                // container (a checkout under `/tmp`, below an emptyDir).
+                let host_exe = mountns::host_executable(&self.config.exe);
+                if let Some(host) = &host_exe {
+                    ns_mounts.push(mountns::Mount {
+                        source: host.clone(),
+                        target: PathBuf::from(mountns::CONTAINER_EXE),
+                        read_only: true,
+                    });
+                    if *exe == self.config.exe {
+                        *exe = PathBuf::from(mountns::CONTAINER_EXE);
+                    }
+                }
                 // The pod directory may be hidden in the container (a volume
                 // on `/tmp`): HOME is `/` there.
                 for (k, v) in env.iter_mut() {
