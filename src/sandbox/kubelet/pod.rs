@@ -51,7 +51,8 @@ pub(super) struct ContainerSlot {
 /// The running process of a real-process container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ContainerProcess {
-    /// Its pid (also its process group and session).
+    /// Its pid (also its process group and session): with a mount
+    /// namespace, the supervisor of [`mountns`], a process of the container.
     pub pid: i32,
     /// It runs in a mount namespace of its own: a process meant to see
     /// the container's files joins it with [`mountns::join_args`].
@@ -69,7 +70,6 @@ impl ContainerSlot {
     }
 
     /// The container's running process, if it has one now.
-    #[allow(dead_code)] // exec still maps paths; joining the view is next
     pub fn process(&self) -> Option<ContainerProcess> {
         *self.process.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -524,6 +524,11 @@ impl Kubelet {
                 env: prepared.env.clone(),
                 dir: rt.dir.clone(),
                 mounts: volumes::container_mounts(&slot.spec, vols),
+                working_dir: slot.spec["workingDir"]
+                    .as_str()
+                    .filter(|d| d.starts_with('/'))
+                    .map_or_else(|| PathBuf::from("/"), PathBuf::from),
+                process: None,
             }));
             let id = new_container_id();
             slot.logs.start_instance(&id);
