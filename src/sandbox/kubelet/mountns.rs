@@ -286,6 +286,9 @@ pub fn entry_point() -> Option<ExitCode> {
         return None;
     }
     let rest: Vec<OsString> = args.collect();
+    if rest.first().map(OsString::as_os_str) == Some(OsStr::new(UNBLOCK)) {
+        return Some(unblock_and_exec(&rest[1..]));
+    }
     let invocation = match parse(&rest) {
         Ok(i) => i,
         Err(e) => {
@@ -609,8 +612,13 @@ fn supervise(cwd: Option<&Path>, command: &[OsString], parent: Option<i32>) -> R
     if orphaned() {
         return Err("the sandbox that started the container is gone".into());
     }
-    // std gives the child an empty signal mask and default dispositions.
-    let child = std::process::Command::new(program)
+    // The command must not inherit the blocked signals: it starts through
+    // this entry point again, which unblocks them and becomes the command.
+    let child = std::process::Command::new("/proc/self/exe")
+        .arg(SUBCOMMAND)
+        .arg(UNBLOCK)
+        .arg("--")
+        .arg(program)
         .args(args)
         .spawn()
         .map_err(|e| format!("exec {}: {e}", Path::new(program).display()))?;
@@ -659,6 +667,27 @@ fn supervise(cwd: Option<&Path>, command: &[OsString], parent: Option<i32>) -> R
         }
         _ => 255,
     })
+}
+
+/// The supervisor's child: unblocks every signal, then becomes the command.
+const UNBLOCK: &str = "--unblock";
+
+fn unblock_and_exec(rest: &[OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let _ = SigSet::all().thread_unblock();
+    let command = rest
+        .strip_prefix(&[OsString::from("--")][..])
+        .unwrap_or(rest);
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("agentdeck {SUBCOMMAND}: no command");
+        return ExitCode::from(128);
+    };
+    let e = std::process::Command::new(program).args(args).exec();
+    eprintln!(
+        "agentdeck {SUBCOMMAND}: exec {}: {e}",
+        Path::new(program).display()
+    );
+    ExitCode::from(128)
 }
 
 /// Reaps every child that has exited (adopted orphans included); the
