@@ -627,3 +627,111 @@ fn v4_and_v5_clients_get_their_streams_and_a_final_status() {
         serde_json::from_str(&channel(&got, 3)).expect("a Status on the error channel");
     assert_eq!(status["status"], "Success", "{status}");
 }
+
+/// `kubectl exec` into an agent pod the controller made runs in the
+/// container's own view (its mount namespace): the pod's volumes at their
+/// paths for every file the command opens, relative paths included, as on
+/// a cluster.
+#[test]
+fn kubectl_exec_into_an_agent_pod_sees_its_volumes_at_their_paths() {
+    use std::process::Stdio;
+    let sb = TestSandbox::start_with(agentdeck::sandbox::kubelet::KubeletConfig {
+        exe: std::path::PathBuf::from(env!("CARGO_BIN_EXE_agentdeck")),
+        mount_namespaces: true,
+        ..agentdeck::sandbox::kubelet::KubeletConfig::from_env()
+    });
+    assert!(
+        !std::path::Path::new("/etc/agentdeck").exists(),
+        "this test needs a host without /etc/agentdeck"
+    );
+    let crds = out(&sb.agentdeck(&["crds"]));
+    sb.kubectl_in_ok(&["apply", "-f", "-"], &crds);
+    sb.kubectl_ok(&["create", "namespace", "agentdeck-system"]);
+    let home = tempfile::tempdir().expect("temp dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let daemon = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("--daemon")
+        .env_remove("AGENTDECK_SANDBOX_EXE")
+        .env("KUBECONFIG", &sb.kubeconfig)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("AGENTDECK_SERVER__PORT", port.to_string())
+        .current_dir(home.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon starts");
+    let _daemon = Killed(daemon);
+    sb.kubectl_ok(&["apply", "-f", "config/pool-quickstart.yaml"]);
+    let pod = eventually_blocking("a running agent pod", || {
+        let o = sb.kubectl(&[
+            "get",
+            "pods",
+            "-l",
+            "agentdeck.dev/pool=quickstart",
+            "-o",
+            "jsonpath={range .items[?(@.status.phase==\"Running\")]}{.metadata.name}{\"\\n\"}{end}",
+        ]);
+        out(&o).lines().next().map(str::to_string)
+    });
+    let ls = sb.kubectl_ok(&["exec", &pod, "--", "sh", "-c", "ls /etc/agentdeck"]);
+    assert!(
+        ls.lines().any(|l| l == "agentdeck-agent.yaml"),
+        "ls /etc/agentdeck in {pod}: {ls:?}"
+    );
+    let config_map = sb.kubectl_ok(&[
+        "get",
+        "pod",
+        &pod,
+        "-o",
+        "jsonpath={.spec.volumes[?(@.configMap)].configMap.name}",
+    ]);
+    let settings = sb.kubectl_ok(&[
+        "get",
+        "configmap",
+        config_map
+            .split_whitespace()
+            .next()
+            .expect("a ConfigMap volume"),
+        "-o",
+        "jsonpath={.data.agentdeck-agent\\.yaml}",
+    ]);
+    assert!(!settings.is_empty(), "the ConfigMap has the settings file");
+    let cat = sb.kubectl_ok(&[
+        "exec",
+        &pod,
+        "--",
+        "cat",
+        "/etc/agentdeck/agentdeck-agent.yaml",
+    ]);
+    assert_eq!(cat, settings);
+    let relative = sb.kubectl_ok(&[
+        "exec",
+        &pod,
+        "--",
+        "sh",
+        "-c",
+        "cd /etc/agentdeck && cat ./agentdeck-agent.yaml",
+    ]);
+    assert_eq!(relative, settings);
+    // The binary at the image's path, and the container's own `/tmp`.
+    let version = sb.kubectl_ok(&["exec", &pod, "--", "agentdeck", "--version"]);
+    assert!(version.starts_with("agentdeck "), "{version}");
+    sb.kubectl_ok(&["exec", &pod, "--", "sh", "-c", "echo x > /tmp/from-exec"]);
+    let tmp = sb.kubectl_ok(&["exec", &pod, "--", "sh", "-c", "cat /tmp/from-exec"]);
+    assert_eq!(tmp, "x\n");
+}
+
+/// A child process killed (and waited for) however the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -205,3 +205,126 @@ fn an_unprivileged_user_gets_its_mounts_through_a_user_namespace_too() {
     assert!(vol.join("y").exists(), "written through to the volume");
     assert!(!Path::new("/shared").exists());
 }
+
+/// A sandbox and controller started from a copy of the binary under `/tmp`,
+/// as `cargo run` from a checkout cloned there starts them: the pods'
+/// emptyDir at `/tmp` hides that path, so containers run the binary from a
+/// path of its own (`/usr/local/bin/agentdeck`, as the image has it).
+#[test]
+fn a_sandbox_started_from_a_binary_under_tmp_runs_a_pool_whose_task_succeeds() {
+    use std::process::Stdio;
+    let dir = tempfile::Builder::new()
+        .prefix("agentdeck-checkout-")
+        .tempdir_in("/tmp")
+        .expect("temp dir under /tmp");
+    let bin = dir.path().join("target/debug/agentdeck");
+    std::fs::create_dir_all(bin.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(env!("CARGO_BIN_EXE_agentdeck"), &bin).expect("binary copied");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let run = |program: &Path, args: &[&str], stdin: Option<&str>| {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", &home)
+            .env_remove("AGENTDECK_SANDBOX_EXE")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("starts");
+        if let Some(text) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("stdin written");
+        }
+        child.wait_with_output().expect("ends")
+    };
+    let ok = |program: &Path, args: &[&str], stdin: Option<&str>| {
+        let o = run(program, args, stdin);
+        assert!(o.status.success(), "{args:?}: {}", common::err(&o));
+        out(&o)
+    };
+    let kubectl = Path::new("kubectl");
+
+    let sandbox = Command::new(&bin)
+        .args(["sandbox", "--port", "0", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .env_remove("AGENTDECK_SANDBOX_EXE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sandbox starts");
+    let _sandbox = Stopped(sandbox);
+    poll("the sandbox's kubeconfig", || {
+        kubeconfig.exists().then_some(())
+    });
+    let crds = ok(&bin, &["crds"], None);
+    ok(kubectl, &["apply", "-f", "-"], Some(&crds));
+    ok(kubectl, &["create", "namespace", "agentdeck-system"], None);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let daemon = Command::new(&bin)
+        .arg("--daemon")
+        .env_remove("AGENTDECK_SANDBOX_EXE")
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", &home)
+        .env("AGENTDECK_SERVER__PORT", port.to_string())
+        .current_dir(&home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("daemon starts");
+    let _daemon = Stopped(daemon);
+    ok(
+        kubectl,
+        &["apply", "-f", "config/pool-quickstart.yaml"],
+        None,
+    );
+    let task = "apiVersion: agentdeck.dev/v1alpha1
+kind: AgentTask
+metadata: {name: from-tmp}
+spec: {pool: quickstart, command: [sh, -c, 'echo ran from /tmp']}
+";
+    ok(kubectl, &["create", "-f", "-"], Some(task));
+    let phase = poll("the task to finish", || {
+        let o = run(
+            kubectl,
+            &["get", "at", "from-tmp", "-o", "jsonpath={.status.phase}"],
+            None,
+        );
+        let phase = out(&o);
+        matches!(phase.as_str(), "Succeeded" | "Failed" | "Errored").then_some(phase)
+    });
+    let pods = out(&run(kubectl, &["get", "pods", "-o", "wide"], None));
+    assert_eq!(phase, "Succeeded", "{pods}");
+}
+
+/// A child process stopped with SIGTERM (and waited for) however the test ends.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = self.0.wait();
+    }
+}

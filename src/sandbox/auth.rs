@@ -62,6 +62,17 @@ impl UserInfo {
         }
     }
 
+    /// The user a verified client certificate names (CN, groups O).
+    fn from_certificate(cert: Option<(String, Vec<String>)>) -> Self {
+        let (username, mut groups) = cert.unwrap_or_default();
+        groups.push("system:authenticated".into());
+        UserInfo {
+            username,
+            uid: None,
+            groups,
+        }
+    }
+
     /// A request without credentials.
     pub fn anonymous() -> Self {
         UserInfo {
@@ -844,7 +855,14 @@ pub fn escalation_check(
 /// user travels on in the request's extensions.
 pub async fn middleware(State(api): State<Arc<Api>>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
+    // A verified client certificate first, as kube-apiserver's x509
+    // authenticator comes before its token authenticators.
+    let cert = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<super::tls::PeerIdentity>>()
+        .and_then(|c| c.0.0.clone());
     let user = match bearer(req.headers()) {
+        _ if cert.is_some() => UserInfo::from_certificate(cert),
         Some(token) => match api.security.authenticate_token(&api, token) {
             Ok(user) => user,
             Err(_) => return super::server::error_response(&unauthorized()),

@@ -325,16 +325,30 @@ impl Sandbox {
     }
 }
 
+/// The kubeconfig context (and user) that authenticates the same admin with
+/// a client certificate (CN the admin, O `system:masters`) instead of the
+/// bearer token of the default context, for clients that build their own
+/// TLS stack.
+pub const CERT_CONTEXT: &str = "agentdeck-sandbox-cert";
+
 /// A kubeconfig for a sandbox at `server` (`https://127.0.0.1:PORT`) with
-/// these credentials, context and user `agentdeck-sandbox` (cluster-admin).
+/// these credentials: the current context and user `agentdeck-sandbox`
+/// (cluster-admin, a bearer token: what every client sends), and
+/// [`CERT_CONTEXT`], the same admin with a client certificate only.
 pub fn kubeconfig_for(server: &str, security: &auth::Security, namespace: &str) -> String {
     use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
          contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {namespace}\n\
-         current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user:\n    token: {token}\npreferences: {{}}\n",
-        ca = base64::engine::general_purpose::STANDARD.encode(security.pki().ca_pem()),
+         - name: {CERT_CONTEXT}\n  context:\n    cluster: agentdeck-sandbox\n    user: {CERT_CONTEXT}\n    namespace: {namespace}\n\
+         current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user:\n    token: {token}\n\
+         - name: {CERT_CONTEXT}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n\
+         preferences: {{}}\n",
+        ca = b64(security.pki().ca_pem()),
         token = security.admin_token(),
+        cert = b64(security.pki().admin_cert_pem()),
+        key = b64(security.pki().admin_key_pem()),
     )
 }
 

@@ -59,9 +59,13 @@ pub async fn serve(
         // TCP_NODELAY on each connection, as Go does).
         let cut = CancellationToken::new();
         let tls = api.security.pki().listener(listener, cut.clone())?;
-        let server = axum::serve(tls, app.clone())
-            .with_graceful_shutdown(stop)
-            .into_future();
+        let server = axum::serve(
+            tls,
+            app.clone()
+                .into_make_service_with_connect_info::<super::tls::PeerIdentity>(),
+        )
+        .with_graceful_shutdown(stop)
+        .into_future();
         tokio::pin!(server);
         tokio::select! {
             r = &mut server => r?,

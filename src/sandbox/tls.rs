@@ -59,6 +59,9 @@ pub enum TlsError {
 pub struct Pki {
     ca_pem: String,
     server: Arc<rustls::ServerConfig>,
+    /// The admin's client certificate and key (PEM), for kubeconfigs.
+    admin_cert_pem: String,
+    admin_key_pem: String,
 }
 
 impl std::fmt::Debug for Pki {
@@ -106,14 +109,42 @@ impl Pki {
         serving.not_after = rcgen::date_time_ymd(2100, 1, 1);
         let cert = serving.signed_by(&key, &issuer)?;
 
+        // The admin's client certificate, as kubeadm's admin.conf has one:
+        // user = CN, groups = O.
+        let admin_key = KeyPair::generate()?;
+        let mut admin = CertificateParams::default();
+        admin.distinguished_name = name(super::auth::ADMIN_USER);
+        admin
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        admin.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        admin.use_authority_key_identifier_extension = true;
+        admin.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        admin.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        let admin_cert = admin.signed_by(&admin_key, &issuer)?;
+
         let chain = vec![cert.der().clone(), ca_cert.der().clone()];
         let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, private)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // Client certificates are asked for, not required (kube-apiserver's
+        // `--client-ca-file`): one the CA signed authenticates its CN.
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca_cert.der().clone())?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+        let mut server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, private)?;
         // HTTP/2 for clients that offer it, as an apiserver does (kubectl
         // and client-go do; upgrades for exec and port-forward ask for
         // HTTP/1.1), HTTP/1.1 for the rest.
@@ -121,7 +152,20 @@ impl Pki {
         Ok(Pki {
             ca_pem: ca_cert.pem(),
             server: Arc::new(server),
+            admin_cert_pem: admin_cert.pem(),
+            admin_key_pem: admin_key.serialize_pem(),
         })
+    }
+
+    /// The admin's client certificate (PEM): CN the admin user, O
+    /// `system:masters`.
+    pub fn admin_cert_pem(&self) -> &str {
+        &self.admin_cert_pem
+    }
+
+    /// The admin certificate's private key (PEM, PKCS#8).
+    pub fn admin_key_pem(&self) -> &str {
+        &self.admin_key_pem
     }
 
     /// The CA certificate (PEM), what clients trust.
@@ -298,6 +342,36 @@ async fn accept_loop(
     }
 }
 
+/// Who the connection's client certificate names (it was verified against
+/// the CA in the handshake): user = CN, groups = each O, as kube-apiserver's
+/// x509 authenticator. None without a certificate.
+#[derive(Debug, Clone, Default)]
+pub struct PeerIdentity(pub Option<(String, Vec<String>)>);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>>
+    for PeerIdentity
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
+        let (_, conn) = stream.io().io.get_ref();
+        let Some(der) = conn.peer_certificates().and_then(|c| c.first()) else {
+            return PeerIdentity(None);
+        };
+        PeerIdentity(subject(der))
+    }
+}
+
+/// CN and O values of a certificate's subject.
+fn subject(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let name = cert.subject();
+    let cn = name.iter_common_name().next()?.as_str().ok()?.to_owned();
+    let groups = name
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_owned))
+        .collect();
+    Some((cn, groups))
+}
+
 impl axum::serve::Listener for TlsListener {
     type Io = Cut<TlsStream<tokio::net::TcpStream>>;
     type Addr = SocketAddr;
@@ -324,6 +398,19 @@ impl axum::serve::Listener for TlsListener {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_admin_certificate_names_the_admin_in_system_masters() {
+        let pki = Pki::generate().expect("pki");
+        let der = ca_ders(pki.admin_cert_pem()).remove(0);
+        assert_eq!(
+            subject(&der),
+            Some((
+                super::super::auth::ADMIN_USER.to_owned(),
+                vec!["system:masters".to_owned()]
+            ))
+        );
+    }
 
     #[test]
     fn the_ca_bundle_parses_back_to_one_certificate() {

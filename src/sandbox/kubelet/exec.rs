@@ -3,9 +3,12 @@
 //! for the wire side).
 //!
 //! - exec runs the command as a real process in the environment of a
-//!   container the sandbox runs as a process: its env, working directory
-//!   and mounts (absolute arguments under a mount path are given as the
-//!   mount's host directory, as the container's own processes resolve them).
+//!   container the sandbox runs as a process: its env and working
+//!   directory, in its mount namespace (joined through [`mountns`], so its
+//!   volumes are at their paths for every file the command opens, relative
+//!   paths included). Where the container has none (see the kubelet's
+//!   fallback), absolute arguments under a mount path are given as the
+//!   mount's host directory instead.
 //! - Ephemeral containers are played, not run: exec in one runs in the
 //!   environment of its target container, and each attach starts its
 //!   command (or `sh`, a debug image's usual entrypoint).
@@ -19,7 +22,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::pod::PodRuntime;
+use super::mountns;
+use super::pod::{ContainerProcess, PodRuntime};
 use super::runtime::{self, Launch};
 use super::status::State;
 use super::volumes;
@@ -37,12 +41,18 @@ pub(super) struct ExecContext {
     pub dir: PathBuf,
     /// Its volume mounts, resolved to the host.
     pub mounts: Vec<volumes::ContainerMount>,
+    /// Its working directory in the container.
+    pub working_dir: PathBuf,
+    /// Its running process, when the exec starts (see [`running_context`]).
+    pub process: Option<ContainerProcess>,
 }
 
-/// Where `program` is found on `PATH` (as the runtime's exec looks it up).
-fn look_path(program: &str, env: &[(String, String)]) -> Option<PathBuf> {
+/// Where `program` is found on `PATH` (as the runtime's exec looks it up),
+/// in the file tree below `root` (`/` for the host's).
+fn look_path(root: &Path, program: &str, env: &[(String, String)]) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
+        let p = root.join(p.strip_prefix("/").unwrap_or(p));
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.contains('/') {
@@ -164,7 +174,9 @@ fn running_context(
             runtime::RUN_SHELL
         )));
     }
-    Ok((*context).clone())
+    let mut context = (*context).clone();
+    context.process = slot.process();
+    Ok(context)
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -190,21 +202,43 @@ fn start(
     let (first, rest) = argv
         .split_first()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command"))?;
-    let program = if first == "agentdeck" || first.ends_with("/agentdeck") {
-        exe.to_path_buf()
-    } else {
-        let mapped = map_path(context, first);
-        look_path(&mapped, &context.env).ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("executable file not found in $PATH: {first}"),
-            )
-        })?
+    let not_found = || {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("executable file not found in $PATH: {first}"),
+        )
     };
-    let mut args: Vec<String> = rest.iter().map(|a| map_path(context, a)).collect();
-    if program.file_name().is_some_and(|n| n == "tar") {
-        args.extend(tar_renames(rest, &args));
-    }
+    let is_agentdeck = first == "agentdeck" || first.ends_with("/agentdeck");
+    let (program, args) = if let Some(process) = context.process.filter(|p| p.mount_namespace) {
+        // The container's own view: its volumes at their paths, relative
+        // paths from its working directory, as a runtime's exec has it.
+        let root = PathBuf::from(format!("/proc/{}/root", process.pid));
+        let program = if is_agentdeck {
+            mountns::CONTAINER_EXE.to_string()
+        } else {
+            look_path(&root, first, &context.env).ok_or_else(not_found)?;
+            first.clone()
+        };
+        let mut command: Vec<std::ffi::OsString> = vec![program.into()];
+        command.extend(rest.iter().map(std::ffi::OsString::from));
+        let args = mountns::join_args(process.pid, Some(&context.working_dir), &command)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        (exe.to_path_buf(), args)
+    } else {
+        let program = if is_agentdeck {
+            exe.to_path_buf()
+        } else {
+            let mapped = map_path(context, first);
+            look_path(Path::new("/"), &mapped, &context.env).ok_or_else(not_found)?
+        };
+        let mut args: Vec<String> = rest.iter().map(|a| map_path(context, a)).collect();
+        if program.file_name().is_some_and(|n| n == "tar") {
+            args.extend(tar_renames(rest, &args));
+        }
+        (program, args)
+    };
     let launch = Launch {
         program: &program,
         args: &args,
@@ -298,10 +332,11 @@ mod tests {
     #[test]
     fn programs_are_looked_up_on_the_containers_path() {
         let env = vec![("PATH".to_string(), "/nonexistent:/bin:/usr/bin".to_string())];
-        let sh = look_path("sh", &env).expect("sh on PATH");
+        let root = Path::new("/");
+        let sh = look_path(root, "sh", &env).expect("sh on PATH");
         assert!(sh.ends_with("sh"), "{}", sh.display());
-        assert_eq!(look_path("no-such-program-here", &env), None);
-        assert_eq!(look_path("/no/such/file", &env), None);
+        assert_eq!(look_path(root, "no-such-program-here", &env), None);
+        assert_eq!(look_path(root, "/no/such/file", &env), None);
     }
 
     #[test]
@@ -329,6 +364,8 @@ mod tests {
                 host: PathBuf::from("/tmp/pod/volumes/data"),
                 read_only: false,
             }],
+            working_dir: PathBuf::from("/"),
+            process: None,
         };
         assert_eq!(map_path(&context, "/data/x"), "/tmp/pod/volumes/data/x");
         assert_eq!(map_path(&context, "-c"), "-c");

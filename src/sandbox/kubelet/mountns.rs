@@ -25,9 +25,18 @@
 //!    ("tmpfs + binds": the host's files stay visible, new entries go to
 //!    memory), the missing directories (or file, for a file `subPath`) are
 //!    created, and the volume is bind-mounted there; `readOnly` mounts are
-//!    remounted read-only afterwards;
-//! 5. detaches the old root and `exec`s the command (same pid, so the
-//!    kubelet's signals and process-group kills reach it).
+//!    remounted read-only afterwards. The kubelet adds the agentdeck binary as one more (read-only) mount,
+//!    at [`CONTAINER_EXE`], and agentdeck containers run that path: where
+//!    the binary really is may be hidden by a volume (a checkout under
+//!    `/tmp`, below the pods' `/tmp` emptyDir);
+//! 5. detaches the old root and starts the command as its child, staying as
+//!    the container's supervisor ([`supervise`]): tied to the sandbox (a
+//!    parent-death signal, checked against `--parent`), subreaper of what
+//!    the command leaves behind, all of it SIGKILLed when the sandbox is
+//!    gone — SIGKILL of the sandbox included — or when the command ends, and
+//!    exiting as the command did. It is the process the kubelet knows (its
+//!    group and session are the container's, so the kubelet's signals and
+//!    kills reach the command too).
 //!
 //! Nothing is written to the host outside the pod directory: shadow tmpfs
 //! mounts live in the namespace, which dies with the container's last
@@ -40,8 +49,8 @@
 //! ARGS…` enters the user namespace of process `PID` when it has its own, then
 //! its mount namespace (`setns` on `/proc/PID/ns/user` and
 //! `/proc/PID/ns/mnt`), whose root is the container's root (it was
-//! `pivot_root`ed), changes to `--cwd` (default `/`) and `exec`s the
-//! command. Build the argument list with [`join_args`]; the kubelet keeps
+//! `pivot_root`ed), changes to `--cwd` (default `/`) and runs the command
+//! under the same supervision as step 5. Build the argument list with [`join_args`]; the kubelet keeps
 //! each running container's pid and whether it has a namespace of its own
 //! (`ContainerSlot::process` in `pod.rs`).
 //!
@@ -53,19 +62,39 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::unix::fs::symlink;
-use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
+use nix::sys::signal::{SigSet, Signal};
 use nix::sys::statvfs::{FsFlags, statvfs};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, getpid, getppid};
 
 /// The hidden first argument that selects this entry point.
 pub const SUBCOMMAND: &str = "__sandbox-container";
 
 /// Where the host's root is put while the container's root is assembled.
 const OLD_ROOT: &str = "/.oldroot";
+
+/// Where a container finds the agentdeck binary (bind-mounted read-only from
+/// wherever it really is), as the agentdeck image has it; agentdeck
+/// containers run this path.
+pub const CONTAINER_EXE: &str = "/usr/local/bin/agentdeck";
+
+/// The file behind `exe` on the host: an absolute path with symlinks
+/// resolved, or a bare name looked up on `PATH`; None where there is none.
+pub fn host_executable(exe: &Path) -> Option<PathBuf> {
+    if exe.components().count() > 1 || exe.is_absolute() {
+        return std::fs::canonicalize(exe).ok().filter(|p| p.is_file());
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(exe))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+}
 
 /// One volume mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +123,8 @@ pub enum Invocation {
         command: Vec<OsString>,
         /// Only check that a namespace can be set up.
         probe: bool,
+        /// The process that started it (see [`supervise`]).
+        parent: Option<i32>,
     },
     /// Enter the namespaces of process `pid` and run `command` there.
     Join {
@@ -103,6 +134,8 @@ pub enum Invocation {
         cwd: Option<PathBuf>,
         /// Program and arguments.
         command: Vec<OsString>,
+        /// The process that started it (see [`supervise`]).
+        parent: Option<i32>,
     },
 }
 
@@ -115,6 +148,7 @@ pub fn create_args(
     command: &[OsString],
 ) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![SUBCOMMAND.into(), "--rootfs".into(), rootfs.into()];
+    out.extend(parent_args());
     if let Some(cwd) = cwd {
         out.extend(["--cwd".into(), cwd.into()]);
     }
@@ -134,12 +168,20 @@ pub fn create_args(
 /// of the container whose process is `pid` (see the module documentation).
 pub fn join_args(pid: i32, cwd: Option<&Path>, command: &[OsString]) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![SUBCOMMAND.into(), "--join".into(), pid.to_string().into()];
+    out.extend(parent_args());
     if let Some(cwd) = cwd {
         out.extend(["--cwd".into(), cwd.into()]);
     }
     out.push("--".into());
     out.extend(command.iter().cloned());
     out
+}
+
+/// `--parent` with this process's id: whoever builds the arguments starts
+/// the entry point as its own child (util-linux `setsid` and `setpriv` exec
+/// in place).
+fn parent_args() -> [OsString; 2] {
+    ["--parent".into(), std::process::id().to_string().into()]
 }
 
 /// Arguments (after the executable) of a probe using `rootfs` as its
@@ -158,6 +200,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
     let mut rootfs = None;
     let mut cwd = None;
     let mut join = None;
+    let mut parent = None;
     let mut probe = false;
     let mut mounts = Vec::new();
     let mut it = args.iter();
@@ -176,14 +219,18 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
             Some("--rootfs") => rootfs = Some(PathBuf::from(value("--rootfs")?)),
             Some("--cwd") => cwd = Some(PathBuf::from(value("--cwd")?)),
             Some("--probe") => probe = true,
-            Some("--join") => {
-                let v = value("--join")?;
+            Some(flag @ ("--join" | "--parent")) => {
+                let v = value(flag)?;
                 let pid = v
                     .to_str()
                     .and_then(|s| s.parse::<i32>().ok())
                     .filter(|p| *p > 0)
-                    .ok_or_else(|| format!("--join: {v:?} is not a process id"))?;
-                join = Some(pid);
+                    .ok_or_else(|| format!("{flag}: {v:?} is not a process id"))?;
+                if flag == "--join" {
+                    join = Some(pid);
+                } else {
+                    parent = Some(pid);
+                }
             }
             Some(flag @ ("--mount" | "--mount-ro")) => {
                 let v = value(flag)?;
@@ -209,7 +256,12 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
         if command.is_empty() {
             return Err("--join needs a command after --".into());
         }
-        return Ok(Invocation::Join { pid, cwd, command });
+        return Ok(Invocation::Join {
+            pid,
+            cwd,
+            command,
+            parent,
+        });
     }
     let rootfs = rootfs.ok_or("--rootfs is required")?;
     if command.is_empty() && !probe {
@@ -221,6 +273,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
         mounts,
         command,
         probe,
+        parent,
     })
 }
 
@@ -233,6 +286,9 @@ pub fn entry_point() -> Option<ExitCode> {
         return None;
     }
     let rest: Vec<OsString> = args.collect();
+    if rest.first().map(OsString::as_os_str) == Some(OsStr::new(UNBLOCK)) {
+        return Some(unblock_and_exec(&rest[1..]));
+    }
     let invocation = match parse(&rest) {
         Ok(i) => i,
         Err(e) => {
@@ -241,7 +297,7 @@ pub fn entry_point() -> Option<ExitCode> {
         }
     };
     let error = match run(invocation) {
-        Ok(()) => return Some(ExitCode::SUCCESS),
+        Ok(code) => return Some(ExitCode::from(code)),
         Err(e) => e,
     };
     // What a container runtime reports when it cannot start the container.
@@ -249,8 +305,8 @@ pub fn entry_point() -> Option<ExitCode> {
     Some(ExitCode::from(128))
 }
 
-/// Carries out `invocation`; returns only for a probe or on failure.
-fn run(invocation: Invocation) -> Result<(), String> {
+/// Carries out `invocation`: the exit code to end with.
+fn run(invocation: Invocation) -> Result<u8, String> {
     match invocation {
         Invocation::Create {
             rootfs,
@@ -258,11 +314,12 @@ fn run(invocation: Invocation) -> Result<(), String> {
             mounts,
             command,
             probe,
+            parent,
         } => {
             enter_new_namespace()?;
             switch_root(&rootfs)?;
             if probe {
-                return Ok(());
+                return Ok(0);
             }
             let mut sorted = mounts;
             // Parents before children, as container runtimes order mounts.
@@ -285,11 +342,16 @@ fn run(invocation: Invocation) -> Result<(), String> {
             umount2(OLD_ROOT, MntFlags::MNT_DETACH)
                 .map_err(|e| format!("cannot detach the host's root: {e}"))?;
             let _ = std::fs::remove_dir(OLD_ROOT);
-            exec(cwd.as_deref(), &command)
+            supervise(cwd.as_deref(), &command, parent)
         }
-        Invocation::Join { pid, cwd, command } => {
+        Invocation::Join {
+            pid,
+            cwd,
+            command,
+            parent,
+        } => {
             join(pid)?;
-            exec(cwd.as_deref(), &command)
+            supervise(cwd.as_deref(), &command, parent)
         }
     }
 }
@@ -500,14 +562,178 @@ fn join(pid: i32) -> Result<(), String> {
         .map_err(|e| format!("cannot enter the mount namespace of {pid}: {e}"))
 }
 
-fn exec(cwd: Option<&Path>, command: &[OsString]) -> Result<(), String> {
+/// Signals the supervisor takes itself (blocked, and read with `sigwait`)
+/// rather than die of: the kubelet signals the container's whole group, so
+/// its command gets them anyway.
+const SUPERVISOR_SIGNALS: [Signal; 8] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+];
+
+/// Runs `command` as a child and stays as the container's supervisor, tied
+/// to the sandbox's life on every exit path (SIGKILL included), as a
+/// kubelet's containers die with their node:
+///
+/// - its parent-death signal (`PR_SET_PDEATHSIG`) is SIGHUP, and each time
+///   it comes (or any other signal) it checks that its parent is still
+///   `parent`: the signal also comes when the *thread* that started it
+///   exits, the process going on;
+/// - it is a subreaper (`PR_SET_CHILD_SUBREAPER`), so what its command
+///   starts and leaves behind stays below it; once the sandbox is gone it
+///   SIGKILLs every process below it and exits;
+/// - when the command exits, it ends what is left below it (as a runtime
+///   tears the container down) and exits as the command did.
+fn supervise(cwd: Option<&Path>, command: &[OsString], parent: Option<i32>) -> Result<u8, String> {
     let dir = cwd.unwrap_or(Path::new("/"));
     nix::unistd::chdir(dir).map_err(|e| format!("cannot change to {}: {e}", dir.display()))?;
     let Some((program, args)) = command.split_first() else {
         return Err("no command".into());
     };
+    let mut signals = SigSet::empty();
+    for s in SUPERVISOR_SIGNALS {
+        signals.add(s);
+    }
+    signals
+        .thread_block()
+        .map_err(|e| format!("cannot block signals: {e}"))?;
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| format!("cannot become a subreaper: {e}"))?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGHUP)
+        .map_err(|e| format!("cannot set the parent-death signal: {e}"))?;
+    let parent = parent.unwrap_or_else(|| getppid().as_raw());
+    let orphaned = || getppid().as_raw() != parent;
+    // Gone before the parent-death signal was set: nothing would tell us.
+    if orphaned() {
+        return Err("the sandbox that started the container is gone".into());
+    }
+    // The command must not inherit the blocked signals: it starts through
+    // this entry point again, which unblocks them and becomes the command.
+    let child = std::process::Command::new("/proc/self/exe")
+        .arg(SUBCOMMAND)
+        .arg(UNBLOCK)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .spawn()
+        .map_err(|e| format!("exec {}: {e}", Path::new(program).display()))?;
+    let main = Pid::from_raw(
+        i32::try_from(child.id()).map_err(|_| "the command has no process id".to_string())?,
+    );
+    drop(child);
+    let status = loop {
+        let signal = signals
+            .wait()
+            .map_err(|e| format!("cannot wait for signals: {e}"))?;
+        if orphaned() {
+            kill_below(getpid());
+            reap_all();
+            return Ok(128 + Signal::SIGKILL as u8);
+        }
+        if signal != Signal::SIGCHLD {
+            continue;
+        }
+        if let Some(status) = reap(main) {
+            break status;
+        }
+    };
+    kill_below(getpid());
+    reap_all();
+    Ok(match status {
+        WaitStatus::Exited(_, code) => u8::try_from(code).unwrap_or(255),
+        WaitStatus::Signaled(_, signal, _) => {
+            // Ends the same way where the signal's default is to end.
+            if matches!(
+                signal,
+                Signal::SIGTERM
+                    | Signal::SIGINT
+                    | Signal::SIGHUP
+                    | Signal::SIGKILL
+                    | Signal::SIGUSR1
+                    | Signal::SIGUSR2
+                    | Signal::SIGALRM
+            ) {
+                let mut one = SigSet::empty();
+                one.add(signal);
+                let _ = one.thread_unblock();
+                let _ = nix::sys::signal::raise(signal);
+            }
+            128u8.saturating_add(signal as u8)
+        }
+        _ => 255,
+    })
+}
+
+/// The supervisor's child: unblocks every signal, then becomes the command.
+const UNBLOCK: &str = "--unblock";
+
+fn unblock_and_exec(rest: &[OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let _ = SigSet::all().thread_unblock();
+    let command = rest
+        .strip_prefix(&[OsString::from("--")][..])
+        .unwrap_or(rest);
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("agentdeck {SUBCOMMAND}: no command");
+        return ExitCode::from(128);
+    };
     let e = std::process::Command::new(program).args(args).exec();
-    Err(format!("exec {}: {e}", Path::new(program).display()))
+    eprintln!(
+        "agentdeck {SUBCOMMAND}: exec {}: {e}",
+        Path::new(program).display()
+    );
+    ExitCode::from(128)
+}
+
+/// Reaps every child that has exited (adopted orphans included); the
+/// status of `main` if it was one of them.
+fn reap(main: Pid) -> Option<WaitStatus> {
+    let mut found = None;
+    loop {
+        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return found,
+            Ok(status) => {
+                if status.pid() == Some(main) {
+                    found = Some(status);
+                }
+            }
+        }
+    }
+}
+
+/// Waits for every child left (after [`kill_below`] they are dying).
+fn reap_all() {
+    while waitpid(None::<Pid>, None).is_ok() {}
+}
+
+/// SIGKILLs every process below `top` (children, theirs, and so on; as a
+/// subreaper, orphans of the container are children too), again until none
+/// is left that was not yet signalled.
+fn kill_below(top: Pid) {
+    let mut killed = std::collections::HashSet::new();
+    for _ in 0..10 {
+        let procs = super::runtime::processes();
+        let mut below = Vec::new();
+        let mut queue = vec![top.as_raw()];
+        while let Some(p) = queue.pop() {
+            for child in procs.iter().filter(|c| c.ppid == p) {
+                below.push(child.pid);
+                queue.push(child.pid);
+            }
+        }
+        let fresh: Vec<i32> = below.into_iter().filter(|p| killed.insert(*p)).collect();
+        if fresh.is_empty() {
+            return;
+        }
+        for pid in fresh {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -548,6 +774,7 @@ mod tests {
                 mounts,
                 command,
                 probe: false,
+                parent: Some(std::process::id() as i32),
             })
         );
     }
@@ -561,6 +788,7 @@ mod tests {
                 pid: 42,
                 cwd: None,
                 command: os(&["/bin/sh", "-c", "ls"]),
+                parent: Some(std::process::id() as i32),
             })
         );
         let args = probe_args(Path::new("/pod/rootfs"));

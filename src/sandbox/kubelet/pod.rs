@@ -51,7 +51,8 @@ pub(super) struct ContainerSlot {
 /// The running process of a real-process container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ContainerProcess {
-    /// Its pid (also its process group and session).
+    /// Its pid (also its process group and session): with a mount
+    /// namespace, the supervisor of [`mountns`], a process of the container.
     pub pid: i32,
     /// It runs in a mount namespace of its own: a process meant to see
     /// the container's files joins it with [`mountns::join_args`].
@@ -69,7 +70,6 @@ impl ContainerSlot {
     }
 
     /// The container's running process, if it has one now.
-    #[allow(dead_code)] // exec still maps paths; joining the view is next
     pub fn process(&self) -> Option<ContainerProcess> {
         *self.process.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -402,7 +402,7 @@ impl Kubelet {
             if mounts_at_paths {
                 // Our own binary sets up the container's mount namespace,
                 // then becomes the command (see `mountns`).
-                let ns_mounts: Vec<mountns::Mount> = mounts
+                let mut ns_mounts: Vec<mountns::Mount> = mounts
                     .iter()
                     .map(|m| mountns::Mount {
                         source: m.host.clone(),
@@ -410,6 +410,20 @@ impl Kubelet {
                         read_only: m.read_only,
                     })
                     .collect();
+                // The binary at a path of its own, as the agentdeck image
+                // has it: where it really is may be hidden in the
+                // container (a checkout under `/tmp`, below an emptyDir).
+                let host_exe = mountns::host_executable(&self.config.exe);
+                if let Some(host) = &host_exe {
+                    ns_mounts.push(mountns::Mount {
+                        source: host.clone(),
+                        target: PathBuf::from(mountns::CONTAINER_EXE),
+                        read_only: true,
+                    });
+                    if *exe == self.config.exe {
+                        *exe = PathBuf::from(mountns::CONTAINER_EXE);
+                    }
+                }
                 // The pod directory may be hidden in the container (a volume
                 // on `/tmp`): HOME is `/` there.
                 for (k, v) in env.iter_mut() {
@@ -510,6 +524,11 @@ impl Kubelet {
                 env: prepared.env.clone(),
                 dir: rt.dir.clone(),
                 mounts: volumes::container_mounts(&slot.spec, vols),
+                working_dir: slot.spec["workingDir"]
+                    .as_str()
+                    .filter(|d| d.starts_with('/'))
+                    .map_or_else(|| PathBuf::from("/"), PathBuf::from),
+                process: None,
             }));
             let id = new_container_id();
             slot.logs.start_instance(&id);

@@ -295,14 +295,14 @@ pub(super) fn kill_container(pgid: Pid) {
     }
 }
 
-struct ProcessEntry {
-    pid: i32,
-    ppid: i32,
-    session: i32,
+pub(super) struct ProcessEntry {
+    pub pid: i32,
+    pub ppid: i32,
+    pub session: i32,
 }
 
 /// Every process of the machine, from `/proc` (none where there is none).
-fn processes() -> Vec<ProcessEntry> {
+pub(super) fn processes() -> Vec<ProcessEntry> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
