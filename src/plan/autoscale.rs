@@ -2141,7 +2141,7 @@ mod tests {
     fn a_steady_trickle_settles_instead_of_flapping() {
         let stable = trickle(Duration::from_secs(300));
         let flapping = trickle(Duration::ZERO);
-        // The figures for choosing the default (README).
+        // The figures for choosing the default (benches/README.md).
         for window in [0, 30, 60, 120, 300] {
             let run = trickle(Duration::from_secs(window));
             eprintln!("window {window:>3} s: {run:?}");
