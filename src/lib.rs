@@ -15,6 +15,7 @@ pub mod health;
 pub mod install;
 pub mod ops;
 pub mod plan;
+pub mod redact;
 pub mod sandbox;
 pub mod server;
 pub mod signal;

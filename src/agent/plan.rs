@@ -326,7 +326,7 @@ pub fn finished_status(
 /// (the Secret values the agent knows, and the bundle's secret patterns)
 /// and with anything not printable sanitised. `None` when it printed
 /// nothing.
-pub fn output_tail(log: &[u8], redactor: &crate::ops::bundle::redact::Redactor) -> Option<String> {
+pub fn output_tail(log: &[u8], redactor: &crate::redact::Redactor) -> Option<String> {
     use crate::crd::{OUTPUT_TAIL_BYTES, OUTPUT_TAIL_LINES};
     // Redacted before it is cut, so a secret is never cut in two and missed.
     let start = log.len().saturating_sub(OUTPUT_TAIL_BYTES * 4);
@@ -338,7 +338,7 @@ pub fn output_tail(log: &[u8], redactor: &crate::ops::bundle::redact::Redactor) 
             None => window = &[],
         }
     }
-    let mut counts = crate::ops::bundle::redact::RedactionCounts::default();
+    let mut counts = crate::redact::RedactionCounts::default();
     let redacted = redactor.redact_bytes(window, &mut counts);
     let text = String::from_utf8_lossy(&redacted);
     let lines: Vec<String> = text
@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn the_output_tail_is_the_last_whole_lines_redacted_within_its_bounds() {
         use crate::crd::{OUTPUT_TAIL_BYTES, OUTPUT_TAIL_LINES};
-        use crate::ops::bundle::redact::Redactor;
+        use crate::redact::Redactor;
         let none = Redactor::new(&[]);
         assert_eq!(output_tail(b"", &none), None);
         assert_eq!(output_tail(b"\n  \n", &none), None);

@@ -22,7 +22,7 @@ use super::plan::{self, Ending};
 use super::state::AgentState;
 use super::status::{StatusWriter, ownership_lost};
 use crate::crd::AgentTask;
-use crate::ops::bundle::redact::{RedactionCounts, Redactor};
+use crate::redact::{RedactionCounts, Redactor};
 
 /// How often the running task's object is looked at (cancel, ownership):
 /// an in-memory store read, so cheap.

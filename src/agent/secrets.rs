@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 use kube::Api;
 
-use crate::ops::bundle::redact::{MIN_LITERAL, Redactor};
+use crate::redact::{MIN_LITERAL, Redactor};
 
 /// Largest Secret file read from a mounted volume (a Secret holds 1 MiB at
 /// most; a key longer than this is a certificate bundle, not a password).
@@ -185,7 +185,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::ops::bundle::redact::RedactionCounts;
+    use crate::redact::RedactionCounts;
 
     fn pod() -> Pod {
         serde_json::from_value(json!({

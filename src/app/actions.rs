@@ -777,130 +777,138 @@ impl App {
 }
 
 fn pool_dialog(action: Action, pools: &[&PoolRow]) -> Dialog {
-    let req = |make: &dyn Fn(&PoolRow) -> ActionRequest, which: &[&PoolRow]| {
-        ActionRequest::of(which.iter().map(|p| make(p)).collect())
-    };
+    match action {
+        Action::Scale => scale_dialog(pools),
+        Action::Drain => drain_dialog(pools),
+        _ => debug_logs_dialog(pools),
+    }
+}
+
+/// One request per pool in `which` (at least one).
+fn pool_requests(make: &dyn Fn(&PoolRow) -> ActionRequest, which: &[&PoolRow]) -> ActionRequest {
+    ActionRequest::of(which.iter().map(|p| make(p)).collect()).expect("at least one pool")
+}
+
+/// "`what` pool `name`" for one pool, "`what` `n` pools" for several.
+fn pools_title(what: &str, which: &[&PoolRow]) -> String {
+    if which.len() == 1 {
+        format!("{what} pool {}", which[0].name)
+    } else {
+        format!("{what} {} pools", which.len())
+    }
+}
+
+/// Scale: one pool's current bounds prefilled, several pools' left empty.
+fn scale_dialog(pools: &[&PoolRow]) -> Dialog {
     let many = pools.len() > 1;
     let first = pools[0];
-    let title_of = |what: &str, which: &[&PoolRow]| {
-        if which.len() == 1 {
-            format!("{what} pool {}", which[0].name)
-        } else {
-            format!("{what} {} pools", which.len())
-        }
+    let now = if many {
+        format!("Pools: {}.", names(pools.iter().map(|p| p.name.as_str())))
+    } else {
+        format!(
+            "Now {}–{} agents ({} ready, {} busy); hold: {}.",
+            first.min,
+            first.max,
+            first.ready,
+            first.running,
+            first.hold.as_deref().unwrap_or("none")
+        )
     };
-    let list = names(pools.iter().map(|p| p.name.as_str()));
-    match action {
-        Action::Scale => {
-            let now = if many {
-                format!("Pools: {list}.")
-            } else {
+    Dialog {
+        title: pools_title("Scale", pools),
+        body: vec![now, format!("{SCALE_HELP}:")],
+        input: Some(Field::prefilled(if many {
+            String::new()
+        } else {
+            format!("{}-{}", first.min, first.max)
+        })),
+        request: pool_requests(
+            &|p| ActionRequest::ScalePool {
+                namespace: p.namespace.clone(),
+                pool: p.name.clone(),
+                min: p.min,
+                max: p.max,
+            },
+            pools,
+        ),
+        error: None,
+        preview: PreviewState::None,
+        scroll: 0,
+    }
+}
+
+/// Drain the pools not draining yet; when all are, resume them.
+fn drain_dialog(pools: &[&PoolRow]) -> Dialog {
+    let undo = pools.iter().all(|p| p.draining);
+    let which: Vec<&PoolRow> = pools
+        .iter()
+        .copied()
+        .filter(|p| undo || !p.draining)
+        .collect();
+    let busy: i32 = which.iter().map(|p| p.running).sum();
+    let pending: i32 = which.iter().map(|p| p.pending).sum();
+    Dialog {
+        title: pools_title(if undo { "Resume" } else { "Drain" }, &which),
+        body: if undo {
+            vec![
+                names(which.iter().map(|p| p.name.as_str())),
+                "Agents claim new tasks again.".into(),
+            ]
+        } else {
+            vec![
+                names(which.iter().map(|p| p.name.as_str())),
+                "No new tasks are claimed; the pool scales to zero once idle.".into(),
                 format!(
-                    "Now {}–{} agents ({} ready, {} busy); hold: {}.",
-                    first.min,
-                    first.max,
-                    first.ready,
-                    first.running,
-                    first.hold.as_deref().unwrap_or("none")
-                )
-            };
-            Dialog {
-                title: title_of("Scale", pools),
-                body: vec![now, format!("{SCALE_HELP}:")],
-                input: Some(Field::prefilled(if many {
-                    String::new()
-                } else {
-                    format!("{}-{}", first.min, first.max)
-                })),
-                request: req(
-                    &|p| ActionRequest::ScalePool {
-                        namespace: p.namespace.clone(),
-                        pool: p.name.clone(),
-                        min: p.min,
-                        max: p.max,
-                    },
-                    pools,
-                )
-                .expect("at least one pool"),
-                error: None,
-                preview: PreviewState::None,
-                scroll: 0,
-            }
-        }
-        Action::Drain => {
-            // All drained already: resume them; else drain the others.
-            let undo = pools.iter().all(|p| p.draining);
-            let which: Vec<&PoolRow> = pools
-                .iter()
-                .copied()
-                .filter(|p| undo || !p.draining)
-                .collect();
-            let busy: i32 = which.iter().map(|p| p.running).sum();
-            let pending: i32 = which.iter().map(|p| p.pending).sum();
-            Dialog {
-                title: title_of(if undo { "Resume" } else { "Drain" }, &which),
-                body: if undo {
-                    vec![
-                        names(which.iter().map(|p| p.name.as_str())),
-                        "Agents claim new tasks again.".into(),
-                    ]
-                } else {
-                    vec![
-                        names(which.iter().map(|p| p.name.as_str())),
-                        "No new tasks are claimed; the pool scales to zero once idle.".into(),
-                        format!(
-                            "{busy} busy agent(s) finish their task first; {pending} pending task(s) wait."
-                        ),
-                    ]
-                },
-                input: None,
-                request: req(
-                    &|p| ActionRequest::DrainPool {
-                        namespace: p.namespace.clone(),
-                        pool: p.name.clone(),
-                        undo,
-                    },
-                    &which,
-                )
-                .expect("at least one pool"),
-                error: None,
-                preview: PreviewState::Loading,
-                scroll: 0,
-            }
-        }
-        _ => {
-            let on = !pools.iter().all(|p| p.debug);
-            let which: Vec<&PoolRow> = pools.iter().copied().filter(|p| !on || !p.debug).collect();
-            let ready: i32 = which.iter().map(|p| p.ready).sum();
-            Dialog {
-                title: title_of(
-                    if on {
-                        "Debug logs on for"
-                    } else {
-                        "Debug logs off for"
-                    },
-                    &which,
+                    "{busy} busy agent(s) finish their task first; {pending} pending task(s) wait."
                 ),
-                body: vec![
-                    names(which.iter().map(|p| p.name.as_str())),
-                    format!("{ready} agent(s) switch within a second, without a restart."),
-                ],
-                input: None,
-                request: req(
-                    &|p| ActionRequest::SetDebugLogs {
-                        namespace: p.namespace.clone(),
-                        pool: p.name.clone(),
-                        agent: None,
-                        on,
-                    },
-                    &which,
-                )
-                .expect("at least one pool"),
-                error: None,
-                preview: PreviewState::Loading,
-                scroll: 0,
-            }
-        }
+            ]
+        },
+        input: None,
+        request: pool_requests(
+            &|p| ActionRequest::DrainPool {
+                namespace: p.namespace.clone(),
+                pool: p.name.clone(),
+                undo,
+            },
+            &which,
+        ),
+        error: None,
+        preview: PreviewState::Loading,
+        scroll: 0,
+    }
+}
+
+/// Debug logs on for the pools without them; when all have them, off.
+fn debug_logs_dialog(pools: &[&PoolRow]) -> Dialog {
+    let on = !pools.iter().all(|p| p.debug);
+    let which: Vec<&PoolRow> = pools.iter().copied().filter(|p| !on || !p.debug).collect();
+    let ready: i32 = which.iter().map(|p| p.ready).sum();
+    Dialog {
+        title: pools_title(
+            if on {
+                "Debug logs on for"
+            } else {
+                "Debug logs off for"
+            },
+            &which,
+        ),
+        body: vec![
+            names(which.iter().map(|p| p.name.as_str())),
+            format!("{ready} agent(s) switch within a second, without a restart."),
+        ],
+        input: None,
+        request: pool_requests(
+            &|p| ActionRequest::SetDebugLogs {
+                namespace: p.namespace.clone(),
+                pool: p.name.clone(),
+                agent: None,
+                on,
+            },
+            &which,
+        ),
+        error: None,
+        preview: PreviewState::Loading,
+        scroll: 0,
     }
 }
 

@@ -187,7 +187,20 @@ fn event(
 
 /// The fixture cluster with `tasks` tasks, as seen at `now`.
 pub fn sources(now: Timestamp, tasks: usize) -> Sources {
-    let pools = vec![
+    let tasks: Vec<_> = (0..tasks).map(|i| task(now, i)).collect();
+    Sources {
+        pools: fixture_pools(now),
+        pods: fixture_pods(now, tasks.len()),
+        tasks,
+        jobs: Vec::new(),
+        events: fixture_events(now),
+        samples: fixture_samples(now),
+    }
+}
+
+/// The three pools: one healthy, one frozen with debug logs, one in job mode.
+fn fixture_pools(now: Timestamp) -> Vec<Arc<AgentPool>> {
+    vec![
         pool(
             now,
             "platform",
@@ -209,8 +222,11 @@ pub fn sources(now: Timestamp, tasks: usize) -> Sources {
                    "taskDefaults": {"runnerImage": "tofu:1.8"}}),
             json!({}),
         ),
-    ];
-    let tasks: Vec<_> = (0..tasks).map(|i| task(now, i)).collect();
+    ]
+}
+
+/// The agent pods of the pools, and a task pod for every third task of the first twelve.
+fn fixture_pods(now: Timestamp, tasks: usize) -> Vec<Arc<CachedPod>> {
     let mut pods = vec![
         agent_pod(
             now,
@@ -245,7 +261,7 @@ pub fn sources(now: Timestamp, tasks: usize) -> Sources {
             7,
         ),
     ];
-    for i in (2..tasks.len().min(12)).step_by(3) {
+    for i in (2..tasks.min(12)).step_by(3) {
         pods.push(agent_pod(
             now,
             &format!("plan-{i:05}-job-pod"),
@@ -255,14 +271,23 @@ pub fn sources(now: Timestamp, tasks: usize) -> Sources {
             0,
         ));
     }
-    let samples = vec![
+    pods
+}
+
+/// One health sample per agent: fresh, stale, busy, long-idle.
+fn fixture_samples(now: Timestamp) -> Vec<AgentSample> {
+    vec![
         sample(now, "iac-agent-platform-7d9f-a1", "platform", 1, 2, 0),
         // Its answers stopped coming 25 s ago: stale.
         sample(now, "iac-agent-platform-7d9f-b2", "platform", 25, 6, 0),
         sample(now, "iac-agent-platform-7d9f-c3", "platform", 1, 3, 45),
         sample(now, "iac-agent-legacy-55c-x9", "legacy", 1, 400, 0),
-    ];
-    let events = vec![
+    ]
+}
+
+/// Events of the fixture objects, and one of an object that is not ours.
+fn fixture_events(now: Timestamp) -> Vec<Arc<Event>> {
+    vec![
         event(
             now,
             0,
@@ -308,15 +333,7 @@ pub fn sources(now: Timestamp, tasks: usize) -> Sources {
             false,
             "not ours: left out",
         ),
-    ];
-    Sources {
-        pools,
-        tasks,
-        pods,
-        jobs: Vec::new(),
-        events,
-        samples,
-    }
+    ]
 }
 
 /// A fixed instant for tests and snapshots.

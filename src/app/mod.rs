@@ -642,55 +642,10 @@ impl App {
                 self.command_cursor = None;
                 Vec::new()
             }
-            Action::Filter => {
-                let current = match self.screen() {
-                    Screen::Table { kind, .. } => self.table(*kind).filter_text.clone(),
-                    Screen::Logs { .. } => self
-                        .logs
-                        .as_ref()
-                        .and_then(|l| l.search.as_ref().map(|s| s.0.clone()))
-                        .unwrap_or_default(),
-                    Screen::Yaml { .. } => return Vec::new(),
-                    Screen::Audit => self.audit.table.filter_text.clone(),
-                };
-                self.prompt = Some(Prompt::Filter(Field::prefilled(current)));
-                Vec::new()
-            }
-            Action::Back => {
-                if let Some((kind, _)) = self.table_kind()
-                    && !self.table(kind).filter_text.is_empty()
-                {
-                    self.set_filter(kind, String::new());
-                    return Vec::new();
-                }
-                if let Some((kind, _)) = self.table_kind()
-                    && !self.table(kind).marks.is_empty()
-                {
-                    self.tables[kind.index()].marks.clear();
-                    self.toast("marks cleared".into(), false);
-                    return Vec::new();
-                }
-                if *self.screen() == Screen::Audit && !self.audit.table.filter_text.is_empty() {
-                    self.audit_filter(String::new());
-                    return Vec::new();
-                }
-                if let Some(l) = self.logs.as_mut().filter(|l| l.search.is_some()) {
-                    l.search = None;
-                    l.matched = None;
-                    return Vec::new();
-                }
-                self.back()
-            }
+            Action::Filter => self.open_filter(),
+            Action::Back => self.back_key(),
             Action::HistoryBack => self.back(),
-            Action::HistoryForward => {
-                if self.at + 1 < self.history.len() {
-                    let from = self.screen().clone();
-                    self.at += 1;
-                    self.entered(&from)
-                } else {
-                    Vec::new()
-                }
-            }
+            Action::HistoryForward => self.history_forward(),
             Action::Pools => self.go_table(ViewKind::Pools, None),
             Action::Agents => self.go_table(ViewKind::Agents, self.current_pool()),
             Action::Tasks => self.go_table(ViewKind::Tasks, self.current_pool()),
@@ -703,56 +658,15 @@ impl App {
             Action::Bottom => self.move_by(i64::MAX / 2),
             Action::Enter if *self.screen() == Screen::Audit => self.audit_open(),
             Action::Enter => self.enter(),
-            Action::Switch => match self.screen().clone() {
-                Screen::Table {
-                    kind: ViewKind::Tasks,
-                    pool: Some(p),
-                } => self.go_table(ViewKind::Agents, Some(p)),
-                Screen::Table {
-                    kind: ViewKind::Agents,
-                    pool: Some(p),
-                } => self.go_table(ViewKind::Tasks, Some(p)),
-                Screen::Table {
-                    kind: ViewKind::Pools,
-                    ..
-                } => match self.selected_key(ViewKind::Pools) {
-                    Some(_) => {
-                        let pool = self.selected_pool_name();
-                        self.go_table(ViewKind::Agents, pool)
-                    }
-                    None => Vec::new(),
-                },
-                _ => Vec::new(),
-            },
+            Action::Switch => self.switch_view(),
             Action::Yaml => match self.selected_object() {
                 Some(object) => self.go(Screen::Yaml { object }),
                 None => Vec::new(),
             },
             Action::Logs => self.open_logs(false),
             Action::PreviousLogs => self.open_logs(true),
-            Action::Mark => {
-                if let Some((kind, _)) = self.table_kind()
-                    && let Some(key) = self.selected_key(kind)
-                {
-                    let t = &mut self.tables[kind.index()];
-                    if !t.marks.remove(&key) {
-                        t.marks.insert(key);
-                    }
-                    return self.move_by(1);
-                }
-                Vec::new()
-            }
-            Action::ClearMarks => {
-                if let Some((kind, _)) = self.table_kind() {
-                    let t = &mut self.tables[kind.index()];
-                    let n = t.marks.len();
-                    t.marks.clear();
-                    if n > 0 {
-                        self.toast(format!("{n} mark(s) cleared"), false);
-                    }
-                }
-                Vec::new()
-            }
+            Action::Mark => self.toggle_mark(),
+            Action::ClearMarks => self.clear_marks(),
             Action::Wide => {
                 self.wide = !self.wide;
                 Vec::new()
@@ -772,6 +686,124 @@ impl App {
             Action::Bundle => self.bundle_key(),
             Action::DebugPod => self.debug_pod_key(),
             Action::Audit => self.go(Screen::Audit),
+            Action::Follow
+            | Action::Wrap
+            | Action::Timestamps
+            | Action::SearchNext
+            | Action::SearchPrevious => self.log_key(action),
+        }
+    }
+
+    /// `/`: the filter prompt, prefilled with the filter in force.
+    fn open_filter(&mut self) -> Vec<Command> {
+        let current = match self.screen() {
+            Screen::Table { kind, .. } => self.table(*kind).filter_text.clone(),
+            Screen::Logs { .. } => self
+                .logs
+                .as_ref()
+                .and_then(|l| l.search.as_ref().map(|s| s.0.clone()))
+                .unwrap_or_default(),
+            Screen::Yaml { .. } => return Vec::new(),
+            Screen::Audit => self.audit.table.filter_text.clone(),
+        };
+        self.prompt = Some(Prompt::Filter(Field::prefilled(current)));
+        Vec::new()
+    }
+
+    /// Esc: undoes the nearest thing first (a filter, marks, a log search),
+    /// and only then goes back.
+    fn back_key(&mut self) -> Vec<Command> {
+        if let Some((kind, _)) = self.table_kind()
+            && !self.table(kind).filter_text.is_empty()
+        {
+            self.set_filter(kind, String::new());
+            return Vec::new();
+        }
+        if let Some((kind, _)) = self.table_kind()
+            && !self.table(kind).marks.is_empty()
+        {
+            self.tables[kind.index()].marks.clear();
+            self.toast("marks cleared".into(), false);
+            return Vec::new();
+        }
+        if *self.screen() == Screen::Audit && !self.audit.table.filter_text.is_empty() {
+            self.audit_filter(String::new());
+            return Vec::new();
+        }
+        if let Some(l) = self.logs.as_mut().filter(|l| l.search.is_some()) {
+            l.search = None;
+            l.matched = None;
+            return Vec::new();
+        }
+        self.back()
+    }
+
+    /// Forward in the history, if there is a forward.
+    fn history_forward(&mut self) -> Vec<Command> {
+        if self.at + 1 < self.history.len() {
+            let from = self.screen().clone();
+            self.at += 1;
+            self.entered(&from)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Tab: between a pool's agents and tasks, or from a pool to its agents.
+    fn switch_view(&mut self) -> Vec<Command> {
+        match self.screen().clone() {
+            Screen::Table {
+                kind: ViewKind::Tasks,
+                pool: Some(p),
+            } => self.go_table(ViewKind::Agents, Some(p)),
+            Screen::Table {
+                kind: ViewKind::Agents,
+                pool: Some(p),
+            } => self.go_table(ViewKind::Tasks, Some(p)),
+            Screen::Table {
+                kind: ViewKind::Pools,
+                ..
+            } => match self.selected_key(ViewKind::Pools) {
+                Some(_) => {
+                    let pool = self.selected_pool_name();
+                    self.go_table(ViewKind::Agents, pool)
+                }
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    /// Space: marks or unmarks the selected row and moves down.
+    fn toggle_mark(&mut self) -> Vec<Command> {
+        if let Some((kind, _)) = self.table_kind()
+            && let Some(key) = self.selected_key(kind)
+        {
+            let t = &mut self.tables[kind.index()];
+            if !t.marks.remove(&key) {
+                t.marks.insert(key);
+            }
+            return self.move_by(1);
+        }
+        Vec::new()
+    }
+
+    /// Clears the marks of the table shown.
+    fn clear_marks(&mut self) -> Vec<Command> {
+        if let Some((kind, _)) = self.table_kind() {
+            let t = &mut self.tables[kind.index()];
+            let n = t.marks.len();
+            t.marks.clear();
+            if n > 0 {
+                self.toast(format!("{n} mark(s) cleared"), false);
+            }
+        }
+        Vec::new()
+    }
+
+    /// The log view's keys: follow, wrap, timestamps, search steps.
+    fn log_key(&mut self, action: Action) -> Vec<Command> {
+        match action {
             Action::Follow => {
                 if let Some(l) = &mut self.logs {
                     l.follow = !l.follow;
@@ -797,6 +829,7 @@ impl App {
                 self.search_step(action == Action::SearchNext);
                 Vec::new()
             }
+            _ => Vec::new(),
         }
     }
 

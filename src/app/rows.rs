@@ -485,6 +485,109 @@ fn addr<K>(o: &Arc<K>) -> usize {
     Arc::as_ptr(o).addr()
 }
 
+/// The pools by (namespace, name).
+fn pools_by_name(src: &Sources) -> NameMap<'_, &AgentPool> {
+    src.pools
+        .iter()
+        .filter_map(|p| {
+            Some((
+                (
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?,
+                ),
+                &**p,
+            ))
+        })
+        .collect()
+}
+
+/// A pool's Running agents by health: fresh, stale, offline.
+type HealthCounts = (i32, i32, i32);
+
+/// A pool's tasks, as its row counts them.
+#[derive(Default)]
+struct Queue {
+    pending: i32,
+    running: i32,
+    unclaimed: u32,
+    long_running: u32,
+}
+
+/// Per pool: its queue and its unclaimed tasks.
+fn pool_queues<'a>(src: &'a Sources, tasks: &'a [Arc<TaskRow>]) -> NameMap<'a, Queue> {
+    let mut queues: NameMap<Queue> = NameMap::default();
+    for t in tasks {
+        let q = queues.entry((&t.namespace, &t.pool)).or_default();
+        match t.phase {
+            TaskPhase::Pending => q.pending += 1,
+            TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
+            _ => {}
+        }
+        if t.long_running {
+            q.long_running += 1;
+        }
+    }
+    // One pass, by the verdict's own rule, rather than one per pool.
+    for t in &src.tasks {
+        if unclaimed_tasks(&t.spec.pool, std::iter::once(&**t)) > 0 {
+            let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+            queues.entry((ns, &t.spec.pool)).or_default().unclaimed += 1;
+        }
+    }
+
+    queues
+}
+
+/// The pool rows (in `src`'s order), with their queues and agents' health;
+/// pools (a handful, whose counts join everything) are built each time.
+fn pool_rows(
+    src: &Sources,
+    now: Timestamp,
+    queues: &NameMap<Queue>,
+    health_counts: &NameMap<HealthCounts>,
+    long_after: Option<Duration>,
+) -> Vec<Arc<PoolRow>> {
+    let mut pools = Vec::with_capacity(src.pools.len());
+    for p in &src.pools {
+        let ns = p.namespace().unwrap_or_default();
+        let name = p.name_any();
+        let key = (ns.as_str(), name.as_str());
+        let queue = queues.get(&key);
+        let mut row = pool_row(
+            p,
+            now,
+            health_counts.get(&key).copied(),
+            queue.map_or(0, |q| q.pending),
+            queue.map_or(0, |q| q.running),
+            queue.map_or(0, |q| q.unclaimed),
+        );
+        if let Some(after) = long_after {
+            let long = queue.map_or(0, |q| q.long_running);
+            if long > 0 {
+                row.verdict = with_long_running(row.verdict, long, after);
+                row.search = lc(&[&row.search, &row.verdict.reason]);
+            }
+        }
+        pools.push(Arc::new(row));
+    }
+
+    pools
+}
+
+/// The tasks counted by phase for the header.
+fn task_counts(tasks: &[Arc<TaskRow>]) -> TaskCounts {
+    let mut task_counts = TaskCounts::default();
+    for t in tasks {
+        match t.phase {
+            TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
+            TaskPhase::Running => task_counts.running += 1,
+            TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
+            TaskPhase::Succeeded | TaskPhase::Cancelled => {}
+        }
+    }
+    task_counts
+}
+
 impl RowBuilder {
     /// A builder that flags Running tasks past `after` (zero: never).
     pub fn flagging_long_running(after: Duration) -> RowBuilder {
@@ -499,7 +602,9 @@ impl RowBuilder {
         Some(self.long_running.unwrap_or(DEFAULT_LONG_RUNNING)).filter(|d| !d.is_zero())
     }
 
-    /// The snapshot of `src` at `now`, reusing the rows of unchanged objects.
+    /// The snapshot of `src` at `now`, reusing the rows of unchanged objects:
+    /// tasks first (agents show their current task, pools their queue), then
+    /// agents, pools and events, each table by a step of its own.
     pub fn build(
         &mut self,
         src: &Sources,
@@ -507,22 +612,41 @@ impl RowBuilder {
         thresholds: &FreshnessThresholds,
     ) -> Snapshot {
         self.rebuilt = 0;
-        let samples: NameMap<&AgentSample> = src
-            .samples
-            .iter()
-            .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
-            .collect();
+        let pools_by_name = pools_by_name(src);
+        let (mut tasks, tasks_unchanged) = self.task_rows(src, now, &pools_by_name);
+        let queues = pool_queues(src, &tasks);
+        let (mut agents, health_counts) = self.agent_rows(src, now, thresholds);
+        let mut pools = pool_rows(src, now, &queues, &health_counts, self.long_after());
+        let events = self.events(src, &pools_by_name);
 
-        // Tasks first: agents show their current task, pools their queue.
-        let mut running_on: NameMap<&str> = NameMap::default();
-        for t in &src.tasks {
-            if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
-                && st.phase == TaskPhase::Running
-                && let Some(agent) = st.agent.as_deref()
-            {
-                running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
-            }
+        // Keys are unique: an unstable sort gives the same order, in place.
+        pools.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        agents.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        if tasks_unchanged && self.sorted_tasks.len() == tasks.len() {
+            tasks.clone_from(&self.sorted_tasks);
+        } else {
+            tasks
+                .sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
+            self.sorted_tasks.clone_from(&tasks);
         }
+        Snapshot {
+            pools,
+            agents,
+            task_counts: task_counts(&tasks),
+            tasks,
+            events,
+            built: Some(now),
+        }
+    }
+
+    /// The task rows (in `src`'s order), and whether they are the very rows
+    /// of the last build (none rebuilt, none gone).
+    fn task_rows(
+        &mut self,
+        src: &Sources,
+        now: Timestamp,
+        pools_by_name: &NameMap<&AgentPool>,
+    ) -> (Vec<Arc<TaskRow>>, bool) {
         let job_pods: NameMap<&CachedPod> = src
             .pods
             .iter()
@@ -532,20 +656,6 @@ impl RowBuilder {
                 Some(((ns, task.as_str()), &**p))
             })
             .collect();
-        let pools_by_name: NameMap<&AgentPool> = src
-            .pools
-            .iter()
-            .filter_map(|p| {
-                Some((
-                    (
-                        p.metadata.namespace.as_deref()?,
-                        p.metadata.name.as_deref()?,
-                    ),
-                    &**p,
-                ))
-            })
-            .collect();
-
         let places = queue_places(&src.tasks);
         let long_after = self.long_after();
         let mut old = std::mem::take(&mut self.tasks);
@@ -617,42 +727,39 @@ impl RowBuilder {
             tasks.push(entry.row.clone());
             kept.insert(addr(t), entry);
         }
-        // No task built anew and none gone: the same rows as last time.
         let tasks_unchanged = self.rebuilt == 0 && old.is_empty();
         self.tasks = kept;
 
-        // Per pool: its queue and its unclaimed tasks.
-        #[derive(Default)]
-        struct Queue {
-            pending: i32,
-            running: i32,
-            unclaimed: u32,
-            long_running: u32,
-        }
-        let mut queues: NameMap<Queue> = NameMap::default();
-        for t in &tasks {
-            let q = queues.entry((&t.namespace, &t.pool)).or_default();
-            match t.phase {
-                TaskPhase::Pending => q.pending += 1,
-                TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
-                _ => {}
-            }
-            if t.long_running {
-                q.long_running += 1;
-            }
-        }
-        // One pass, by the verdict's own rule, rather than one per pool.
-        for t in &src.tasks {
-            if unclaimed_tasks(&t.spec.pool, std::iter::once(&**t)) > 0 {
-                let ns = t.metadata.namespace.as_deref().unwrap_or_default();
-                queues.entry((ns, &t.spec.pool)).or_default().unclaimed += 1;
-            }
-        }
+        (tasks, tasks_unchanged)
+    }
 
+    /// The agent rows (in `src`'s order), and per pool its Running agents'
+    /// health counts (fresh, stale, offline).
+    fn agent_rows<'a>(
+        &mut self,
+        src: &'a Sources,
+        now: Timestamp,
+        thresholds: &FreshnessThresholds,
+    ) -> (Vec<Arc<AgentRow>>, NameMap<'a, HealthCounts>) {
+        let samples: NameMap<&AgentSample> = src
+            .samples
+            .iter()
+            .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
+            .collect();
+
+        let mut running_on: NameMap<&str> = NameMap::default();
+        for t in &src.tasks {
+            if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
+                && st.phase == TaskPhase::Running
+                && let Some(agent) = st.agent.as_deref()
+            {
+                running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
+            }
+        }
         let mut old = std::mem::take(&mut self.agents);
         let mut kept = Cache::with_capacity_and_hasher(src.pods.len(), Default::default());
         let mut agents = Vec::new();
-        let mut health_counts: NameMap<(i32, i32, i32)> = NameMap::default();
+        let mut health_counts: NameMap<HealthCounts> = NameMap::default();
         for p in &src.pods {
             let labels = p.labels();
             let component = match labels.get(LABEL_COMPONENT).map(String::as_str) {
@@ -718,59 +825,7 @@ impl RowBuilder {
         }
         self.agents = kept;
 
-        let mut pools = Vec::with_capacity(src.pools.len());
-        for p in &src.pools {
-            let ns = p.namespace().unwrap_or_default();
-            let name = p.name_any();
-            let key = (ns.as_str(), name.as_str());
-            let queue = queues.get(&key);
-            let mut row = pool_row(
-                p,
-                now,
-                health_counts.get(&key).copied(),
-                queue.map_or(0, |q| q.pending),
-                queue.map_or(0, |q| q.running),
-                queue.map_or(0, |q| q.unclaimed),
-            );
-            if let Some(after) = long_after {
-                let long = queue.map_or(0, |q| q.long_running);
-                if long > 0 {
-                    row.verdict = with_long_running(row.verdict, long, after);
-                    row.search = lc(&[&row.search, &row.verdict.reason]);
-                }
-            }
-            pools.push(Arc::new(row));
-        }
-
-        let events = self.events(src, &pools_by_name);
-
-        // Keys are unique: an unstable sort gives the same order, in place.
-        pools.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        agents.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        if tasks_unchanged && self.sorted_tasks.len() == tasks.len() {
-            tasks.clone_from(&self.sorted_tasks);
-        } else {
-            tasks
-                .sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
-            self.sorted_tasks.clone_from(&tasks);
-        }
-        let mut task_counts = TaskCounts::default();
-        for t in &tasks {
-            match t.phase {
-                TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
-                TaskPhase::Running => task_counts.running += 1,
-                TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
-                TaskPhase::Succeeded | TaskPhase::Cancelled => {}
-            }
-        }
-        Snapshot {
-            pools,
-            agents,
-            tasks,
-            events,
-            task_counts,
-            built: Some(now),
-        }
+        (agents, health_counts)
     }
 
     /// Events about our objects: pools, tasks, and the managed pods, Jobs,

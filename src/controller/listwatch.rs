@@ -202,6 +202,8 @@ where
     }
 }
 
+/// One step of the watcher: one function per state, each saying what (if
+/// anything) to hand out and the state after it.
 async fn step_once<K>(
     api: &Api<K>,
     lister: &Lister,
@@ -212,138 +214,182 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     match state {
-        State::Empty => {
-            lister.cell.listing();
-            (
-                Some(Ok(Event::Init)),
-                State::Listing {
-                    objects: Vec::new().into_iter(),
-                    next: Some(lister.fetch(None)),
-                    resource_version: None,
-                },
-            )
-        }
+        State::Empty => start_list(lister),
         State::Listing {
-            mut objects,
+            objects,
             next,
             resource_version,
-        } => {
-            if let Some(object) = objects.next() {
-                let state = State::Listing {
-                    objects,
-                    next,
-                    resource_version,
-                };
-                return (Some(Ok(Event::InitApply(object))), state);
-            }
-            match next {
-                Some(page) => next_page(lister, page).await,
-                None => match resource_version {
-                    Some(resource_version) => (
-                        {
-                            tracing::trace!(url = %lister.url, "listed");
-                            lister.cell.watching();
-                            Some(Ok(Event::InitDone))
-                        },
-                        State::Listed { resource_version },
-                    ),
-                    None => {
-                        lister.cell.failed(
-                            Restart::ListFailed,
-                            "the list carried no resourceVersion".into(),
-                        );
-                        (Some(Err(watcher::Error::NoResourceVersion)), State::Empty)
-                    }
-                },
-            }
-        }
+        } => listing(lister, objects, next, resource_version).await,
         State::Listed { resource_version } => {
-            match api.watch(&watch_params(config), &resource_version).await {
-                Ok(stream) => {
-                    lister.cell.watching();
-                    (
-                        None,
-                        State::Watching {
-                            resource_version,
-                            stream: stream.boxed(),
-                        },
-                    )
-                }
-                Err(e) => {
-                    log_failure(&e, "watch start failed");
-                    // 410 as the answer's status (not as an ERROR event in
-                    // a 200 stream): the version is as gone as in an event,
-                    // and asking again from it can never work. kube-runtime's
-                    // watcher retries the same version here, forever.
-                    let gone = matches!(&e, kube::Error::Api(s) if s.code == 410);
-                    let state = if gone {
-                        lister.cell.failed(Restart::Gone, cause(&e));
-                        State::Empty
-                    } else {
-                        lister.cell.failed(Restart::StartFailed, cause(&e));
-                        State::Listed { resource_version }
-                    };
-                    (Some(Err(watcher::Error::WatchStartFailed(e))), state)
-                }
-            }
+            start_watch(api, lister, config, resource_version).await
         }
         State::Watching {
             resource_version,
-            mut stream,
-        } => match next_or_idle(&mut stream, config.timeout).await {
-            Watched::Event(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
-                lister.cell.watching();
-                watched(lister, object, Event::Apply, stream)
-            }
-            Watched::Event(WatchEvent::Deleted(object)) => {
-                lister.cell.watching();
-                watched(lister, object, Event::Delete, stream)
-            }
-            Watched::Event(WatchEvent::Bookmark(mark)) => {
-                lister.cell.watching();
-                (
-                    None,
-                    State::Watching {
-                        resource_version: mark.metadata.resource_version,
-                        stream,
-                    },
-                )
-            }
-            Watched::Event(WatchEvent::Error(status)) => {
-                tracing::debug!(?status, "watch error event");
-                let why = format!("{} ({})", status.message, status.code);
-                // 410 Gone: the version is out of the server's window; relist.
-                // Any other ERROR: the server ends the watch after it; resume.
-                let state = if status.code == 410 {
-                    lister.cell.failed(Restart::Gone, why);
-                    State::Empty
-                } else {
-                    lister.cell.failed(Restart::StreamFailed, why);
-                    State::Watching {
-                        resource_version,
-                        stream,
-                    }
-                };
-                (Some(Err(watcher::Error::WatchError(status))), state)
-            }
-            Watched::Failed(e) => {
-                log_failure(&e, "watch failed");
-                lister.cell.failed(Restart::StreamFailed, cause(&e));
-                let state = State::Watching {
-                    resource_version,
-                    stream,
-                };
-                (Some(Err(watcher::Error::WatchFailed(e))), state)
-            }
-            Watched::Ended => {
-                lister.cell.restarted(Restart::Ended);
-                (None, State::Listed { resource_version })
-            }
-            Watched::Idle => {
-                lister.cell.restarted(Restart::Idle);
-                (None, State::Listed { resource_version })
+            stream,
+        } => watching(lister, config, resource_version, stream).await,
+    }
+}
+
+/// Empty: starts a list (its first page asked for at once).
+fn start_list<K>(lister: &Lister) -> (Option<watcher::Result<Event<K>>>, State<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    lister.cell.listing();
+    (
+        Some(Ok(Event::Init)),
+        State::Listing {
+            objects: Vec::new().into_iter(),
+            next: Some(lister.fetch(None)),
+            resource_version: None,
+        },
+    )
+}
+
+/// Listing: hands out the page's objects, then takes the next page; after
+/// the last, the list's resourceVersion is where the watch starts.
+async fn listing<K>(
+    lister: &Lister,
+    mut objects: std::vec::IntoIter<K>,
+    next: Option<Fetch>,
+    resource_version: Option<String>,
+) -> (Option<watcher::Result<Event<K>>>, State<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    if let Some(object) = objects.next() {
+        let state = State::Listing {
+            objects,
+            next,
+            resource_version,
+        };
+        return (Some(Ok(Event::InitApply(object))), state);
+    }
+    match next {
+        Some(page) => next_page(lister, page).await,
+        None => match resource_version {
+            Some(resource_version) => (
+                {
+                    tracing::trace!(url = %lister.url, "listed");
+                    lister.cell.watching();
+                    Some(Ok(Event::InitDone))
+                },
+                State::Listed { resource_version },
+            ),
+            None => {
+                lister.cell.failed(
+                    Restart::ListFailed,
+                    "the list carried no resourceVersion".into(),
+                );
+                (Some(Err(watcher::Error::NoResourceVersion)), State::Empty)
             }
         },
+    }
+}
+
+/// Listed: starts a watch from `resource_version`.
+async fn start_watch<K>(
+    api: &Api<K>,
+    lister: &Lister,
+    config: &watcher::Config,
+    resource_version: String,
+) -> (Option<watcher::Result<Event<K>>>, State<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    match api.watch(&watch_params(config), &resource_version).await {
+        Ok(stream) => {
+            lister.cell.watching();
+            (
+                None,
+                State::Watching {
+                    resource_version,
+                    stream: stream.boxed(),
+                },
+            )
+        }
+        Err(e) => {
+            log_failure(&e, "watch start failed");
+            // 410 as the answer's status (not as an ERROR event in
+            // a 200 stream): the version is as gone as in an event,
+            // and asking again from it can never work. kube-runtime's
+            // watcher retries the same version here, forever.
+            let gone = matches!(&e, kube::Error::Api(s) if s.code == 410);
+            let state = if gone {
+                lister.cell.failed(Restart::Gone, cause(&e));
+                State::Empty
+            } else {
+                lister.cell.failed(Restart::StartFailed, cause(&e));
+                State::Listed { resource_version }
+            };
+            (Some(Err(watcher::Error::WatchStartFailed(e))), state)
+        }
+    }
+}
+
+/// Watching: the stream's next event, failure, end or silence.
+async fn watching<K>(
+    lister: &Lister,
+    config: &watcher::Config,
+    resource_version: String,
+    mut stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+) -> (Option<watcher::Result<Event<K>>>, State<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    match next_or_idle(&mut stream, config.timeout).await {
+        Watched::Event(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
+            lister.cell.watching();
+            watched(lister, object, Event::Apply, stream)
+        }
+        Watched::Event(WatchEvent::Deleted(object)) => {
+            lister.cell.watching();
+            watched(lister, object, Event::Delete, stream)
+        }
+        Watched::Event(WatchEvent::Bookmark(mark)) => {
+            lister.cell.watching();
+            (
+                None,
+                State::Watching {
+                    resource_version: mark.metadata.resource_version,
+                    stream,
+                },
+            )
+        }
+        Watched::Event(WatchEvent::Error(status)) => {
+            tracing::debug!(?status, "watch error event");
+            let why = format!("{} ({})", status.message, status.code);
+            // 410 Gone: the version is out of the server's window; relist.
+            // Any other ERROR: the server ends the watch after it; resume.
+            let state = if status.code == 410 {
+                lister.cell.failed(Restart::Gone, why);
+                State::Empty
+            } else {
+                lister.cell.failed(Restart::StreamFailed, why);
+                State::Watching {
+                    resource_version,
+                    stream,
+                }
+            };
+            (Some(Err(watcher::Error::WatchError(status))), state)
+        }
+        Watched::Failed(e) => {
+            log_failure(&e, "watch failed");
+            lister.cell.failed(Restart::StreamFailed, cause(&e));
+            let state = State::Watching {
+                resource_version,
+                stream,
+            };
+            (Some(Err(watcher::Error::WatchFailed(e))), state)
+        }
+        Watched::Ended => {
+            lister.cell.restarted(Restart::Ended);
+            (None, State::Listed { resource_version })
+        }
+        Watched::Idle => {
+            lister.cell.restarted(Restart::Idle);
+            (None, State::Listed { resource_version })
+        }
     }
 }
 

@@ -109,52 +109,57 @@ fn registered<M: prometheus_client::registry::Metric + Clone>(
     metric
 }
 
+/// Registers the per-pool gauges, each with the field of [`PoolGauges`] it shows.
+fn register_pool_gauges(registry: &mut Registry) -> Vec<PoolGauge> {
+    let gauges: [(&str, &str, GetGauge); 7] = [
+        (
+            "agentdeck_pool_desired_replicas",
+            "Replicas the autoscaler wants.",
+            |g| g.desired,
+        ),
+        (
+            "agentdeck_pool_current_replicas",
+            "Agent pods that exist (not terminating).",
+            |g| g.current,
+        ),
+        (
+            "agentdeck_pool_ready_replicas",
+            "Agent pods that are ready.",
+            |g| g.ready,
+        ),
+        (
+            "agentdeck_pool_pending_tasks",
+            "Tasks waiting for an agent.",
+            |g| g.pending,
+        ),
+        ("agentdeck_pool_running_tasks", "Tasks being run.", |g| {
+            g.running
+        }),
+        (
+            "agentdeck_pool_busy_agents",
+            "Agents running a task.",
+            |g| g.busy,
+        ),
+        (
+            "agentdeck_pool_idle_agents",
+            "Ready agents running nothing.",
+            |g| g.idle,
+        ),
+    ];
+    gauges
+        .into_iter()
+        .map(|(name, help, get)| {
+            let family = Family::<PoolLabels, Gauge>::default();
+            registry.register(name, help, family.clone());
+            (family, get)
+        })
+        .collect()
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
-        let gauges: [(&str, &str, GetGauge); 7] = [
-            (
-                "agentdeck_pool_desired_replicas",
-                "Replicas the autoscaler wants.",
-                |g| g.desired,
-            ),
-            (
-                "agentdeck_pool_current_replicas",
-                "Agent pods that exist (not terminating).",
-                |g| g.current,
-            ),
-            (
-                "agentdeck_pool_ready_replicas",
-                "Agent pods that are ready.",
-                |g| g.ready,
-            ),
-            (
-                "agentdeck_pool_pending_tasks",
-                "Tasks waiting for an agent.",
-                |g| g.pending,
-            ),
-            ("agentdeck_pool_running_tasks", "Tasks being run.", |g| {
-                g.running
-            }),
-            (
-                "agentdeck_pool_busy_agents",
-                "Agents running a task.",
-                |g| g.busy,
-            ),
-            (
-                "agentdeck_pool_idle_agents",
-                "Ready agents running nothing.",
-                |g| g.idle,
-            ),
-        ];
-        let pool_gauges = gauges
-            .into_iter()
-            .map(|(name, help, get)| {
-                let family = Family::<PoolLabels, Gauge>::default();
-                registry.register(name, help, family.clone());
-                (family, get)
-            })
-            .collect();
+        let pool_gauges = register_pool_gauges(&mut registry);
         let r = &mut registry;
         let health = registered(
             r,

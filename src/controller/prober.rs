@@ -204,6 +204,67 @@ pub fn counts_changed(
     changed
 }
 
+/// What one probing round covers, read from the pods in the store.
+#[derive(Debug, Default, PartialEq)]
+struct Round {
+    /// Every pod not gone or finished (namespace, name, pool label): the
+    /// samples kept.
+    live: Vec<(String, String, Option<String>)>,
+    /// The running ones with an IP (namespace, name, `/healthz` URL): probed.
+    targets: Vec<(String, String, String)>,
+    /// Each pod's pool, for the pools to reconcile when their agents change.
+    owners: HashMap<(String, String), ObjectRef<AgentPool>>,
+}
+
+/// The round over `pods`; `pool_of` maps a pod to its pool. Pure.
+fn round_of(
+    pods: &[Arc<CachedPod>],
+    pool_of: fn(&CachedPod) -> Option<ObjectRef<AgentPool>>,
+) -> Round {
+    let mut live = Vec::new();
+    let mut targets = Vec::new();
+    let mut owners = HashMap::new();
+    for pod in pods {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(name) = pod.metadata.name.clone() else {
+            continue;
+        };
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let pool = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_POOL).cloned());
+        let status = pod.status.as_ref();
+        let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+        let ip = status.and_then(|s| s.pod_ip.clone());
+        if matches!(
+            status.and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        ) {
+            continue;
+        }
+        if let Some(owner) = pool_of(pod) {
+            owners.insert((ns.clone(), name.clone()), owner);
+        }
+        live.push((ns.clone(), name.clone(), pool));
+        if let (true, Some(ip)) = (running, ip) {
+            targets.push((
+                ns,
+                name,
+                format!("http://{ip}:{}/healthz", health_port(pod)),
+            ));
+        }
+    }
+    Round {
+        live,
+        targets,
+        owners,
+    }
+}
+
 /// Probes every running agent pod in `pods` each interval until `cancel`.
 /// When an agent turns offline — or a pool's counts of fresh, stale and
 /// offline agents change — the pool's reference goes to `offline`, so the
@@ -240,43 +301,11 @@ pub async fn run(
             _ = tick.tick() => {}
         }
         let now = Timestamp::now();
-        let mut live = Vec::new();
-        let mut targets = Vec::new();
-        let mut owners = HashMap::new();
-        for pod in pods.state() {
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(name) = pod.metadata.name.clone() else {
-                continue;
-            };
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let pool = pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_POOL).cloned());
-            let status = pod.status.as_ref();
-            let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
-            let ip = status.and_then(|s| s.pod_ip.clone());
-            if matches!(
-                status.and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            ) {
-                continue;
-            }
-            if let Some(owner) = pool_of(&pod) {
-                owners.insert((ns.clone(), name.clone()), owner);
-            }
-            live.push((ns.clone(), name.clone(), pool));
-            if let (true, Some(ip)) = (running, ip) {
-                targets.push((
-                    ns,
-                    name,
-                    format!("http://{ip}:{}/healthz", health_port(&pod)),
-                ));
-            }
-        }
+        let Round {
+            live,
+            targets,
+            owners,
+        } = round_of(&pods.state(), pool_of);
         samples.retain_and_register(&live, now);
         let probes = futures::stream::iter(targets.into_iter().map(|(ns, pod, url)| {
             let client = client.clone();
@@ -366,6 +395,42 @@ async fn probe(client: &reqwest::Client, url: &str) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(name: &str, phase: &str, ip: Option<&str>, terminating: bool) -> Arc<CachedPod> {
+        let mut metadata =
+            serde_json::json!({"name": name, "namespace": "ns", "labels": {LABEL_POOL: "p"}});
+        if terminating {
+            metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+        }
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": metadata,
+                "status": {"phase": phase, "podIP": ip},
+            }))
+            .expect("a pod"),
+        )
+    }
+
+    #[test]
+    fn a_round_probes_running_pods_with_an_ip_and_keeps_samples_of_live_ones() {
+        let pods = [
+            pod("running", "Running", Some("127.0.0.2"), false),
+            pod("starting", "Pending", None, false),
+            pod("done", "Succeeded", Some("127.0.0.3"), false),
+            pod("leaving", "Running", Some("127.0.0.4"), true),
+        ];
+        let round = round_of(&pods, |p| {
+            Some(ObjectRef::new(p.metadata.name.as_deref()?).within("ns"))
+        });
+        let live: Vec<&str> = round.live.iter().map(|(_, n, _)| n.as_str()).collect();
+        assert_eq!(live, ["running", "starting"]);
+        assert_eq!(round.live[0].2.as_deref(), Some("p"));
+        assert_eq!(round.targets.len(), 1);
+        assert_eq!(round.targets[0].1, "running");
+        assert!(round.targets[0].2.starts_with("http://127.0.0.2:"));
+        assert!(round.targets[0].2.ends_with("/healthz"));
+        assert_eq!(round.owners.len(), 2);
+    }
 
     fn sample(pod: &str, first_seen: Timestamp, report_at: Option<Timestamp>) -> AgentSample {
         AgentSample {

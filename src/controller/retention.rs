@@ -27,11 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
-pub use crate::plan::retention::{MAX_RECORD_BYTES, MAX_RECORDS};
+pub use crate::plan::retention::{LABEL_TASK_HISTORY, MAX_RECORD_BYTES, MAX_RECORDS, record_in};
 use crate::plan::retention::{TaskRecord, merge_records, plan};
 
-/// Label of the history ConfigMaps.
-pub const LABEL_TASK_HISTORY: &str = "agentdeck.dev/task-history";
 /// Shortest time between two looks.
 pub const MIN_GAP: Duration = Duration::from_secs(2);
 /// Longest time between two looks.
@@ -217,13 +215,4 @@ pub async fn find_record(
         return Ok(None);
     };
     Ok(record_in(&cm, task))
-}
-
-/// The record of `task` in a history ConfigMap.
-pub fn record_in(cm: &ConfigMap, task: &str) -> Option<TaskRecord> {
-    let text = cm
-        .data
-        .as_ref()?
-        .get(&crate::plan::retention::record_key(task))?;
-    serde_json::from_str(text).ok()
 }

@@ -33,15 +33,15 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::pod::CachedPod;
 use crate::crd::{AgentPool, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
-use crate::ops::bundle::LABEL_LOG_TAILS;
-use crate::ops::bundle::redact::{RedactionCounts, Redactor};
+pub use crate::plan::tails::{
+    ANNOTATION_INDEX, LABEL_LOG_TAILS, TailEntry, configmap_name, data_key, entries,
+};
+use crate::redact::{RedactionCounts, Redactor};
 
 /// Bytes kept of each container's log.
 pub const TAIL_BYTES: usize = 16 * 1024;
@@ -49,52 +49,8 @@ pub const TAIL_BYTES: usize = 16 * 1024;
 pub const MAX_PODS: usize = 20;
 /// Bytes kept per pool, over all its pods.
 pub const MAX_TOTAL_BYTES: usize = 512 * 1024;
-/// Annotation holding the index (`[{pod, container, key, capturedAt, reason}]`).
-pub const ANNOTATION_INDEX: &str = "agentdeck.dev/log-tails-index";
 /// Label of debug pods, whose logs are not kept.
-pub const LABEL_DEBUG: &str = crate::ops::debug::LABEL_DEBUG_POD;
-
-/// Name of the pool's tails ConfigMap.
-pub fn configmap_name(pool: &str) -> String {
-    format!("agentdeck-log-tails-{pool}")
-}
-
-/// One kept tail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TailEntry {
-    /// The pod.
-    pub pod: String,
-    /// The container.
-    pub container: String,
-    /// Its key in `data`.
-    pub key: String,
-    /// When it was captured.
-    pub captured_at: String,
-    /// Why (`Terminating`, `Succeeded`, `Failed`, `Terminated`).
-    pub reason: String,
-}
-
-fn data_key(pod: &str, container: &str) -> String {
-    // `__` cannot occur in pod or container names (DNS names), so the key
-    // splits back unambiguously; keys allow [-._a-zA-Z0-9].
-    format!("{pod}__{container}.log")
-}
-
-/// The tails in a tails ConfigMap (as JSON): pod, container, text.
-pub fn entries(cm: &Value) -> Vec<(String, String, String)> {
-    let index: Vec<TailEntry> = cm["metadata"]["annotations"][ANNOTATION_INDEX]
-        .as_str()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default();
-    index
-        .into_iter()
-        .filter_map(|e| {
-            let text = cm["data"][&e.key].as_str()?.to_owned();
-            Some((e.pod, e.container, text))
-        })
-        .collect()
-}
+pub const LABEL_DEBUG: &str = crate::crd::LABEL_DEBUG_POD;
 
 /// Appends `chunk` to `ring`, dropping its oldest bytes so that at most
 /// `max` remain.

@@ -42,6 +42,9 @@ pub const LABEL_POOL: &str = "agentdeck.dev/pool";
 pub const LABEL_TASK: &str = "agentdeck.dev/task";
 /// Label naming the component (`agent`, `task`, `controller`).
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+/// Label of every debug pod (`"true"`); the controller keeps no log tails
+/// of these.
+pub const LABEL_DEBUG_POD: &str = "agentdeck.dev/debug-pod";
 
 /// Both CRDs, pool first, as `kubectl apply` should receive them.
 pub fn crds() -> Vec<CustomResourceDefinition> {

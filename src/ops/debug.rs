@@ -18,8 +18,7 @@ use kube::{Client, ResourceExt};
 
 use crate::cli::{DebugMode, DebugProfile};
 
-/// Label of every debug pod (`"true"`).
-pub const LABEL_DEBUG_POD: &str = "agentdeck.dev/debug-pod";
+pub use crate::crd::LABEL_DEBUG_POD;
 /// Label naming the pod a debug pod was copied from.
 pub const LABEL_DEBUG_TARGET: &str = "agentdeck.dev/debug-target";
 /// Annotation: when the debug pod is deleted (RFC 3339).

@@ -7,4 +7,5 @@ pub mod names;
 pub mod pool;
 pub mod retention;
 pub mod strategic_merge;
+pub mod tails;
 pub mod verdict;

@@ -172,6 +172,15 @@ pub fn record_key(task: &str) -> String {
     format!("{task}.json")
 }
 
+/// Label of the history ConfigMaps.
+pub const LABEL_TASK_HISTORY: &str = "agentdeck.dev/task-history";
+
+/// The record of `task` in a history ConfigMap.
+pub fn record_in(cm: &k8s_openapi::api::core::v1::ConfigMap, task: &str) -> Option<TaskRecord> {
+    let text = cm.data.as_ref()?.get(&record_key(task))?;
+    serde_json::from_str(text).ok()
+}
+
 /// Adds `new` records to a history's `data`, then drops the records that
 /// were deleted longest ago until at most [`MAX_RECORDS`] and
 /// [`MAX_RECORD_BYTES`] remain.

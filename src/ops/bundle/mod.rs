@@ -14,14 +14,14 @@
 //!   file with its sizes, every collection error;
 //! - `pods/<pod>/<container>.log` and `.previous.log`; `.final.log` for the
 //!   last lines the controller kept of pods already gone
-//!   ([`crate::controller::tails`]);
+//!   ([`crate::plan::tails`]);
 //! - `objects/<kind>.yaml` (a YAML stream), `objects/secrets.yaml` with
 //!   names and keys only, `events.yaml`;
 //! - `health/agents.json` (each agent's `/healthz`), `health/controller.*`;
 //! - `redactions.json`: per file, per rule, how many matches were hidden.
 
 pub mod objects;
-pub mod redact;
+pub use crate::redact;
 pub mod zipper;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,9 +45,7 @@ use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY}
 use redact::Redactor;
 use zipper::{Body, Entry};
 
-/// Label of the ConfigMaps in which the controller keeps the final log
-/// lines of terminated pods.
-pub const LABEL_LOG_TAILS: &str = "agentdeck.dev/log-tails";
+pub use crate::plan::tails::LABEL_LOG_TAILS;
 
 /// Why no bundle could be written at all (collection problems are not
 /// errors: they are recorded in the manifest).
@@ -688,8 +686,7 @@ impl Scope {
                                 // Their content is in pods/<pod>/*.final.log.
                                 cm["data"] = Value::String("(see pods/*/*.final.log)".into());
                             }
-                            if cm["metadata"]["labels"]
-                                [crate::controller::retention::LABEL_TASK_HISTORY]
+                            if cm["metadata"]["labels"][crate::plan::retention::LABEL_TASK_HISTORY]
                                 == "true"
                             {
                                 histories.push(cm.clone());
@@ -776,7 +773,7 @@ impl Scope {
                 if outputs.contains_key(task) {
                     continue;
                 }
-                if let Some(r) = crate::controller::retention::record_in(&cm, task)
+                if let Some(r) = crate::plan::retention::record_in(&cm, task)
                     && let Some(tail) = r.output_tail
                 {
                     outputs.insert(
@@ -807,7 +804,7 @@ impl Scope {
         // Final log tails the controller kept.
         let live: BTreeSet<String> = pods.iter().map(|p| p.name.clone()).collect();
         for cm in &tails {
-            for (pod, container, text) in crate::controller::tails::entries(cm) {
+            for (pod, container, text) in crate::plan::tails::entries(cm) {
                 let state = if live.contains(&pod) {
                     ""
                 } else {
