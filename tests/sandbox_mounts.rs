@@ -164,7 +164,7 @@ fn an_unprivileged_user_gets_its_mounts_through_a_user_namespace_too() {
     };
     open(dir.path());
     let exe = dir.path().join("agentdeck");
-    std::fs::copy(env!("CARGO_BIN_EXE_agentdeck"), &exe).expect("copy");
+    copy_binary(&exe);
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let vol = dir.path().join("vol");
     std::fs::create_dir(&vol).expect("vol");
@@ -219,7 +219,7 @@ fn a_sandbox_started_from_a_binary_under_tmp_runs_a_pool_whose_task_succeeds() {
         .expect("temp dir under /tmp");
     let bin = dir.path().join("target/debug/agentdeck");
     std::fs::create_dir_all(bin.parent().expect("parent")).expect("mkdir");
-    std::fs::copy(env!("CARGO_BIN_EXE_agentdeck"), &bin).expect("binary copied");
+    copy_binary(&bin);
     let kubeconfig = dir.path().join("kubeconfig");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
@@ -327,4 +327,17 @@ impl Drop for Stopped {
         }
         let _ = self.0.wait();
     }
+}
+
+/// Copies the binary under test to `to` with `cp`: a copy written by this
+/// (multi-threaded) process leaves a writable descriptor that a child forked
+/// meanwhile by another test thread holds until it execs, and executing the
+/// copy then fails with "Text file busy".
+fn copy_binary(to: &Path) {
+    let status = Command::new("cp")
+        .arg(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg(to)
+        .status()
+        .expect("cp runs");
+    assert!(status.success(), "binary copied to {}", to.display());
 }
