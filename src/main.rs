@@ -333,7 +333,11 @@ fn console(cli: &Cli) -> Result<()> {
                 cli.global.namespace.as_deref(),
             )
             .await?;
-            (conn, current_context(cli.global.context.as_deref()), None)
+            (
+                conn,
+                agentdeck::ops::action::context_name(cli.global.context.as_deref()),
+                None,
+            )
         };
         let namespace = if cli.all_namespaces {
             "(all)".to_owned()
@@ -375,17 +379,6 @@ fn console(cli: &Cli) -> Result<()> {
     });
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
     result
-}
-
-/// The kubeconfig context in use, for the header.
-fn current_context(asked: Option<&str>) -> String {
-    if let Some(c) = asked {
-        return c.to_owned();
-    }
-    kube::config::Kubeconfig::read()
-        .ok()
-        .and_then(|k| k.current_context)
-        .unwrap_or_else(|| "in-cluster".to_owned())
 }
 
 /// `agentdeck bundle`: collects, shows a progress bar on a terminal, prints

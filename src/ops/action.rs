@@ -203,12 +203,9 @@ async fn whoami(client: &kube::Client) -> Option<String> {
 /// The context's name: the one asked for, else the kubeconfig's current
 /// one, else `in-cluster` (a service account's token, no kubeconfig).
 pub fn context_name(context: Option<&str>) -> String {
-    if let Some(c) = context {
-        return c.to_owned();
-    }
-    kube::config::Kubeconfig::read()
-        .ok()
-        .and_then(|k| k.current_context)
+    context
+        .map(str::to_owned)
+        .or_else(crate::cluster::current_context)
         .unwrap_or_else(|| "in-cluster".to_owned())
 }
 
