@@ -2,27 +2,27 @@
 //! change (off the UI thread), with strings sanitised and a lower-cased
 //! search text prepared so filtering never touches the objects.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
+
+mod builder;
+
+pub use builder::{Changes, Delta, Key, Keyed, RowBuilder};
 
 use super::text::clean;
 use crate::controller::AgentSample;
 use crate::controller::pod::CachedPod;
-use crate::crd::{
-    AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,
-};
+use crate::crd::{AgentPool, AgentTask, LABEL_POOL, LABEL_TASK, TaskPhase};
 use crate::health::{Freshness, FreshnessThresholds};
-use crate::plan::manifests::{COMPONENT_AGENT, COMPONENT_TASK};
+use crate::plan::manifests::COMPONENT_TASK;
 use crate::plan::pool::{POOL_NOT_FOUND, UNCLAIMED};
-use crate::plan::verdict::{Verdict, unclaimed_tasks, verdict, with_long_running};
+use crate::plan::verdict::{Verdict, verdict};
 
 /// Labels of a row, for `-l` selectors and the wide LABELS column: the
 /// pairs sorted by key, in one allocation. A `BTreeMap` costs a node of
@@ -391,25 +391,6 @@ pub fn build(src: &Sources, now: Timestamp, thresholds: &FreshnessThresholds) ->
     RowBuilder::default().build(src, now, thresholds)
 }
 
-/// A row kept from the last build, with what it was built from: the object
-/// (the very `Arc` the watch store holds, so an unchanged object is
-/// recognised by address, and the address cannot be reused while it is
-/// kept) and the inputs it took from other objects.
-struct Kept<K, S, R> {
-    object: Arc<K>,
-    stamp: S,
-    row: Arc<R>,
-}
-
-/// What a task row takes from other objects and the clock.
-#[derive(PartialEq)]
-struct TaskStamp {
-    job_mode: bool,
-    job_pod: Option<String>,
-    queue: Option<Place>,
-    long: bool,
-}
-
 /// A Pending task's place in its pool's queue: `n`th of `of`, in the
 /// order agents claim (oldest first, then by name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -431,503 +412,6 @@ struct AgentStamp {
     task: Option<String>,
 }
 
-type Cache<K, S, R> = HashMap<usize, Kept<K, S, R>, BuildHasherDefault<AddrHasher>>;
-
-/// A map keyed by (namespace, name), hashed with foldhash: a build looks
-/// up a few per task, and SipHash over the two strings was a fifth of a
-/// rebuild's time. The names come from the cluster, whose writers are
-/// trusted with it already; foldhash is still seeded per process.
-type NameMap<'a, V> = HashMap<(&'a str, &'a str), V, foldhash::fast::RandomState>;
-
-/// Hashes an address (a `usize` key) with one multiplication: the keys are
-/// distinct allocations, so SipHash's protection buys nothing here and
-/// costs a probe per row per build.
-#[derive(Default)]
-pub struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        // Allocations are 8-aligned: drop the low bits, spread the rest.
-        self.0 = ((n as u64) >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// Builds snapshots incrementally. A watch store hands out the same `Arc`
-/// for an object until it changes, so each build looks every object up by
-/// address (a hash probe) and rebuilds only the rows whose object or whose
-/// inputs from other objects (a task's pod, an agent's health sample and
-/// current task, an event's pool) changed; the rest are shared with the
-/// previous snapshot. Pools (a handful, whose counts join everything) are
-/// rebuilt each time.
-#[derive(Default)]
-pub struct RowBuilder {
-    tasks: Cache<AgentTask, TaskStamp, TaskRow>,
-    agents: Cache<CachedPod, AgentStamp, AgentRow>,
-    events: Cache<Event, Option<String>, EventRow>,
-    /// The task rows of the last build, sorted: reused as they are when no
-    /// task changed (most changes are agents' health samples).
-    sorted_tasks: Vec<Arc<TaskRow>>,
-    /// Rows built (not reused) by the last build: tasks, agents, events.
-    pub rebuilt: usize,
-    /// Running tasks are flagged past this (`None`: the default, zero: never).
-    long_running: Option<Duration>,
-}
-
-fn addr<K>(o: &Arc<K>) -> usize {
-    Arc::as_ptr(o).addr()
-}
-
-/// The pools by (namespace, name).
-fn pools_by_name(src: &Sources) -> NameMap<'_, &AgentPool> {
-    src.pools
-        .iter()
-        .filter_map(|p| {
-            Some((
-                (
-                    p.metadata.namespace.as_deref()?,
-                    p.metadata.name.as_deref()?,
-                ),
-                &**p,
-            ))
-        })
-        .collect()
-}
-
-/// A pool's Running agents by health: fresh, stale, offline.
-type HealthCounts = (i32, i32, i32);
-
-/// A pool's tasks, as its row counts them.
-#[derive(Default)]
-struct Queue {
-    pending: i32,
-    running: i32,
-    unclaimed: u32,
-    long_running: u32,
-}
-
-/// Per pool: its queue and its unclaimed tasks.
-fn pool_queues<'a>(src: &'a Sources, tasks: &'a [Arc<TaskRow>]) -> NameMap<'a, Queue> {
-    let mut queues: NameMap<Queue> = NameMap::default();
-    for t in tasks {
-        let q = queues.entry((&t.namespace, &t.pool)).or_default();
-        match t.phase {
-            TaskPhase::Pending => q.pending += 1,
-            TaskPhase::Running | TaskPhase::Scheduled => q.running += 1,
-            _ => {}
-        }
-        if t.long_running {
-            q.long_running += 1;
-        }
-    }
-    // One pass, by the verdict's own rule, rather than one per pool.
-    for t in &src.tasks {
-        if unclaimed_tasks(&t.spec.pool, std::iter::once(&**t)) > 0 {
-            let ns = t.metadata.namespace.as_deref().unwrap_or_default();
-            queues.entry((ns, &t.spec.pool)).or_default().unclaimed += 1;
-        }
-    }
-
-    queues
-}
-
-/// The pool rows (in `src`'s order), with their queues and agents' health;
-/// pools (a handful, whose counts join everything) are built each time.
-fn pool_rows(
-    src: &Sources,
-    now: Timestamp,
-    queues: &NameMap<Queue>,
-    health_counts: &NameMap<HealthCounts>,
-    long_after: Option<Duration>,
-) -> Vec<Arc<PoolRow>> {
-    let mut pools = Vec::with_capacity(src.pools.len());
-    for p in &src.pools {
-        let ns = p.namespace().unwrap_or_default();
-        let name = p.name_any();
-        let key = (ns.as_str(), name.as_str());
-        let queue = queues.get(&key);
-        let mut row = pool_row(
-            p,
-            now,
-            health_counts.get(&key).copied(),
-            queue.map_or(0, |q| q.pending),
-            queue.map_or(0, |q| q.running),
-            queue.map_or(0, |q| q.unclaimed),
-        );
-        if let Some(after) = long_after {
-            let long = queue.map_or(0, |q| q.long_running);
-            if long > 0 {
-                row.verdict = with_long_running(row.verdict, long, after);
-                row.search = lc(&[&row.search, &row.verdict.reason]);
-            }
-        }
-        pools.push(Arc::new(row));
-    }
-
-    pools
-}
-
-/// The tasks counted by phase for the header.
-fn task_counts(tasks: &[Arc<TaskRow>]) -> TaskCounts {
-    let mut task_counts = TaskCounts::default();
-    for t in tasks {
-        match t.phase {
-            TaskPhase::Pending | TaskPhase::Scheduled => task_counts.pending += 1,
-            TaskPhase::Running => task_counts.running += 1,
-            TaskPhase::Failed | TaskPhase::Errored => task_counts.failed += 1,
-            TaskPhase::Succeeded | TaskPhase::Cancelled => {}
-        }
-    }
-    task_counts
-}
-
-impl RowBuilder {
-    /// A builder that flags Running tasks past `after` (zero: never).
-    pub fn flagging_long_running(after: Duration) -> RowBuilder {
-        RowBuilder {
-            long_running: Some(after),
-            ..RowBuilder::default()
-        }
-    }
-
-    /// The threshold in force, `None` when flagging is off.
-    fn long_after(&self) -> Option<Duration> {
-        Some(self.long_running.unwrap_or(DEFAULT_LONG_RUNNING)).filter(|d| !d.is_zero())
-    }
-
-    /// The snapshot of `src` at `now`, reusing the rows of unchanged objects:
-    /// tasks first (agents show their current task, pools their queue), then
-    /// agents, pools and events, each table by a step of its own.
-    pub fn build(
-        &mut self,
-        src: &Sources,
-        now: Timestamp,
-        thresholds: &FreshnessThresholds,
-    ) -> Snapshot {
-        self.rebuilt = 0;
-        let pools_by_name = pools_by_name(src);
-        let (mut tasks, tasks_unchanged) = self.task_rows(src, now, &pools_by_name);
-        let queues = pool_queues(src, &tasks);
-        let (mut agents, health_counts) = self.agent_rows(src, now, thresholds);
-        let mut pools = pool_rows(src, now, &queues, &health_counts, self.long_after());
-        let events = self.events(src, &pools_by_name);
-
-        // Keys are unique: an unstable sort gives the same order, in place.
-        pools.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        agents.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        if tasks_unchanged && self.sorted_tasks.len() == tasks.len() {
-            tasks.clone_from(&self.sorted_tasks);
-        } else {
-            tasks
-                .sort_unstable_by(|a, b| b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key)));
-            self.sorted_tasks.clone_from(&tasks);
-        }
-        Snapshot {
-            pools,
-            agents,
-            task_counts: task_counts(&tasks),
-            tasks,
-            events,
-            built: Some(now),
-        }
-    }
-
-    /// The task rows (in `src`'s order), and whether they are the very rows
-    /// of the last build (none rebuilt, none gone).
-    fn task_rows(
-        &mut self,
-        src: &Sources,
-        now: Timestamp,
-        pools_by_name: &NameMap<&AgentPool>,
-    ) -> (Vec<Arc<TaskRow>>, bool) {
-        let job_pods: NameMap<&CachedPod> = src
-            .pods
-            .iter()
-            .filter_map(|p| {
-                let ns = p.metadata.namespace.as_deref()?;
-                let task = p.labels().get(LABEL_TASK)?;
-                Some(((ns, task.as_str()), &**p))
-            })
-            .collect();
-        let places = queue_places(&src.tasks);
-        let long_after = self.long_after();
-        let mut old = std::mem::take(&mut self.tasks);
-        let mut kept = Cache::with_capacity_and_hasher(src.tasks.len(), Default::default());
-        // Each task's row kept from the last build, or to build (below).
-        let mut slots: Vec<Result<Kept<AgentTask, TaskStamp, TaskRow>, ToBuild>> =
-            Vec::with_capacity(src.tasks.len());
-        for t in &src.tasks {
-            let ns = t.metadata.namespace.as_deref().unwrap_or_default();
-            let job_mode = pools_by_name
-                .get(&(ns, t.spec.pool.as_str()))
-                .is_some_and(|p| p.spec.execution_mode == ExecutionMode::Job);
-            let job_pod = if job_mode {
-                let label = crate::plan::manifests::label_value(
-                    t.metadata.name.as_deref().unwrap_or_default(),
-                );
-                job_pods.get(&(ns, label.as_str())).copied()
-            } else {
-                None
-            };
-            let name = t.metadata.name.as_deref().unwrap_or_default();
-            // Only Pending tasks have a place: no lookup for the rest.
-            let queue = if t.phase() == TaskPhase::Pending && !places.is_empty() {
-                places.get(&(ns, name)).copied()
-            } else {
-                None
-            };
-            let long = long_after.filter(|after| running_past(t, now, *after));
-            slots.push(match old.remove(&addr(t)) {
-                Some(k)
-                    if Arc::ptr_eq(&k.object, t)
-                        && k.stamp.job_mode == job_mode
-                        && k.stamp.job_pod.as_deref()
-                            == job_pod.and_then(|p| p.metadata.name.as_deref())
-                        && k.stamp.queue == queue
-                        && k.stamp.long == long.is_some() =>
-                {
-                    Ok(k)
-                }
-                _ => Err(ToBuild {
-                    job_mode,
-                    job_pod,
-                    queue,
-                    long,
-                }),
-            });
-        }
-        let mut built = build_task_rows(&src.tasks, &slots).into_iter();
-        let mut tasks = Vec::with_capacity(src.tasks.len());
-        for (t, slot) in src.tasks.iter().zip(slots) {
-            let entry = match slot {
-                Ok(k) => k,
-                Err(b) => {
-                    self.rebuilt += 1;
-                    Kept {
-                        object: t.clone(),
-                        stamp: TaskStamp {
-                            job_mode: b.job_mode,
-                            job_pod: b.job_pod.and_then(|p| p.metadata.name.clone()),
-                            queue: b.queue,
-                            long: b.long.is_some(),
-                        },
-                        row: built
-                            .next()
-                            .expect("a row was built for every task to build"),
-                    }
-                }
-            };
-            tasks.push(entry.row.clone());
-            kept.insert(addr(t), entry);
-        }
-        let tasks_unchanged = self.rebuilt == 0 && old.is_empty();
-        self.tasks = kept;
-
-        (tasks, tasks_unchanged)
-    }
-
-    /// The agent rows (in `src`'s order), and per pool its Running agents'
-    /// health counts (fresh, stale, offline).
-    fn agent_rows<'a>(
-        &mut self,
-        src: &'a Sources,
-        now: Timestamp,
-        thresholds: &FreshnessThresholds,
-    ) -> (Vec<Arc<AgentRow>>, NameMap<'a, HealthCounts>) {
-        let samples: NameMap<&AgentSample> = src
-            .samples
-            .iter()
-            .map(|s| ((s.namespace.as_str(), s.pod.as_str()), s))
-            .collect();
-
-        let mut running_on: NameMap<&str> = NameMap::default();
-        for t in &src.tasks {
-            if let (Some(ns), Some(st)) = (t.metadata.namespace.as_deref(), t.status.as_ref())
-                && st.phase == TaskPhase::Running
-                && let Some(agent) = st.agent.as_deref()
-            {
-                running_on.insert((ns, agent), t.metadata.name.as_deref().unwrap_or_default());
-            }
-        }
-        let mut old = std::mem::take(&mut self.agents);
-        let mut kept = Cache::with_capacity_and_hasher(src.pods.len(), Default::default());
-        let mut agents = Vec::new();
-        let mut health_counts: NameMap<HealthCounts> = NameMap::default();
-        for p in &src.pods {
-            let labels = p.labels();
-            let component = match labels.get(LABEL_COMPONENT).map(String::as_str) {
-                Some(COMPONENT_AGENT) => COMPONENT_AGENT,
-                Some(COMPONENT_TASK) => COMPONENT_TASK,
-                _ => continue,
-            };
-            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-            let name = p.metadata.name.as_deref().unwrap_or_default();
-            let sample = samples.get(&(ns, name));
-            let health = (component == COMPONENT_AGENT)
-                .then(|| sample.map(|s| s.freshness(now, thresholds)))
-                .flatten();
-            let stamp = AgentStamp {
-                health,
-                last_activity: sample.and_then(|s| s.last_report.map(|(r, _)| r.last_activity)),
-                skew: sample
-                    .and_then(|s| s.clock_skew())
-                    .map(|d| d.as_secs())
-                    .filter(|s| s.abs() >= SKEW_SHOWN),
-                task: None,
-            };
-            let task = running_on.get(&(ns, name)).copied();
-            let key = addr(p);
-            let entry = match old.remove(&key) {
-                Some(k)
-                    if Arc::ptr_eq(&k.object, p)
-                        && k.stamp.health == stamp.health
-                        && k.stamp.last_activity == stamp.last_activity
-                        && k.stamp.skew == stamp.skew
-                        && k.stamp.task.as_deref() == task =>
-                {
-                    k
-                }
-                _ => {
-                    self.rebuilt += 1;
-                    let stamp = AgentStamp {
-                        task: task.map(str::to_owned),
-                        ..stamp
-                    };
-                    let row = agent_row(p, component, &stamp);
-                    Kept {
-                        object: p.clone(),
-                        stamp,
-                        row: Arc::new(row),
-                    }
-                }
-            };
-            if let Some(h) = entry.row.health
-                && entry.row.phase == "Running"
-            {
-                let c = health_counts
-                    .entry((ns, labels.get(LABEL_POOL).map_or("", String::as_str)))
-                    .or_default();
-                match h {
-                    Freshness::Fresh => c.0 += 1,
-                    Freshness::Stale => c.1 += 1,
-                    Freshness::Offline => c.2 += 1,
-                }
-            }
-            agents.push(entry.row.clone());
-            kept.insert(key, entry);
-        }
-        self.agents = kept;
-
-        (agents, health_counts)
-    }
-
-    /// Events about our objects: pools, tasks, and the managed pods, Jobs,
-    /// Deployments and ReplicaSets (named after their pool or task).
-    fn events<'a>(
-        &mut self,
-        src: &'a Sources,
-        pools_by_name: &NameMap<&AgentPool>,
-    ) -> Vec<Arc<EventRow>> {
-        let mut old = std::mem::take(&mut self.events);
-        if src.events.is_empty() {
-            return Vec::new();
-        }
-        // Which objects the events are about: only those maps are built.
-        let about = |kind: &str| {
-            src.events
-                .iter()
-                .any(|e| e.involved_object.kind.as_deref() == Some(kind))
-        };
-        let task_pool: NameMap<&str> = if about("AgentTask") {
-            src.tasks
-                .iter()
-                .filter_map(|t| {
-                    Some((
-                        (
-                            t.metadata.namespace.as_deref()?,
-                            t.metadata.name.as_deref()?,
-                        ),
-                        t.spec.pool.as_str(),
-                    ))
-                })
-                .collect()
-        } else {
-            NameMap::default()
-        };
-        let pool_label = |m: &'a ObjectMeta| -> Option<((&'a str, &'a str), &'a str)> {
-            Some((
-                (m.namespace.as_deref()?, m.name.as_deref()?),
-                m.labels.as_ref()?.get(LABEL_POOL)?.as_str(),
-            ))
-        };
-        let pod_pool: NameMap<&str> = if about("Pod") {
-            src.pods
-                .iter()
-                .filter_map(|p| pool_label(&p.metadata))
-                .collect()
-        } else {
-            NameMap::default()
-        };
-        let job_pool: NameMap<&str> = if about("Job") {
-            src.jobs
-                .iter()
-                .filter_map(|j| pool_label(&j.metadata))
-                .collect()
-        } else {
-            NameMap::default()
-        };
-        let mut kept = Cache::with_capacity_and_hasher(src.events.len(), Default::default());
-        let mut events = Vec::new();
-        for e in &src.events {
-            let ns = e.metadata.namespace.as_deref().unwrap_or_default();
-            let o = &e.involved_object;
-            let kind = o.kind.as_deref().unwrap_or_default();
-            let oname = o.name.as_deref().unwrap_or_default();
-            let key = (ns, oname);
-            let pool = match kind {
-                "AgentPool" => Some(oname),
-                "AgentTask" => task_pool.get(&key).copied(),
-                "Pod" => pod_pool.get(&key).copied(),
-                "Job" => job_pool.get(&key).copied(),
-                "Deployment" | "ReplicaSet" => oname.strip_prefix("iac-agent-").and_then(|rest| {
-                    pools_by_name
-                        .keys()
-                        .filter(|(pns, _)| *pns == ns)
-                        .map(|(_, n)| *n)
-                        .filter(|n| rest == *n || rest.starts_with(&format!("{n}-")))
-                        .max_by_key(|n| n.len())
-                }),
-                _ => None,
-            };
-            let Some(pool) = pool else { continue };
-            let at = addr(e);
-            let entry = match old.remove(&at) {
-                Some(k) if Arc::ptr_eq(&k.object, e) && k.stamp.as_deref() == Some(pool) => k,
-                _ => {
-                    self.rebuilt += 1;
-                    Kept {
-                        object: e.clone(),
-                        stamp: Some(pool.to_owned()),
-                        row: Arc::new(event_row(e, pool)),
-                    }
-                }
-            };
-            events.push(entry.row.clone());
-            kept.insert(at, entry);
-        }
-        self.events = kept;
-        events.sort_unstable_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
-        events
-    }
-}
-
 /// A task row to build: whether its pool runs tasks as Jobs, and its Job's
 /// pod.
 #[derive(Clone, Copy)]
@@ -938,38 +422,6 @@ struct ToBuild<'a> {
     queue: Option<Place>,
     /// The threshold it is running past, when it is.
     long: Option<Duration>,
-}
-
-/// Each Pending task's place in its pool's queue, by (namespace, name):
-/// the order agents claim in (see `agent::plan`), cancelled and deleted
-/// ones left out.
-fn queue_places(tasks: &[Arc<AgentTask>]) -> NameMap<'_, Place> {
-    let mut waiting: Vec<(&str, &str, Option<Timestamp>, &str)> = tasks
-        .iter()
-        .filter(|t| {
-            t.phase() == TaskPhase::Pending
-                && !t.spec.cancel
-                && t.metadata.deletion_timestamp.is_none()
-        })
-        .map(|t| {
-            (
-                t.metadata.namespace.as_deref().unwrap_or_default(),
-                t.spec.pool.as_str(),
-                t.metadata.creation_timestamp.as_ref().map(|c| c.0),
-                t.metadata.name.as_deref().unwrap_or_default(),
-            )
-        })
-        .collect();
-    waiting.sort_unstable();
-    let mut places = NameMap::default();
-    for group in waiting.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-        let of = u32::try_from(group.len()).unwrap_or(u32::MAX);
-        for (i, (ns, _, _, name)) in group.iter().enumerate() {
-            let n = u32::try_from(i + 1).unwrap_or(u32::MAX);
-            places.insert((*ns, *name), Place { n, of });
-        }
-    }
-    places
 }
 
 /// Whether `t` is Running and has been for `after` or longer at `now`.
@@ -1026,41 +478,6 @@ fn waiting_message(t: &AgentTask, queue: Option<Place>, own: &str) -> String {
 /// 10,000 rows of a big namespace at a few µs each, between the list and
 /// the first screen.
 const PARALLEL_ROWS: usize = 2048;
-
-/// The rows of the tasks whose slot is `Err` (to build), in order.
-fn build_task_rows<S>(tasks: &[Arc<AgentTask>], slots: &[Result<S, ToBuild>]) -> Vec<Arc<TaskRow>> {
-    let todo: Vec<(&AgentTask, ToBuild)> = tasks
-        .iter()
-        .zip(slots)
-        .filter_map(|(t, slot)| match slot {
-            Ok(_) => None,
-            Err(b) => Some((&**t, *b)),
-        })
-        .collect();
-    let build = |part: &[(&AgentTask, ToBuild)]| -> Vec<Arc<TaskRow>> {
-        part.iter().map(|(t, b)| Arc::new(task_row(t, b))).collect()
-    };
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if todo.len() < PARALLEL_ROWS || cores < 2 {
-        return build(&todo);
-    }
-    let (first, second) = todo.split_at(todo.len() / 2);
-    std::thread::scope(|scope| {
-        let later = std::thread::Builder::new()
-            .name("agentdeck-rows".into())
-            .spawn_scoped(scope, || build(second));
-        let mut rows = build(first);
-        match later {
-            Ok(later) => match later.join() {
-                Ok(more) => rows.extend(more),
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            // No thread to be had: this one builds the rest too.
-            Err(_) => rows.extend(build(second)),
-        }
-        rows
-    })
-}
 
 fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
     let (job_mode, job_pod) = (b.job_mode, b.job_pod);
@@ -1431,39 +848,47 @@ mod tests {
     }
 
     #[test]
-    fn many_rows_built_in_two_halves_are_the_rows_of_their_tasks_in_order() {
+    fn many_rows_built_at_once_on_two_threads_equal_the_same_rows_told_a_few_at_a_time() {
         let now = fixtures::now();
         let src = fixtures::sources(now, PARALLEL_ROWS * 2 + 7);
-        // Every fifth row kept from a last build; the batch pool's in job mode.
-        let slots: Vec<Result<(), ToBuild>> = src
-            .tasks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                if i % 5 == 0 {
-                    Ok(())
-                } else {
-                    Err(ToBuild {
-                        job_mode: t.spec.pool == "batch",
-                        job_pod: None,
-                        queue: None,
-                        long: None,
-                    })
-                }
-            })
-            .collect();
-        let rows = build_task_rows(&src.tasks, &slots);
-        let one_by_one: Vec<TaskRow> = src
-            .tasks
-            .iter()
-            .zip(&slots)
-            .filter_map(|(t, slot)| slot.as_ref().err().map(|b| task_row(t, b)))
-            .collect();
-        assert!(one_by_one.len() > PARALLEL_ROWS, "built in halves");
-        assert_eq!(rows.len(), one_by_one.len());
-        for (i, (row, want)) in rows.iter().zip(&one_by_one).enumerate() {
-            assert_eq!(**row, *want, "row {i}");
+        let mut at_once = RowBuilder::default();
+        let whole = at_once.build(&src, now, &thresholds());
+        assert_eq!(whole.tasks.len(), src.tasks.len());
+
+        // The same objects told as changes, 500 tasks at a time (each
+        // batch built on one thread; the queues' places move as they come).
+        let mut told = RowBuilder::default();
+        let rest = Sources {
+            tasks: Vec::new(),
+            pools: src.pools.clone(),
+            pods: src.pods.clone(),
+            jobs: src.jobs.clone(),
+            events: src.events.clone(),
+            samples: src.samples.clone(),
+        };
+        told.build(&rest, now, &thresholds());
+        let mut last = Snapshot::default();
+        for batch in src.tasks.chunks(500) {
+            let delta = Delta {
+                tasks: Changes::Some(batch.iter().map(|t| (t.key(), Some(t.clone()))).collect()),
+                events: src.events.clone(),
+                ..Delta::default()
+            };
+            last = told.update(delta, now, &thresholds());
         }
+        assert_eq!(last, whole);
+        // And taken away again, a few at a time: nothing is left over.
+        for batch in src.tasks.chunks(700) {
+            let delta = Delta {
+                tasks: Changes::Some(batch.iter().map(|t| (t.key(), None)).collect()),
+                events: src.events.clone(),
+                ..Delta::default()
+            };
+            last = told.update(delta, now, &thresholds());
+        }
+        let none = RowBuilder::default().build(&rest, now, &thresholds());
+        assert_eq!(last, none);
+        assert_eq!(last.task_counts, TaskCounts::default());
     }
 
     fn task_at(

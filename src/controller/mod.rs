@@ -17,6 +17,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod debugpods;
+pub mod feed;
 pub mod gate;
 pub mod leader;
 pub mod listwatch;
@@ -172,6 +173,66 @@ pub struct ClusterView {
     /// What each watch behind the stores is doing: a store is current only
     /// while its watch watches.
     pub watches: WatchBoard,
+    /// What changed in each store since its reader last looked.
+    pub feeds: Feeds,
+    /// Each pool's tasks and pods, by (namespace, pool).
+    pub by_pool: ByPool,
+}
+
+/// What changed in each store since its reader (the console's rows) last
+/// looked; the health samples keep their own ([`HealthSamples::feed`]).
+#[derive(Clone, Default)]
+pub struct Feeds {
+    pub pools: feed::ChangeFeed,
+    pub tasks: feed::ChangeFeed,
+    pub pods: feed::ChangeFeed,
+    pub jobs: feed::ChangeFeed,
+}
+
+impl Feeds {
+    /// Starts recording in every feed (the next take of each reads its
+    /// whole store).
+    pub fn subscribe(&self) {
+        for f in [&self.pools, &self.tasks, &self.pods, &self.jobs] {
+            f.subscribe();
+        }
+    }
+}
+
+/// The names of each pool's tasks (by `spec.pool`) and pods (by pool
+/// label), so a reconcile reads one pool's objects, not every one.
+#[derive(Clone)]
+pub struct ByPool {
+    pub tasks: feed::PoolIndex<AgentTask>,
+    pub pods: feed::PoolIndex<CachedPod>,
+}
+
+impl Default for ByPool {
+    fn default() -> Self {
+        ByPool {
+            tasks: feed::PoolIndex::new(|t: &AgentTask| Some(t.spec.pool.as_str())),
+            pods: feed::PoolIndex::new(|p: &CachedPod| {
+                p.metadata
+                    .labels
+                    .as_ref()?
+                    .get(LABEL_POOL)
+                    .map(String::as_str)
+            }),
+        }
+    }
+}
+
+impl ClusterView {
+    /// The tasks of pool `name` in `ns`, as the store holds them.
+    pub fn pool_tasks(&self, ns: &str, name: &str) -> Vec<Arc<AgentTask>> {
+        self.by_pool.tasks.objects(&self.tasks, ns, name)
+    }
+
+    /// The pods labelled with pool `label` (the label's value for the
+    /// pool's name) in `ns`, as the store holds them.
+    pub fn pool_pods(&self, ns: &str, label: &str) -> Vec<Arc<CachedPod>> {
+        self.by_pool.pods.objects(&self.pods, ns, label)
+    }
 }
 
 /// A cheap change signal: a counter that every store event and health
@@ -489,6 +550,7 @@ fn shared_watch<K>(
     changes: Changes,
     cell: WatchCell,
     subscribers: usize,
+    followers: Vec<Arc<dyn feed::Follower<K>>>,
     cancel: CancellationToken,
     tasks: &mut JoinSet<()>,
 ) -> (Store<K>, Vec<Subscriber<K>>)
@@ -529,14 +591,22 @@ where
                 changes.bump();
             }
             // What the subscribers are told (kube-runtime's dispatch: an
-            // applied object; after a list, every object).
+            // applied object; after a list, every object), and the
+            // followers (every change).
             let told: Vec<ObjectRef<K>> = match &next {
-                Some(Ok(watcher::Event::Apply(o))) => vec![ObjectRef::from_obj(o)],
-                Some(Ok(watcher::Event::InitDone)) => store
-                    .state()
-                    .iter()
-                    .map(|o| ObjectRef::from_obj(&**o))
-                    .collect(),
+                Some(Ok(watcher::Event::Apply(o))) => {
+                    followers.iter().for_each(|f| f.applied(o));
+                    vec![ObjectRef::from_obj(o)]
+                }
+                Some(Ok(watcher::Event::Delete(o))) => {
+                    followers.iter().for_each(|f| f.deleted(o));
+                    Vec::new()
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    let all = store.state();
+                    followers.iter().for_each(|f| f.relisted(&all));
+                    all.iter().map(|o| ObjectRef::from_obj(&**o)).collect()
+                }
                 _ => Vec::new(),
             };
             match next {
@@ -887,8 +957,10 @@ fn start_watches(
 ) -> Watches {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let board = WatchBoard::with_metrics(metrics.watch_metrics());
+    let feeds = Feeds::default();
+    let by_pool = ByPool::default();
     macro_rules! watch {
-        ($kind:ty, $name:literal, $config:expr, $subscribers:expr) => {
+        ($kind:ty, $name:literal, $config:expr, $subscribers:expr, [$($follower:expr),*]) => {
             shared_watch(
                 namespaced_or_all::<$kind>(client, namespaces),
                 $config,
@@ -897,17 +969,36 @@ fn start_watches(
                 changes.clone(),
                 board.cell($name),
                 $subscribers,
+                vec![$(Arc::new($follower.clone()) as Arc<dyn feed::Follower<$kind>>),*],
                 cancel.clone(),
                 tasks,
             )
         };
     }
-    let (pools, pool_subs) = watch!(AgentPool, "AgentPool", watcher::Config::default(), 1);
-    let (task_store, task_subs) = watch!(AgentTask, "AgentTask", watcher::Config::default(), 1);
+    let (pools, pool_subs) = watch!(
+        AgentPool,
+        "AgentPool",
+        watcher::Config::default(),
+        1,
+        [feeds.pools]
+    );
+    let (task_store, task_subs) = watch!(
+        AgentTask,
+        "AgentTask",
+        watcher::Config::default(),
+        1,
+        [feeds.tasks, by_pool.tasks]
+    );
     // The log tails follow the same pods as the triggers (see `tails::run`).
-    let (pods, pod_subs) = watch!(CachedPod, "Pod", managed.clone(), 2);
-    let (deployments, deployment_subs) = watch!(Deployment, "Deployment", managed.clone(), 1);
-    let (jobs, job_subs) = watch!(Job, "Job", managed, 1);
+    let (pods, pod_subs) = watch!(
+        CachedPod,
+        "Pod",
+        managed.clone(),
+        2,
+        [feeds.pods, by_pool.pods]
+    );
+    let (deployments, deployment_subs) = watch!(Deployment, "Deployment", managed.clone(), 1, []);
+    let (jobs, job_subs) = watch!(Job, "Job", managed, 1, [feeds.jobs]);
     let only = "the subscribers asked for";
     let mut pod_subs = pod_subs.into_iter();
     let triggers = Triggers {
@@ -928,6 +1019,8 @@ fn start_watches(
             health: HealthSamples::with_changes(changes.clone()),
             changes: changes.clone(),
             watches: board,
+            feeds,
+            by_pool,
         },
         triggers,
         tail_pods,
@@ -1110,6 +1203,7 @@ mod tests {
             Changes::default(),
             WatchCell::detached("ConfigMap"),
             1,
+            Vec::new(),
             cancel.clone(),
             &mut tasks,
         );

@@ -66,12 +66,18 @@ impl AgentSample {
 pub struct HealthSamples(
     Arc<RwLock<HashMap<(String, String), AgentSample>>>,
     super::Changes,
+    super::feed::ChangeFeed,
 );
 
 impl HealthSamples {
     /// Samples whose updates bump `changes`.
     pub fn with_changes(changes: super::Changes) -> HealthSamples {
-        HealthSamples(Arc::default(), changes)
+        HealthSamples(Arc::default(), changes, Default::default())
+    }
+
+    /// The pods whose sample changed or went since the reader last looked.
+    pub fn feed(&self) -> &super::feed::ChangeFeed {
+        &self.2
     }
 
     /// A copy of every sample.
@@ -94,10 +100,12 @@ impl HealthSamples {
     }
 
     fn update(&self, sample: AgentSample) {
+        let key = (sample.namespace.clone(), sample.pod.clone());
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert((sample.namespace.clone(), sample.pod.clone()), sample);
+            .insert(key.clone(), sample);
+        self.2.touch(key);
         self.1.bump();
     }
 
@@ -108,10 +116,17 @@ impl HealthSamples {
             .iter()
             .map(|(ns, p, _)| (ns.clone(), p.clone()))
             .collect();
-        map.retain(|k, _| keys.contains(k));
+        map.retain(|k, _| {
+            let keep = keys.contains(k);
+            if !keep {
+                self.2.touch(k.clone());
+            }
+            keep
+        });
         for (ns, pod, pool) in live {
-            map.entry((ns.clone(), pod.clone()))
-                .or_insert_with(|| AgentSample {
+            map.entry((ns.clone(), pod.clone())).or_insert_with(|| {
+                self.2.touch((ns.clone(), pod.clone()));
+                AgentSample {
                     namespace: ns.clone(),
                     pod: pod.clone(),
                     pool: pool.clone(),
@@ -121,7 +136,8 @@ impl HealthSamples {
                     http_status: None,
                     latency: None,
                     error: None,
-                });
+                }
+            });
         }
     }
 }

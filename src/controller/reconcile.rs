@@ -25,7 +25,7 @@ use super::{ControllerError, Result, Shared, resync as resync_action};
 use crate::crd::validate::{summary, validate_pool};
 use crate::crd::{
     AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, ExecutionMode, HealthCounts,
-    HoldStatus, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase, k8s_time,
+    HoldStatus, LABEL_COMPONENT, LABEL_TASK, TaskPhase, k8s_time,
 };
 use crate::health::Freshness;
 use crate::plan::autoscale::{
@@ -127,25 +127,11 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
         return invalid(pool, shared, &summary(&errors), now).await;
     }
     // Shared with the store: a task is copied only when a write replaces it.
-    let mut tasks: Vec<Arc<AgentTask>> = shared
-        .view
-        .tasks
-        .state()
-        .into_iter()
-        .filter(|t| t.namespace().as_deref() == Some(ns.as_str()) && t.spec.pool == name)
-        .collect();
+    // One pool's objects by the index kept beside the stores: a reconcile
+    // costs its own pool, not every pool's tasks and pods.
+    let mut tasks: Vec<Arc<AgentTask>> = shared.view.pool_tasks(&ns, &name);
     observe_task_metrics(shared, &tasks);
-    let pool_label = label_value(&name);
-    let pool_pods: Vec<Arc<CachedPod>> = shared
-        .view
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(ns.as_str())
-                && p.labels().get(LABEL_POOL) == Some(&pool_label)
-        })
-        .collect();
+    let pool_pods: Vec<Arc<CachedPod>> = shared.view.pool_pods(&ns, &label_value(&name));
     let mut ctx = PoolCtx {
         pool,
         shared,

@@ -20,7 +20,7 @@ use futures::{AsyncBufReadExt, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::LogParams;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use ratatui::Terminal;
@@ -28,7 +28,7 @@ use ratatui::backend::CrosstermBackend;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::rows::{LogSource, RowBuilder, Sources};
+use crate::app::rows::{Changes, Delta, LogSource, RowBuilder, Sources};
 use crate::app::{
     ActionRequest, App, AppOptions, ClusterStatus, Command, Msg, ObjectKey, Role, StreamId,
     WatchState,
@@ -461,15 +461,16 @@ async fn snapshots(
     cancel: CancellationToken,
 ) {
     let mut changes = view.changes.subscribe();
+    let told = ViewChanges::new(view.clone(), events);
     // Keeps the rows of the last build: a change costs the rows it touches.
     let mut builder = RowBuilder::flagging_long_running(long_running);
     loop {
         let started = Instant::now();
         let whole = synced.is_synced();
-        let src = sources(&view, &events);
+        let delta = told.take();
         let now = Timestamp::now();
         let Ok((b, snap)) = tokio::task::spawn_blocking(move || {
-            let snap = builder.build(&src, now, &thresholds);
+            let snap = builder.update(delta, now, &thresholds);
             (builder, snap)
         })
         .await
@@ -513,6 +514,72 @@ async fn snapshots(
 
 /// Longest time between two snapshots when nothing changes.
 const CLOCK_REBUILD: Duration = Duration::from_secs(15);
+
+/// What changed in the view since the console last looked, from the
+/// feeds kept beside its stores (see `controller::feed`): a watch event
+/// costs the rows it touches, not a pass over every object.
+pub struct ViewChanges {
+    view: ClusterView,
+    events: Store<Event>,
+}
+
+impl ViewChanges {
+    /// Starts the view's feeds; the first take reads every store whole.
+    pub fn new(view: ClusterView, events: Store<Event>) -> ViewChanges {
+        view.feeds.subscribe();
+        view.health.feed().subscribe();
+        ViewChanges { view, events }
+    }
+
+    /// What changed since the last take.
+    pub fn take(&self) -> Delta {
+        let v = &self.view;
+        let samples = v.health.feed().take();
+        Delta {
+            pools: changes(&v.feeds.pools, &v.pools),
+            tasks: changes(&v.feeds.tasks, &v.tasks),
+            pods: changes(&v.feeds.pods, &v.pods),
+            jobs: changes(&v.feeds.jobs, &v.jobs),
+            samples: if samples.relisted {
+                Changes::All(v.health.snapshot().into_iter().map(Arc::new).collect())
+            } else {
+                Changes::Some(
+                    samples
+                        .keys
+                        .into_iter()
+                        .map(|k| {
+                            let s = v.health.get(&k.0, &k.1).map(Arc::new);
+                            (k, s)
+                        })
+                        .collect(),
+                )
+            },
+            events: self.events.state(),
+        }
+    }
+}
+
+/// The objects `feed` says changed, read from `store` (absent: deleted).
+fn changes<K>(feed: &controller::feed::ChangeFeed, store: &Store<K>) -> Changes<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let taken = feed.take();
+    if taken.relisted {
+        return Changes::All(store.state());
+    }
+    Changes::Some(
+        taken
+            .keys
+            .into_iter()
+            .map(|k| {
+                let o = store.get(&ObjectRef::new(&k.1).within(&k.0));
+                (k, o)
+            })
+            .collect(),
+    )
+}
 
 /// The objects of the view, as they are now.
 pub fn sources(view: &ClusterView, events: &Store<Event>) -> Sources {

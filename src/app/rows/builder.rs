@@ -1,0 +1,1418 @@
+//! The row builder: keeps every row, the per-pool and per-agent sums the
+//! rows show, and indexes from each object to the rows that read it, so
+//! that one change costs the rows it touches and not a pass over every
+//! task. What changed comes as a [`Delta`]: from the watch feeds in the
+//! console (see `controller::feed`), or worked out from whole lists by
+//! [`RowBuilder::build`].
+//!
+//! What a row reads from other objects, and what marks it to rebuild:
+//! - a task row: its pool's execution mode (the pool changed), its Job's
+//!   pod (a pod labelled with the task changed), its place in its pool's
+//!   queue (a task joined or left that queue), whether it runs past the
+//!   long-running threshold (the clock, by a deadline kept per task);
+//! - an agent row: its health sample (the sample changed, or the clock
+//!   reached the sample's next freshness change), the task running on it
+//!   (a task's agent or phase changed);
+//! - a pool row: its queue and task counts, its agents' health counts (any
+//!   of those changed), the clock when its verdict reads it (a hold, a
+//!   Ready=False condition);
+//! - an event row: its pool (looked up by name in the kept objects).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Event;
+use kube::Resource;
+
+use super::{
+    AgentRow, AgentStamp, DEFAULT_LONG_RUNNING, EventRow, PARALLEL_ROWS, Place, PoolRow,
+    SKEW_SHOWN, Snapshot, Sources, TaskCounts, TaskRow, ToBuild, agent_row, event_row, pool_row,
+    running_past, task_row,
+};
+use crate::controller::AgentSample;
+use crate::controller::pod::CachedPod;
+use crate::crd::{
+    AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,
+};
+use crate::health::{Freshness, FreshnessThresholds};
+use crate::plan::manifests::{COMPONENT_AGENT, COMPONENT_TASK};
+use crate::plan::pool::UNCLAIMED;
+use crate::plan::verdict::with_long_running;
+
+/// An object's (namespace, name).
+pub type Key = (String, String);
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = HashSet<K, foldhash::fast::RandomState>;
+
+/// What changed of one kind since the last build.
+pub enum Changes<K> {
+    /// These objects changed (`Some`) or went (`None`).
+    Some(Vec<(Key, Option<Arc<K>>)>),
+    /// Every object there is now (after a list): what is not here went.
+    All(Vec<Arc<K>>),
+}
+
+impl<K> Default for Changes<K> {
+    fn default() -> Self {
+        Changes::Some(Vec::new())
+    }
+}
+
+/// What changed since the last build.
+#[derive(Default)]
+pub struct Delta {
+    pub pools: Changes<AgentPool>,
+    pub tasks: Changes<AgentTask>,
+    pub pods: Changes<CachedPod>,
+    pub jobs: Changes<Job>,
+    pub samples: Changes<AgentSample>,
+    /// Every event there is (the few hundred an API server keeps for an
+    /// hour): a row is rebuilt only when its event or its pool changed.
+    pub events: Vec<Arc<Event>>,
+}
+
+/// Something kept by (namespace, name).
+pub trait Keyed {
+    fn key(&self) -> Key;
+}
+
+macro_rules! keyed_by_meta {
+    ($($t:ty),*) => {$(
+        impl Keyed for $t {
+            fn key(&self) -> Key {
+                let m = self.meta();
+                (
+                    m.namespace.clone().unwrap_or_default(),
+                    m.name.clone().unwrap_or_default(),
+                )
+            }
+        }
+    )*};
+}
+keyed_by_meta!(AgentPool, AgentTask, CachedPod, Job);
+
+impl Keyed for AgentSample {
+    fn key(&self) -> Key {
+        (self.namespace.clone(), self.pod.clone())
+    }
+}
+
+/// The changes among `changes` of what `have` holds: objects not the very
+/// ones kept, and (for a whole list) the kept ones not listed.
+fn changed<K: Keyed, E>(
+    changes: Changes<K>,
+    have: &Map<Key, E>,
+    object: impl Fn(&E) -> &Arc<K>,
+) -> Vec<(Key, Option<Arc<K>>)> {
+    match changes {
+        Changes::Some(list) => list
+            .into_iter()
+            .filter(|(k, o)| match (have.get(k), o) {
+                (Some(e), Some(o)) => !Arc::ptr_eq(object(e), o),
+                (None, None) => false,
+                _ => true,
+            })
+            .collect(),
+        Changes::All(all) => {
+            let mut out = Vec::new();
+            let mut listed: Set<Key> = Set::with_capacity_and_hasher(all.len(), Default::default());
+            for o in all {
+                let k = o.key();
+                match have.get(&k) {
+                    Some(e) if Arc::ptr_eq(object(e), &o) => {}
+                    _ => out.push((k.clone(), Some(o))),
+                }
+                listed.insert(k);
+            }
+            out.extend(
+                have.keys()
+                    .filter(|k| !listed.contains(*k))
+                    .map(|k| (k.clone(), None)),
+            );
+            out
+        }
+    }
+}
+
+/// Rows kept in the order a table shows them, updated in place when few
+/// change and sorted afresh when many do.
+struct Sorted<R> {
+    rows: Vec<Arc<R>>,
+    cmp: fn(&R, &R) -> Ordering,
+    gone: Vec<Arc<R>>,
+    new: Vec<Arc<R>>,
+}
+
+impl<R> Sorted<R> {
+    fn new(cmp: fn(&R, &R) -> Ordering) -> Self {
+        Sorted {
+            rows: Vec::new(),
+            cmp,
+            gone: Vec::new(),
+            new: Vec::new(),
+        }
+    }
+
+    /// `old` (if any) is replaced by `new` (if any) at the next `settle`.
+    fn replace(&mut self, old: Option<Arc<R>>, new: Option<Arc<R>>) {
+        self.gone.extend(old);
+        self.new.extend(new);
+    }
+
+    /// Applies the replacements: one by one (a binary search and a move
+    /// each) when they are few, else by sorting `all` afresh.
+    fn settle<'a>(&mut self, all: impl FnOnce() -> Vec<Arc<R>>)
+    where
+        R: 'a,
+    {
+        let cmp = self.cmp;
+        let changes = self.gone.len() + self.new.len();
+        if changes == 0 {
+            return;
+        }
+        if changes > 64 + self.rows.len() / 16 {
+            self.gone.clear();
+            self.new.clear();
+            let mut rows = all();
+            rows.sort_unstable_by(|a, b| cmp(a, b));
+            self.rows = rows;
+            return;
+        }
+        for old in std::mem::take(&mut self.gone) {
+            if let Ok(i) = self.rows.binary_search_by(|r| cmp(r, &old))
+                && Arc::ptr_eq(&self.rows[i], &old)
+            {
+                self.rows.remove(i);
+            }
+        }
+        for new in std::mem::take(&mut self.new) {
+            let i = self
+                .rows
+                .binary_search_by(|r| cmp(r, &new))
+                .unwrap_or_else(|i| i);
+            self.rows.insert(i, new);
+        }
+    }
+}
+
+fn by_key<R: super::Row>(a: &R, b: &R) -> Ordering {
+    a.key().cmp(b.key())
+}
+
+fn newest_first(a: &TaskRow, b: &TaskRow) -> Ordering {
+    b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key))
+}
+
+/// What a task adds to the sums and indexes; taken away when it changes.
+#[derive(Clone, PartialEq)]
+struct TaskPart {
+    pool: Key,
+    phase: TaskPhase,
+    unclaimed: bool,
+    /// Its place-holder in its pool's queue, while it waits.
+    waiting: Option<(Option<Timestamp>, String)>,
+    /// The agent it runs on, while it runs.
+    agent: Option<Key>,
+    /// The value of its pods' task label.
+    label: String,
+}
+
+impl TaskPart {
+    fn of(key: &Key, t: &AgentTask) -> TaskPart {
+        let phase = t.phase();
+        let st = t.status.as_ref();
+        TaskPart {
+            pool: (key.0.clone(), t.spec.pool.clone()),
+            phase,
+            unclaimed: !phase.is_finished()
+                && st.is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == UNCLAIMED && c.status == "True")
+                }),
+            waiting: (phase == TaskPhase::Pending
+                && !t.spec.cancel
+                && t.metadata.deletion_timestamp.is_none())
+            .then(|| {
+                (
+                    t.metadata.creation_timestamp.as_ref().map(|c| c.0),
+                    key.1.clone(),
+                )
+            }),
+            agent: st
+                .filter(|s| s.phase == TaskPhase::Running)
+                .and_then(|s| s.agent.clone())
+                .map(|a| (key.0.clone(), a)),
+            label: crate::plan::manifests::label_value(&key.1),
+        }
+    }
+}
+
+/// What a task row was built from, besides its object.
+#[derive(Clone, Copy, PartialEq)]
+struct TaskStamp {
+    job_mode: bool,
+    queue: Option<Place>,
+    long: bool,
+}
+
+struct TaskEntry {
+    object: Arc<AgentTask>,
+    part: TaskPart,
+    row: Option<Arc<TaskRow>>,
+    /// What the row was built from, `None` when its object changed since.
+    stamp: Option<(TaskStamp, Option<String>)>,
+    /// Its place in its pool's queue now.
+    place: Option<Place>,
+    /// Counted as long-running in its pool's sums.
+    long: bool,
+    /// When it runs past the threshold (a key of the task clock).
+    due: Option<Timestamp>,
+}
+
+/// A pool's sums, by (namespace, pool name) for tasks.
+#[derive(Default)]
+struct Queue {
+    pending: i32,
+    running: i32,
+    unclaimed: u32,
+    long_running: u32,
+    /// Its waiting tasks in the order agents claim them.
+    waiting: BTreeSet<(Option<Timestamp>, String)>,
+    /// Every task's name (a change of the pool's mode rebuilds them).
+    tasks: BTreeSet<String>,
+}
+
+impl Queue {
+    fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}
+
+struct PodEntry {
+    object: Arc<CachedPod>,
+    /// `agent` or `task` for the pods the agents table shows.
+    component: Option<&'static str>,
+    row: Option<Arc<AgentRow>>,
+    stamp: Option<AgentStamp>,
+    /// Counted in its pool's health sums: (namespace, pool label), health.
+    counted: Option<(Key, Freshness)>,
+    /// When its freshness changes next (a key of the agent clock).
+    due: Option<Timestamp>,
+    /// Its pool and task labels.
+    pool: Option<String>,
+    task: Option<String>,
+}
+
+struct PoolEntry {
+    object: Arc<AgentPool>,
+    row: Option<Arc<PoolRow>>,
+    /// Its verdict reads the clock (a hold, a Ready=False condition).
+    clocked: bool,
+}
+
+/// Builds snapshots incrementally (see the module's notes).
+#[derive(Default)]
+pub struct RowBuilder {
+    /// Running tasks are flagged past this (`None`: the default, zero: never).
+    long_running: Option<Duration>,
+    pools: Map<Key, PoolEntry>,
+    tasks: Map<Key, TaskEntry>,
+    pods: Map<Key, PodEntry>,
+    samples: Map<Key, Arc<AgentSample>>,
+    /// A Job's pool label, for its events.
+    jobs: Map<Key, (Arc<Job>, Option<String>)>,
+    queues: Map<Key, Queue>,
+    /// Agents' health sums by (namespace, pool label): fresh, stale,
+    /// offline, and how many are counted.
+    health: Map<Key, (i32, i32, i32, u32)>,
+    /// (namespace, agent pod) → the tasks running on it (its row shows
+    /// the last by name: one, unless a status is behind).
+    running_on: Map<Key, BTreeSet<String>>,
+    /// (namespace, task label) → the task, and the pod labelled with it.
+    task_by_label: Map<Key, String>,
+    /// (A Job's retries each have a pod: its row reads the newest.)
+    pod_by_task_label: Map<Key, BTreeSet<String>>,
+    /// (namespace, pool label) → pool name.
+    pool_by_label: Map<Key, String>,
+    counts: TaskCounts,
+    task_clock: BTreeSet<(Timestamp, Key)>,
+    agent_clock: BTreeSet<(Timestamp, Key)>,
+    sorted_tasks: Option<Sorted<TaskRow>>,
+    sorted_agents: Option<Sorted<AgentRow>>,
+    sorted_pools: Option<Sorted<PoolRow>>,
+    events: Map<usize, (Arc<Event>, String, Arc<EventRow>)>,
+    /// Rows to look at again in this build.
+    dirty_tasks: Set<Key>,
+    dirty_pods: Set<Key>,
+    dirty_pools: Set<Key>,
+    /// Pools whose queue changed (the places of its waiting tasks).
+    dirty_queues: Set<Key>,
+    /// Rows built (not reused) by the last build: tasks, agents, events.
+    pub rebuilt: usize,
+}
+
+impl RowBuilder {
+    /// A builder that flags Running tasks past `after` (zero: never).
+    pub fn flagging_long_running(after: Duration) -> RowBuilder {
+        RowBuilder {
+            long_running: Some(after),
+            ..RowBuilder::default()
+        }
+    }
+
+    /// The threshold in force, `None` when flagging is off.
+    fn long_after(&self) -> Option<Duration> {
+        Some(self.long_running.unwrap_or(DEFAULT_LONG_RUNNING)).filter(|d| !d.is_zero())
+    }
+
+    /// The snapshot of `src` at `now`, reusing the rows of unchanged
+    /// objects (recognised by address: a watch store hands out the same
+    /// `Arc` until the object changes). A pass over every object, to find
+    /// what changed; the console tells [`RowBuilder::update`] instead.
+    pub fn build(
+        &mut self,
+        src: &Sources,
+        now: Timestamp,
+        thresholds: &FreshnessThresholds,
+    ) -> Snapshot {
+        let delta = Delta {
+            pools: Changes::All(src.pools.clone()),
+            tasks: Changes::All(src.tasks.clone()),
+            pods: Changes::All(src.pods.clone()),
+            jobs: Changes::All(src.jobs.clone()),
+            samples: Changes::All(src.samples.iter().cloned().map(Arc::new).collect()),
+            events: src.events.clone(),
+        };
+        self.update(delta, now, thresholds)
+    }
+
+    /// The snapshot after `delta` at `now`: only the rows that read what
+    /// changed (or whose clock came) are built again.
+    pub fn update(
+        &mut self,
+        delta: Delta,
+        now: Timestamp,
+        thresholds: &FreshnessThresholds,
+    ) -> Snapshot {
+        self.rebuilt = 0;
+        self.apply_pools(delta.pools);
+        self.apply_tasks(delta.tasks);
+        self.apply_pods(delta.pods);
+        self.apply_samples(delta.samples);
+        self.apply_jobs(delta.jobs);
+        self.clock(now);
+        self.places();
+        self.task_rows(now);
+        self.agent_rows(now, thresholds);
+        self.pool_rows(now);
+        let events = self.event_rows(&delta.events);
+        self.settle();
+        Snapshot {
+            pools: self
+                .sorted_pools
+                .as_ref()
+                .map(|s| s.rows.clone())
+                .unwrap_or_default(),
+            agents: self
+                .sorted_agents
+                .as_ref()
+                .map(|s| s.rows.clone())
+                .unwrap_or_default(),
+            tasks: self
+                .sorted_tasks
+                .as_ref()
+                .map(|s| s.rows.clone())
+                .unwrap_or_default(),
+            events,
+            task_counts: self.counts,
+            built: Some(now),
+        }
+    }
+
+    fn apply_pools(&mut self, changes: Changes<AgentPool>) {
+        for (key, object) in changed(changes, &self.pools, |e| &e.object) {
+            let old = self.pools.remove(&key);
+            let old_mode = old.as_ref().map(|e| e.object.spec.execution_mode);
+            if let Some(old) = old {
+                self.pool_by_label
+                    .remove(&(key.0.clone(), crate::plan::manifests::label_value(&key.1)));
+                self.sorted_pools().replace(old.row, None);
+            }
+            let mode = object.as_ref().map(|p| p.spec.execution_mode);
+            if let Some(p) = object {
+                self.pool_by_label.insert(
+                    (key.0.clone(), crate::plan::manifests::label_value(&key.1)),
+                    key.1.clone(),
+                );
+                self.pools.insert(
+                    key.clone(),
+                    PoolEntry {
+                        clocked: reads_the_clock(&p),
+                        object: p,
+                        row: None,
+                    },
+                );
+            }
+            // Its tasks' rows say whether they run as Jobs.
+            if old_mode != mode
+                && let Some(q) = self.queues.get(&key)
+            {
+                for t in &q.tasks {
+                    self.dirty_tasks.insert((key.0.clone(), t.clone()));
+                }
+            }
+            self.dirty_pools.insert(key);
+        }
+    }
+
+    fn apply_tasks(&mut self, changes: Changes<AgentTask>) {
+        for (key, object) in changed(changes, &self.tasks, |e| &e.object) {
+            let mut kept = self.tasks.remove(&key);
+            if let Some(old) = kept.as_mut() {
+                self.take_part(&key, old);
+            }
+            match (object, kept) {
+                (None, Some(old)) => {
+                    self.sorted_tasks().replace(old.row, None);
+                    if let Some(due) = old.due {
+                        self.task_clock.remove(&(due, key.clone()));
+                    }
+                }
+                (None, None) => {}
+                (Some(t), kept) => {
+                    let part = TaskPart::of(&key, &t);
+                    let mut entry = kept.unwrap_or(TaskEntry {
+                        object: t.clone(),
+                        part: part.clone(),
+                        row: None,
+                        stamp: None,
+                        place: None,
+                        long: false,
+                        due: None,
+                    });
+                    entry.object = t;
+                    entry.part = part;
+                    entry.stamp = None;
+                    self.add_part(&key, &mut entry);
+                    self.tasks.insert(key.clone(), entry);
+                    self.dirty_tasks.insert(key);
+                }
+            }
+        }
+    }
+
+    /// Takes what `entry` added to the sums and indexes away.
+    fn take_part(&mut self, key: &Key, entry: &mut TaskEntry) {
+        let part = &entry.part;
+        count(&mut self.counts, part.phase, -1);
+        if let Some(q) = self.queues.get_mut(&part.pool) {
+            queue_count(q, part, -1);
+            if entry.long {
+                q.long_running -= 1;
+            }
+            if let Some(w) = &part.waiting {
+                q.waiting.remove(w);
+                self.dirty_queues.insert(part.pool.clone());
+            }
+            q.tasks.remove(&key.1);
+            if q.is_empty() {
+                self.queues.remove(&part.pool);
+            }
+        }
+        entry.long = false;
+        if let Some(agent) = &part.agent
+            && let Some(on) = self.running_on.get_mut(agent)
+        {
+            on.remove(&key.1);
+            if on.is_empty() {
+                self.running_on.remove(agent);
+            }
+            self.dirty_pods.insert(agent.clone());
+        }
+        let label = (key.0.clone(), part.label.clone());
+        if self.task_by_label.get(&label) == Some(&key.1) {
+            self.task_by_label.remove(&label);
+        }
+        self.dirty_pools.insert(part.pool.clone());
+    }
+
+    /// Adds what `entry` (its part just set) adds to the sums and indexes.
+    fn add_part(&mut self, key: &Key, entry: &mut TaskEntry) {
+        let part = &entry.part;
+        count(&mut self.counts, part.phase, 1);
+        let q = self.queues.entry(part.pool.clone()).or_default();
+        queue_count(q, part, 1);
+        q.tasks.insert(key.1.clone());
+        if let Some(w) = &part.waiting {
+            q.waiting.insert(w.clone());
+            self.dirty_queues.insert(part.pool.clone());
+        } else {
+            entry.place = None;
+        }
+        if let Some(agent) = &part.agent {
+            self.running_on
+                .entry(agent.clone())
+                .or_default()
+                .insert(key.1.clone());
+            self.dirty_pods.insert(agent.clone());
+        }
+        self.task_by_label
+            .insert((key.0.clone(), part.label.clone()), key.1.clone());
+        self.dirty_pools.insert(part.pool.clone());
+    }
+
+    fn apply_pods(&mut self, changes: Changes<CachedPod>) {
+        for (key, object) in changed(changes, &self.pods, |e| &e.object) {
+            let kept = self.pods.remove(&key);
+            if let Some(old) = &kept {
+                if let Some(label) = &old.task {
+                    let by = (key.0.clone(), label.clone());
+                    if let Some(pods) = self.pod_by_task_label.get_mut(&by) {
+                        pods.remove(&key.1);
+                        if pods.is_empty() {
+                            self.pod_by_task_label.remove(&by);
+                        }
+                    }
+                    self.task_for_label_dirty(&by);
+                }
+                if let Some(due) = old.due {
+                    self.agent_clock.remove(&(due, key.clone()));
+                }
+            }
+            let Some(p) = object else {
+                if let Some(mut old) = kept {
+                    self.uncount(&mut old);
+                    self.sorted_agents().replace(old.row, None);
+                }
+                continue;
+            };
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            let label = |k: &str| labels.get(k).cloned();
+            let component = match label(LABEL_COMPONENT).as_deref() {
+                Some(COMPONENT_AGENT) => Some(COMPONENT_AGENT),
+                Some(COMPONENT_TASK) => Some(COMPONENT_TASK),
+                _ => None,
+            };
+            let task = label(LABEL_TASK);
+            if let Some(t) = &task {
+                let by = (key.0.clone(), t.clone());
+                self.pod_by_task_label
+                    .entry(by.clone())
+                    .or_default()
+                    .insert(key.1.clone());
+                self.task_for_label_dirty(&by);
+            }
+            let mut entry = kept.unwrap_or(PodEntry {
+                object: p.clone(),
+                component,
+                row: None,
+                stamp: None,
+                counted: None,
+                due: None,
+                pool: None,
+                task: None,
+            });
+            entry.object = p;
+            entry.stamp = None;
+            entry.due = None;
+            entry.pool = label(LABEL_POOL);
+            entry.task = task;
+            if entry.component != component {
+                self.uncount(&mut entry);
+                let old = entry.row.take();
+                self.sorted_agents().replace(old, None);
+                entry.component = component;
+            }
+            self.pods.insert(key.clone(), entry);
+            self.dirty_pods.insert(key);
+        }
+    }
+
+    fn task_for_label_dirty(&mut self, label: &Key) {
+        if let Some(t) = self.task_by_label.get(label) {
+            self.dirty_tasks.insert((label.0.clone(), t.clone()));
+        }
+    }
+
+    /// Takes a pod's health away from its pool's sums.
+    fn uncount(&mut self, entry: &mut PodEntry) {
+        if let Some((pool, h)) = entry.counted.take() {
+            if let Some(c) = self.health.get_mut(&pool) {
+                health_count(c, h, -1);
+                if c.3 == 0 {
+                    self.health.remove(&pool);
+                }
+            }
+            self.pool_of_label_dirty(&pool);
+        }
+    }
+
+    fn pool_of_label_dirty(&mut self, label: &Key) {
+        if let Some(name) = self.pool_by_label.get(label) {
+            self.dirty_pools.insert((label.0.clone(), name.clone()));
+        }
+    }
+
+    fn apply_samples(&mut self, changes: Changes<AgentSample>) {
+        for (key, sample) in changed(changes, &self.samples, |s| s) {
+            match sample {
+                Some(s) => self.samples.insert(key.clone(), s),
+                None => self.samples.remove(&key),
+            };
+            self.dirty_pods.insert(key);
+        }
+    }
+
+    fn apply_jobs(&mut self, changes: Changes<Job>) {
+        for (key, job) in changed(changes, &self.jobs, |j| &j.0) {
+            match job {
+                Some(j) => {
+                    let pool = j
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(LABEL_POOL))
+                        .cloned();
+                    self.jobs.insert(key, (j, pool));
+                }
+                None => {
+                    self.jobs.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Marks what the clock changed by `now`: tasks past the threshold,
+    /// agents whose freshness changes, pools whose verdict reads the clock.
+    fn clock(&mut self, now: Timestamp) {
+        while let Some((due, _)) = self.task_clock.first()
+            && *due <= now
+        {
+            if let Some((_, key)) = self.task_clock.pop_first() {
+                if let Some(e) = self.tasks.get_mut(&key) {
+                    e.due = None;
+                }
+                self.dirty_tasks.insert(key);
+            }
+        }
+        while let Some((due, _)) = self.agent_clock.first()
+            && *due <= now
+        {
+            if let Some((_, key)) = self.agent_clock.pop_first() {
+                if let Some(e) = self.pods.get_mut(&key) {
+                    e.due = None;
+                }
+                self.dirty_pods.insert(key);
+            }
+        }
+        for (key, p) in &self.pools {
+            if p.clocked {
+                self.dirty_pools.insert(key.clone());
+            }
+        }
+    }
+
+    /// Each waiting task's place in the queues that changed.
+    fn places(&mut self) {
+        for pool in std::mem::take(&mut self.dirty_queues) {
+            let Some(q) = self.queues.get(&pool) else {
+                continue;
+            };
+            let of = u32::try_from(q.waiting.len()).unwrap_or(u32::MAX);
+            for (i, (_, name)) in q.waiting.iter().enumerate() {
+                let n = u32::try_from(i + 1).unwrap_or(u32::MAX);
+                let key = (pool.0.clone(), name.clone());
+                if let Some(e) = self.tasks.get_mut(&key) {
+                    let place = Some(Place { n, of });
+                    if e.place != place {
+                        e.place = place;
+                        self.dirty_tasks.insert(key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Builds the task rows marked, when what they read changed.
+    fn task_rows(&mut self, now: Timestamp) {
+        let long_after = self.long_after();
+        let mut todo: Vec<(Key, ToBuild, Option<String>)> = Vec::new();
+        for key in std::mem::take(&mut self.dirty_tasks) {
+            let Some(e) = self.tasks.get(&key) else {
+                continue;
+            };
+            let t = &e.object;
+            let job_mode = self
+                .pools
+                .get(&e.part.pool)
+                .is_some_and(|p| p.object.spec.execution_mode == ExecutionMode::Job);
+            let job_pod = if job_mode {
+                self.pod_by_task_label
+                    .get(&(key.0.clone(), e.part.label.clone()))
+                    .and_then(|names| {
+                        names
+                            .iter()
+                            .filter_map(|n| self.pods.get(&(key.0.clone(), n.clone())))
+                            .max_by_key(|p| {
+                                (
+                                    p.object.metadata.creation_timestamp.clone(),
+                                    p.object.metadata.name.clone(),
+                                )
+                            })
+                            .and_then(|p| p.object.metadata.name.clone())
+                    })
+            } else {
+                None
+            };
+            let queue = (t.phase() == TaskPhase::Pending)
+                .then_some(e.place)
+                .flatten();
+            let long = long_after.filter(|after| running_past(t, now, *after));
+            let stamp = TaskStamp {
+                job_mode,
+                queue,
+                long: long.is_some(),
+            };
+            if e.stamp.as_ref() == Some(&(stamp, job_pod.clone())) {
+                continue;
+            }
+            todo.push((
+                key,
+                ToBuild {
+                    job_mode,
+                    job_pod: None,
+                    queue,
+                    long,
+                },
+                job_pod,
+            ));
+        }
+        let rows = self.build_tasks(&todo);
+        self.rebuilt += rows.len();
+        for ((key, b, job_pod), row) in todo.into_iter().zip(rows) {
+            let Some(mut e) = self.tasks.remove(&key) else {
+                continue;
+            };
+            let old = e.row.replace(row.clone());
+            self.sorted_tasks().replace(old, Some(row));
+            e.stamp = Some((
+                TaskStamp {
+                    job_mode: b.job_mode,
+                    queue: b.queue,
+                    long: b.long.is_some(),
+                },
+                job_pod,
+            ));
+            // Its pool counts it as long-running, or not.
+            let long = b.long.is_some();
+            if e.long != long {
+                if let Some(q) = self.queues.get_mut(&e.part.pool) {
+                    if long {
+                        q.long_running += 1;
+                    } else {
+                        q.long_running -= 1;
+                    }
+                }
+                e.long = long;
+                self.dirty_pools.insert(e.part.pool.clone());
+            }
+            // When it will run past the threshold.
+            if let Some(due) = e.due.take() {
+                self.task_clock.remove(&(due, key.clone()));
+            }
+            if let Some(after) = long_after
+                && !long
+                && let Some(from) = running_since(&e.object)
+                && let Ok(due) = from.checked_add(after)
+            {
+                e.due = Some(due);
+                self.task_clock.insert((due, key.clone()));
+            }
+            self.tasks.insert(key, e);
+        }
+    }
+
+    /// The rows of `todo`, in order; many are built on two threads.
+    fn build_tasks(&self, todo: &[(Key, ToBuild, Option<String>)]) -> Vec<Arc<TaskRow>> {
+        let build = |part: &[(Key, ToBuild, Option<String>)]| -> Vec<Arc<TaskRow>> {
+            part.iter()
+                .filter_map(|(key, b, job_pod)| {
+                    let e = self.tasks.get(key)?;
+                    let pod = job_pod
+                        .as_ref()
+                        .and_then(|p| self.pods.get(&(key.0.clone(), p.clone())))
+                        .map(|p| &*p.object);
+                    let b = ToBuild { job_pod: pod, ..*b };
+                    Some(Arc::new(task_row(&e.object, &b)))
+                })
+                .collect()
+        };
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        if todo.len() < PARALLEL_ROWS || cores < 2 {
+            return build(todo);
+        }
+        let (first, second) = todo.split_at(todo.len() / 2);
+        std::thread::scope(|scope| {
+            let later = std::thread::Builder::new()
+                .name("agentdeck-rows".into())
+                .spawn_scoped(scope, || build(second));
+            let mut rows = build(first);
+            match later {
+                Ok(later) => match later.join() {
+                    Ok(more) => rows.extend(more),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                // No thread to be had: this one builds the rest too.
+                Err(_) => rows.extend(build(second)),
+            }
+            rows
+        })
+    }
+
+    /// Builds the agent rows marked, when what they read changed, and
+    /// keeps their pools' health sums.
+    fn agent_rows(&mut self, now: Timestamp, thresholds: &FreshnessThresholds) {
+        for key in std::mem::take(&mut self.dirty_pods) {
+            let Some(mut e) = self.pods.remove(&key) else {
+                continue;
+            };
+            let Some(component) = e.component else {
+                self.pods.insert(key, e);
+                continue;
+            };
+            let sample = self.samples.get(&key);
+            let health = (component == COMPONENT_AGENT)
+                .then(|| sample.map(|s| s.freshness(now, thresholds)))
+                .flatten();
+            let stamp = AgentStamp {
+                health,
+                last_activity: sample.and_then(|s| s.last_report.map(|(r, _)| r.last_activity)),
+                skew: sample
+                    .and_then(|s| s.clock_skew())
+                    .map(|d| d.as_secs())
+                    .filter(|s| s.abs() >= SKEW_SHOWN),
+                task: self.running_on.get(&key).and_then(|on| on.last()).cloned(),
+            };
+            if let Some(due) = e.due.take() {
+                self.agent_clock.remove(&(due, key.clone()));
+            }
+            if let Some(s) = sample.filter(|_| health.is_some())
+                && let Some(due) = next_freshness_change(s, now, thresholds)
+            {
+                e.due = Some(due);
+                self.agent_clock.insert((due, key.clone()));
+            }
+            if e.stamp.as_ref() != Some(&stamp) || e.row.is_none() {
+                let row = Arc::new(agent_row(&e.object, component, &stamp));
+                self.rebuilt += 1;
+                let old = e.row.replace(row.clone());
+                self.sorted_agents().replace(old, Some(row));
+                e.stamp = Some(stamp);
+            }
+            // Its pool's health sums.
+            let counted = e.row.as_ref().and_then(|r| {
+                let h = r.health.filter(|_| r.phase == "Running")?;
+                Some(((key.0.clone(), e.pool.clone().unwrap_or_default()), h))
+            });
+            if counted != e.counted {
+                self.uncount(&mut e);
+                if let Some((pool, h)) = &counted {
+                    health_count(self.health.entry(pool.clone()).or_default(), *h, 1);
+                    self.pool_of_label_dirty(pool);
+                }
+                e.counted = counted;
+            }
+            self.pods.insert(key, e);
+        }
+    }
+
+    /// Builds the pool rows marked.
+    fn pool_rows(&mut self, now: Timestamp) {
+        let long_after = self.long_after();
+        for key in std::mem::take(&mut self.dirty_pools) {
+            let Some(e) = self.pools.get(&key) else {
+                continue;
+            };
+            let queue = self.queues.get(&key);
+            let label = (key.0.clone(), crate::plan::manifests::label_value(&key.1));
+            let health = self
+                .health
+                .get(&label)
+                .map(|&(fresh, stale, offline, _)| (fresh, stale, offline));
+            let mut row = pool_row(
+                &e.object,
+                now,
+                health,
+                queue.map_or(0, |q| q.pending),
+                queue.map_or(0, |q| q.running),
+                queue.map_or(0, |q| q.unclaimed),
+            );
+            if let Some(after) = long_after {
+                let long = queue.map_or(0, |q| q.long_running);
+                if long > 0 {
+                    row.verdict = with_long_running(row.verdict, long, after);
+                    row.search = super::lc(&[&row.search, &row.verdict.reason]);
+                }
+            }
+            if e.row.as_deref() == Some(&row) {
+                continue;
+            }
+            let row = Arc::new(row);
+            let old = self
+                .pools
+                .get_mut(&key)
+                .and_then(|e| e.row.replace(row.clone()));
+            self.sorted_pools().replace(old, Some(row));
+        }
+    }
+
+    /// Events about our objects: pools, tasks, and the managed pods, Jobs,
+    /// Deployments and ReplicaSets (named after their pool or task).
+    fn event_rows(&mut self, events: &[Arc<Event>]) -> Vec<Arc<EventRow>> {
+        let mut old = std::mem::take(&mut self.events);
+        let mut rows = Vec::new();
+        for e in events {
+            let Some(pool) = self.pool_of_event(e) else {
+                continue;
+            };
+            let at = Arc::as_ptr(e).addr();
+            let entry = match old.remove(&at) {
+                Some(k) if Arc::ptr_eq(&k.0, e) && k.1 == pool => k,
+                _ => {
+                    self.rebuilt += 1;
+                    let row = Arc::new(event_row(e, &pool));
+                    (e.clone(), pool, row)
+                }
+            };
+            rows.push(entry.2.clone());
+            self.events.insert(at, entry);
+        }
+        rows.sort_unstable_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
+        rows
+    }
+
+    /// The pool an event is about, when it is about one of ours.
+    fn pool_of_event(&self, e: &Event) -> Option<String> {
+        let ns = e.metadata.namespace.as_deref().unwrap_or_default();
+        let o = &e.involved_object;
+        let oname = o.name.as_deref().unwrap_or_default();
+        let key = || (ns.to_owned(), oname.to_owned());
+        match o.kind.as_deref().unwrap_or_default() {
+            "AgentPool" => Some(oname.to_owned()),
+            "AgentTask" => self.tasks.get(&key()).map(|t| t.object.spec.pool.clone()),
+            "Pod" => self.pods.get(&key()).and_then(|p| p.pool.clone()),
+            "Job" => self.jobs.get(&key()).and_then(|j| j.1.clone()),
+            "Deployment" | "ReplicaSet" => {
+                // The longest pool name the object's name starts with.
+                let mut rest = oname.strip_prefix("iac-agent-")?;
+                loop {
+                    if self.pools.contains_key(&(ns.to_owned(), rest.to_owned())) {
+                        return Some(rest.to_owned());
+                    }
+                    rest = &rest[..rest.rfind('-')?];
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Applies the rows replaced in this build to the sorted tables.
+    fn settle(&mut self) {
+        let tasks = &self.tasks;
+        if let Some(s) = self.sorted_tasks.as_mut() {
+            s.settle(|| tasks.values().filter_map(|e| e.row.clone()).collect());
+        }
+        let pods = &self.pods;
+        if let Some(s) = self.sorted_agents.as_mut() {
+            s.settle(|| pods.values().filter_map(|e| e.row.clone()).collect());
+        }
+        let pools = &self.pools;
+        if let Some(s) = self.sorted_pools.as_mut() {
+            s.settle(|| pools.values().filter_map(|e| e.row.clone()).collect());
+        }
+    }
+
+    fn sorted_tasks(&mut self) -> &mut Sorted<TaskRow> {
+        self.sorted_tasks
+            .get_or_insert_with(|| Sorted::new(newest_first))
+    }
+
+    fn sorted_agents(&mut self) -> &mut Sorted<AgentRow> {
+        self.sorted_agents
+            .get_or_insert_with(|| Sorted::new(by_key))
+    }
+
+    fn sorted_pools(&mut self) -> &mut Sorted<PoolRow> {
+        self.sorted_pools.get_or_insert_with(|| Sorted::new(by_key))
+    }
+}
+
+/// Adds `by` to the header's count of `phase`.
+fn count(c: &mut TaskCounts, phase: TaskPhase, by: isize) {
+    let n = match phase {
+        TaskPhase::Pending | TaskPhase::Scheduled => &mut c.pending,
+        TaskPhase::Running => &mut c.running,
+        TaskPhase::Failed | TaskPhase::Errored => &mut c.failed,
+        TaskPhase::Succeeded | TaskPhase::Cancelled => return,
+    };
+    *n = n.saturating_add_signed(by);
+}
+
+/// Adds `by` of a task to its pool's queue sums.
+fn queue_count(q: &mut Queue, part: &TaskPart, by: i32) {
+    match part.phase {
+        TaskPhase::Pending => q.pending += by,
+        TaskPhase::Running | TaskPhase::Scheduled => q.running += by,
+        _ => {}
+    }
+    if part.unclaimed {
+        q.unclaimed = q.unclaimed.saturating_add_signed(by);
+    }
+}
+
+fn health_count(c: &mut (i32, i32, i32, u32), h: Freshness, by: i32) {
+    match h {
+        Freshness::Fresh => c.0 += by,
+        Freshness::Stale => c.1 += by,
+        Freshness::Offline => c.2 += by,
+    }
+    c.3 = c.3.saturating_add_signed(by);
+}
+
+/// When a Running task started running (or was claimed).
+fn running_since(t: &AgentTask) -> Option<Timestamp> {
+    let st = t
+        .status
+        .as_ref()
+        .filter(|s| s.phase == TaskPhase::Running)?;
+    super::ts(st.started_at.as_ref()).or(super::ts(st.claimed_at.as_ref()))
+}
+
+/// Whether a pool's verdict reads the clock: a hold (it ends), a Ready
+/// condition that is False (it turns Degraded after a grace period).
+fn reads_the_clock(p: &AgentPool) -> bool {
+    p.spec.hold.is_some()
+        || p.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "False")
+        })
+}
+
+/// The first moment after `now` at which `s`'s freshness can change (it
+/// only worsens with time: fresh → stale → offline), just past each
+/// threshold, as `health::classify` compares with `>`.
+fn next_freshness_change(
+    s: &AgentSample,
+    now: Timestamp,
+    t: &FreshnessThresholds,
+) -> Option<Timestamp> {
+    let past = |from: Timestamp, after: Duration| {
+        from.checked_add(after)
+            .and_then(|d| d.checked_add(Duration::from_millis(1)))
+            .ok()
+    };
+    let mut candidates = Vec::with_capacity(3);
+    match &s.last_report {
+        None => candidates.push(past(s.first_seen, t.offline_after)),
+        Some((report, received)) => {
+            candidates.push(past(*received, t.stale_after));
+            candidates.push(past(*received, t.offline_after));
+            let skew = report.current_time.duration_since(*received);
+            let activity = report
+                .last_activity
+                .checked_sub(skew)
+                .unwrap_or(report.last_activity);
+            candidates.push(past(activity, t.offline_after));
+        }
+    }
+    candidates.into_iter().flatten().filter(|c| *c > now).min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::fixtures;
+    use crate::crd::AgentTaskStatus;
+    use jiff::SignedDuration;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    fn thresholds() -> FreshnessThresholds {
+        FreshnessThresholds {
+            stale_after: Duration::from_secs(20),
+            offline_after: Duration::from_secs(60),
+        }
+    }
+
+    /// xorshift: the same run every time, no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Changes made to `src`, told as the feeds would tell them.
+    #[derive(Default)]
+    struct Told {
+        pools: Vec<Key>,
+        tasks: Vec<Key>,
+        pods: Vec<Key>,
+        samples: Vec<Key>,
+    }
+
+    fn find<K: Keyed>(all: &[Arc<K>], key: &Key) -> Option<Arc<K>> {
+        all.iter().find(|o| o.key() == *key).cloned()
+    }
+
+    fn delta(src: &Sources, told: Told) -> Delta {
+        Delta {
+            pools: Changes::Some(
+                told.pools
+                    .into_iter()
+                    .map(|k| (k.clone(), find(&src.pools, &k)))
+                    .collect(),
+            ),
+            tasks: Changes::Some(
+                told.tasks
+                    .into_iter()
+                    .map(|k| (k.clone(), find(&src.tasks, &k)))
+                    .collect(),
+            ),
+            pods: Changes::Some(
+                told.pods
+                    .into_iter()
+                    .map(|k| (k.clone(), find(&src.pods, &k)))
+                    .collect(),
+            ),
+            samples: Changes::Some(
+                told.samples
+                    .into_iter()
+                    .map(|k| {
+                        let s = src
+                            .samples
+                            .iter()
+                            .find(|s| s.key() == k)
+                            .cloned()
+                            .map(Arc::new);
+                        (k, s)
+                    })
+                    .collect(),
+            ),
+            jobs: Changes::default(),
+            events: src.events.clone(),
+        }
+    }
+
+    fn status(t: &mut AgentTask) -> &mut AgentTaskStatus {
+        t.status.get_or_insert_with(Default::default)
+    }
+
+    /// One random change to `src`: a task claimed, finished, waiting,
+    /// unclaimed, added or deleted; a pod terminating, gone or added; a
+    /// pool's mode flipped; a sample renewed.
+    fn change(src: &mut Sources, rng: &mut Rng, now: Timestamp, step: usize, told: &mut Told) {
+        let agents: Vec<String> = src
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let pick = rng.below(11);
+        if pick <= 5 && !src.tasks.is_empty() {
+            let i = rng.below(src.tasks.len());
+            let mut t = AgentTask::clone(&src.tasks[i]);
+            match pick {
+                0 => {
+                    let st = status(&mut t);
+                    st.phase = TaskPhase::Running;
+                    st.agent =
+                        Some(agents[rng.below(agents.len().max(1)).min(agents.len() - 1)].clone());
+                    st.started_at =
+                        Some(Time(now - SignedDuration::from_secs(rng.below(120) as i64)));
+                }
+                1 => status(&mut t).phase = TaskPhase::Succeeded,
+                2 => t.status = None,
+                3 => status(&mut t).conditions.push(Condition {
+                    type_: UNCLAIMED.into(),
+                    status: "True".into(),
+                    reason: "NoAgent".into(),
+                    message: String::new(),
+                    last_transition_time: Time(now),
+                    observed_generation: None,
+                }),
+                4 => {
+                    told.tasks.push(t.key());
+                    src.tasks.remove(i);
+                    return;
+                }
+                _ => {
+                    t.metadata.name = Some(format!("new-{step:05}"));
+                    t.metadata.creation_timestamp =
+                        Some(Time(now - SignedDuration::from_secs(rng.below(50) as i64)));
+                    t.spec.pool = ["platform", "legacy", "batch", "gone"][rng.below(4)].into();
+                    t.status = None;
+                    told.tasks.push(t.key());
+                    src.tasks.push(Arc::new(t));
+                    return;
+                }
+            }
+            told.tasks.push(t.key());
+            src.tasks[i] = Arc::new(t);
+        } else if pick <= 8 && !src.pods.is_empty() {
+            let i = rng.below(src.pods.len());
+            let mut p = CachedPod::clone(&src.pods[i]);
+            told.pods.push(p.key());
+            match pick {
+                6 => p.metadata.deletion_timestamp = Some(Time(now)),
+                7 => {
+                    src.pods.remove(i);
+                    return;
+                }
+                _ => {
+                    // A new pod, in a pool, maybe a task's Job pod.
+                    let name = format!("pod-{step:05}");
+                    p.metadata.name = Some(name.clone());
+                    p.metadata.deletion_timestamp = None;
+                    let labels = p.metadata.labels.get_or_insert_with(Default::default);
+                    if let Some(t) = src.tasks.get(rng.below(src.tasks.len().max(1))) {
+                        labels.insert(
+                            LABEL_TASK.into(),
+                            t.metadata.name.clone().unwrap_or_default(),
+                        );
+                    }
+                    told.pods.pop();
+                    told.pods.push(p.key());
+                    if rng.below(2) == 0 {
+                        let mut s = src.samples[0].clone();
+                        s.pod = name;
+                        if let Some(r) = s.last_report.as_mut() {
+                            r.1 = now;
+                        }
+                        told.samples.push(s.key());
+                        src.samples.push(s);
+                    }
+                    src.pods.push(Arc::new(p));
+                    return;
+                }
+            }
+            src.pods[i] = Arc::new(p);
+        } else if pick == 9 {
+            let i = rng.below(src.pools.len());
+            let mut p = AgentPool::clone(&src.pools[i]);
+            p.spec.execution_mode = match p.spec.execution_mode {
+                ExecutionMode::Job => ExecutionMode::Deployment,
+                ExecutionMode::Deployment => ExecutionMode::Job,
+            };
+            told.pools.push(p.key());
+            src.pools[i] = Arc::new(p);
+        } else if !src.samples.is_empty() {
+            let i = rng.below(src.samples.len());
+            if let Some(r) = src.samples[i].last_report.as_mut() {
+                r.1 = now;
+                r.0.current_time = now;
+                r.0.last_activity = now;
+            }
+            told.samples.push(src.samples[i].key());
+        }
+    }
+
+    #[test]
+    fn rows_told_random_changes_as_time_passes_always_equal_a_fresh_build() {
+        for seed in [0x9e37_79b9_7f4a_7c15, 7, 0xdead_beef] {
+            random_changes(seed, 400);
+        }
+    }
+
+    fn random_changes(seed: u64, steps: usize) {
+        let mut now = fixtures::now();
+        let mut src = fixtures::sources(now, 120);
+        let long = Duration::from_secs(60);
+        let mut told_builder = RowBuilder::flagging_long_running(long);
+        told_builder.build(&src, now, &thresholds());
+        let mut rng = Rng(seed);
+        for step in 0..steps {
+            let mut told = Told::default();
+            for j in 0..=rng.below(3) {
+                change(&mut src, &mut rng, now, step * 10 + j, &mut told);
+            }
+            if rng.below(3) == 0 {
+                now += SignedDuration::from_secs(rng.below(25) as i64);
+            }
+            let got = told_builder.update(delta(&src, told), now, &thresholds());
+            let want = RowBuilder::flagging_long_running(long).build(&src, now, &thresholds());
+            assert_eq!(
+                got.task_counts, want.task_counts,
+                "seed {seed} step {step}: counts"
+            );
+            assert_eq!(got.pools, want.pools, "step {step}: pools");
+            assert_eq!(got.agents, want.agents, "step {step}: agents");
+            assert_eq!(got.tasks.len(), want.tasks.len(), "step {step}: tasks");
+            for (g, w) in got.tasks.iter().zip(&want.tasks) {
+                assert_eq!(g, w, "step {step}: a task");
+            }
+            assert_eq!(got, want, "step {step}");
+        }
+    }
+
+    #[test]
+    fn one_task_changed_among_many_rebuilds_its_row_and_its_pool_only() {
+        let now = fixtures::now();
+        let src = fixtures::sources(now, 5000);
+        let mut b = RowBuilder::default();
+        let first = b.build(&src, now, &thresholds());
+        let mut t = AgentTask::clone(&src.tasks[17]);
+        status(&mut t).message = Some("exit 9".into());
+        let key = t.key();
+        let next = b.update(
+            Delta {
+                tasks: Changes::Some(vec![(key, Some(Arc::new(t)))]),
+                events: src.events.clone(),
+                ..Delta::default()
+            },
+            now,
+            &thresholds(),
+        );
+        assert_eq!(b.rebuilt, 1, "one task row");
+        assert!(next.tasks.iter().any(|r| r.message.contains("exit 9")));
+        let shared = next
+            .tasks
+            .iter()
+            .zip(&first.tasks)
+            .filter(|(a, b)| Arc::ptr_eq(a, b))
+            .count();
+        assert_eq!(shared, first.tasks.len() - 1);
+        let same_agents = next
+            .agents
+            .iter()
+            .zip(&first.agents)
+            .all(|(a, b)| Arc::ptr_eq(a, b));
+        assert!(same_agents, "no agent row rebuilt");
+    }
+
+    #[test]
+    fn an_agents_next_freshness_change_is_just_past_each_threshold() {
+        let now = fixtures::now();
+        let src = fixtures::sources(now, 0);
+        // Answered 1 s ago, idle 2 s: stale in 19 s.
+        let s = &src.samples[0];
+        let next = next_freshness_change(s, now, &thresholds()).expect("a change to come");
+        assert_eq!(next, now + SignedDuration::from_millis(19_001));
+        assert_eq!(
+            s.freshness(next - SignedDuration::from_millis(2), &thresholds()),
+            Freshness::Fresh
+        );
+        assert_eq!(s.freshness(next, &thresholds()), Freshness::Stale);
+        // Offline already: nothing more to come.
+        let later = now + SignedDuration::from_secs(3600);
+        assert_eq!(next_freshness_change(s, later, &thresholds()), None);
+    }
+}

@@ -1,0 +1,317 @@
+//! Kept beside each watch's store, fed by the same events: what changed
+//! since a reader last looked ([`ChangeFeed`], so the console rebuilds the
+//! rows of what changed rather than passing over every object), and the
+//! objects of one pool ([`PoolIndex`], so a reconcile reads its own pool's
+//! tasks and pods rather than filtering every one in the cluster).
+//!
+//! Both follow the store: they are told after the reflector has written an
+//! event to it (see `shared_watch`), and rebuilt from the store after each
+//! (re)list, when the reflector swaps in what was listed.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+/// An object's (namespace, name).
+pub type Key = (String, String);
+
+/// The (namespace, name) of `o`.
+pub fn key_of<K: Resource>(o: &K) -> Key {
+    let m = o.meta();
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Told of each event a watch's reflector has written to its store.
+pub trait Follower<K>: Send + Sync {
+    /// `o` was added or changed.
+    fn applied(&self, o: &K);
+    /// `o` was deleted.
+    fn deleted(&self, o: &K);
+    /// The store now holds exactly `all` (after a list).
+    fn relisted(&self, all: &[Arc<K>]);
+}
+
+/// The keys of the objects changed since the reader last took them, for a
+/// reader that subscribed. Nothing is recorded before anyone subscribes
+/// (the daemon never does), and a key is recorded once however often its
+/// object changes, so what is kept is bounded by the objects there are.
+#[derive(Clone, Debug, Default)]
+pub struct ChangeFeed(Arc<Mutex<Option<Pending>>>);
+
+#[derive(Debug, Default)]
+struct Pending {
+    keys: HashSet<Key>,
+    relisted: bool,
+}
+
+/// What changed since the last [`ChangeFeed::take`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// Everything may have changed (the first take, a relist): read the
+    /// whole store.
+    pub relisted: bool,
+    /// These objects changed or went: read each from the store (absent:
+    /// deleted).
+    pub keys: Vec<Key>,
+}
+
+impl ChangeFeed {
+    /// Starts recording; the first [`ChangeFeed::take`] says `relisted`.
+    pub fn subscribe(&self) {
+        *self.lock() = Some(Pending {
+            keys: HashSet::new(),
+            relisted: true,
+        });
+    }
+
+    /// What changed since the last take (nothing before a subscribe).
+    pub fn take(&self) -> Taken {
+        let mut lock = self.lock();
+        let Some(p) = lock.as_mut() else {
+            return Taken::default();
+        };
+        let taken = Taken {
+            relisted: std::mem::take(&mut p.relisted),
+            keys: p.keys.drain().collect(),
+        };
+        // A burst's worth of keys is not kept allocated for ever.
+        if p.keys.capacity() > 4096 {
+            p.keys.shrink_to(64);
+        }
+        taken
+    }
+
+    /// Records a change of `key`.
+    pub fn touch(&self, key: Key) {
+        if let Some(p) = self.lock().as_mut()
+            && !p.relisted
+        {
+            p.keys.insert(key);
+        }
+    }
+
+    /// Records that everything may have changed.
+    pub fn relist(&self) {
+        if let Some(p) = self.lock().as_mut() {
+            p.relisted = true;
+            p.keys.clear();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Pending>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Resource> Follower<K> for ChangeFeed {
+    fn applied(&self, o: &K) {
+        self.touch(key_of(o));
+    }
+    fn deleted(&self, o: &K) {
+        self.touch(key_of(o));
+    }
+    fn relisted(&self, _: &[Arc<K>]) {
+        self.relist();
+    }
+}
+
+/// The names of a kind's objects by (namespace, pool), where an object's
+/// pool is what `pool_of` reads (a task's `spec.pool`, a pod's pool label).
+pub struct PoolIndex<K> {
+    inner: Arc<RwLock<Groups>>,
+    pool_of: fn(&K) -> Option<&str>,
+}
+
+impl<K> Clone for PoolIndex<K> {
+    fn clone(&self) -> Self {
+        PoolIndex {
+            inner: self.inner.clone(),
+            pool_of: self.pool_of,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Groups {
+    /// (namespace, pool) → names.
+    names: HashMap<Key, BTreeSet<String>>,
+    /// (namespace, name) → pool: where to remove an object from when it
+    /// moves or goes.
+    pool: HashMap<Key, String>,
+}
+
+impl Groups {
+    fn remove(&mut self, key: &Key) {
+        if let Some(pool) = self.pool.remove(key) {
+            let group = (key.0.clone(), pool);
+            if let Some(names) = self.names.get_mut(&group) {
+                names.remove(&key.1);
+                if names.is_empty() {
+                    self.names.remove(&group);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, key: Key, pool: &str) {
+        if self.pool.get(&key).map(String::as_str) == Some(pool) {
+            return;
+        }
+        self.remove(&key);
+        self.names
+            .entry((key.0.clone(), pool.to_owned()))
+            .or_default()
+            .insert(key.1.clone());
+        self.pool.insert(key, pool.to_owned());
+    }
+}
+
+impl<K: Resource> PoolIndex<K> {
+    /// An empty index grouping by `pool_of`.
+    pub fn new(pool_of: fn(&K) -> Option<&str>) -> Self {
+        PoolIndex {
+            inner: Arc::default(),
+            pool_of,
+        }
+    }
+
+    /// The names in `pool` of `namespace`, in name order.
+    pub fn names(&self, namespace: &str, pool: &str) -> Vec<String> {
+        let groups = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        groups
+            .names
+            .get(&(namespace.to_owned(), pool.to_owned()))
+            .map(|n| n.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The objects of `pool` in `namespace` as `store` holds them now, in
+    /// name order (one deleted since it was indexed is left out).
+    pub fn objects(&self, store: &Store<K>, namespace: &str, pool: &str) -> Vec<Arc<K>>
+    where
+        K: Clone,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        self.names(namespace, pool)
+            .into_iter()
+            .filter_map(|n| store.get(&ObjectRef::new(&n).within(namespace)))
+            .collect()
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Groups> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Resource> Follower<K> for PoolIndex<K> {
+    fn applied(&self, o: &K) {
+        let key = key_of(o);
+        match (self.pool_of)(o) {
+            Some(pool) => self.write().insert(key, pool),
+            None => self.write().remove(&key),
+        }
+    }
+
+    fn deleted(&self, o: &K) {
+        self.write().remove(&key_of(o));
+    }
+
+    fn relisted(&self, all: &[Arc<K>]) {
+        let mut fresh = Groups::default();
+        for o in all {
+            if let Some(pool) = (self.pool_of)(o) {
+                fresh.insert(key_of(&**o), pool);
+            }
+        }
+        *self.write() = fresh;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn cm(ns: &str, name: &str, pool: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                labels: Some([("pool".to_owned(), pool.to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn pool_label(c: &ConfigMap) -> Option<&str> {
+        c.metadata.labels.as_ref()?.get("pool").map(String::as_str)
+    }
+
+    #[test]
+    fn an_index_follows_objects_into_their_pool_out_of_it_and_across_a_relist() {
+        let index = PoolIndex::new(pool_label);
+        index.applied(&cm("a", "x", "p"));
+        index.applied(&cm("a", "y", "p"));
+        index.applied(&cm("b", "z", "p"));
+        assert_eq!(index.names("a", "p"), ["x", "y"]);
+        assert_eq!(index.names("b", "p"), ["z"]);
+        // Moved to another pool: gone from the first.
+        index.applied(&cm("a", "x", "q"));
+        assert_eq!(index.names("a", "p"), ["y"]);
+        assert_eq!(index.names("a", "q"), ["x"]);
+        index.deleted(&cm("a", "y", "p"));
+        assert!(index.names("a", "p").is_empty());
+        assert!(
+            !index
+                .inner
+                .read()
+                .unwrap()
+                .names
+                .contains_key(&("a".into(), "p".into())),
+            "an empty group is not kept"
+        );
+        // A relist replaces everything: what was there and is not listed goes.
+        index.relisted(&[Arc::new(cm("c", "w", "p"))]);
+        assert!(index.names("a", "q").is_empty());
+        assert_eq!(index.names("c", "p"), ["w"]);
+    }
+
+    #[test]
+    fn a_feed_records_nothing_until_subscribed_then_each_key_once_and_a_relist_as_such() {
+        let feed = ChangeFeed::default();
+        Follower::<ConfigMap>::applied(&feed, &cm("a", "x", "p"));
+        assert_eq!(feed.take(), Taken::default());
+        feed.subscribe();
+        assert!(feed.take().relisted, "the first take reads everything");
+        for _ in 0..3 {
+            Follower::<ConfigMap>::applied(&feed, &cm("a", "x", "p"));
+        }
+        Follower::<ConfigMap>::deleted(&feed, &cm("a", "y", "p"));
+        let mut taken = feed.take();
+        taken.keys.sort();
+        assert_eq!(
+            taken,
+            Taken {
+                relisted: false,
+                keys: vec![("a".into(), "x".into()), ("a".into(), "y".into())],
+            }
+        );
+        assert_eq!(feed.take(), Taken::default());
+        Follower::<ConfigMap>::applied(&feed, &cm("a", "x", "p"));
+        Follower::<ConfigMap>::relisted(&feed, &[]);
+        assert_eq!(
+            feed.take(),
+            Taken {
+                relisted: true,
+                keys: vec![]
+            }
+        );
+    }
+}
