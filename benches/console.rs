@@ -112,8 +112,9 @@ fn snapshot(tasks: usize) -> (Snapshot, Duration) {
     (snap, started.elapsed())
 }
 
-/// A full build, then the incremental rebuild after one task changed (what
-/// the console does on a watch event), p50 over `rounds`.
+/// A full build, then the rebuild after one task changed, told as the
+/// console's watch feeds tell it (one object in a [`rows::Delta`]), p50
+/// over `rounds`.
 fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
     let now = fixtures::now();
     let mut src = fixtures::sources(now, tasks);
@@ -129,9 +130,15 @@ fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
         if let Some(st) = t.status.as_mut() {
             st.message = Some(format!("changed {round}"));
         }
-        src.tasks[i] = Arc::new(t);
+        let t = Arc::new(t);
+        src.tasks[i] = t.clone();
+        let delta = rows::Delta {
+            tasks: rows::Changes::Some(vec![(rows::Keyed::key(&*t), Some(t))]),
+            events: src.events.clone(),
+            ..rows::Delta::default()
+        };
         let started = Instant::now();
-        let snap = builder.build(&src, now, &thresholds());
+        let snap = builder.update(delta, now, &thresholds());
         times.push(started.elapsed());
         rebuilt = builder.rebuilt;
         drop(snap);
@@ -139,7 +146,8 @@ fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
     (full, percentile(&mut times, 0.5), rebuilt)
 }
 
-/// The rebuild after one agent pod changed (no task did), p50.
+/// The rebuild after one agent pod changed (no task did), told as the
+/// console's feeds tell it, p50.
 fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
     let now = fixtures::now();
     let mut src = fixtures::sources(now, tasks);
@@ -152,9 +160,15 @@ fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
             .labels
             .get_or_insert_with(Default::default)
             .insert("round".into(), round.to_string());
-        src.pods[0] = Arc::new(p);
+        let p = Arc::new(p);
+        src.pods[0] = p.clone();
+        let delta = rows::Delta {
+            pods: rows::Changes::Some(vec![(rows::Keyed::key(&*p), Some(p))]),
+            events: src.events.clone(),
+            ..rows::Delta::default()
+        };
         let started = Instant::now();
-        let snap = builder.build(&src, now, &thresholds());
+        let snap = builder.update(delta, now, &thresholds());
         times.push(started.elapsed());
         drop(snap);
     }
