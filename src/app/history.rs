@@ -178,7 +178,9 @@ pub fn sparkline(cols: &[Option<i32>]) -> String {
             Some(v) if v <= 0 || top == 0 => BARS[0],
             Some(v) => {
                 // 1..=7 above the lowest bar, rounded up: the peak is `█`.
-                let level = (v.unsigned_abs() * 7).div_ceil(top.unsigned_abs()).clamp(1, 7);
+                let level = (v.unsigned_abs() * 7)
+                    .div_ceil(top.unsigned_abs())
+                    .clamp(1, 7);
                 BARS[level as usize]
             }
         })
@@ -387,7 +389,10 @@ mod tests {
         assert_eq!(h.samples("ns/p").map(VecDeque::len), Some(2));
         // A clock that went back is ignored.
         h.record("ns/p", s(T0 + 10, 9));
-        assert_eq!(h.samples("ns/p").and_then(|r| r.back()).map(|x| x.queue), Some(5));
+        assert_eq!(
+            h.samples("ns/p").and_then(|r| r.back()).map(|x| x.queue),
+            Some(5)
+        );
     }
 
     #[test]

@@ -15,11 +15,13 @@ use crate::app::history::{self, BARS, Decision, Sample};
 use crate::app::rows::PoolRow;
 use crate::app::text;
 
-/// The sparkline column's title and width (one character per 5 minutes).
+/// The sparkline column's title and width: one character per 7½
+/// minutes, as narrow as its title so that it fits beside every other
+/// column of the fixture pools at 160 columns.
 pub const SPARK_TITLE: &str = "QUEUE 1h";
-pub const SPARK_WIDTH: u16 = 12;
+pub const SPARK_WIDTH: u16 = 8;
 /// The sparkline column's cell before it is drawn from the history.
-pub const SPARK_BLANK: &str = "            ";
+pub const SPARK_BLANK: &str = "        ";
 
 /// The queue of the last hour of `pool`, [`SPARK_WIDTH`] characters.
 pub fn queue_sparkline(app: &App, pool: &PoolRow) -> String {
@@ -126,7 +128,10 @@ impl Chart<'_> {
                 .collect();
             cells.push((tick, Role::Muted));
             for (i, v) in self.cols.iter().enumerate() {
-                let second = self.second.as_ref().and_then(|s| s.get(i).copied().flatten());
+                let second = self
+                    .second
+                    .as_ref()
+                    .and_then(|s| s.get(i).copied().flatten());
                 let cell = match (v, second) {
                     (None, None) => None,
                     (v, second) => {
@@ -135,7 +140,10 @@ impl Chart<'_> {
                             Some(c) => Some((c, self.role)),
                             None => match second {
                                 // Desired above ready: the shortfall.
-                                Some(d) if d > v.unwrap_or(0) && eighths(d, top, h) > row as i64 * 8 => {
+                                Some(d)
+                                    if d > v.unwrap_or(0)
+                                        && eighths(d, top, h) > row as i64 * 8 =>
+                                {
                                     Some(('░', Role::Warn))
                                 }
                                 _ => None,
@@ -240,10 +248,7 @@ pub fn draw_pool_history(
     let mut now_line = match pool {
         Some(p) => vec![
             Span::styled(" now ", theme.style(Role::Header)),
-            Span::styled(
-                format!("queue {}", p.pending),
-                theme.style(Role::Pending),
-            ),
+            Span::styled(format!("queue {}", p.pending), theme.style(Role::Pending)),
             Span::styled(" · ", theme.style(Role::Muted)),
             Span::styled(
                 format!("ready {} of {} desired", p.ready, p.desired),
@@ -319,8 +324,11 @@ pub fn draw_pool_history(
     lines.push(Line::from(vec![
         Span::styled(" scaling decisions ", theme.style(Role::Header)),
         Span::styled(
-            text::ellipsize("(▲ up  ▼ down  ◆ hold, operator, freeze)", w.saturating_sub(19))
-                .into_owned(),
+            text::ellipsize(
+                "(▲ up  ▼ down  ◆ hold, operator, freeze)",
+                w.saturating_sub(19),
+            )
+            .into_owned(),
             theme.style(Role::Muted),
         ),
     ]));
