@@ -61,8 +61,9 @@ impl History {
     pub fn observe(&mut self, snap: &Snapshot) {
         let Some(built) = snap.built else { return };
         let at = built.as_second();
-        self.pools
-            .retain(|k, _| snap.pools.iter().any(|p| p.key == *k));
+        let shown: std::collections::BTreeSet<&str> =
+            snap.pools.iter().map(|p| p.key.as_str()).collect();
+        self.pools.retain(|k, _| shown.contains(k.as_str()));
         for p in &snap.pools {
             self.record(&p.key, Sample::of(at, p));
         }
