@@ -646,3 +646,34 @@ fn the_pool_history_view_draws_the_hour_on_one_axis_with_the_decisions() {
         assert!(text(&a).contains("Pools ["), "esc goes back");
     }
 }
+
+#[test]
+fn with_no_color_the_pool_history_reads_the_same_in_characters() {
+    let mut a = app_with_an_hour(80, 24);
+    keys(&mut a, "/platform\ni");
+    let mut t = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+    let plain = Theme::load("default", true).expect("the default theme");
+    t.draw(|f| ui::draw(f, &a, &plain)).expect("drawn");
+    let buf = t.backend().buffer();
+    let mut screen = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            let cell = &buf[(x, y)];
+            assert_eq!(
+                (cell.fg, cell.bg),
+                (ratatui::style::Color::Reset, ratatui::style::Color::Reset),
+                "no colour at {x},{y}"
+            );
+            line.push_str(cell.symbol());
+        }
+        screen.push_str(line.trim_end());
+        screen.push('\n');
+    }
+    // What colour would tell is in the characters: the decisions' marks,
+    // the replicas desired but not ready, the bars.
+    assert_eq!(screen, text(&a), "the same characters as in colour");
+    for c in ["▲", "▼", "░", "█", "▁"] {
+        assert!(screen.contains(c), "{c}:\n{screen}");
+    }
+}
