@@ -278,6 +278,42 @@ impl super::App {
             }
         }
     }
+
+    /// `j`/`k` in a pool's history: the next or previous pool of the pools
+    /// view, in its order and filter, in place (`Esc` goes back to the
+    /// pools with that pool selected).
+    pub(super) fn pool_history_step(&mut self, delta: i64) {
+        use super::{Screen, ViewKind};
+        let kind = ViewKind::Pools;
+        if self.tables[kind.index()].stale {
+            self.refilter(kind, true);
+        }
+        let Screen::PoolHistory { namespace, name } = self.screen().clone() else {
+            return;
+        };
+        let key = format!("{namespace}/{name}");
+        let pools = &self.snapshot.pools;
+        let t = &self.tables[kind.index()];
+        let n = t.visible.len() as i64;
+        if n == 0 {
+            return;
+        }
+        let at = t
+            .visible
+            .iter()
+            .position(|&i| pools.get(i as usize).is_some_and(|p| p.key == key));
+        let next = at.map_or(0, |a| (a as i64 + delta).clamp(0, n - 1) as usize);
+        let Some(p) = t.visible.get(next).and_then(|&i| pools.get(i as usize)) else {
+            return;
+        };
+        let screen = Screen::PoolHistory {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        };
+        self.tables[kind.index()].selected = next;
+        self.clamp(kind);
+        self.history[self.at] = screen;
+    }
 }
 
 #[cfg(test)]

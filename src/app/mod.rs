@@ -1409,7 +1409,7 @@ impl App {
                 self.yaml.top = (self.yaml.top as i64 + delta).clamp(0, max.max(0)) as usize;
             }
             Screen::Audit => self.audit_move(delta),
-            Screen::PoolHistory { .. } => {}
+            Screen::PoolHistory { .. } => self.pool_history_step(delta),
         }
         Vec::new()
     }

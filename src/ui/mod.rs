@@ -1226,7 +1226,14 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                     (Action::Filter, "search"),
                     (Action::Help, "help"),
                 ],
-                Screen::Yaml { .. } | Screen::PoolHistory { .. } => &[
+                Screen::PoolHistory { .. } => &[
+                    (Action::Back, "back"),
+                    (Action::Down, "next pool"),
+                    (Action::Up, "previous"),
+                    (Action::Help, "help"),
+                    (Action::Quit, "quit"),
+                ],
+                Screen::Yaml { .. } => &[
                     (Action::Back, "back"),
                     (Action::Help, "help"),
                     (Action::Quit, "quit"),
