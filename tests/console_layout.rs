@@ -576,3 +576,104 @@ fn the_count_of_marks_stays_in_the_title_when_a_long_filter_and_a_sort_do_not_fi
         assert!(title.contains("2 marked"), "at {w}: {title}");
     }
 }
+
+/// An app fed [`fixtures::an_hour`]: platform's queue rising and
+/// draining, its replicas following, scaled up twice and down once.
+fn app_with_an_hour(w: u16, h: u16) -> App {
+    let mut app = App::new(
+        AppOptions {
+            context: "prod-eu".into(),
+            namespace: fixtures::NS.into(),
+            ..AppOptions::default()
+        },
+        fixtures::now(),
+    );
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Status(status(WatchState::Synced)));
+    for snap in fixtures::an_hour(&snapshot(40)) {
+        app.update(Msg::Snapshot(Arc::new(snap)));
+    }
+    app
+}
+
+#[test]
+fn the_pools_table_draws_the_queue_of_the_last_hour_where_it_fits() {
+    for (w, h) in SIZES {
+        let a = app_with_an_hour(w, h);
+        let screen = text(&a);
+        insta::assert_snapshot!(format!("layout_pools_history_{w}x{h}"), screen);
+        let platform = screen
+            .lines()
+            .find(|l| l.contains("platform"))
+            .expect("platform's row");
+        if w >= 160 {
+            assert!(screen.contains("QUEUE 1h"), "{screen}");
+            // Empty for 20 minutes, rising, draining: 7½ minutes a bar.
+            assert!(platform.contains("▁▁▂▅▇█▆▁"), "{platform}");
+        } else {
+            assert!(
+                !screen.contains("QUEUE 1h"),
+                "the first column to go:\n{screen}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_pool_history_view_draws_the_hour_on_one_axis_with_the_decisions() {
+    for (w, h) in SIZES {
+        let mut a = app_with_an_hour(w, h);
+        keys(&mut a, "/platform\ni");
+        let screen = text(&a);
+        insta::assert_snapshot!(format!("layout_pool_history_{w}x{h}"), screen);
+        assert!(screen.contains("Pool platform: the last hour"), "{screen}");
+        assert!(
+            screen.contains("-60m") && screen.contains("now"),
+            "{screen}"
+        );
+        for mark in ["▲", "▼"] {
+            let axis = screen
+                .lines()
+                .find(|l| l.contains('└'))
+                .expect("the time axis");
+            assert!(axis.contains(mark), "{mark} on the axis: {axis}");
+        }
+        assert!(
+            screen.contains("ScaledDown") && screen.contains("ScaledUp"),
+            "{screen}"
+        );
+        code(&mut a, KeyCode::Esc);
+        assert!(text(&a).contains("Pools ["), "esc goes back");
+    }
+}
+
+#[test]
+fn with_no_color_the_pool_history_reads_the_same_in_characters() {
+    let mut a = app_with_an_hour(80, 24);
+    keys(&mut a, "/platform\ni");
+    let mut t = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+    let plain = Theme::load("default", true).expect("the default theme");
+    t.draw(|f| ui::draw(f, &a, &plain)).expect("drawn");
+    let buf = t.backend().buffer();
+    let mut screen = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            let cell = &buf[(x, y)];
+            assert_eq!(
+                (cell.fg, cell.bg),
+                (ratatui::style::Color::Reset, ratatui::style::Color::Reset),
+                "no colour at {x},{y}"
+            );
+            line.push_str(cell.symbol());
+        }
+        screen.push_str(line.trim_end());
+        screen.push('\n');
+    }
+    // What colour would tell is in the characters: the decisions' marks,
+    // the replicas desired but not ready, the bars.
+    assert_eq!(screen, text(&a), "the same characters as in colour");
+    for c in ["▲", "▼", "░", "█", "▁"] {
+        assert!(screen.contains(c), "{c}:\n{screen}");
+    }
+}

@@ -1203,3 +1203,32 @@ fn at_80x24_the_selection_stays_on_its_task_marks_go_with_a_new_filter_and_typed
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
+
+#[test]
+fn i_draws_a_pools_last_hour_on_one_axis_and_esc_goes_back() {
+    let t = Tmux::start(&["--demo"], &[], 100, 30);
+    t.wait("the demo's pools, synced", |s| {
+        s.contains("Pools [3/3]") && s.contains("watch synced")
+    });
+    select_only(&t, "Pools", "platform");
+    t.send(&["i"]);
+    let s = t.wait("platform's last hour", |s| {
+        s.contains("Pool platform: the last hour") && s.contains("-60m") && s.contains("now")
+    });
+    for part in [
+        "queue (pending tasks)",
+        "replicas: ready",
+        "fresh agents",
+        "└",
+        "scaling decisions",
+    ] {
+        assert!(s.contains(part), "{part}:\n{s}");
+    }
+    // Esc and the next key go in separate calls (together: alt-q).
+    t.send(&["Escape"]);
+    t.wait("back on the pools", |s| {
+        s.contains("Pools [1/3]") && !s.contains("the last hour")
+    });
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}

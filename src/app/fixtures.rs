@@ -340,3 +340,91 @@ fn fixture_events(now: Timestamp) -> Vec<Arc<Event>> {
 pub fn now() -> Timestamp {
     "2026-11-24T10:00:00Z".parse().expect("a valid timestamp")
 }
+
+/// An hour of snapshots of `base` (a snapshot of [`sources`]), one every
+/// 30 s, the last built at [`now`], for the pool history: `platform`'s
+/// queue is empty for 20 minutes, rises to 12 by -20m and drains by -8m;
+/// its replicas follow two minutes behind (ScaledUp 1 → 3 at -35m, 3 → 5
+/// at -25m) and it scales down (ScaledDown 5 → 1) at -3m. Its fresh agents
+/// are its ready ones.
+pub fn an_hour(base: &super::rows::Snapshot) -> Vec<super::rows::Snapshot> {
+    use super::rows::{EventRow, Labels, PoolRow};
+    let end = now();
+    // Minutes since the start of the hour.
+    let queue = |t: f64| -> i32 {
+        if t < 20.0 {
+            0
+        } else if t < 40.0 {
+            ((t - 20.0) * 12.0 / 20.0).round() as i32
+        } else {
+            (12.0 - (t - 40.0)).max(0.0).round() as i32
+        }
+    };
+    let desired = |t: f64| -> i32 {
+        match t {
+            t if t < 25.0 => 1,
+            t if t < 35.0 => 3,
+            t if t < 57.0 => 5,
+            _ => 1,
+        }
+    };
+    let ready = |t: f64| desired(t).min(desired(t - 2.0));
+    let at = |t: f64| end - SignedDuration::from_secs(((60.0 - t) * 60.0).round() as i64);
+    let decision = |t: f64, reason: &str, message: &str| {
+        Arc::new(EventRow {
+            key: format!("{NS}/platform.{reason}.{t}"),
+            namespace: NS.into(),
+            warning: false,
+            reason: reason.into(),
+            object: "agentpool/platform".into(),
+            pool: Some("platform".into()),
+            message: message.into(),
+            count: 1,
+            last: Some(at(t)),
+            labels: Labels::new(),
+            search: format!(
+                "normal {} agentpool/platform {message}",
+                reason.to_lowercase()
+            ),
+            name_lc: None,
+        })
+    };
+    let decisions = [
+        (25.0, "ScaledUp", "2 pending tasks need 3 agents: 1 → 3"),
+        (35.0, "ScaledUp", "9 pending tasks need 5 agents: 3 → 5"),
+        (57.0, "ScaledDown", "no pending task for 5m: 5 → 1"),
+    ];
+    (0..=120)
+        .map(|half| {
+            let t = f64::from(half) / 2.0;
+            let mut s = base.clone();
+            s.built = Some(at(t));
+            s.pools = s
+                .pools
+                .iter()
+                .map(|p| {
+                    if p.name != "platform" {
+                        return p.clone();
+                    }
+                    Arc::new(PoolRow {
+                        pending: queue(t),
+                        desired: desired(t),
+                        ready: ready(t),
+                        replicas: desired(t).max(ready(t)),
+                        fresh: ready(t),
+                        ..(**p).clone()
+                    })
+                })
+                .collect();
+            s.events
+                .retain(|e| !(e.object == "agentpool/platform" && e.reason.starts_with("Scaled")));
+            s.events.extend(
+                decisions
+                    .iter()
+                    .filter(|(d, _, _)| *d <= t)
+                    .map(|(d, r, m)| decision(*d, r, m)),
+            );
+            s
+        })
+        .collect()
+}

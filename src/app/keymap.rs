@@ -82,6 +82,7 @@ actions! {
     RetryTask = "retry-task", Table, true, ["r"], "retry Failed/Errored tasks";
     DebugPod = "debug-pod", Table, true, ["D"], "copy-mode debug pod of the agent";
     Bundle = "bundle", Table, false, ["b"], "support bundle (pool/namespace)";
+    PoolHistory = "pool-history", Table, false, ["i"], "the pool's last hour: queue, replicas, scaling";
     Follow = "follow", Logs, false, ["f", "s"], "follow (autoscroll)";
     Wrap = "wrap", Logs, false, ["w"], "wrap long lines";
     Timestamps = "timestamps", Logs, false, ["t"], "show timestamps";

@@ -10,6 +10,7 @@ pub mod filter;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod help;
+pub mod history;
 pub mod keymap;
 pub mod logs;
 pub mod rows;
@@ -81,6 +82,8 @@ pub enum Screen {
     Yaml { object: ObjectKey },
     /// The audit trail of actions.
     Audit,
+    /// A pool's last hour, drawn (`i`).
+    PoolHistory { namespace: String, name: String },
 }
 
 /// One object, for YAML.
@@ -385,6 +388,8 @@ pub struct App {
     pub audit: audit::AuditState,
     /// The support bundle being written, if one is.
     pub bundle: Option<BundleGauge>,
+    /// Each pool's last hour, sampled from the snapshots.
+    pub pool_history: history::History,
     next_stream: StreamId,
     matcher: nucleo_matcher::Matcher,
 }
@@ -428,6 +433,7 @@ impl App {
             toast: None,
             audit: audit::AuditState::default(),
             bundle: None,
+            pool_history: history::History::default(),
             next_stream: 1,
             matcher: filter::matcher(),
         }
@@ -454,7 +460,7 @@ impl App {
         match self.screen() {
             Screen::Table { .. } => Scope::Table,
             Screen::Logs { .. } => Scope::Logs,
-            Screen::Yaml { .. } => Scope::Global,
+            Screen::Yaml { .. } | Screen::PoolHistory { .. } => Scope::Global,
             Screen::Audit => Scope::Table,
         }
     }
@@ -490,6 +496,7 @@ impl App {
                 Vec::new()
             }
             Msg::Snapshot(s) => {
+                self.pool_history.observe(&s);
                 self.snapshot = s;
                 for t in &mut self.tables {
                     t.stale = true;
@@ -686,6 +693,7 @@ impl App {
             Action::Bundle => self.bundle_key(),
             Action::DebugPod => self.debug_pod_key(),
             Action::Audit => self.go(Screen::Audit),
+            Action::PoolHistory => self.open_pool_history(),
             Action::Follow
             | Action::Wrap
             | Action::Timestamps
@@ -703,7 +711,7 @@ impl App {
                 .as_ref()
                 .and_then(|l| l.search.as_ref().map(|s| s.0.clone()))
                 .unwrap_or_default(),
-            Screen::Yaml { .. } => return Vec::new(),
+            Screen::Yaml { .. } | Screen::PoolHistory { .. } => return Vec::new(),
             Screen::Audit => self.audit.table.filter_text.clone(),
         };
         self.prompt = Some(Prompt::Filter(Field::prefilled(current)));
@@ -923,6 +931,7 @@ impl App {
             }
             // Read again each time: the CLI may have acted meanwhile.
             Screen::Audit => out.push(Command::LoadAudit),
+            Screen::PoolHistory { .. } => {}
         }
         out
     }
@@ -1076,7 +1085,7 @@ impl App {
                                 l.matched = None;
                             }
                         }
-                        Screen::Yaml { .. } => {}
+                        Screen::Yaml { .. } | Screen::PoolHistory { .. } => {}
                         Screen::Audit => self.audit_filter(String::new()),
                     }
                 }
@@ -1145,7 +1154,7 @@ impl App {
                         .map(|re| (text, re));
                 }
             }
-            Screen::Yaml { .. } => {}
+            Screen::Yaml { .. } | Screen::PoolHistory { .. } => {}
             Screen::Audit => self.audit_filter(text),
         }
     }
@@ -1400,6 +1409,7 @@ impl App {
                 self.yaml.top = (self.yaml.top as i64 + delta).clamp(0, max.max(0)) as usize;
             }
             Screen::Audit => self.audit_move(delta),
+            Screen::PoolHistory { .. } => self.pool_history_step(delta),
         }
         Vec::new()
     }

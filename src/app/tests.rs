@@ -1348,3 +1348,54 @@ fn enter_on_an_audit_row_shows_the_whole_record_and_esc_goes_back() {
     send(&mut a, [code(KeyCode::Esc)]);
     assert_eq!(*a.screen(), Screen::Audit);
 }
+
+#[test]
+fn i_opens_the_selected_pools_last_hour_and_esc_goes_back() {
+    let mut a = app();
+    let names = visible_names(&a, ViewKind::Pools);
+    let at = names
+        .iter()
+        .position(|n| n == "platform")
+        .expect("platform");
+    for _ in 0..at {
+        a.update(key('j'));
+    }
+    let out = a.update(key('i'));
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(
+        a.screen(),
+        &Screen::PoolHistory {
+            namespace: fixtures::NS.into(),
+            name: "platform".into()
+        }
+    );
+    // The snapshot it came from is its first sample.
+    let key_of = format!("{}/platform", fixtures::NS);
+    assert_eq!(a.pool_history.samples(&key_of).map(|s| s.len()), Some(1));
+    // j/k: the next and previous pools, in the pools view's order; Esc
+    // goes back to the pools with the pool last drawn selected.
+    a.update(key('k'));
+    let before = names[at.saturating_sub(1)].clone();
+    assert!(matches!(a.screen(), Screen::PoolHistory { name, .. } if *name == before));
+    a.update(key('j'));
+    assert!(matches!(a.screen(), Screen::PoolHistory { name, .. } if name == "platform"));
+    a.update(code(KeyCode::Esc));
+    assert_eq!(a.table_kind(), Some((ViewKind::Pools, None)));
+    let t = a.table(ViewKind::Pools);
+    assert_eq!(names[t.selected], "platform");
+    // In a pool's tasks, `i` is that pool's hour; in the agents of every
+    // pool there is no pool to draw: it says so.
+    a.update(code(KeyCode::Enter));
+    a.update(key('i'));
+    assert!(matches!(a.screen(), Screen::PoolHistory { name, .. } if name == "platform"));
+    a.update(key('2'));
+    assert_eq!(a.table_kind(), Some((ViewKind::Agents, None)));
+    a.update(key('i'));
+    assert!(
+        a.toast
+            .as_ref()
+            .is_some_and(|t| t.text.contains("select one in the pools view")),
+        "{:?}",
+        a.toast
+    );
+}

@@ -3,6 +3,7 @@
 //! built into widgets. Table columns are declared as data.
 
 pub mod audit;
+pub mod history;
 pub mod theme;
 
 use std::borrow::Cow;
@@ -278,6 +279,11 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             }
         }),
         num("AGE", 6, 3, |r, now| o(age(now, r.created), Role::Muted)),
+        // Drawn from the history in `table` (a cell sees only its row);
+        // the first column to go when the width is short.
+        col(history::SPARK_TITLE, history::SPARK_WIDTH, 9, |_, _| {
+            (Cow::Borrowed(history::SPARK_BLANK), Role::Pending)
+        }),
         wide("LABELS", 24, Fit::Long, |r, _| labels_cell(&r.labels)),
     ]
 }
@@ -545,6 +551,9 @@ pub fn draw(frame: &mut Frame, app: &App, theme: &Theme) {
             &format!("{} {}/{}", object.kind, object.namespace, object.name),
         ),
         Screen::Audit => audit::draw_audit(frame, body, app, theme),
+        Screen::PoolHistory { namespace, name } => {
+            history::draw_pool_history(frame, body, app, theme, namespace, name)
+        }
     }
     audit::draw_bundle_gauge(frame, body, app, theme);
     draw_footer(frame, footer, app, theme);
@@ -726,43 +735,46 @@ fn draw_table(
             area,
             app,
             theme,
-            kind,
-            pool,
+            (kind, pool),
             &s.pools,
             &pool_columns(),
+            Some(&|r: &PoolRow| history::queue_sparkline(app, r)),
         ),
         ViewKind::Agents => table(
             frame,
             area,
             app,
             theme,
-            kind,
-            pool,
+            (kind, pool),
             &s.agents,
             &agent_columns(),
+            None,
         ),
         ViewKind::Tasks => table(
             frame,
             area,
             app,
             theme,
-            kind,
-            pool,
+            (kind, pool),
             &s.tasks,
             &task_columns(),
+            None,
         ),
         ViewKind::Events => table(
             frame,
             area,
             app,
             theme,
-            kind,
-            pool,
+            (kind, pool),
             &s.events,
             &event_columns(),
+            None,
         ),
     }
 }
+
+/// Cells drawn from outside the row: the pools' QUEUE 1h sparkline.
+type SparkFn<'a, R> = Option<&'a dyn Fn(&R) -> String>;
 
 #[allow(clippy::too_many_arguments)]
 fn table<R: Row>(
@@ -770,10 +782,10 @@ fn table<R: Row>(
     area: Rect,
     app: &App,
     theme: &Theme,
-    kind: ViewKind,
-    pool: Option<&str>,
+    (kind, pool): (ViewKind, Option<&str>),
     rows: &[std::sync::Arc<R>],
     cols: &[Column<R>],
+    spark: SparkFn<'_, R>,
 ) {
     let st = app.table(kind);
     // What the title says, by priority: the view, its counts and its marks
@@ -858,13 +870,22 @@ fn table<R: Row>(
         .iter()
         .filter_map(|&i| rows.get(i as usize).map(|r| &**r))
         .collect();
-    let (keep, cells) = lay_out(
+    let (keep, mut cells) = lay_out(
         cols,
         on_screen.iter().copied(),
         app.now,
         inner_width,
         app.wide,
     );
+    if let Some(spark) = spark
+        && let Some(at) = keep
+            .iter()
+            .position(|&(i, _)| cols[i].title == history::SPARK_TITLE)
+    {
+        for (row, r) in cells.iter_mut().zip(&on_screen) {
+            row[at].0 = spark(r);
+        }
+    }
     let body = table_rows(theme, &keep, cols, cells, |n| {
         let r = on_screen[n];
         (start + n == st.selected, st.marks.contains(r.key()))
@@ -1204,6 +1225,13 @@ fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                     (Action::Timestamps, "time"),
                     (Action::Filter, "search"),
                     (Action::Help, "help"),
+                ],
+                Screen::PoolHistory { .. } => &[
+                    (Action::Back, "back"),
+                    (Action::Down, "next pool"),
+                    (Action::Up, "previous"),
+                    (Action::Help, "help"),
+                    (Action::Quit, "quit"),
                 ],
                 Screen::Yaml { .. } => &[
                     (Action::Back, "back"),
