@@ -432,9 +432,11 @@ const KEY_RETRY: Duration = Duration::from_secs(60);
 /// The redactor of each namespace whose pods' tails are kept, keyed with
 /// the namespace's redaction key ([`redaction_key`]).
 #[derive(Default)]
-struct Redactors(
-    tokio::sync::Mutex<BTreeMap<String, (Arc<Redactor>, Option<tokio::time::Instant>)>>,
-);
+struct Redactors(tokio::sync::Mutex<BTreeMap<String, KeyedRedactor>>);
+
+/// A namespace's redactor and, when it has no key of the namespace's, when
+/// to look for one again.
+type KeyedRedactor = (Arc<Redactor>, Option<tokio::time::Instant>);
 
 impl Redactors {
     /// The namespace's redactor: with its redaction key, read (and filled
