@@ -429,6 +429,9 @@ impl Follower {
 /// one before the Secret is looked for again.
 const KEY_RETRY: Duration = Duration::from_secs(60);
 
+/// Longest wait for the namespace's redaction key.
+const KEY_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// The redactor of each namespace whose pods' tails are kept, keyed with
 /// the namespace's redaction key ([`redaction_key`]).
 #[derive(Default)]
@@ -449,7 +452,11 @@ impl Redactors {
         {
             return r.clone();
         }
-        let (redactor, retry) = match namespace_key(client, namespace).await {
+        // Bounded: every keep of the namespace waits for this.
+        let key = tokio::time::timeout(KEY_TIMEOUT, namespace_key(client, namespace))
+            .await
+            .unwrap_or_else(|_| Err("the API did not answer in time".into()));
+        let (redactor, retry) = match key {
             Ok(key) => (
                 // The key itself is hidden too, should anything print it.
                 Redactor::with_hash_key(std::slice::from_ref(&key), &key),
