@@ -159,8 +159,12 @@ fn labels() -> Value {
 /// run pools (their Deployments, task Jobs and the objects beside them),
 /// keep their status, record Events, follow and keep pods' final log lines.
 ///
-/// - No Secrets: a missing `tokenSecretRef` is told by the pods'
-///   `FailedMount` Events, which is why Events are listed.
+/// - No Secrets but one: a missing `tokenSecretRef` is told by the pods'
+///   `FailedMount` Events, which is why Events are listed. The one is the
+///   namespace's redaction key ([`crate::plan::redaction_key`]), which it
+///   may `get` and `update` by name (to fill it in), never list, watch or
+///   create: rendered empty beside these grants, it keys the placeholders
+///   in the log tails the controller keeps.
 /// - Pods: no `create` (agents run under Deployments and task pods under
 ///   Jobs; debug pods are created by the operator's own credentials), only
 ///   `patch` (the deletion cost of busy agents) and `delete` (expired debug
@@ -190,6 +194,7 @@ pub fn controller_rules() -> Value {
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [crate::plan::redaction_key::SECRET_NAME], "verbs": ["get", "update"]},
         {"apiGroups": [""], "resources": ["services", "serviceaccounts", "configmaps"], "verbs": apply},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "create", "patch"]},
         {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": apply},
@@ -286,6 +291,12 @@ pub fn controller_objects(opts: &InstallOptions) -> Result<Vec<Value>, InstallEr
                "metadata": {"name": CONTROLLER, "namespace": ns, "labels": labels()}}),
     ];
     objects.extend(controller_rbac(opts));
+    // Empty: the controller fills in the key (see plan::redaction_key).
+    objects.extend(
+        controller_namespaces(opts)
+            .iter()
+            .map(|watched| crate::plan::redaction_key::empty_secret(watched, labels())),
+    );
     objects.extend([
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                "metadata": {"name": format!("{CONTROLLER}-leader"), "namespace": ns, "labels": labels()},
@@ -590,6 +601,28 @@ mod tests {
     }
 
     #[test]
+    fn each_watched_namespace_gets_an_empty_redaction_key_secret() {
+        let objects = controller_objects(&options(&["team-b", "team-a"], false)).expect("renders");
+        let keys: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Secret").collect();
+        let namespaces: Vec<&str> = keys
+            .iter()
+            .map(|o| o["metadata"]["namespace"].as_str().expect("namespace"))
+            .collect();
+        assert_eq!(namespaces, ["team-a", "team-b"]);
+        for k in keys {
+            assert_eq!(
+                k["metadata"]["name"],
+                crate::plan::redaction_key::SECRET_NAME
+            );
+            // No value in rendered YAML: the controller fills it in.
+            assert!(
+                k.get("data").is_none() && k.get("stringData").is_none(),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
     fn the_controller_may_not_read_secrets_nor_create_pods() {
         let rules = controller_rules();
         let verbs_on = |resource: &str| -> Vec<String> {
@@ -611,7 +644,22 @@ mod tests {
                 .map(|v| v.as_str().expect("verb").to_owned())
                 .collect()
         };
-        assert!(verbs_on("secrets").is_empty(), "{:?}", verbs_on("secrets"));
+        // Secrets: the redaction key only, by name, get and update only.
+        for rule in rules.as_array().expect("rules") {
+            if rule["resources"]
+                .as_array()
+                .expect("resources")
+                .contains(&json!("secrets"))
+            {
+                assert_eq!(
+                    rule["resourceNames"],
+                    json!([crate::plan::redaction_key::SECRET_NAME]),
+                    "{rule}"
+                );
+                assert_eq!(rule["verbs"], json!(["get", "update"]), "{rule}");
+            }
+        }
+        assert_eq!(verbs_on("secrets"), ["get", "update"]);
         let rbac = rules
             .as_array()
             .expect("rules")

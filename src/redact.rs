@@ -4,8 +4,15 @@
 //! secrets handed to the tool) runs once over the input; only the lines it
 //! hits are given to the few regular expressions their keywords select. Each
 //! match becomes `***REDACTED:<rule>:<hash>***`, where `<hash>` is a keyed
-//! hash of the secret (the key is per bundle), so one secret can be followed
-//! across files without being revealed.
+//! hash of the secret, so one secret can be followed across files without
+//! being revealed. The key is the namespace's redaction key when there is
+//! one ([`crate::plan::redaction_key`]: the controller's kept log tails and
+//! the bundle then agree), else a random one per redactor. A placeholder
+//! already in the input whose hash is that of a literal secret is relabelled
+//! `known-secret` ([`Redactor::relabel_known`]): the controller, which knows
+//! no Secret values, hid `password=<a Secret's value>` by pattern, and the
+//! bundle, which knows them, hides the same value in a live log as a known
+//! secret.
 //!
 //! The input is bytes, not text: invalid UTF-8 and binary data pass through
 //! untouched. Memory is bounded: the stream works on chunks that end at a
@@ -398,6 +405,8 @@ pub struct Redactor {
     literals: Option<AhoCorasick>,
     pem: usize,
     key: ring::hmac::Key,
+    /// The hashes of the literal secrets, as given (see [`Self::relabel_known`]).
+    known: std::collections::HashSet<[u8; 10]>,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -431,12 +440,15 @@ impl Redactor {
         Redactor::with_key(literals, key)
     }
 
-    /// A redactor whose placeholders are keyed with `key` (tests, benches).
+    /// A redactor whose placeholders are keyed with `key`: the namespace's
+    /// redaction key ([`crate::plan::redaction_key`]), shared by whoever
+    /// must agree on placeholders; fixed keys in tests and benches.
     pub fn with_hash_key(literals: &[Vec<u8>], key: &[u8]) -> Redactor {
         Redactor::with_key(literals, ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key))
     }
 
-    fn with_key(literals: &[Vec<u8>], key: ring::hmac::Key) -> Redactor {
+    fn with_key(literals_in: &[Vec<u8>], key: ring::hmac::Key) -> Redactor {
+        let literals = literals_in;
         let rules = rules();
         let mut words: Vec<&'static str> = rules
             .iter()
@@ -475,14 +487,54 @@ impl Redactor {
             .iter()
             .position(|r| r.name == PEM_RULE)
             .expect("the PEM rule exists");
-        Redactor {
+        let mut redactor = Redactor {
             rules,
             keywords,
             keyword_rules,
             literals,
             pem,
             key,
+            known: std::collections::HashSet::new(),
+        };
+        redactor.known = literals_in
+            .iter()
+            .filter(|l| l.len() >= MIN_LITERAL)
+            .map(|l| redactor.hash(l))
+            .collect();
+        redactor
+    }
+
+    /// Relabels the placeholders already in `input` whose hash is that of a
+    /// literal secret as `known-secret`, the placeholder this redactor gives
+    /// the value itself: a kept log tail redacted by the controller (which
+    /// knows no Secret values and hid `password=<value>` by pattern) then
+    /// agrees with a live log in which the bundle found the value. Only
+    /// meaningful when both were keyed with the same key
+    /// ([`crate::plan::redaction_key`]); other placeholders pass unchanged.
+    pub fn relabel_known(&self, input: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(input.len());
+        let mut at = 0;
+        for (start, end) in placeholder_spans(input) {
+            let body = &input[start + PLACEHOLDER_OPEN.len()..end - 3];
+            let known = body
+                .iter()
+                .rposition(|b| *b == b':')
+                .and_then(|p| <[u8; 10]>::try_from(&body[p + 1..]).ok())
+                .is_some_and(|h| self.known.contains(&h));
+            out.extend_from_slice(&input[at..start]);
+            if known {
+                out.extend_from_slice(PLACEHOLDER_OPEN);
+                out.extend_from_slice(KNOWN_SECRET.as_bytes());
+                out.push(b':');
+                out.extend_from_slice(&body[body.len() - 10..]);
+                out.extend_from_slice(b"***");
+            } else {
+                out.extend_from_slice(&input[start..end]);
+            }
+            at = end;
         }
+        out.extend_from_slice(&input[at..]);
+        out
     }
 
     /// Names of every rule, for reports.

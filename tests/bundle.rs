@@ -816,3 +816,173 @@ async fn a_debug_copy_waits_in_a_shell_is_listed_and_is_deleted_when_expired() {
     handle.join().await;
     sandbox.stop().await;
 }
+
+/// Issue #30: one secret, one placeholder across live logs and kept tails.
+/// A pod prints a Secret's value (from its env) as `DB_PASSWORD=…` and in a
+/// URL, and a URL with a password known to nobody; it is deleted and the
+/// controller keeps its tail; a new pod prints the same. In the bundle the
+/// kept `.final.log` and the new pod's live log show the same placeholders,
+/// and the values are nowhere: not in the bundle, not in the kept tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_has_one_placeholder_in_a_live_log_and_in_a_kept_tail() {
+    let (sandbox, client) = start().await;
+    let cancel = CancellationToken::new();
+    let handle = controller::start(
+        Connection {
+            client: client.clone(),
+            namespace: NS.into(),
+            streams: None,
+        },
+        &config(),
+        cancel.clone(),
+    );
+    let pp = PostParams::default();
+    let value = "db-pw-from-secret-31";
+    let url_pw = "url-pw-planted-77";
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    for s in [
+        json!({"metadata": {"name": "db"}, "stringData": {"password": value}}),
+        // As `agentdeck manifests` renders it: no value; the controller
+        // fills it in.
+        json!({"metadata": {"name": "agentdeck-redaction-key"}, "type": "Opaque"}),
+    ] {
+        secrets
+            .create(&pp, &serde_json::from_value(s).expect("secret"))
+            .await
+            .expect("secret created");
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let env = json!([{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]);
+    let script = |word: &str| {
+        format!(
+            "echo \"DB_PASSWORD=$DB_PASSWORD\"; echo \"connecting postgres://app:$DB_PASSWORD@db:5432/x\"; \
+             echo 'fetch https://u:{url_pw}@host.example/x'; echo '{word} ready'; exec sleep 3600"
+        )
+    };
+    let printed = |pod: &'static str, word: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let log = pods
+                .logs(
+                    pod,
+                    &kube::api::LogParams {
+                        container: Some("agent".into()),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .ok()?;
+            log.contains(&format!("{word} ready")).then_some(())
+        }
+    };
+    pods.create(
+        &pp,
+        &shell_pod(
+            "agent-old",
+            &[("agent", &script("old"))],
+            "Always",
+            env.clone(),
+        ),
+    )
+    .await
+    .expect("pod created");
+    eventually("the old pod printed its lines", || {
+        printed("agent-old", "old")
+    })
+    .await;
+    pods.delete("agent-old", &DeleteParams::default())
+        .await
+        .expect("old deleted");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let kept = eventually("the old pod has left and its tail is kept", || {
+        let (pods, cms) = (pods.clone(), cms.clone());
+        async move {
+            if pods.get_opt("agent-old").await.ok()?.is_some() {
+                return None;
+            }
+            let cm = cms.get_opt(&tails::configmap_name(POOL)).await.ok()??;
+            let v = serde_json::to_value(&cm).ok()?;
+            tails::entries(&v)
+                .into_iter()
+                .find(|(p, _, t)| p == "agent-old" && t.contains("old ready"))
+                .map(|(_, _, t)| t)
+        }
+    })
+    .await;
+    // The kept tail (a ConfigMap) holds neither value.
+    assert!(!kept.contains(value) && !kept.contains(url_pw), "{kept}");
+    pods.create(
+        &pp,
+        &shell_pod("agent-new", &[("agent", &script("new"))], "Always", env),
+    )
+    .await
+    .expect("pod created");
+    eventually("the new pod printed its lines", || {
+        printed("agent-new", "new")
+    })
+    .await;
+
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("b.zip");
+    let mut opts = BundleOptions::new(NS, &out);
+    opts.deadline = Duration::from_secs(120);
+    bundle::collect(client.clone(), opts, |_| {})
+        .await
+        .expect("bundle written");
+    let x = dir.path().join("x");
+    unzip(&out, &x);
+    let final_log = std::fs::read_to_string(x.join("pods/agent-old/agent.final.log"))
+        .expect("kept tail in the bundle");
+    let live = std::fs::read_to_string(x.join("pods/agent-new/agent.log")).expect("live log");
+    let lines = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("REDACTED"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let kept_lines = lines(&final_log);
+    assert_eq!(kept_lines.len(), 3, "{final_log}");
+    assert_eq!(
+        kept_lines,
+        lines(&live),
+        "kept:\n{final_log}\nlive:\n{live}"
+    );
+    // The Secret's value is one placeholder in both forms it was printed in.
+    let known =
+        regex::Regex::new(r"\*\*\*REDACTED:known-secret:[0-9a-f]{10}\*\*\*").expect("regex");
+    let found: BTreeSet<&str> = known.find_iter(&live).map(|m| m.as_str()).collect();
+    assert_eq!(found.len(), 1, "{live}");
+    let p = found.first().expect("one");
+    assert!(live.contains(&format!("DB_PASSWORD={p}\n")), "{live}");
+    assert!(
+        live.contains(&format!("postgres://app:{p}@db:5432/x")),
+        "{live}"
+    );
+    assert!(
+        live.contains("fetch https://u:***REDACTED:url-credentials:"),
+        "{live}"
+    );
+    for f in files_under(&x) {
+        let text = std::fs::read(&f).expect("read");
+        for s in [value, url_pw] {
+            assert!(
+                memchr_find(&text, s.as_bytes()).is_none(),
+                "{s} in {}",
+                f.display()
+            );
+        }
+    }
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(x.join("redactions.json")).expect("report"))
+            .expect("json");
+    assert!(
+        report["placeholderKey"]
+            .as_str()
+            .is_some_and(|k| k.contains("agree")),
+        "{report}"
+    );
+
+    cancel.cancel();
+    handle.join().await;
+    sandbox.stop().await;
+}

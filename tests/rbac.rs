@@ -683,6 +683,20 @@ fn a_secret_value_tasks_print_in_either_mode_leaves_no_trace_in_configmaps_tasks
             }
         })
         .await;
+        // Keyed with the namespace's redaction key, which the controller
+        // filled in, with no right to Secrets but get and update of that
+        // one (the rendered, empty Secret).
+        let key = Api::<Secret>::namespaced(admin.clone(), NS)
+            .get(agentdeck::plan::redaction_key::SECRET_NAME)
+            .await
+            .expect("the redaction key Secret");
+        assert!(
+            serde_json::to_value(&key)
+                .ok()
+                .and_then(|v| agentdeck::plan::redaction_key::key_in(&v))
+                .is_some(),
+            "the controller filled in the key"
+        );
 
         // Job mode: the runner runs the task, the worker prints its output.
         let job_pool: AgentPool = serde_json::from_value(json!({

@@ -19,10 +19,14 @@
 //! or finished. A container that restarts is followed on.
 //!
 //! Tails are redacted before they are stored: a ConfigMap is often readable
-//! by more people than pod logs. The controller reads no Secret, so it
-//! cannot know their values: those are hidden where they are known, by the
+//! by more people than pod logs. The controller reads no Secret values, so
+//! it cannot know them: those are hidden where they are known, by the
 //! agent before it prints a task's output ([`crate::agent::secrets`]); the
 //! pattern rules here are a second pass over what any container printed.
+//! Their placeholders are keyed with the namespace's redaction key, the one
+//! Secret the controller may read (and fill in) by name, so that a bundle
+//! gives a value the same placeholder in a kept tail as in a live log
+//! ([`crate::plan::redaction_key`] says why this design).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -30,7 +34,7 @@ use std::time::Duration;
 
 use futures::{AsyncBufReadExt, StreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{Api, LogParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::pod::CachedPod;
 use crate::crd::{AgentPool, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
+use crate::plan::redaction_key;
 pub use crate::plan::tails::{
     ANNOTATION_INDEX, LABEL_LOG_TAILS, TailEntry, configmap_name, data_key, entries,
 };
@@ -170,7 +175,7 @@ where
     let tails = Tails {
         shared: shared.clone(),
         followed: Arc::default(),
-        redactor: Arc::new(Redactor::new(&[])),
+        redactors: Arc::default(),
         writer: Arc::default(),
         opening: Arc::new(tokio::sync::Semaphore::new(MAX_OPENING)),
         cancel: cancel.clone(),
@@ -218,7 +223,7 @@ struct Tails {
     shared: Arc<Shared>,
     /// `uid/container` of the containers followed.
     followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
-    redactor: Arc<Redactor>,
+    redactors: Arc<Redactors>,
     writer: Arc<tokio::sync::Mutex<()>>,
     opening: Arc<tokio::sync::Semaphore>,
     cancel: CancellationToken,
@@ -265,7 +270,7 @@ impl Tails {
                 pod: pod.name_any(),
                 uid: uid.clone(),
                 container: c.name.clone(),
-                redactor: self.redactor.clone(),
+                redactors: self.redactors.clone(),
                 writer: self.writer.clone(),
                 opening: self.opening.clone(),
             };
@@ -294,7 +299,7 @@ struct Follower {
     pod: String,
     uid: String,
     container: String,
-    redactor: Arc<Redactor>,
+    redactors: Arc<Redactors>,
     writer: Arc<tokio::sync::Mutex<()>>,
     /// Streams being opened (see [`MAX_OPENING`]).
     opening: Arc<tokio::sync::Semaphore>,
@@ -392,9 +397,11 @@ impl Follower {
         }
         let text = String::from_utf8_lossy(ring);
         let mut counts = RedactionCounts::new();
-        let text = self
-            .redactor
-            .redact_str(tail_of(&text, TAIL_BYTES), &mut counts);
+        let redactor = self
+            .redactors
+            .of(&self.shared.client, &self.namespace)
+            .await;
+        let text = redactor.redact_str(tail_of(&text, TAIL_BYTES), &mut counts);
         let entry = TailEntry {
             pod: self.pod.clone(),
             container: self.container.clone(),
@@ -416,6 +423,99 @@ impl Follower {
             tracing::debug!(pod = %self.pod, container = %self.container, reason, "kept the final log lines");
         }
     }
+}
+
+/// How long a namespace without a usable redaction key keeps its random
+/// one before the Secret is looked for again.
+const KEY_RETRY: Duration = Duration::from_secs(60);
+
+/// Longest wait for the namespace's redaction key.
+const KEY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The redactor of each namespace whose pods' tails are kept, keyed with
+/// the namespace's redaction key ([`redaction_key`]).
+#[derive(Default)]
+struct Redactors(tokio::sync::Mutex<BTreeMap<String, KeyedRedactor>>);
+
+/// A namespace's redactor and, when it has no key of the namespace's, when
+/// to look for one again.
+type KeyedRedactor = (Arc<Redactor>, Option<tokio::time::Instant>);
+
+impl Redactors {
+    /// The namespace's redactor: with its redaction key, read (and filled
+    /// in when empty) once; without one (no Secret, or no right to it), a
+    /// random key, looked for again after [`KEY_RETRY`].
+    async fn of(&self, client: &kube::Client, namespace: &str) -> Arc<Redactor> {
+        let mut cache = self.0.lock().await;
+        if let Some((r, retry)) = cache.get(namespace)
+            && retry.is_none_or(|at| tokio::time::Instant::now() < at)
+        {
+            return r.clone();
+        }
+        // Bounded: every keep of the namespace waits for this.
+        let key = tokio::time::timeout(KEY_TIMEOUT, namespace_key(client, namespace))
+            .await
+            .unwrap_or_else(|_| Err("the API did not answer in time".into()));
+        let (redactor, retry) = match key {
+            Ok(key) => (
+                // The key itself is hidden too, should anything print it.
+                Redactor::with_hash_key(std::slice::from_ref(&key), &key),
+                None,
+            ),
+            Err(why) => {
+                tracing::warn!(%namespace, secret = redaction_key::SECRET_NAME, %why,
+                    "no redaction key: the placeholders in kept log tails will not match a bundle's");
+                (
+                    Redactor::new(&[]),
+                    Some(tokio::time::Instant::now() + KEY_RETRY),
+                )
+            }
+        };
+        let redactor = Arc::new(redactor);
+        cache.insert(namespace.to_owned(), (redactor.clone(), retry));
+        redactor
+    }
+}
+
+/// The namespace's redaction key, filled in with a new random one when the
+/// Secret (rendered empty by `agentdeck manifests`) holds none yet. The
+/// controller may get and update this one Secret, and create none.
+async fn namespace_key(client: &kube::Client, namespace: &str) -> Result<Vec<u8>, String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    for _attempt in 0..5 {
+        let Some(mut secret) = api
+            .get_opt(redaction_key::SECRET_NAME)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Err("the Secret does not exist (see agentdeck manifests)".into());
+        };
+        if let Some(key) = serde_json::to_value(&secret)
+            .ok()
+            .and_then(|v| redaction_key::key_in(&v))
+        {
+            return Ok(key);
+        }
+        let mut random = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut random)
+            .map_err(|_| "no system random source".to_owned())?;
+        let key = redaction_key::new_key(&random).into_bytes();
+        secret.data.get_or_insert_default().insert(
+            redaction_key::DATA_KEY.to_owned(),
+            k8s_openapi::ByteString(key.clone()),
+        );
+        secret.string_data = None;
+        match api
+            .replace(redaction_key::SECRET_NAME, &PostParams::default(), &secret)
+            .await
+        {
+            Ok(_) => return Ok(key),
+            // Another replica filled it in first: take theirs.
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("the Secret kept changing while it was filled in".into())
 }
 
 async fn store(

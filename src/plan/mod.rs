@@ -5,6 +5,7 @@ pub mod freeze;
 pub mod manifests;
 pub mod names;
 pub mod pool;
+pub mod redaction_key;
 pub mod retention;
 pub mod strategic_merge;
 pub mod tails;

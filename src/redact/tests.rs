@@ -646,3 +646,88 @@ fn the_hand_split_of_a_key_value_match_finds_the_groups_the_captures_find() {
     }
     assert!(compared >= 20, "only {compared} matches compared");
 }
+
+/// Issue #30: one secret, one placeholder in a bundle, whether the bundle
+/// read it in a live log or in a tail the controller kept. Both derive the
+/// placeholder as HMAC(namespace key, value); the controller, knowing no
+/// Secret values, hides them by pattern, and the bundle relabels those
+/// whose hash is a known value's as it labels the value itself.
+#[test]
+fn the_controller_and_the_bundle_agree_on_placeholders_when_keyed_alike() {
+    let key = b"the namespace's redaction key, 64 hex digits in real life";
+    let db = b"db-pw-from-a-Secret-9".to_vec();
+    // The controller: no literals, the namespace's key.
+    let controller = Redactor::with_hash_key(&[], key);
+    // The bundle: the namespace's Secret values, the same key.
+    let bundle = Redactor::with_hash_key(std::slice::from_ref(&db), key);
+    let printed = b"DB_PASSWORD=db-pw-from-a-Secret-9\nfetch https://u:url-pw-7x@host.example/x\n";
+    let (kept, _) = run(&controller, printed);
+    assert!(!contains(&kept, &db) && !contains(&kept, b"url-pw-7x"));
+    let final_log = bundle.relabel_known(&run(&bundle, &kept).0);
+    let (live, _) = run(&bundle, printed);
+    assert_eq!(
+        String::from_utf8_lossy(&final_log),
+        String::from_utf8_lossy(&live)
+    );
+    // The Secret's value: known-secret with the keyed hash of the value.
+    let known = bundle.placeholder(KNOWN_SECRET, &db);
+    assert_eq!(known, controller.placeholder(KNOWN_SECRET, &db));
+    assert!(contains(&live, format!("DB_PASSWORD={known}\n").as_bytes()));
+    // The URL's password, known to neither: the pattern's placeholder.
+    let url = controller.placeholder("url-credentials", b"url-pw-7x");
+    assert!(contains(
+        &live,
+        format!("https://u:{url}@host.example").as_bytes()
+    ));
+
+    // Keyed differently (no namespace key on one side), they differ: the
+    // old behaviour, and what the bundle's report says then.
+    let alone = Redactor::with_hash_key(std::slice::from_ref(&db), b"a key of the bundle's own");
+    let (kept_elsewhere, _) = run(&controller, printed);
+    assert_ne!(alone.relabel_known(&kept_elsewhere), run(&alone, printed).0);
+}
+
+#[test]
+fn a_placeholder_is_a_keyed_hash_of_the_value_and_never_the_value_or_an_unkeyed_hash() {
+    let a = Redactor::with_hash_key(&[], b"key one");
+    let b = Redactor::with_hash_key(&[], b"key two");
+    let p = a.placeholder("key-value", b"hunter2");
+    // Deterministic for one key, different under another key.
+    assert_eq!(
+        p,
+        Redactor::with_hash_key(&[], b"key one").placeholder("key-value", b"hunter2")
+    );
+    assert_ne!(p, b.placeholder("key-value", b"hunter2"));
+    assert!(!p.contains("hunter2"), "{p}");
+    // Not an unkeyed digest of the value (a low-entropy password could be
+    // guessed back from one).
+    let unkeyed = ring::digest::digest(&ring::digest::SHA256, b"hunter2");
+    let hex: String = unkeyed.as_ref()[..5]
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    assert!(!p.contains(&hex), "{p}");
+    assert!(
+        regex::Regex::new(r"^\*\*\*REDACTED:key-value:[0-9a-f]{10}\*\*\*$")
+            .expect("regex")
+            .is_match(&p),
+        "{p}"
+    );
+}
+
+#[test]
+fn relabelling_touches_only_placeholders_of_known_values() {
+    let key = b"k";
+    let r = Redactor::with_hash_key(&[b"known-value-1".to_vec()], key);
+    let known = r.placeholder("key-value", b"known-value-1");
+    let other = r.placeholder("key-value", b"unknown-value-2");
+    let input = format!("a {known} b {other} c ***REDACTED:odd*** d\n");
+    let out = String::from_utf8(r.relabel_known(input.as_bytes())).expect("utf-8");
+    assert_eq!(
+        out,
+        format!(
+            "a {} b {other} c ***REDACTED:odd*** d\n",
+            r.placeholder(KNOWN_SECRET, b"known-value-1")
+        )
+    );
+}

@@ -360,6 +360,9 @@ pub async fn collect(
     );
     let mut literals = opts.literals.clone();
     let mut secret_summaries = Vec::new();
+    // The namespace's redaction key, which the controller keyed the tails
+    // it kept with (crate::plan::redaction_key).
+    let mut shared_key: Option<Vec<u8>> = None;
     let listed = tokio::time::timeout_at(
         deadline,
         timed(
@@ -377,6 +380,9 @@ pub async fn collect(
                     secret_summaries.push(objects::secret_summary(&v));
                 }
                 literals.extend(objects::secret_values(&v));
+                if v["metadata"]["name"] == crate::plan::redaction_key::SECRET_NAME {
+                    shared_key = crate::plan::redaction_key::key_in(&v);
+                }
             }
         }
         Err(m) => record.error(err(
@@ -387,7 +393,13 @@ pub async fn collect(
             m,
         )),
     }
-    let redactor = opts.redact.then(|| Arc::new(Redactor::new(&literals)));
+    let keyed_by_namespace = shared_key.is_some();
+    let redactor = opts.redact.then(|| {
+        Arc::new(match &shared_key {
+            Some(key) => Redactor::with_hash_key(&literals, key),
+            None => Redactor::new(&literals),
+        })
+    });
 
     let partial = zipper::partial_path(&opts.output);
     let (tx, rx) = mpsc::channel::<Entry>(8);
@@ -499,6 +511,13 @@ pub async fn collect(
     let report = serde_json::json!({
         "rules": redactor.as_ref().map(|r| r.rule_names()).unwrap_or_default(),
         "placeholder": "***REDACTED:<rule>:<keyed hash of the secret, the same for one secret across this bundle>***",
+        // Whether kept log tails (pods/*/*.final.log) share the placeholders
+        // of live logs: only when keyed with the namespace's key.
+        "placeholderKey": if keyed_by_namespace {
+            "the namespace's redaction key (agentdeck-redaction-key): kept log tails and live logs agree"
+        } else {
+            "a key of this bundle only: placeholders in kept log tails (*.final.log) do not match those in live logs"
+        },
         "files": written.redactions,
     });
     let files = written.files.len() + 2;
@@ -811,10 +830,17 @@ impl Scope {
                     " (pod gone)"
                 };
                 tracing::debug!(%pod, %container, "kept tail{state}");
+                // Redacted by the controller with the namespace's key: a
+                // Secret's value it hid by pattern gets the placeholder the
+                // value gets in live logs here (Redactor::relabel_known).
+                let text = match &self.redactor {
+                    Some(r) => r.relabel_known(text.as_bytes()),
+                    None => text.into_bytes(),
+                };
                 self.expected.fetch_add(1, Ordering::Relaxed);
                 self.send(Entry {
                     path: format!("pods/{pod}/{container}.final.log"),
-                    body: Body::Bytes(text.into_bytes()),
+                    body: Body::Bytes(text),
                     cap: Some(self.opts.max_bytes_per_log),
                     redact: true,
                     counts: Default::default(),

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::mountns;
 use super::pod::{ContainerProcess, PodRuntime};
+use super::policy;
 use super::runtime::{self, Launch};
 use super::status::State;
 use super::volumes;
@@ -208,13 +209,13 @@ fn start(
             format!("executable file not found in $PATH: {first}"),
         )
     };
-    let is_agentdeck = first == "agentdeck" || first.ends_with("/agentdeck");
+    let is_agentdeck = policy::is_agentdeck_command(first);
     let (program, args) = if let Some(process) = context.process.filter(|p| p.mount_namespace) {
         // The container's own view: its volumes at their paths, relative
         // paths from its working directory, as a runtime's exec has it.
         let root = PathBuf::from(format!("/proc/{}/root", process.pid));
         let program = if is_agentdeck {
-            mountns::CONTAINER_EXE.to_string()
+            policy::CONTAINER_EXE.to_string()
         } else {
             look_path(&root, first, &context.env).ok_or_else(not_found)?;
             first.clone()

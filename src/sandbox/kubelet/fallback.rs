@@ -16,10 +16,10 @@
 //!
 //! The pod gets a `MountsNotAtPaths` Warning Event saying so.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::policy;
 use super::volumes::{ContainerMount, map_script_paths, resolve_host_path};
-use crate::config::{AGENT_CONFIG_FILE_NAME, AgentConfig, CONFIG_FILE_NAME};
 
 /// Rewrites `args` and `env` of a real-process container for the host
 /// view; `shell` when `args` are `-c SCRIPT …` of a shell.
@@ -56,16 +56,11 @@ pub(super) fn host_paths(
             *a = format!("{flag}={}", map(value));
         }
     }
-    let agent = args.first().is_some_and(|a| a == "agent");
+    let agent = policy::is_agent(args);
     if agent {
-        let defaults = AgentConfig::default();
-        for (var, path) in [
-            ("AGENTDECK_AGENT_TOKEN_FILE", &defaults.token_file),
-            ("AGENTDECK_AGENT_SHARED_DIR", &defaults.shared_dir),
-            ("AGENTDECK_AGENT_WORK_DIR", &defaults.work_dir),
-        ] {
-            let host = resolve_host_path(Some(pod_dir), mounts, path);
-            if host != *path && !env.iter().any(|(k, _)| k == var) {
+        for (var, path) in policy::agent_default_paths() {
+            let host = resolve_host_path(Some(pod_dir), mounts, &path);
+            if host != path && !env.iter().any(|(k, _)| k == var) {
                 env.push((var.to_string(), host.display().to_string()));
             }
         }
@@ -74,12 +69,7 @@ pub(super) fn host_paths(
         .iter()
         .any(|a| a == "--config" || a.starts_with("--config="));
     if !has_config {
-        let name = if agent {
-            AGENT_CONFIG_FILE_NAME
-        } else {
-            CONFIG_FILE_NAME
-        };
-        let searched = PathBuf::from("/etc/agentdeck").join(name);
+        let searched = policy::searched_config(agent);
         let host = resolve_host_path(Some(pod_dir), mounts, &searched);
         if host != searched && host.is_file() {
             args.push("--config".into());
@@ -91,6 +81,7 @@ pub(super) fn host_paths(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::AGENT_CONFIG_FILE_NAME;
 
     fn mount(path: &str, host: &Path) -> ContainerMount {
         ContainerMount {

@@ -8,7 +8,8 @@
 //!   subresource.
 //! - Containers running agentdeck are real child processes, as is the job
 //!   task runner's shell script; others are simulated (see [`runtime`] for
-//!   the rules and the `sandbox.agentdeck.dev/*` annotations).
+//!   the rules and the `sandbox.agentdeck.dev/*` annotations, and
+//!   [`policy`] for all the sandbox knows of agentdeck's own programs).
 //! - Output is kept per container instance and served by the API's
 //!   `GET …/pods/NAME/log` through [`Hooks::pod_logs`].
 //! - Graceful deletion is carried out (SIGTERM, the grace period, SIGKILL,
@@ -35,6 +36,7 @@ pub mod fallback;
 mod logs;
 pub mod mountns;
 mod pod;
+pub mod policy;
 mod root;
 pub mod runtime;
 mod status;
@@ -72,12 +74,13 @@ pub const EXE_ENV: &str = "AGENTDECK_SANDBOX_EXE";
 pub const MOUNT_NAMESPACES_ENV: &str = "AGENTDECK_SANDBOX_MOUNT_NAMESPACES";
 
 /// Whether `exe` is the agentdeck binary, whose `main` serves the hidden
-/// container entry point. Another program embedding the sandbox (a test or
-/// bench harness) would take `__sandbox-container …` as its own arguments
-/// and, with no harness to refuse them, start a sandbox again at each
-/// pod's probe: such a process names its agentdeck with [`EXE_ENV`].
+/// container entry point ([`policy::is_agentdeck_exe`]). Another program
+/// embedding the sandbox (a test or bench harness) would take
+/// `__sandbox-container …` as its own arguments and, with no harness to
+/// refuse them, start a sandbox again at each pod's probe: such a process
+/// names its agentdeck with [`EXE_ENV`].
 fn is_agentdeck(exe: &std::path::Path) -> bool {
-    exe.file_name().and_then(|n| n.to_str()) == Some("agentdeck")
+    policy::is_agentdeck_exe(exe)
 }
 
 /// How the kubelet runs.
@@ -107,7 +110,7 @@ impl KubeletConfig {
         let exe = std::env::var_os(EXE_ENV)
             .map(PathBuf::from)
             .or_else(|| std::env::current_exe().ok().filter(|p| is_agentdeck(p)))
-            .unwrap_or_else(|| PathBuf::from("agentdeck"));
+            .unwrap_or_else(policy::default_exe);
         KubeletConfig {
             exe,
             root: None,

@@ -26,7 +26,7 @@
 //!    memory), the missing directories (or file, for a file `subPath`) are
 //!    created, and the volume is bind-mounted there; `readOnly` mounts are
 //!    remounted read-only afterwards. The kubelet adds the agentdeck binary as one more (read-only) mount,
-//!    at [`CONTAINER_EXE`], and agentdeck containers run that path: where
+//!    at [`super::policy::CONTAINER_EXE`], and agentdeck containers run that path: where
 //!    the binary really is may be hidden by a volume (a checkout under
 //!    `/tmp`, below the pods' `/tmp` emptyDir);
 //! 5. detaches the old root and starts the command as its child, staying as
@@ -77,11 +77,6 @@ pub const SUBCOMMAND: &str = "__sandbox-container";
 
 /// Where the host's root is put while the container's root is assembled.
 const OLD_ROOT: &str = "/.oldroot";
-
-/// Where a container finds the agentdeck binary (bind-mounted read-only from
-/// wherever it really is), as the agentdeck image has it; agentdeck
-/// containers run this path.
-pub const CONTAINER_EXE: &str = "/usr/local/bin/agentdeck";
 
 /// The file behind `exe` on the host: an absolute path with symlinks
 /// resolved, or a bare name looked up on `PATH`; None where there is none.

@@ -22,7 +22,7 @@ use super::logs::ContainerLogs;
 use super::runtime::{self, Launch, Program};
 use super::status::{ContainerStatus, PodSnapshot, State, Terminated};
 use super::volumes;
-use super::{fallback, mountns};
+use super::{fallback, mountns, policy};
 use crate::sandbox::api::now_rfc3339;
 
 /// What has been asked of a pod's containers.
@@ -417,11 +417,11 @@ impl Kubelet {
                 if let Some(host) = &host_exe {
                     ns_mounts.push(mountns::Mount {
                         source: host.clone(),
-                        target: PathBuf::from(mountns::CONTAINER_EXE),
+                        target: PathBuf::from(policy::CONTAINER_EXE),
                         read_only: true,
                     });
                     if *exe == self.config.exe {
-                        *exe = PathBuf::from(mountns::CONTAINER_EXE);
+                        *exe = PathBuf::from(policy::CONTAINER_EXE);
                     }
                 }
                 // The pod directory may be hidden in the container (a volume

@@ -2,16 +2,20 @@
 //! process or a simulation), starting it with its output captured line by
 //! line, signalling its process group, and readiness probes.
 //!
-//! - A container whose image is `…/agentdeck[:tag]` or whose `command[0]` is
-//!   `agentdeck` (or ends in `/agentdeck`) runs the agentdeck binary (the
+//! Which containers are agentdeck's and which of its scripts run for real
+//! is the sandbox's policy ([`super::policy`]); this module applies it:
+//!
+//! - A container whose image is agentdeck's or whose `command[0]` is
+//!   agentdeck ([`policy::is_agentdeck_image`],
+//!   [`policy::is_agentdeck_command`]) runs the agentdeck binary (the
 //!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
 //!   agentdeck is kept as the first argument).
 //! - A container running `sh -c <script>` runs the script with the host's
 //!   `/bin/sh` (in its mount namespace, or with the script's mount paths
 //!   rewritten to host directories where there is none), when the script is
-//!   agentdeck's task runner ([`RUNNER_SCRIPT`]) or a debug pod's waiting
-//!   shell, or the pod opts in with [`RUN_SHELL`] `"true"` (whatever the
-//!   image).
+//!   one of agentdeck's own ([`policy::is_product_script`]: the task runner,
+//!   a debug pod's waiting shell), or the pod opts in with [`RUN_SHELL`]
+//!   `"true"` (whatever the image).
 //! - Anything else is simulated: it logs that it started and runs until
 //!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
 
@@ -29,7 +33,7 @@ use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 use super::logs::ContainerLogs;
-use crate::plan::manifests::RUNNER_SCRIPT;
+use super::policy;
 
 /// Annotation: seconds after which simulated containers exit
 /// (`<ANNOTATION>.<container>` for one container).
@@ -68,19 +72,6 @@ fn annotation<'a>(pod: &'a Value, key: &str, container: &str) -> Option<&'a str>
         .or_else(|| a[key].as_str())
 }
 
-/// Whether an image reference names the agentdeck image (any registry, tag
-/// or digest).
-pub(super) fn is_agentdeck_image(image: &str) -> bool {
-    let no_digest = image.split('@').next().unwrap_or(image);
-    let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
-    let repo = last.split(':').next().unwrap_or(last);
-    repo == "agentdeck"
-}
-
-fn is_agentdeck_command(c: &str) -> bool {
-    c == "agentdeck" || c.ends_with("/agentdeck")
-}
-
 fn is_shell(c: &str) -> bool {
     matches!(
         c.rsplit('/').next().unwrap_or(c),
@@ -99,7 +90,10 @@ pub(super) fn plan(
 ) -> Program {
     let name = container["name"].as_str().unwrap_or_default();
     let image = container["image"].as_str().unwrap_or_default();
-    if command.first().is_some_and(|c| is_agentdeck_command(c)) {
+    if command
+        .first()
+        .is_some_and(|c| policy::is_agentdeck_command(c))
+    {
         return Program::Exec {
             program: exe.to_path_buf(),
             args: command[1..].iter().chain(args).cloned().collect(),
@@ -110,9 +104,7 @@ pub(super) fn plan(
     if let [sh, flag, script, rest @ ..] = argv.as_slice()
         && is_shell(sh)
         && flag.as_str() == "-c"
-        && (script.trim() == RUNNER_SCRIPT.trim()
-            || crate::ops::debug::is_waiting_shell(script)
-            || annotation(pod, RUN_SHELL, name) == Some("true"))
+        && (policy::is_product_script(script) || annotation(pod, RUN_SHELL, name) == Some("true"))
     {
         let mut args = vec!["-c".to_string(), (*script).clone()];
         args.extend(rest.iter().map(|s| (*s).clone()));
@@ -122,7 +114,7 @@ pub(super) fn plan(
             shell: true,
         };
     }
-    if is_agentdeck_image(image) {
+    if policy::is_agentdeck_image(image) {
         return Program::Exec {
             program: exe.to_path_buf(),
             args: command.iter().chain(args).cloned().collect(),
@@ -436,7 +428,9 @@ async fn http_get(
 mod tests {
     use serde_json::json;
 
+    use super::policy::is_agentdeck_image;
     use super::*;
+    use crate::plan::manifests::RUNNER_SCRIPT;
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
