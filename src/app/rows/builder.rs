@@ -118,6 +118,9 @@ fn changed<K: Keyed, E>(
                 _ => true,
             })
             .collect(),
+        Changes::All(all) if have.is_empty() => {
+            all.into_iter().map(|o| (o.key(), Some(o))).collect()
+        }
         Changes::All(all) => {
             let mut out = Vec::new();
             let mut listed: Set<Key> = Set::with_capacity_and_hasher(all.len(), Default::default());
@@ -794,23 +797,26 @@ impl RowBuilder {
             ));
         }
         let rows = self.build_tasks(&todo);
-        self.rebuilt += rows.len();
+        self.rebuilt += rows.iter().flatten().count();
+        let sorted = self
+            .sorted_tasks
+            .get_or_insert_with(|| Sorted::new(newest_first));
         for ((key, b, job_pod), row) in todo.into_iter().zip(rows) {
-            let Some(mut e) = self.tasks.remove(&key) else {
+            let (Some(e), Some(row)) = (self.tasks.get_mut(&key), row) else {
                 continue;
             };
             let old = e.row.replace(row.clone());
-            self.sorted_tasks().replace(old, Some(row));
+            sorted.replace(old, Some(row));
+            let long = b.long.is_some();
             e.stamp = Some((
                 TaskStamp {
                     job_mode: b.job_mode,
                     queue: b.queue,
-                    long: b.long.is_some(),
+                    long,
                 },
                 job_pod,
             ));
             // Its pool counts it as long-running, or not.
-            let long = b.long.is_some();
             if e.long != long {
                 if let Some(q) = self.queues.get_mut(&e.part.pool) {
                     if long {
@@ -832,17 +838,16 @@ impl RowBuilder {
                 && let Ok(due) = from.checked_add(after)
             {
                 e.due = Some(due);
-                self.task_clock.insert((due, key.clone()));
+                self.task_clock.insert((due, key));
             }
-            self.tasks.insert(key, e);
         }
     }
 
     /// The rows of `todo`, in order; many are built on two threads.
-    fn build_tasks(&self, todo: &[(Key, ToBuild, Option<String>)]) -> Vec<Arc<TaskRow>> {
-        let build = |part: &[(Key, ToBuild, Option<String>)]| -> Vec<Arc<TaskRow>> {
+    fn build_tasks(&self, todo: &[(Key, ToBuild, Option<String>)]) -> Vec<Option<Arc<TaskRow>>> {
+        let build = |part: &[(Key, ToBuild, Option<String>)]| -> Vec<Option<Arc<TaskRow>>> {
             part.iter()
-                .filter_map(|(key, b, job_pod)| {
+                .map(|(key, b, job_pod)| {
                     let e = self.tasks.get(key)?;
                     let pod = job_pod
                         .as_ref()
