@@ -269,13 +269,14 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             )
         }),
         long("LAST SCALE", 24, 8, |r, now| {
-            if r.scale_reason.is_empty() {
-                (Cow::Borrowed("-"), Role::Muted)
-            } else {
-                o(
-                    format!("{} ago: {}", age(now, r.last_scale), r.scale_reason),
+            match (r.scale_reason.is_empty(), r.last_scale) {
+                (true, _) => (Cow::Borrowed("-"), Role::Muted),
+                // A reason without a scaling yet (job mode, a hold): no age.
+                (false, None) => (Cow::Borrowed(r.scale_reason.as_str()), Role::Muted),
+                (false, Some(at)) => o(
+                    format!("{} ago: {}", age(now, Some(at)), r.scale_reason),
                     Role::Muted,
-                )
+                ),
             }
         }),
         num("AGE", 6, 3, |r, now| o(age(now, r.created), Role::Muted)),
@@ -1470,6 +1471,33 @@ mod tests {
         for (s, want) in cases {
             assert_eq!(duration(s), want, "{s}");
         }
+    }
+
+    #[test]
+    fn a_scale_reason_without_a_scaling_has_no_age() {
+        let now = crate::app::fixtures::now();
+        let snap = crate::app::rows::build(
+            &crate::app::fixtures::sources(now, 3),
+            now,
+            &crate::health::FreshnessThresholds {
+                stale_after: std::time::Duration::from_secs(20),
+                offline_after: std::time::Duration::from_secs(60),
+            },
+        );
+        let cols = pool_columns();
+        let last = cols
+            .iter()
+            .find(|c| c.title == "LAST SCALE")
+            .expect("the column");
+        let mut row = (*snap.pools[0]).clone();
+        row.scale_reason = "job mode: one Job per task".into();
+        row.last_scale = None;
+        assert_eq!((last.cell)(&row, now).0, "job mode: one Job per task");
+        row.last_scale = Some(now - jiff::SignedDuration::from_secs(90));
+        assert_eq!(
+            (last.cell)(&row, now).0,
+            "1m30s ago: job mode: one Job per task"
+        );
     }
 
     #[test]
