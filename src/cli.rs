@@ -145,7 +145,7 @@ pub struct BundleArgs {
     /// Only this pool's objects and pods.
     #[arg(long)]
     pub pool: Option<String>,
-    /// Zip file to write (default: agentdeck-bundle-<namespace>-<time>.zip).
+    /// Zip file to write (default: agentdeck-bundle-<namespace>[-<pool>]-<time>.zip).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Only log lines newer than this (30s, 15m, 2h, 1d).

@@ -964,7 +964,8 @@ fn b_writes_a_bundle_of_the_pool_and_shift_d_makes_a_debug_pod() {
     );
 
     // `b` in the pools view: a bundle of the selected pool, its gauge fed
-    // by the collector's progress, and the zip's path in a toast.
+    // by the collector's progress, and the zip's path in a toast; its
+    // name says the pool, as the CLI's does.
     t.send(&["1", "b"]);
     t.wait_for("bundle written:");
     let dir = t._dir.path().to_owned();
@@ -976,7 +977,8 @@ fn b_writes_a_bundle_of_the_pool_and_shift_d_makes_a_debug_pod() {
             .find(|p| {
                 p.extension().is_some_and(|x| x == "zip")
                     && p.file_name().is_some_and(|n| {
-                        n.to_string_lossy().starts_with("agentdeck-bundle-default-")
+                        n.to_string_lossy()
+                            .starts_with("agentdeck-bundle-default-quiet-")
                     })
             })
     });

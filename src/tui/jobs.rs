@@ -166,7 +166,7 @@ async fn take_bundle(
     pool: Option<String>,
     tx: mpsc::Sender<Msg>,
 ) -> Result<String, String> {
-    let name = bundle::default_file_name(&namespace, Timestamp::now());
+    let name = bundle::file_name(&namespace, pool.as_deref(), Timestamp::now());
     let output = s.bundle_dir.join(name);
     let scope = match &pool {
         Some(p) => format!("pool {p}"),
