@@ -500,6 +500,17 @@ fn default_tz(shared: &Shared) -> TimeZone {
     TimeZone::get(&shared.config.default_timezone).unwrap_or(TimeZone::UTC)
 }
 
+/// Whether a pod's health counts: not going, and not finished (a job-mode
+/// task pod that ran stops answering, and is no stale agent).
+fn answers_for_health(p: &CachedPod) -> bool {
+    let finished = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|phase| matches!(phase, "Succeeded" | "Failed"));
+    p.metadata.deletion_timestamp.is_none() && !finished
+}
+
 fn health_counts(
     shared: &Shared,
     ns: &str,
@@ -509,10 +520,7 @@ fn health_counts(
     let thresholds = super::prober::thresholds(&shared.config.health_probe);
     let mut counts = HealthCounts::default();
     let mut offline = BTreeSet::new();
-    for pod in pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-    {
+    for pod in pods.iter().filter(|p| answers_for_health(p)) {
         let name = pod.name_any();
         let Some(sample) = shared.view.health.get(ns, &name) else {
             continue;
@@ -1795,6 +1803,29 @@ mod tests {
         json_patch::merge(&mut doc, &patch);
         assert!(doc["status"].get("frozenReason").is_none(), "{doc}");
         assert_eq!(doc["status"]["scaleReason"], "idle");
+    }
+
+    #[test]
+    fn a_finished_or_going_pod_is_not_counted_as_an_agent_that_stopped_answering() {
+        let pod = |phase: &str, going: bool| -> CachedPod {
+            let mut meta = json!({"name": "p", "namespace": "ns"});
+            if going {
+                meta["deletionTimestamp"] = json!("2026-11-24T10:00:00Z");
+            }
+            serde_json::from_value(json!({"metadata": meta, "status": {"phase": phase}}))
+                .expect("pod")
+        };
+        assert!(answers_for_health(&pod("Running", false)));
+        assert!(
+            answers_for_health(&pod("Pending", false)),
+            "a new agent is judged"
+        );
+        assert!(!answers_for_health(&pod("Running", true)));
+        assert!(
+            !answers_for_health(&pod("Succeeded", false)),
+            "a job-mode task pod that ran"
+        );
+        assert!(!answers_for_health(&pod("Failed", false)));
     }
 
     #[test]
