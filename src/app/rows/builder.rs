@@ -221,8 +221,9 @@ struct TaskPart {
     waiting: Option<(Option<Timestamp>, String)>,
     /// The agent it runs on, while it runs.
     agent: Option<Key>,
-    /// The value of its pods' task label.
-    label: String,
+    /// The value of its pods' task label, when that is not its name (a
+    /// long or unusual name; most are their own label).
+    label: Option<String>,
 }
 
 impl TaskPart {
@@ -251,7 +252,7 @@ impl TaskPart {
                 .filter(|s| s.phase == TaskPhase::Running)
                 .and_then(|s| s.agent.clone())
                 .map(|a| (key.0.clone(), a)),
-            label: crate::plan::manifests::label_value(&key.1),
+            label: Some(crate::plan::manifests::label_value(&key.1)).filter(|l| *l != key.1),
         }
     }
 }
@@ -287,14 +288,8 @@ struct Queue {
     long_running: u32,
     /// Its waiting tasks in the order agents claim them.
     waiting: BTreeSet<(Option<Timestamp>, String)>,
-    /// Every task's name (a change of the pool's mode rebuilds them).
-    tasks: BTreeSet<String>,
-}
-
-impl Queue {
-    fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
-    }
+    /// Its tasks (a change of the pool's mode rebuilds their rows).
+    tasks: usize,
 }
 
 struct PodEntry {
@@ -337,7 +332,8 @@ pub struct RowBuilder {
     /// (namespace, agent pod) → the tasks running on it (its row shows
     /// the last by name: one, unless a status is behind).
     running_on: Map<Key, BTreeSet<String>>,
-    /// (namespace, task label) → the task, and the pod labelled with it.
+    /// (namespace, task label) → the task, for a task whose label is not
+    /// its name; and the pods labelled with each task label.
     task_by_label: Map<Key, String>,
     /// (A Job's retries each have a pod: its row reads the newest.)
     pod_by_task_label: Map<Key, BTreeSet<String>>,
@@ -462,12 +458,13 @@ impl RowBuilder {
                     },
                 );
             }
-            // Its tasks' rows say whether they run as Jobs.
-            if old_mode != mode
-                && let Some(q) = self.queues.get(&key)
-            {
-                for t in &q.tasks {
-                    self.dirty_tasks.insert((key.0.clone(), t.clone()));
+            // Its tasks' rows say whether they run as Jobs (a rare change:
+            // a pass over the tasks, rather than a name kept per task).
+            if old_mode != mode && self.queues.get(&key).is_some_and(|q| q.tasks > 0) {
+                for (k, t) in &self.tasks {
+                    if t.part.pool == key {
+                        self.dirty_tasks.insert(k.clone());
+                    }
                 }
             }
             self.dirty_pools.insert(key);
@@ -523,8 +520,8 @@ impl RowBuilder {
                 q.waiting.remove(w);
                 self.dirty_queues.insert(part.pool.clone());
             }
-            q.tasks.remove(&key.1);
-            if q.is_empty() {
+            q.tasks -= 1;
+            if q.tasks == 0 {
                 self.queues.remove(&part.pool);
             }
         }
@@ -538,9 +535,11 @@ impl RowBuilder {
             }
             self.dirty_pods.insert(agent.clone());
         }
-        let label = (key.0.clone(), part.label.clone());
-        if self.task_by_label.get(&label) == Some(&key.1) {
-            self.task_by_label.remove(&label);
+        if let Some(label) = &part.label {
+            let label = (key.0.clone(), label.clone());
+            if self.task_by_label.get(&label) == Some(&key.1) {
+                self.task_by_label.remove(&label);
+            }
         }
         self.dirty_pools.insert(part.pool.clone());
     }
@@ -551,7 +550,7 @@ impl RowBuilder {
         count(&mut self.counts, part.phase, 1);
         let q = self.queues.entry(part.pool.clone()).or_default();
         queue_count(q, part, 1);
-        q.tasks.insert(key.1.clone());
+        q.tasks += 1;
         if let Some(w) = &part.waiting {
             q.waiting.insert(w.clone());
             self.dirty_queues.insert(part.pool.clone());
@@ -565,8 +564,10 @@ impl RowBuilder {
                 .insert(key.1.clone());
             self.dirty_pods.insert(agent.clone());
         }
-        self.task_by_label
-            .insert((key.0.clone(), part.label.clone()), key.1.clone());
+        if let Some(label) = &part.label {
+            self.task_by_label
+                .insert((key.0.clone(), label.clone()), key.1.clone());
+        }
         self.dirty_pools.insert(part.pool.clone());
     }
 
@@ -637,9 +638,17 @@ impl RowBuilder {
         }
     }
 
+    /// Marks the task whose pods carry `label` (its name, or a label
+    /// kept for it).
     fn task_for_label_dirty(&mut self, label: &Key) {
         if let Some(t) = self.task_by_label.get(label) {
             self.dirty_tasks.insert((label.0.clone(), t.clone()));
+        } else if self
+            .tasks
+            .get(label)
+            .is_some_and(|t| t.part.label.is_none())
+        {
+            self.dirty_tasks.insert(label.clone());
         }
     }
 
@@ -757,7 +766,10 @@ impl RowBuilder {
                 .is_some_and(|p| p.object.spec.execution_mode == ExecutionMode::Job);
             let job_pod = if job_mode {
                 self.pod_by_task_label
-                    .get(&(key.0.clone(), e.part.label.clone()))
+                    .get(&(
+                        key.0.clone(),
+                        e.part.label.clone().unwrap_or_else(|| key.1.clone()),
+                    ))
                     .and_then(|names| {
                         names
                             .iter()
@@ -1239,8 +1251,11 @@ mod tests {
                 0 => {
                     let st = status(&mut t);
                     st.phase = TaskPhase::Running;
-                    st.agent =
-                        Some(agents[rng.below(agents.len().max(1)).min(agents.len() - 1)].clone());
+                    st.agent = Some(if agents.is_empty() {
+                        "nobody".into()
+                    } else {
+                        agents[rng.below(agents.len())].clone()
+                    });
                     st.started_at =
                         Some(Time(now - SignedDuration::from_secs(rng.below(120) as i64)));
                 }
@@ -1260,7 +1275,12 @@ mod tests {
                     return;
                 }
                 _ => {
-                    t.metadata.name = Some(format!("new-{step:05}"));
+                    // Some names too long to be their own label value.
+                    t.metadata.name = Some(if rng.below(3) == 0 {
+                        format!("{}-{step:05}", "a-very-long-task-name".repeat(4))
+                    } else {
+                        format!("new-{step:05}")
+                    });
                     t.metadata.creation_timestamp =
                         Some(Time(now - SignedDuration::from_secs(rng.below(50) as i64)));
                     t.spec.pool = ["platform", "legacy", "batch", "gone"][rng.below(4)].into();
@@ -1291,7 +1311,9 @@ mod tests {
                     if let Some(t) = src.tasks.get(rng.below(src.tasks.len().max(1))) {
                         labels.insert(
                             LABEL_TASK.into(),
-                            t.metadata.name.clone().unwrap_or_default(),
+                            crate::plan::manifests::label_value(
+                                t.metadata.name.as_deref().unwrap_or_default(),
+                            ),
                         );
                     }
                     told.pods.pop();
