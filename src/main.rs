@@ -155,7 +155,11 @@ fn run(cli: Cli) -> Result<()> {
             }
         },
         Some(Command::Status(args)) => with_cluster(&cli.global, async |conn| {
-            ops::cli::print_status(&conn, &args, &mut std::io::stdout().lock()).await?;
+            // Running tasks past the console's threshold count in the verdict.
+            let long_after = Config::load(&ConfigSources::from_process(cli.global.config.clone()))?
+                .0
+                .long_running_task();
+            ops::cli::print_status(&conn, &args, long_after, &mut std::io::stdout().lock()).await?;
             Ok(())
         }),
         Some(Command::Audit(args)) => {

@@ -295,9 +295,10 @@ pub async fn wait_drained(conn: &Connection, args: &DrainArgs, out: &mut impl Wr
 pub async fn print_status(
     conn: &Connection,
     args: &StatusArgs,
+    long_after: Duration,
     out: &mut impl Write,
 ) -> Result<()> {
-    let rows = status::load(conn, args.pool.as_deref()).await?;
+    let rows = status::load(conn, args.pool.as_deref(), long_after).await?;
     let text = match args.output {
         None => status::table(&rows, false),
         Some(StatusOutput::Wide) => status::table(&rows, true),

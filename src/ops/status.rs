@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::error::{OpsError, Result};
 use crate::cluster::Connection;
 use crate::crd::{AgentPool, AgentTask};
-use crate::plan::verdict::{VerdictLevel, unclaimed_tasks, verdict};
+use crate::plan::verdict::{VerdictLevel, unclaimed_tasks, verdict, with_long_running};
 
 /// One pool as `status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -38,23 +38,32 @@ pub struct PoolRow {
     pub offline: i32,
 }
 
-/// Rows for `pools`, sorted by name, with their tasks' unclaimed counts.
-pub fn rows(pools: &[AgentPool], tasks: &[AgentTask], now: Timestamp) -> Vec<PoolRow> {
+/// Rows for `pools`, sorted by name, with their tasks' unclaimed counts
+/// and, past `long_after` (zero: never), their long-running tasks: the
+/// verdict the console shows.
+pub fn rows(
+    pools: &[AgentPool],
+    tasks: &[AgentTask],
+    now: Timestamp,
+    long_after: std::time::Duration,
+) -> Vec<PoolRow> {
     let mut rows: Vec<PoolRow> = pools
         .iter()
         .map(|p| {
             let name = p.name_any();
             let ns = p.namespace().unwrap_or_default();
-            let v = verdict(
-                p,
-                unclaimed_tasks(
-                    &name,
-                    tasks
-                        .iter()
-                        .filter(|t| t.namespace().as_deref() == Some(ns.as_str())),
-                ),
-                now,
-            );
+            let own = || {
+                tasks
+                    .iter()
+                    .filter(|t| t.namespace().as_deref() == Some(ns.as_str()))
+            };
+            let mut v = verdict(p, unclaimed_tasks(&name, own()), now);
+            if !long_after.is_zero() {
+                let long = own()
+                    .filter(|t| t.spec.pool == name && running_past(t, now, long_after))
+                    .count();
+                v = with_long_running(v, u32::try_from(long).unwrap_or(u32::MAX), long_after);
+            }
             let s = p.status.clone().unwrap_or_default();
             PoolRow {
                 name,
@@ -81,6 +90,24 @@ pub fn rows(pools: &[AgentPool], tasks: &[AgentTask], now: Timestamp) -> Vec<Poo
         .collect();
     rows.sort_by(|a, b| a.name.cmp(&b.name));
     rows
+}
+
+/// Whether `t` has been Running for `after` or longer at `now` (from its
+/// start, else its claim).
+fn running_past(t: &AgentTask, now: Timestamp, after: std::time::Duration) -> bool {
+    let Some(st) = t
+        .status
+        .as_ref()
+        .filter(|s| s.phase == crate::crd::TaskPhase::Running)
+    else {
+        return false;
+    };
+    st.started_at
+        .as_ref()
+        .or(st.claimed_at.as_ref())
+        .is_some_and(|from| {
+            std::time::Duration::try_from(now.duration_since(from.0)).is_ok_and(|d| d >= after)
+        })
 }
 
 /// Left-aligned columns separated by three spaces, kubectl-style.
@@ -182,7 +209,11 @@ fn yes(b: bool) -> String {
 }
 
 /// Reads the pools (one, or all in the namespace) and their tasks.
-pub async fn load(conn: &Connection, pool: Option<&str>) -> Result<Vec<PoolRow>> {
+pub async fn load(
+    conn: &Connection,
+    pool: Option<&str>,
+    long_after: std::time::Duration,
+) -> Result<Vec<PoolRow>> {
     let pools: kube::Api<AgentPool> = kube::Api::namespaced(conn.client.clone(), &conn.namespace);
     let tasks: kube::Api<AgentTask> = kube::Api::namespaced(conn.client.clone(), &conn.namespace);
     let ns = &conn.namespace;
@@ -207,7 +238,7 @@ pub async fn load(conn: &Connection, pool: Option<&str>) -> Result<Vec<PoolRow>>
         .await
         .map_err(OpsError::api(format!("list AgentTasks in namespace {ns}")))?
         .items;
-    Ok(rows(&all, &tasks, Timestamp::now()))
+    Ok(rows(&all, &tasks, Timestamp::now(), long_after))
 }
 
 #[cfg(test)]
@@ -228,6 +259,42 @@ mod tests {
     }
 
     #[test]
+    fn a_task_running_past_the_threshold_makes_the_verdict_the_console_shows() {
+        let now: Timestamp = "2026-11-24T10:00:00Z".parse().expect("ts");
+        let pools = [pool(
+            "p",
+            json!({}),
+            json!({"readyReplicas": 1, "desiredReplicas": 1, "runningTasks": 1}),
+        )];
+        let task = |started: &str| -> AgentTask {
+            serde_json::from_value(json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": "t", "namespace": "default"},
+                "spec": {"pool": "p", "command": ["true"]},
+                "status": {"phase": "Running", "agent": "a", "startedAt": started}
+            }))
+            .expect("task")
+        };
+        let hour = std::time::Duration::from_secs(3600);
+        let long = rows(&pools, &[task("2026-11-24T08:00:00Z")], now, hour);
+        assert_eq!(long[0].verdict, VerdictLevel::Degraded);
+        assert!(
+            long[0].reason.starts_with("1 task running over 1h"),
+            "{}",
+            long[0].reason
+        );
+        let short = rows(&pools, &[task("2026-11-24T09:50:00Z")], now, hour);
+        assert_eq!(short[0].verdict, VerdictLevel::Ok, "{}", short[0].reason);
+        let off = rows(
+            &pools,
+            &[task("2026-11-24T08:00:00Z")],
+            now,
+            std::time::Duration::ZERO,
+        );
+        assert_eq!(off[0].verdict, VerdictLevel::Ok, "zero: never flagged");
+    }
+
+    #[test]
     fn rows_carry_verdict_queue_and_hold_and_print_as_columns() {
         let now: Timestamp = "2026-11-24T10:00:00Z".parse().expect("ts");
         let pools = [
@@ -242,7 +309,7 @@ mod tests {
                 json!({"readyReplicas": 3, "desiredReplicas": 3, "runningTasks": 1}),
             ),
         ];
-        let rows = rows(&pools, &[], now);
+        let rows = rows(&pools, &[], now, std::time::Duration::from_secs(3600));
         assert_eq!(
             rows.iter()
                 .map(|r| (r.name.as_str(), r.verdict, r.hold.as_deref()))
