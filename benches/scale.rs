@@ -487,24 +487,25 @@ async fn settle(sb: &Sandbox, size: &Size, daemon: &common::Daemon, began: Insta
         secs(began.elapsed())
     );
     let want = size.pods();
-    let mut running = 0;
-    let pods_up = within(limit, || {
-        running = running_agents(sb.api()).values().map(Vec::len).sum();
-        running >= want
-    })
-    .await;
-    match pods_up {
-        Some(_) => println!(
-            "{want} agent pods Running: {} after the daemon's start",
-            secs(began.elapsed())
-        ),
-        None => {
+    let started = Instant::now();
+    loop {
+        // Once a second: a list of every pod is no free poll at this size.
+        let running: usize = running_agents(sb.api()).values().map(Vec::len).sum();
+        if running >= want {
+            println!(
+                "{want} agent pods Running: {} after the daemon's start",
+                secs(began.elapsed())
+            );
+            break;
+        }
+        if started.elapsed() > limit {
             println!(
                 "{want} agent pods Running: did not happen within {} ({running} running)",
                 secs(limit)
             );
             return false;
         }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     start_running_tasks(sb.api(), size, &running_agents(sb.api()));
     // Quiet: 10 s with no write but Lease renewals.
