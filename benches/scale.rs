@@ -194,7 +194,7 @@ fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
         ("rows after one agent pod changed", &mut pod_times),
     ] {
         println!(
-            "{what}: p50 {} (max {}; {context})",
+            "{what}: p50 {} (max {}; {context}; aim ≤ 5 ms)",
             ms(percentile(times, 0.5)),
             ms(times.last().copied().unwrap_or_default()),
         );
@@ -557,7 +557,7 @@ async fn quiet_window(sb: &Sandbox, size: &Size, daemon: &mut common::Daemon) {
     }
     let context = format!("{}, {}s quiet", size.context(), window.as_secs());
     println!(
-        "controller RSS: {:.1} MiB at the end (max {:.1} MiB in the window, peak ever {:.1} MiB; {context})",
+        "controller RSS: {:.1} MiB at the end (max {:.1} MiB in the window, peak ever {:.1} MiB; {context}; aim ≤ 256 MiB)",
         rss as f64 / 1024.0,
         max as f64 / 1024.0,
         hwm as f64 / 1024.0
@@ -598,11 +598,14 @@ fn console(size: &Size, dir: &std::path::Path, kubeconfig: &std::path::Path) {
         );
         return;
     };
-    println!("console first populated list: {} ({context})", ms(first));
+    println!(
+        "console first populated list: {} ({context}; aim ≤ 2 s)",
+        ms(first)
+    );
     std::thread::sleep(Duration::from_secs(5));
     let rss = t.pid().and_then(rss_mib);
     println!(
-        "console RSS: {} (5 s after the first list; {context})",
+        "console RSS: {} (5 s after the first list; {context}; aim ≤ 400 MiB)",
         rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
     );
     t.send("3");
@@ -643,7 +646,7 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
             let mut n: usize = 0;
             loop {
                 tick.tick().await;
-                // Finished tasks only (not the 1st or 2nd of a pool's 50).
+                // Tasks of the sized pools, mostly finished ones.
                 let i = (n * 7_919 + 500) % tasks.max(1);
                 n += 1;
                 let patch = json!({"metadata": {"labels": {"bench-churn": n.to_string()}}});
@@ -699,7 +702,7 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
         return;
     }
     println!(
-        "task created → replicas: p50 {} p99 {} (max {}; {} samples; {:.1} writes/s to other tasks meanwhile; {})",
+        "task created → replicas: p50 {} p99 {} (max {}; {} samples; {:.1} writes/s to other tasks meanwhile; {}; aim p99 ≤ 50 ms)",
         ms(percentile(&mut times, 0.5)),
         ms(percentile(&mut times, 0.99)),
         ms(times.last().copied().unwrap_or_default()),
