@@ -24,7 +24,8 @@
 //! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_LIST_ONLY=1 cargo bench --bench console   # the list only
 //! ```
 
-use std::process::Command;
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,8 @@ use kube::{Client, CustomResourceExt};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
+
+use common::{Control, Tmux, binary, ms, percentile, report_latency, rss_mib, rss_split};
 
 fn thresholds() -> FreshnessThresholds {
     FreshnessThresholds {
@@ -73,31 +76,12 @@ fn frame(captured: &str) -> String {
         .collect()
 }
 
-/// Prints one key-latency figure: `what: p50 … p99 …`.
-fn report_latency(what: &str, mut samples: Vec<Duration>) {
-    println!(
-        "{what}: p50 {} p99 {}",
-        ms(percentile(&mut samples, 0.5)),
-        ms(percentile(&mut samples, 0.99))
-    );
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i.min(samples.len() - 1)]
-}
-
 /// CPU time of this thread: what a frame costs, without the time slices
 /// other processes get while it runs (the machine is shared).
 fn thread_cpu() -> Duration {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
         .map(Duration::from)
         .unwrap_or_default()
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
 fn key(c: char) -> Msg {
@@ -251,193 +235,6 @@ fn in_process() {
     }
 }
 
-struct Tmux(String);
-
-impl Tmux {
-    fn start(cmd: &str, w: u16, h: u16) -> Tmux {
-        let socket = format!("agentdeck-bench-{}", std::process::id());
-        let ok = Command::new("tmux")
-            .args([
-                "-L",
-                &socket,
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-s",
-                "b",
-            ])
-            .args(["-x", &w.to_string(), "-y", &h.to_string(), cmd])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "tmux starts");
-        Tmux(socket)
-    }
-    fn screen(&self) -> String {
-        self.capture(false)
-    }
-    /// The screen, with its colours as escape sequences when `escapes`.
-    fn capture(&self, escapes: bool) -> String {
-        let o = Command::new("tmux")
-            .args(["-L", &self.0, "capture-pane", "-p", "-t", "b"])
-            .args(escapes.then_some("-e"))
-            .output()
-            .expect("capture");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-    fn send(&self, k: &str) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.0, "send-keys", "-t", "b", k])
-            .status();
-    }
-    fn pid(&self) -> Option<u32> {
-        let o = Command::new("tmux")
-            .args(["-L", &self.0, "list-panes", "-t", "b", "-F", "#{pane_pid}"])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
-    }
-    /// Polls until `ok`; the time it took, or None after `limit`.
-    fn until(&self, limit: Duration, ok: impl Fn(&str) -> bool) -> Option<Duration> {
-        let started = Instant::now();
-        while started.elapsed() < limit {
-            if ok(&self.screen()) {
-                return Some(started.elapsed());
-            }
-        }
-        None
-    }
-    /// Key press → screen changed, `n` times alternating two views.
-    fn key_latency(&self, n: usize) -> Vec<Duration> {
-        let mut out = Vec::new();
-        for i in 0..n {
-            let (k, want) = if i % 2 == 0 {
-                ("3", "Tasks [")
-            } else {
-                ("1", "Pools [")
-            };
-            let t = Instant::now();
-            self.send(k);
-            while !self.screen().contains(want) {
-                if t.elapsed() > Duration::from_secs(10) {
-                    // Say what the screen showed instead: a figure of 10 s
-                    // is a key not answered, not a slow one.
-                    println!(
-                        "  ({k} not answered in 10 s; the screen:)\n{}",
-                        self.screen()
-                    );
-                    break;
-                }
-            }
-            out.push(t.elapsed());
-        }
-        out
-    }
-}
-
-/// A tmux control-mode client (`tmux -C attach`): commands and their
-/// answers over one pipe, so polling the screen spawns no process — the
-/// measurement's own floor drops from a few ms (a `tmux` process per
-/// `send-keys` and per `capture-pane`) to a round trip to the server.
-struct Control {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    out: std::io::BufReader<std::process::ChildStdout>,
-}
-
-impl Control {
-    fn attach(t: &Tmux) -> Option<Control> {
-        use std::process::Stdio;
-        let mut child = Command::new("tmux")
-            // Without the pane's output: a control client is sent every
-            // byte the pane prints as `%output` lines (escaped, so a frame
-            // grows threefold) ahead of its commands' answers, and while the
-            // server encodes them and the client reads them, key presses
-            // wait (bursts of 20–80 ms, the console's thread idle).
-            .args(["-L", &t.0, "-C", "attach", "-f", "no-output", "-t", "b"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let stdin = child.stdin.take()?;
-        let out = std::io::BufReader::new(child.stdout.take()?);
-        let mut c = Control { child, stdin, out };
-        // The greeting block, then a first answer proves it works.
-        c.command("display-message -p ok")
-            .filter(|l| l.iter().any(|l| l == "ok"))?;
-        // Keep the pane's size whatever tmux makes of one more client.
-        let _ = c.command("refresh-client -C 160x48");
-        Some(c)
-    }
-
-    /// Runs one command; its output lines (notifications skipped).
-    fn command(&mut self, cmd: &str) -> Option<Vec<String>> {
-        use std::io::{BufRead, Write};
-        writeln!(self.stdin, "{cmd}").ok()?;
-        self.stdin.flush().ok()?;
-        let mut lines = Vec::new();
-        let mut inside = false;
-        let mut raw = Vec::new();
-        loop {
-            raw.clear();
-            // Bytes, not text: `%output` notifications carry a pane's output
-            // as it was read, and a chunk can end inside a UTF-8 sequence.
-            if self.out.read_until(b'\n', &mut raw).ok()? == 0 {
-                return None;
-            }
-            let line = String::from_utf8_lossy(&raw);
-            let l = line.trim_end_matches('\n');
-            if l.starts_with("%begin") {
-                inside = true;
-                lines.clear();
-            } else if inside && (l.starts_with("%end") || l.starts_with("%error")) {
-                // The attach greeting is an empty block: keep reading.
-                if !lines.is_empty() || !cmd.starts_with("display") || l.starts_with("%error") {
-                    return Some(std::mem::take(&mut lines));
-                }
-                inside = false;
-            } else if inside {
-                lines.push(l.to_owned());
-            }
-        }
-    }
-
-    /// Polls the screen until `ok` (given a test for a text on it); the
-    /// time it took, or None after `limit`.
-    fn until(
-        &mut self,
-        limit: Duration,
-        ok: impl Fn(&dyn Fn(&str) -> bool) -> bool,
-    ) -> Option<Duration> {
-        let started = Instant::now();
-        while started.elapsed() < limit {
-            let screen = self.command("capture-pane -p -t b").unwrap_or_default();
-            if ok(&|what| screen.iter().any(|l| l.contains(what))) {
-                return Some(started.elapsed());
-            }
-        }
-        None
-    }
-
-    /// Key press → screen changed, `n` times alternating two views.
-    fn key_latency(&mut self, n: usize) -> Vec<Duration> {
-        let mut out = Vec::new();
-        for i in 0..n {
-            let (k, want) = if i % 2 == 0 {
-                ("3", "Tasks [")
-            } else {
-                ("1", "Pools [")
-            };
-            let t = Instant::now();
-            let _ = self.command(&format!("send-keys -t b {k}"));
-            self.until(Duration::from_secs(10), |has| has(want));
-            out.push(t.elapsed());
-        }
-        out
-    }
-}
-
 /// The first populated list is on the screen: every task counted, every
 /// pool listed, and the header saying the watches have synced (a console
 /// whose controller never syncs has not started).
@@ -497,45 +294,6 @@ fn control_latency(t: &Tmux, what: &str) {
         }
         None => println!("(tmux control mode unavailable: no control-mode figure)"),
     }
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.0, "kill-server"])
-            .status();
-    }
-}
-
-fn rss_mib(pid: u32) -> Option<f64> {
-    status_mib(pid, "VmRSS:")
-}
-
-/// A `kB` line of `/proc/PID/status`, in MiB.
-fn status_mib(pid: u32, key: &str) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = s
-        .lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
-}
-
-/// RSS split: heap and other anonymous pages, and file pages (mostly the
-/// binary's own code).
-fn rss_split(pid: u32) -> String {
-    let f = |k| status_mib(pid, k).map_or_else(|| "?".into(), |v| format!("{v:.1}"));
-    format!("anon {} + file {} MiB", f("RssAnon:"), f("RssFile:"))
 }
 
 async fn fill(client: &Client, tasks: usize, agents: usize) {
@@ -656,13 +414,6 @@ fn initial_list(sb: &Sandbox) {
         "agentdeck's watcher, next page asked for while one decodes",
         &mut ours,
     );
-}
-
-/// The console measured: this build's, or `AGENTDECK_BENCH_BIN` (to set two
-/// builds side by side on the same machine state).
-fn binary() -> String {
-    std::env::var("AGENTDECK_BENCH_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agentdeck").to_owned())
 }
 
 fn real_binary() {

@@ -14,21 +14,21 @@
 //! AGENTDECK_BENCH_IDLE_SECS=20 cargo bench --bench controller   # shorter idle window
 //! ```
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentdeck::crd::{AgentPool, AgentTask};
 use agentdeck::sandbox::Sandbox;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
+
+use common::{percentile, proc_stats, record_replicas, start_daemon};
 
 const NS: &str = "default";
 const IN_FLIGHT: usize = 32;
@@ -36,44 +36,6 @@ const POOLS: usize = 50;
 const AGENTS_PER_POOL: i32 = 20;
 const TASKS_PER_POOL: usize = 100;
 const LATENCY_SAMPLES: usize = 40;
-
-struct Daemon {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn start_daemon(kubeconfig: &std::path::Path, log: &std::path::Path) -> Daemon {
-    let log = std::fs::File::create(log).expect("daemon log file");
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
-        .arg("--daemon")
-        // The daemon's config loader rejects unknown AGENTDECK_* variables.
-        .env_remove("AGENTDECK_SANDBOX_EXE")
-        .env_remove("AGENTDECK_BENCH_IDLE_SECS")
-        .env("KUBECONFIG", kubeconfig)
-        .env("AGENTDECK_CONTROLLER_NAMESPACE", NS)
-        .env("AGENTDECK_SERVER__PORT", port.to_string())
-        .env("AGENTDECK_LOG__LEVEL", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("agentdeck --daemon starts");
-    Daemon { child, port }
-}
 
 fn pool(name: &str, spec: Value) -> AgentPool {
     let mut full = json!({
@@ -115,26 +77,6 @@ async fn create_tasks(api: &Api<AgentTask>, pool: &str, prefix: &str, n: usize) 
         .await;
 }
 
-/// Every replica count a Deployment goes through, with when it was seen.
-fn record_replicas(client: &Client, pool: &str) -> Arc<Mutex<Vec<(i32, Instant)>>> {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let api: Api<Deployment> = Api::namespaced(client.clone(), NS);
-    let cfg = watcher::Config::default().fields(&format!("metadata.name=iac-agent-{pool}"));
-    let out = seen.clone();
-    tokio::spawn(async move {
-        let stream = watcher(api, cfg).default_backoff().applied_objects();
-        tokio::pin!(stream);
-        while let Some(Ok(d)) = stream.next().await {
-            let r = d.spec.and_then(|s| s.replicas).unwrap_or(-1);
-            let mut seen = out.lock().expect("lock");
-            if seen.last().map(|(v, _)| *v) != Some(r) {
-                seen.push((r, Instant::now()));
-            }
-        }
-    });
-    seen
-}
-
 async fn wait_for<F: FnMut() -> bool>(what: &str, limit: Duration, mut f: F) -> Duration {
     let started = Instant::now();
     while !f() {
@@ -142,11 +84,6 @@ async fn wait_for<F: FnMut() -> bool>(what: &str, limit: Duration, mut f: F) -> 
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     started.elapsed()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 async fn reconciles(port: u16) -> u64 {
@@ -160,30 +97,6 @@ async fn reconciles(port: u16) -> u64 {
         .find_map(|l| l.strip_prefix("agentdeck_reconciles_total "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
-}
-
-/// (RSS KiB, peak RSS KiB, CPU ticks) of `pid` from /proc.
-fn proc_stats(pid: u32) -> (u64, u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at ") ".
-    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 (1-based), 12 and 13 here.
-    (kib("VmRSS:"), kib("VmHWM:"), ticks(11) + ticks(12))
 }
 
 fn main() {
@@ -218,7 +131,7 @@ async fn run(idle_secs: u64) {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sandbox.kubeconfig(NS)).expect("kubeconfig");
     let log = dir.path().join("daemon.log");
-    let mut daemon = start_daemon(&kubeconfig, &log);
+    let mut daemon = start_daemon(env!("CARGO_BIN_EXE_agentdeck"), &kubeconfig, NS, &log);
     let pools: Api<AgentPool> = Api::namespaced(client.clone(), NS);
     let tasks: Api<AgentTask> = Api::namespaced(client.clone(), NS);
     let http = reqwest::Client::new();
@@ -256,7 +169,7 @@ async fn run(idle_secs: u64) {
         )
         .await
         .expect("pool");
-    let seen = record_replicas(&client, "lat");
+    let seen = record_replicas(&client, NS, "lat");
     wait_for("the Deployment at 0", Duration::from_secs(60), || {
         seen.lock().expect("lock").last().map(|(v, _)| *v) == Some(0)
     })
@@ -280,8 +193,8 @@ async fn run(idle_secs: u64) {
     latencies.sort();
     println!(
         "task created → Deployment replicas updated: p50 {:?}, p99 {:?}, max {:?} ({} samples; debounce {:?})",
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99),
+        percentile(&mut latencies, 0.5),
+        percentile(&mut latencies, 0.99),
         latencies.last().copied().unwrap_or_default(),
         latencies.len(),
         agentdeck::controller::DEBOUNCE,
@@ -299,7 +212,7 @@ async fn run(idle_secs: u64) {
         )
         .await
         .expect("pool");
-    let seen = record_replicas(&client, "burst");
+    let seen = record_replicas(&client, NS, "burst");
     wait_for("the burst Deployment at 1", Duration::from_secs(60), || {
         seen.lock().expect("lock").last().map(|(v, _)| *v) == Some(1)
     })
@@ -390,13 +303,7 @@ async fn run(idle_secs: u64) {
         peak_steady = peak_steady.max(proc_stats(pid).0);
     }
     let (rss1, hwm, ticks1) = proc_stats(pid);
-    // USER_HZ; 100 on every Linux this runs on, asked anyway.
-    let tck: f64 = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .unwrap_or(100.0);
+    let tck = common::clock_ticks();
     if let Ok(Some(status)) = daemon.child.try_wait() {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(10).collect();

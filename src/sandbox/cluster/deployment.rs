@@ -10,12 +10,12 @@
 //! JSON rather than Go's `spew` dump of the typed struct: names have the
 //! same shape and stability, not the same value as on a real cluster.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::meta::{self, Claim, DEPLOYMENTS, PODS, REPLICA_SETS, Writer};
+use super::meta::{self, Claim, Claimable, DEPLOYMENTS, PODS, REPLICA_SETS, Writer};
 use super::pods;
 use super::{Controller, Pass};
 use crate::plan::names::fnv1a32;
@@ -827,21 +827,21 @@ impl Controller for DeploymentController {
         let (deployments, _) = api.store.list(&DEPLOYMENTS.key(), None);
         let (sets, _) = api.store.list(&REPLICA_SETS.key(), None);
         let (all_pods, _) = api.store.list(&PODS.key(), None);
+        // Grouped once a pass, not filtered again for every Deployment.
+        let sets_by_ns: HashMap<&str, Claimable<'_>> =
+            meta::by_namespace(sets.iter().map(Arc::as_ref))
+                .into_iter()
+                .map(|(ns, sets)| (ns, Claimable::new(sets)))
+                .collect();
+        let pods_by_ns = meta::by_namespace(all_pods.iter().map(Arc::as_ref));
+        let no_sets = Claimable::new(Vec::new());
         let mut w = Writer::new(api, COMPONENT);
         for d in &deployments {
             let ns = meta::namespace(d);
-            let ns_sets: Vec<&Value> = sets
-                .iter()
-                .map(Arc::as_ref)
-                .filter(|r| meta::namespace(r) == ns)
-                .collect();
-            let ns_pods: Vec<&Value> = all_pods
-                .iter()
-                .map(Arc::as_ref)
-                .filter(|p| meta::namespace(p) == ns)
-                .collect();
+            let ns_sets = sets_by_ns.get(ns).unwrap_or(&no_sets);
+            let ns_pods = pods_by_ns.get(ns).map(Vec::as_slice).unwrap_or_default();
             let mut sync = DeploymentSync::new(&mut w, d, now);
-            sync.run(&ns_sets, &ns_pods);
+            sync.run(ns_sets, ns_pods);
         }
         Pass { retry: w.retry }
     }
@@ -873,7 +873,7 @@ impl<'w, 'a> DeploymentSync<'w, 'a> {
         }
     }
 
-    fn run(&mut self, ns_sets: &[&Value], ns_pods: &[&Value]) {
+    fn run(&mut self, ns_sets: &Claimable<'_>, ns_pods: &[&Value]) {
         let Some(selector) = meta::selector(&self.d) else {
             return;
         };
@@ -883,7 +883,7 @@ impl<'w, 'a> DeploymentSync<'w, 'a> {
             return;
         }
         let d = self.d.clone();
-        for rs in ns_sets {
+        for rs in ns_sets.candidates(&d) {
             match meta::claim(&d, &selector, rs) {
                 Claim::Owned => self.rss.push(RsView::of(rs)),
                 Claim::Adopt => {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::meta::{self, Claim, PODS, REPLICA_SETS, Writer};
+use super::meta::{self, Claim, Claimable, PODS, REPLICA_SETS, Writer};
 use super::pods;
 use super::{Controller, Pass};
 use crate::sandbox::api::Api;
@@ -153,29 +153,38 @@ impl Controller for ReplicaSetController {
     fn reconcile(&mut self, api: &Api, now: i64) -> Pass {
         let (sets, _) = api.store.list(&REPLICA_SETS.key(), None);
         let (all_pods, _) = api.store.list(&PODS.key(), None);
-        let mut by_ns: HashMap<&str, Vec<&Value>> = HashMap::new();
-        for p in &all_pods {
-            by_ns.entry(meta::namespace(p)).or_default().push(p);
-        }
+        let by_ns: HashMap<&str, Claimable<'_>> =
+            meta::by_namespace(all_pods.iter().map(Arc::as_ref))
+                .into_iter()
+                .map(|(ns, pods)| (ns, Claimable::new(pods)))
+                .collect();
+        let none = Claimable::new(Vec::new());
         let mut w = Writer::new(api, COMPONENT);
         for rs in &sets {
-            let ns_pods = by_ns
-                .get(meta::namespace(rs))
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let ns_pods = by_ns.get(meta::namespace(rs)).unwrap_or(&none);
             sync_one(&mut w, rs, &sets, ns_pods, now);
         }
         Pass { retry: w.retry }
     }
 }
 
-fn sync_one(w: &mut Writer<'_>, rs: &Value, sets: &[Arc<Value>], ns_pods: &[&Value], now: i64) {
+fn sync_one(
+    w: &mut Writer<'_>,
+    rs: &Value,
+    sets: &[Arc<Value>],
+    ns_pods: &Claimable<'_>,
+    now: i64,
+) {
     let Some(selector) = meta::selector(rs) else {
         return;
     };
     let mut adopted: Vec<Value> = Vec::new();
     let mut active: Vec<&Value> = Vec::new();
-    for p in ns_pods.iter().filter(|p| pods::is_active(p)) {
+    for p in ns_pods
+        .candidates(rs)
+        .into_iter()
+        .filter(|p| pods::is_active(p))
+    {
         match meta::claim(rs, &selector, p) {
             Claim::Owned => active.push(p),
             Claim::Adopt => {
@@ -194,7 +203,13 @@ fn sync_one(w: &mut Writer<'_>, rs: &Value, sets: &[Arc<Value>], ns_pods: &[&Val
     let mut create_error = None;
     if !meta::is_deleting(rs) {
         let want = meta::int_at(rs, "/spec/replicas").unwrap_or(1);
-        let related = related_pods(rs, sets, ns_pods);
+        // Only a scale-down ranks pods against their siblings': a look at
+        // every pod of the namespace, not to be paid on every pass.
+        let related = if (active.len() as i64) > want {
+            related_pods(rs, sets, ns_pods.all())
+        } else {
+            Vec::new()
+        };
         match plan_replicas(want, &active, &related, now) {
             ReplicaPlan::Keep => {}
             ReplicaPlan::Create(n) => {

@@ -1,0 +1,778 @@
+//! Figures at ten times the console and controller benches' size (issue
+//! #32): 1,000 AgentPools, 100,000 AgentTasks and 10,000 agent pods on an
+//! in-process sandbox, all in namespace `default` (the namespace the
+//! daemon controls and the console's kubeconfig names). Prints, each as
+//! `name: value (context)`, and asserts nothing:
+//!
+//! - `rows after one task changed` / `rows after one agent pod changed`:
+//!   the console's row builder in process, 100k tasks and 10k agent pods;
+//! - `controller RSS` and `controller CPU` of the real `agentdeck --daemon`
+//!   over a quiet minute, once it has synced, every agent pod runs and the
+//!   writes of its first reconciles have stopped (the API requests of the
+//!   minute are printed too);
+//! - `console first populated list`, `console RSS` (5 s after) and
+//!   `console key → screen` p50/p99: the real binary under tmux (socket
+//!   `-L scale-bench`), observing while the daemon leads;
+//! - `task created → replicas` p50/p99: a task created in a pool at its
+//!   minimum (0, maximum 500) → its Deployment's `spec.replicas` one higher,
+//!   while a client writes 20 times a second to other tasks (labels of
+//!   finished tasks of the other pools), as `cargo bench --bench controller`
+//!   measures it at 50 pools.
+//!
+//! How the size is made:
+//! - The 100,000 tasks (100 a pool: 2 Pending, 2 Running, 10 Failed, 86
+//!   Succeeded, ended within the last hour) are written through the
+//!   sandbox's own `Api` in this process (create, then the status
+//!   subresource), the path every HTTP request takes after decoding: no
+//!   TLS and no JSON over the wire, so seeding takes seconds, not minutes.
+//! - The 10,000 agent pods are the daemon's own: each pool asks for
+//!   `minReplicas = maxReplicas = 10`, so the daemon scales its Deployment
+//!   to 10 and the sandbox's Deployment, ReplicaSet and scheduler make the
+//!   pods (on 100 simulated nodes of 110 pods). No pod runs a process: the
+//!   sandbox's kubelet runs a container as a real process only when its
+//!   command starts with `agentdeck`, its image is `…/agentdeck`, or it is
+//!   agentdeck's task-runner script (`src/sandbox/kubelet/runtime.rs`);
+//!   the pools' image is `example.com/sim-agent:1` and their `podTemplate`
+//!   replaces the agent command with `sim-agent`, so every container is
+//!   simulated (a task in the sandbox's process), as the console bench's
+//!   1,000 pods are. Min = max keeps the daemon from scaling anything but
+//!   the latency pool, whose pods are simulated too.
+//! - The agents answer their health probes: every pod IP is a loopback
+//!   address, so one listener of this bench on `0.0.0.0:PORT` (the pools'
+//!   `healthPort`) answers every pod's `/healthz` as an idle agent does.
+//!   The daemon probes 10,000 agents as it would in a cluster, they are
+//!   fresh, and the Running tasks (set Running once their pools' pods
+//!   exist, each on one of them) are not requeued.
+//! - `taskDefaults.acquireTimeoutSeconds` is a day, so the Pending tasks
+//!   get no `Unclaimed` condition while the bench runs (they would, after
+//!   the default 10 minutes, in the middle of a figure).
+//!
+//! The daemon and the console run as their own processes (`RSS` and `CPU`
+//! are theirs alone); the sandbox runs in this process. Everything started
+//! is killed on drop: the daemon, the tmux server, the sandbox.
+//!
+//! ```text
+//! cargo bench --bench scale
+//! AGENTDECK_BENCH_QUICK=1 cargo bench --bench scale   # 100 pools, 10k tasks, 1k pods, short windows
+//! AGENTDECK_BENCH_POOLS=500 AGENTDECK_BENCH_TASKS=50000 cargo bench --bench scale
+//! AGENTDECK_BENCH_PODS=5        # agent pods per pool (10)
+//! AGENTDECK_BENCH_IDLE_SECS=20  # the quiet window (60; quick 10)
+//! AGENTDECK_BENCH_SAMPLES=50    # task created → replicas samples (30; quick 10)
+//! AGENTDECK_BENCH_PRESSES=100   # console key presses timed (200; quick 50)
+//! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench scale   # another build
+//! ```
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agentdeck::app::{fixtures, rows};
+use agentdeck::crd::{AgentPool, AgentTask, LABEL_COMPONENT, LABEL_POOL};
+use agentdeck::health::{FreshnessThresholds, HealthReport, HealthStatus};
+use agentdeck::sandbox::Sandbox;
+use agentdeck::sandbox::api::{Api as SandboxApi, Query, Target};
+use kube::CustomResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use common::{Tmux, binary, clock_ticks, ms, percentile, proc_stats, record_replicas, rss_mib};
+
+const NS: &str = "default";
+const GROUP: &str = "agentdeck.dev";
+const VERSION: &str = "v1alpha1";
+/// The latency pool, besides the sized ones.
+const LAT_POOL: &str = "lat";
+/// Writes a second to other objects while task → replicas is timed.
+const CHURN_PER_SEC: u64 = 20;
+
+/// What the bench is sized by.
+#[derive(Clone)]
+struct Size {
+    pools: usize,
+    tasks: usize,
+    pods_per_pool: usize,
+    idle: Duration,
+    samples: usize,
+    presses: usize,
+    quick: bool,
+}
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(format!("AGENTDECK_BENCH_{name}"))
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Size {
+    fn from_env() -> Size {
+        let quick = std::env::var_os("AGENTDECK_BENCH_QUICK").is_some();
+        let q = |full: usize, small: usize| if quick { small } else { full };
+        Size {
+            pools: knob("POOLS", q(1_000, 100)),
+            tasks: knob("TASKS", q(100_000, 10_000)),
+            pods_per_pool: knob("PODS", 10),
+            idle: Duration::from_secs(knob("IDLE_SECS", q(60, 10)) as u64),
+            samples: knob("SAMPLES", q(30, 10)),
+            presses: knob("PRESSES", q(200, 50)),
+            quick,
+        }
+    }
+
+    fn pods(&self) -> usize {
+        self.pools * self.pods_per_pool
+    }
+
+    fn context(&self) -> String {
+        format!(
+            "{} pools, {} tasks, {} agent pods",
+            self.pools,
+            self.tasks,
+            self.pods()
+        )
+    }
+}
+
+fn thresholds() -> FreshnessThresholds {
+    FreshnessThresholds {
+        stale_after: Duration::from_secs(20),
+        offline_after: Duration::from_secs(60),
+    }
+}
+
+// rows figure: rewired when the row builder's change path lands
+/// The console's rows after one task changed and after one agent pod
+/// changed (no task did), as `cargo bench --bench console` measures them,
+/// at `tasks` fixture tasks and `pods` agent pods (the fixture's first
+/// agent repeated under new names): full build, then p50 and max of each.
+fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
+    let now = fixtures::now();
+    let mut src = fixtures::sources(now, tasks);
+    let agent = src.pods[0].clone();
+    for i in src.pods.len()..pods {
+        let mut p = agentdeck::controller::pod::CachedPod::clone(&agent);
+        p.metadata.name = Some(format!("iac-agent-platform-scale-{i:05}"));
+        src.pods.push(Arc::new(p));
+    }
+    let mut builder = rows::RowBuilder::default();
+    let started = Instant::now();
+    drop(builder.build(&src, now, &thresholds()));
+    let full = started.elapsed();
+    let (mut task_times, mut pod_times) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let i = (round * 7919) % src.tasks.len();
+        let mut t = AgentTask::clone(&src.tasks[i]);
+        if let Some(st) = t.status.as_mut() {
+            st.message = Some(format!("changed {round}"));
+        }
+        src.tasks[i] = Arc::new(t);
+        let started = Instant::now();
+        drop(builder.build(&src, now, &thresholds()));
+        task_times.push(started.elapsed());
+
+        let j = (round * 104_729) % src.pods.len();
+        let mut p = agentdeck::controller::pod::CachedPod::clone(&src.pods[j]);
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("round".into(), round.to_string());
+        src.pods[j] = Arc::new(p);
+        let started = Instant::now();
+        drop(builder.build(&src, now, &thresholds()));
+        pod_times.push(started.elapsed());
+    }
+    let context = format!(
+        "{tasks} tasks, {} pods, {rounds} changes, full build {}",
+        src.pods.len(),
+        ms(full)
+    );
+    for (what, times) in [
+        ("rows after one task changed", &mut task_times),
+        ("rows after one agent pod changed", &mut pod_times),
+    ] {
+        println!(
+            "{what}: p50 {} (max {}; {context}; aim ≤ 5 ms)",
+            ms(percentile(times, 0.5)),
+            ms(times.last().copied().unwrap_or_default()),
+        );
+    }
+}
+
+fn pool_name(i: usize) -> String {
+    format!("pool-{i:04}")
+}
+
+/// A pool whose pods are simulated and answer health on `health_port`.
+fn pool(name: &str, min: usize, max: usize, health_port: u16) -> Value {
+    json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentPool",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "example.com/sim-agent:1",
+            "podTemplate": {"spec": {"containers": [{"name": "agent", "command": ["sim-agent"]}]}},
+            "minReplicas": min, "maxReplicas": max,
+            "cooldownSeconds": {"up": 0, "down": 3600},
+            "healthPort": health_port,
+            "taskDefaults": {"acquireTimeoutSeconds": 86_400},
+        }
+    })
+}
+
+fn rfc3339(secs_ago: i64) -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - secs_ago)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// Task `i`: in pool `i % pools`, the `i / pools`-th of its pool. Its
+/// status: None (Pending) for 4 in 100 (2 of them set Running later).
+fn task(i: usize, pools: usize) -> (Value, Option<Value>) {
+    let name = format!("task-{i:06}");
+    let obj = json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+        "metadata": {"name": name},
+        "spec": {"pool": pool_name(i % pools), "command": ["terraform", "plan"]}
+    });
+    let nth = i / pools;
+    if nth % 50 < 2 {
+        return (obj, None);
+    }
+    let failed = nth % 10 == 3;
+    let ended = i64::try_from(i % 3_600).unwrap_or(0);
+    let status = json!({
+        "phase": if failed { "Failed" } else { "Succeeded" },
+        "agent": format!("iac-agent-{}-gone-{}", pool_name(i % pools), nth % 7),
+        "attempts": 1,
+        "claimedAt": rfc3339(ended + 95),
+        "startedAt": rfc3339(ended + 94),
+        "finishedAt": rfc3339(ended),
+        "lastHeartbeat": rfc3339(ended + 4),
+        "exitCode": if failed { 1 } else { 0 },
+        "message": if failed { "terraform plan exited with 1" } else { "terraform plan exited with 0" },
+    });
+    (obj, Some(status))
+}
+
+fn status_target(name: &str) -> Target {
+    Target {
+        namespace: Some(NS.to_owned()),
+        name: Some(name.to_owned()),
+        subresource: Some("status".into()),
+    }
+}
+
+/// Creates tasks `range` through the sandbox's API, each with its status.
+fn seed_tasks(api: &SandboxApi, range: std::ops::Range<usize>, pools: usize) {
+    let q = Query::default();
+    for i in range {
+        let (obj, status) = task(i, pools);
+        let Ok(mut created) = api.create(GROUP, VERSION, "agenttasks", Some(NS), obj, &q) else {
+            continue;
+        };
+        if let Some(status) = status {
+            let name = created["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            created["status"] = status;
+            let _ = api.update(
+                GROUP,
+                VERSION,
+                "agenttasks",
+                &status_target(&name),
+                created,
+                &q,
+            );
+        }
+    }
+}
+
+/// Seeds the CRDs, the pools and the tasks; the time it took.
+async fn seed(sb: &Sandbox, size: &Size, health_port: u16) -> Duration {
+    let started = Instant::now();
+    let api = sb.api().clone();
+    let q = Query::default();
+    for crd in [AgentPool::crd(), AgentTask::crd()] {
+        let crd = serde_json::to_value(crd).expect("crd as JSON");
+        api.create(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            None,
+            crd,
+            &q,
+        )
+        .expect("crd");
+    }
+    while api.served(GROUP, VERSION, "agenttasks").is_err()
+        || api.served(GROUP, VERSION, "agentpools").is_err()
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "CRDs served");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let per = size.pods_per_pool;
+    for p in 0..size.pools {
+        api.create(
+            GROUP,
+            VERSION,
+            "agentpools",
+            Some(NS),
+            pool(&pool_name(p), per, per, health_port),
+            &q,
+        )
+        .expect("pool");
+    }
+    api.create(
+        GROUP,
+        VERSION,
+        "agentpools",
+        Some(NS),
+        pool(LAT_POOL, 0, 500, health_port),
+        &q,
+    )
+    .expect("latency pool");
+    // Two threads (the machine's cores): the store serialises writes, but
+    // building each object does not need its lock.
+    let (tasks, pools) = (size.tasks, size.pools);
+    tokio::task::spawn_blocking(move || {
+        std::thread::scope(|s| {
+            let half = tasks / 2;
+            let api = &api;
+            s.spawn(move || seed_tasks(api, 0..half, pools));
+            s.spawn(move || seed_tasks(api, half..tasks, pools));
+        });
+    })
+    .await
+    .expect("seeding ran");
+    started.elapsed()
+}
+
+/// One listener answering every agent pod's `/healthz` (pod IPs are
+/// loopback addresses) as an idle, healthy agent does.
+async fn serve_agent_health() -> u16 {
+    async fn healthz() -> impl axum::response::IntoResponse {
+        let now = jiff::Timestamp::now();
+        let report = HealthReport {
+            status: HealthStatus::Healthy,
+            current_time: now,
+            last_activity: now,
+        };
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            serde_json::to_string(&report).unwrap_or_default(),
+        )
+    }
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
+        .await
+        .expect("health listener");
+    let port = listener.local_addr().expect("address").port();
+    let app = axum::Router::new().route("/healthz", axum::routing::get(healthz));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    port
+}
+
+/// Agent pods Running (not being deleted), by pool.
+fn running_agents(api: &SandboxApi) -> BTreeMap<String, Vec<String>> {
+    let (pods, _) = api.store.list("pods", Some(NS));
+    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in pods {
+        let labels = &p["metadata"]["labels"];
+        if labels[LABEL_COMPONENT] != "agent"
+            || p["metadata"].get("deletionTimestamp").is_some()
+            || p["status"]["phase"] != "Running"
+        {
+            continue;
+        }
+        if let (Some(pool), Some(name)) =
+            (labels[LABEL_POOL].as_str(), p["metadata"]["name"].as_str())
+        {
+            by_pool
+                .entry(pool.to_owned())
+                .or_default()
+                .push(name.to_owned());
+        }
+    }
+    by_pool
+}
+
+/// Sets the 2 tasks of each pool seeded for it Running, on its agents.
+fn start_running_tasks(api: &SandboxApi, size: &Size, agents: &BTreeMap<String, Vec<String>>) {
+    let q = Query::default();
+    let mut set = 0;
+    for i in 0..size.tasks {
+        let nth = i / size.pools;
+        if nth % 50 != 1 {
+            continue;
+        }
+        let Some(pods) = agents.get(&pool_name(i % size.pools)) else {
+            continue;
+        };
+        let name = format!("task-{i:06}");
+        let Ok(current) = api.get(GROUP, VERSION, "agenttasks", Some(NS), &name) else {
+            continue;
+        };
+        let mut obj = Value::clone(&current);
+        obj["status"] = json!({
+            "phase": "Running",
+            "agent": pods[nth / 50 % pods.len()],
+            "attempts": 1,
+            "claimedAt": rfc3339(2),
+            "startedAt": rfc3339(1),
+            "lastHeartbeat": rfc3339(0),
+        });
+        if api
+            .update(GROUP, VERSION, "agenttasks", &status_target(&name), obj, &q)
+            .is_ok()
+        {
+            set += 1;
+        }
+    }
+    println!("({set} tasks set Running on their pools' agents)");
+}
+
+/// Polls `f` every 5 ms until it holds: the time it took, or None after
+/// `limit`.
+async fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let started = Instant::now();
+    while !f() {
+        if started.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Some(started.elapsed())
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// Requests that write (any verb but GET), Lease renewals left out.
+fn writes(requests: &BTreeMap<String, u64>) -> u64 {
+    requests
+        .iter()
+        .filter(|(k, _)| !k.starts_with("GET ") && !k.contains("/leases"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Waits until the daemon is ready, every agent pod runs and the API has
+/// seen no write but Lease renewals for 10 s; false if one did not happen.
+async fn settle(sb: &Sandbox, size: &Size, daemon: &common::Daemon, began: Instant) -> bool {
+    let http = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/readyz", daemon.port);
+    let limit = Duration::from_secs(if size.quick { 120 } else { 600 });
+    let started = Instant::now();
+    loop {
+        let ready = http.get(&url).send().await.is_ok_and(|r| r.status() == 200);
+        if ready {
+            break;
+        }
+        if started.elapsed() > limit {
+            println!(
+                "daemon ready (/readyz): did not happen within {}",
+                secs(limit)
+            );
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "daemon ready (/readyz, its watches synced): {} after its start",
+        secs(began.elapsed())
+    );
+    let want = size.pods();
+    let started = Instant::now();
+    loop {
+        // Once a second: a list of every pod is no free poll at this size.
+        let running: usize = running_agents(sb.api()).values().map(Vec::len).sum();
+        if running >= want {
+            println!(
+                "{want} agent pods Running: {} after the daemon's start",
+                secs(began.elapsed())
+            );
+            break;
+        }
+        if started.elapsed() > limit {
+            // Measured anyway: a figure with a few pods short says more
+            // than none.
+            println!(
+                "{want} agent pods Running: did not happen within {} ({running} running); measuring anyway",
+                secs(limit)
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    start_running_tasks(sb.api(), size, &running_agents(sb.api()));
+    // Quiet: 10 s with no write but Lease renewals.
+    let started = Instant::now();
+    loop {
+        sb.api().faults.reset_requests();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let n = writes(&sb.api().faults.requests());
+        if n == 0 {
+            println!(
+                "quiet (10 s without a write but Lease renewals): {} after the daemon's start",
+                secs(began.elapsed())
+            );
+            return true;
+        }
+        if started.elapsed() > limit {
+            println!(
+                "quiet: did not happen within {} ({n} writes in the last 10 s); measuring anyway",
+                secs(limit)
+            );
+            return true;
+        }
+    }
+}
+
+/// The daemon's RSS and CPU over `size.idle`.
+async fn quiet_window(sb: &Sandbox, size: &Size, daemon: &mut common::Daemon) {
+    let pid = daemon.child.id();
+    sb.api().faults.reset_requests();
+    let (rss0, _, ticks0) = proc_stats(pid);
+    let mut max = rss0;
+    let started = Instant::now();
+    while started.elapsed() < size.idle {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        max = max.max(proc_stats(pid).0);
+    }
+    let window = started.elapsed();
+    let (rss, hwm, ticks1) = proc_stats(pid);
+    if let Ok(Some(status)) = daemon.child.try_wait() {
+        println!("(the daemon ended during the window: {status})");
+    }
+    let cpu = ticks1.saturating_sub(ticks0) as f64 / clock_ticks() / window.as_secs_f64() * 100.0;
+    let requests = sb.api().faults.requests();
+    let mut by_verb: BTreeMap<&str, u64> = BTreeMap::new();
+    for (k, n) in &requests {
+        *by_verb
+            .entry(k.split_whitespace().next().unwrap_or(""))
+            .or_default() += n;
+    }
+    let context = format!("{}, {}s quiet", size.context(), window.as_secs());
+    println!(
+        "controller RSS: {:.1} MiB at the end (max {:.1} MiB in the window, peak ever {:.1} MiB; {context}; aim ≤ 256 MiB)",
+        rss as f64 / 1024.0,
+        max as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    );
+    println!("controller CPU: {cpu:.1} % of one core ({context})");
+    println!(
+        "  API requests in the window: {} ({} writes besides Lease renewals); by verb {by_verb:?}",
+        requests.values().sum::<u64>(),
+        writes(&requests)
+    );
+}
+
+/// The console (observing; the daemon leads) under tmux: first populated
+/// list, RSS 5 s later, key press → screen changed.
+fn console(size: &Size, dir: &std::path::Path, kubeconfig: &std::path::Path) {
+    let bin = binary();
+    let cmd = format!(
+        "env HOME={d} XDG_CONFIG_HOME={d} KUBECONFIG={k} {bin}",
+        d = dir.display(),
+        k = kubeconfig.display()
+    );
+    let pools = size.pools + 1;
+    let (tasks_shown, pools_shown) = (
+        format!("3:tasks {}", size.tasks),
+        format!("Pools [{pools}/{pools}]"),
+    );
+    let t = Tmux::start_on("scale-bench", &cmd, 160, 48);
+    let limit = Duration::from_secs(if size.quick { 60 } else { 180 });
+    let first = t.until(limit, |s| {
+        s.contains(&tasks_shown) && s.contains(&pools_shown) && s.contains("watch synced")
+    });
+    let context = format!("{}, 160x48", size.context());
+    let Some(first) = first else {
+        println!(
+            "console first populated list: did not happen within {} ({context}); the screen:\n{}",
+            secs(limit),
+            t.screen()
+        );
+        return;
+    };
+    println!(
+        "console first populated list: {} ({context}; aim ≤ 2 s)",
+        ms(first)
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let rss = t.pid().and_then(rss_mib);
+    println!(
+        "console RSS: {} (5 s after the first list; {context}; aim ≤ 400 MiB)",
+        rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+    );
+    t.send("3");
+    t.until(Duration::from_secs(10), |s| s.contains("Tasks ["));
+    t.send("1");
+    t.until(Duration::from_secs(10), |s| s.contains("Pools ["));
+    let mut keys = t.key_latency(size.presses);
+    println!(
+        "console key → screen: p50 {} p99 {} ({} presses of 3/1 alternating, tmux capture-pane; {context})",
+        ms(percentile(&mut keys, 0.5)),
+        ms(percentile(&mut keys, 0.99)),
+        keys.len()
+    );
+}
+
+/// Task created in the latency pool → its Deployment's replicas one higher,
+/// while 20 writes a second go to other tasks.
+async fn task_to_replicas(sb: &Sandbox, size: &Size) {
+    let client = sb.client().expect("client");
+    let seen = record_replicas(&client, NS, LAT_POOL);
+    let at = |want: i32| {
+        let seen = seen.clone();
+        move || seen.lock().expect("lock").last().map(|(v, _)| *v) == Some(want)
+    };
+    if within(Duration::from_secs(60), at(0)).await.is_none() {
+        println!("task created → replicas: the latency pool's Deployment was not at 0 within 60 s");
+        return;
+    }
+    // Labels of finished tasks of the other pools, 20 a second.
+    let done = Arc::new(AtomicU64::new(0));
+    let churn = {
+        let api: Api<AgentTask> = Api::namespaced(client.clone(), NS);
+        let done = done.clone();
+        let tasks = size.tasks;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1000 / CHURN_PER_SEC));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut n: usize = 0;
+            loop {
+                tick.tick().await;
+                // Tasks of the sized pools, mostly finished ones.
+                let i = (n * 7_919 + 500) % tasks.max(1);
+                n += 1;
+                let patch = json!({"metadata": {"labels": {"bench-churn": n.to_string()}}});
+                if api
+                    .patch(
+                        &format!("task-{i:06}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                    .is_ok()
+                {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let tasks: Api<AgentTask> = Api::namespaced(client.clone(), NS);
+    let churn_started = Instant::now();
+    let limit = Duration::from_secs(10);
+    let mut times = Vec::new();
+    let mut missed = 0;
+    for i in 0..size.samples {
+        let t: AgentTask = serde_json::from_value(json!({
+            "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+            "metadata": {"name": format!("lat-{i}")},
+            "spec": {"pool": LAT_POOL, "command": ["terraform", "plan"]}
+        }))
+        .expect("task");
+        let t0 = Instant::now();
+        if tasks.create(&PostParams::default(), &t).await.is_err() {
+            missed += 1;
+            continue;
+        }
+        let want = i32::try_from(i + 1 - missed).unwrap_or(i32::MAX);
+        match within(limit, at(want)).await {
+            Some(_) => times.push(t0.elapsed()),
+            None => {
+                println!(
+                    "  sample {i}: replicas {want}: did not happen within {}",
+                    secs(limit)
+                );
+                break;
+            }
+        }
+        // Spread samples over the resync period, as real task arrivals are.
+        tokio::time::sleep(Duration::from_millis(150 + fastrand::u64(0..250))).await;
+    }
+    churn.abort();
+    let rate = done.load(Ordering::Relaxed) as f64 / churn_started.elapsed().as_secs_f64();
+    if times.is_empty() {
+        println!("task created → replicas: no sample");
+        return;
+    }
+    println!(
+        "task created → replicas: p50 {} p99 {} (max {}; {} samples; {:.1} writes/s to other tasks meanwhile; {}; aim p99 ≤ 50 ms)",
+        ms(percentile(&mut times, 0.5)),
+        ms(percentile(&mut times, 0.99)),
+        ms(times.last().copied().unwrap_or_default()),
+        times.len(),
+        rate,
+        size.context()
+    );
+}
+
+async fn run(size: &Size) {
+    let began = Instant::now();
+    // 110 pods a node: room for every agent and the latency pool's.
+    let nodes = u32::try_from(size.pods() / 100 + 2).unwrap_or(u32::MAX);
+    let sb = Sandbox::start(0, nodes).await.expect("sandbox");
+    let health_port = serve_agent_health().await;
+    let seeded = seed(&sb, size, health_port).await;
+    println!(
+        "seeded {} pools (+ the latency pool) and {} tasks through the sandbox's API in {} ({nodes} simulated nodes)",
+        size.pools,
+        size.tasks,
+        secs(seeded)
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, sb.kubeconfig(NS)).expect("kubeconfig");
+    let log = dir.path().join("daemon.log");
+    let daemon_started = Instant::now();
+    let mut daemon = common::start_daemon(&binary(), &kubeconfig, NS, &log);
+    println!("daemon pid {}, log {}", daemon.child.id(), log.display());
+    if settle(&sb, size, &daemon, daemon_started).await {
+        quiet_window(&sb, size, &mut daemon).await;
+        let (dir_path, kc) = (dir.path().to_owned(), kubeconfig.clone());
+        let size_ref = size.clone();
+        tokio::task::spawn_blocking(move || console(&size_ref, &dir_path, &kc))
+            .await
+            .expect("console figures");
+        task_to_replicas(&sb, size).await;
+    } else {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        println!("the daemon's last log lines:");
+        for line in text.lines().rev().take(10).collect::<Vec<_>>().iter().rev() {
+            println!("  {line}");
+        }
+    }
+    drop(daemon);
+    println!(
+        "(bench ran {}; the sandbox held {} pods at the end)",
+        secs(began.elapsed()),
+        sb.api().store.list("pods", None).0.len()
+    );
+    // Ten thousand simulated pods end with the kubelet; no process to kill.
+    let _ = tokio::time::timeout(Duration::from_secs(20), sb.stop()).await;
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // The sandbox's containers start through agentdeck's own entry point,
+    // never through this harness. Set before any thread exists.
+    // SAFETY: single-threaded here; nothing reads the environment concurrently.
+    unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
+    let size = Size::from_env();
+    println!("== agentdeck at scale: {} ==", size.context());
+    rows_after_one_change(size.tasks, size.pods(), 20);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(&size));
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
