@@ -748,7 +748,28 @@ async fn run(size: &Size) {
     let began = Instant::now();
     // 110 pods a node: room for every agent and the latency pool's.
     let nodes = u32::try_from(size.pods() / 100 + 2).unwrap_or(u32::MAX);
-    let sb = Sandbox::start(0, nodes).await.expect("sandbox");
+    // The history a cluster of this size keeps: etcd holds five minutes
+    // of writes (the sandbox compacts every five minutes too), where the
+    // sandbox's laptop bounds (10,000 changes, 64 MiB) are passed within
+    // seconds by 10,000 pods' status writes, and a 100,000-task list's
+    // continue token or a watch's resourceVersion expires mid-list, again
+    // and again ("continue parameter is too old", 410 Expired).
+    let retention = agentdeck::sandbox::retention::Retention {
+        history: agentdeck::sandbox::store::HistoryLimits {
+            max_changes: 2_000_000,
+            max_bytes: 4 << 30,
+        },
+        ..agentdeck::sandbox::retention::Retention::from_env()
+    };
+    let sb = Sandbox::start_retaining(
+        0,
+        nodes,
+        agentdeck::sandbox::auth::Security::generate().expect("credentials"),
+        agentdeck::sandbox::kubelet::KubeletConfig::from_env(),
+        retention,
+    )
+    .await
+    .expect("sandbox");
     let health_port = serve_agent_health().await;
     let seeded = seed(&sb, size, health_port).await;
     println!(
