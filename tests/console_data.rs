@@ -682,6 +682,7 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
                 let src = agentdeck::tui::sources(&view, &events);
                 let mut by_index = Vec::new();
                 let mut by_filter = Vec::new();
+                let mut by_objects = Vec::new();
                 for pool in POOLS.iter().copied().chain(["none"]) {
                     let names = |v: Vec<Arc<AgentTask>>| -> Vec<String> {
                         v.iter().filter_map(|o| o.metadata.name.clone()).collect()
@@ -689,7 +690,14 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
                     let pnames = |v: Vec<Arc<CachedPod>>| -> Vec<String> {
                         v.iter().filter_map(|o| o.metadata.name.clone()).collect()
                     };
+                    // The index's names (a name left behind by a relist
+                    // shows here), and the objects it reads through them.
                     by_index.push((
+                        pool,
+                        view.by_pool.tasks.names("default", pool),
+                        view.by_pool.pods.names("default", &label_value(pool)),
+                    ));
+                    by_objects.push((
                         pool,
                         names(view.pool_tasks("default", pool)),
                         pnames(view.pool_pods("default", &label_value(pool))),
@@ -723,7 +731,9 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
                     retried += 1;
                     continue;
                 }
-                if (incremental != fresh || by_index != by_filter) && attempt < 2 {
+                if (incremental != fresh || by_index != by_filter || by_objects != by_filter)
+                    && attempt < 2
+                {
                     // Once more after a quiet moment before calling it a
                     // difference (a change signalled a moment after its write).
                     attempt += 1;
@@ -731,6 +741,11 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
                     continue;
                 }
                 checks += 1;
+                assert_eq!(
+                    by_objects, by_filter,
+                    "{}: the pool's objects differ from a filter",
+                    $why
+                );
                 assert_eq!(
                     by_index, by_filter,
                     "{}: the pool index differs from a filter",
