@@ -365,8 +365,30 @@ fn main() {
     let mut created = Vec::new();
     let mut next_sample = Duration::ZERO;
     let mut i = 0u64;
+    let mut relisted = false;
     while soak_started.elapsed() < total {
         let at = soak_started.elapsed();
+        if !relisted && at >= total / 2 {
+            // Once, halfway: the history compacted to now, then every watch
+            // dropped: a watch resumes from a resourceVersion compacted
+            // away, gets 410 Gone and lists again (the daemon's, the
+            // console's and the observer's). A watch that stays connected
+            // never relists however often the sandbox compacts.
+            relisted = true;
+            for body in [json!({"compact": true}), json!({"dropWatches": true})] {
+                let req = http::Request::post("/sandbox/faults")
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(&body).expect("json"))
+                    .expect("request");
+                if let Err(e) = rt.block_on(client.request_text(req)) {
+                    println!("(fault {body} not applied: {e})");
+                }
+            }
+            println!(
+                "(at {:.1} min: history compacted and every watch dropped)",
+                at.as_secs_f64() / 60.0
+            );
+        }
         if at >= next_sample {
             sample(at.as_secs_f64() / 60.0);
             next_sample += Duration::from_secs(60);
