@@ -365,29 +365,38 @@ fn main() {
     let mut created = Vec::new();
     let mut next_sample = Duration::ZERO;
     let mut i = 0u64;
-    let mut relisted = false;
+    let mut relists = 0;
     while soak_started.elapsed() < total {
         let at = soak_started.elapsed();
-        if !relisted && at >= total / 2 {
-            // Once, halfway: the history compacted to now, then every watch
-            // dropped: a watch resumes from a resourceVersion compacted
-            // away, gets 410 Gone and lists again (the daemon's, the
-            // console's and the observer's). A watch that stays connected
-            // never relists however often the sandbox compacts.
-            relisted = true;
-            for body in [json!({"compact": true}), json!({"dropWatches": true})] {
-                let req = http::Request::post("/sandbox/faults")
-                    .header("content-type", "application/json")
-                    .body(serde_json::to_vec(&body).expect("json"))
-                    .expect("request");
-                if let Err(e) = rt.block_on(client.request_text(req)) {
-                    println!("(fault {body} not applied: {e})");
-                }
+        if relists < 2 && at >= total * (relists + 1) / 3 {
+            // Twice: a write the task and pod watches never see, then in
+            // one request every watch dropped and the history compacted to
+            // now: a watch resumes from a resourceVersion compacted away,
+            // gets 410 Gone and lists again (the daemon's, the console's
+            // and the observer's). A watch that stays connected never
+            // relists however often the sandbox compacts.
+            relists += 1;
+            let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(client.clone(), NS);
+            let marker: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+                json!({"metadata": {"name": format!("soak-marker-{relists}")}}),
+            )
+            .expect("cm");
+            let _ = rt.block_on(cms.create(&PostParams::default(), &marker));
+            let req = http::Request::post("/sandbox/faults")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"dropWatches": true, "compact": true}))
+                        .expect("json"),
+                )
+                .expect("request");
+            match rt.block_on(client.request_text(req)) {
+                Ok(_) => println!(
+                    "(at {:.1} min: history compacted and every watch dropped)",
+                    at.as_secs_f64() / 60.0
+                ),
+                Err(e) => println!("(faults not applied: {e})"),
             }
-            println!(
-                "(at {:.1} min: history compacted and every watch dropped)",
-                at.as_secs_f64() / 60.0
-            );
         }
         if at >= next_sample {
             sample(at.as_secs_f64() / 60.0);
