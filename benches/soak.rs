@@ -328,6 +328,18 @@ fn main() {
         });
     }
 
+    // An observer of its own: a watch-only controller's view, the rows
+    // built from its change feeds as the console builds them, compared
+    // every 10 s with a fresh build of the same stores, and each pool's
+    // index with a filter over its store.
+    let observer_cancel = tokio_util::sync::CancellationToken::new();
+    let observed: Arc<Mutex<Observed>> = Arc::default();
+    rt.spawn(observe(
+        client.clone(),
+        observed.clone(),
+        observer_cancel.clone(),
+    ));
+
     let mut rss: BTreeMap<&str, Samples> = BTreeMap::new();
     let mut agents_rss = Samples::default();
     let mut sample = |at: f64| {
@@ -353,8 +365,39 @@ fn main() {
     let mut created = Vec::new();
     let mut next_sample = Duration::ZERO;
     let mut i = 0u64;
+    let mut relists = 0;
     while soak_started.elapsed() < total {
         let at = soak_started.elapsed();
+        if relists < 2 && at >= total * (relists + 1) / 3 {
+            // Twice: a write the task and pod watches never see, then in
+            // one request every watch dropped and the history compacted to
+            // now: a watch resumes from a resourceVersion compacted away,
+            // gets 410 Gone and lists again (the daemon's, the console's
+            // and the observer's). A watch that stays connected never
+            // relists however often the sandbox compacts.
+            relists += 1;
+            let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(client.clone(), NS);
+            let marker: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+                json!({"metadata": {"name": format!("soak-marker-{relists}")}}),
+            )
+            .expect("cm");
+            let _ = rt.block_on(cms.create(&PostParams::default(), &marker));
+            let req = http::Request::post("/sandbox/faults")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"dropWatches": true, "compact": true}))
+                        .expect("json"),
+                )
+                .expect("request");
+            match rt.block_on(client.request_text(req)) {
+                Ok(_) => println!(
+                    "(at {:.1} min: history compacted and every watch dropped)",
+                    at.as_secs_f64() / 60.0
+                ),
+                Err(e) => println!("(faults not applied: {e})"),
+            }
+        }
         if at >= next_sample {
             sample(at.as_secs_f64() / 60.0);
             next_sample += Duration::from_secs(60);
@@ -523,6 +566,20 @@ fn main() {
         unmatched_api,
         unmatched_view
     );
+    observer_cancel.cancel();
+    let o = observed.lock().unwrap();
+    println!(
+        "incremental rows vs fresh build: {} checks, {} differed ({} not compared: the view never held still; {} re-read as it moved; {} whole task lists taken; largest {} tasks, {} agents)",
+        o.checks, o.differed, o.skipped, o.reread, o.task_lists, o.largest.0, o.largest.1
+    );
+    println!(
+        "pool index vs a filter over the store: {} checks, {} differed",
+        o.checks, o.index_differed
+    );
+    if let Some(first) = &o.first {
+        println!("first difference: {first}");
+    }
+    drop(o);
     println!(
         "(logs in {}; kept while this process runs)",
         dir.path().display()
@@ -530,4 +587,210 @@ fn main() {
     drop(console);
     drop(daemon);
     drop(sandbox);
+}
+
+/// What the in-process observer found.
+#[derive(Default)]
+struct Observed {
+    checks: u32,
+    differed: u32,
+    index_differed: u32,
+    skipped: u32,
+    reread: u32,
+    task_lists: u32,
+    largest: (usize, usize),
+    first: Option<String>,
+}
+
+/// Every ~10 s until `cancel`: the rows built incrementally (updated every
+/// 200 ms from the view's change feeds, as the console does) against a
+/// fresh build of the same stores at the same instant, and each pool's
+/// index against a filter over its store. The delta and the stores are
+/// read back to back, again if the view moved meanwhile (the change
+/// count); a difference is counted once it stays over three reads.
+async fn observe(
+    client: Client,
+    out: Arc<Mutex<Observed>>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    use agentdeck::app::rows::{Changes, RowBuilder, Snapshot};
+    use agentdeck::controller::{self, StartOptions};
+    let config = agentdeck::config::Config {
+        controller_namespace: NS.into(),
+        ..agentdeck::config::Config::default()
+    };
+    let handle = controller::start_with(
+        agentdeck::cluster::Connection {
+            client,
+            namespace: NS.into(),
+            streams: None,
+        },
+        &config,
+        StartOptions {
+            watch_only: true,
+            all_namespaces: false,
+        },
+        cancel.clone(),
+    );
+    let view = handle.view();
+    let thresholds = controller::prober::thresholds(&config.health_probe);
+    // Short, so that tasks pass it (the rows follow the clock too).
+    let long = Duration::from_secs(4);
+    let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
+    let told = agentdeck::tui::ViewChanges::new(view.clone(), events.clone());
+    let mut builder = RowBuilder::flagging_long_running(long);
+    let update = |builder: &mut RowBuilder, now| -> Snapshot {
+        let delta = told.take();
+        if matches!(delta.tasks, Changes::All(_)) {
+            out.lock().unwrap().task_lists += 1;
+        }
+        builder.update(delta, now, &thresholds)
+    };
+    let mut next_check = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !cancel.is_cancelled() {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        if !handle.is_synced() || tokio::time::Instant::now() < next_check {
+            update(&mut builder, jiff::Timestamp::now());
+            continue;
+        }
+        next_check = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut mismatches = 0;
+        let mut done = false;
+        for _ in 0..100 {
+            let before = view.changes.count();
+            let now = jiff::Timestamp::now();
+            let incremental = update(&mut builder, now);
+            let src = agentdeck::tui::sources(&view, &events);
+            let (by_index, by_filter) = pool_indexes(&view, &src);
+            if view.changes.count() != before {
+                out.lock().unwrap().reread += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            let fresh = RowBuilder::flagging_long_running(long).build(&src, now, &thresholds);
+            let same = incremental == fresh && by_index == by_filter;
+            if !same && mismatches < 2 {
+                mismatches += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            let mut o = out.lock().unwrap();
+            o.checks += 1;
+            o.largest = o.largest.max((fresh.tasks.len(), fresh.agents.len()));
+            if incremental != fresh {
+                o.differed += 1;
+                if o.first.is_none() {
+                    o.first = Some(format!(
+                        "rows at {now}: {}",
+                        first_difference(&incremental, &fresh)
+                    ));
+                }
+            }
+            if by_index != by_filter {
+                o.index_differed += 1;
+                if o.first.is_none() {
+                    o.first = Some(format!("pool index {by_index:?} vs filter {by_filter:?}"));
+                }
+            }
+            done = true;
+            break;
+        }
+        if !done {
+            out.lock().unwrap().skipped += 1;
+        }
+    }
+    handle.join().await;
+}
+
+/// A pool, its tasks and pods, then its tasks and pods again (the index's
+/// names, then the objects read through them; twice the filter's).
+type PoolNames = (String, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+/// Each pool's (tasks, pods) by the view's pool index and by a filter
+/// over the stores read in `src`.
+fn pool_indexes(
+    view: &agentdeck::controller::ClusterView,
+    src: &agentdeck::app::rows::Sources,
+) -> (Vec<PoolNames>, Vec<PoolNames>) {
+    use agentdeck::crd::LABEL_POOL;
+    use agentdeck::plan::manifests::label_value;
+    let mut pools: Vec<String> = src
+        .pools
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .chain(src.tasks.iter().map(|t| t.spec.pool.clone()))
+        .collect();
+    pools.sort();
+    pools.dedup();
+    let mut by_index = Vec::new();
+    let mut by_filter = Vec::new();
+    for pool in pools {
+        let label = label_value(&pool);
+        by_index.push((
+            pool.clone(),
+            // The index's names (one left behind by a relist shows here),
+            // then the objects `pool_tasks`/`pool_pods` read through them.
+            view.by_pool.tasks.names(NS, &pool),
+            view.by_pool.pods.names(NS, &label),
+            view.pool_tasks(NS, &pool)
+                .iter()
+                .map(|t| t.name_any())
+                .collect(),
+            view.pool_pods(NS, &label)
+                .iter()
+                .map(|p| p.name_any())
+                .collect(),
+        ));
+        let mut tasks: Vec<String> = src
+            .tasks
+            .iter()
+            .filter(|t| t.spec.pool == pool && t.namespace().as_deref() == Some(NS))
+            .map(|t| t.name_any())
+            .collect();
+        tasks.sort();
+        let mut pods: Vec<String> = src
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata.labels.as_ref().and_then(|l| l.get(LABEL_POOL)) == Some(&label)
+                    && p.namespace().as_deref() == Some(NS)
+            })
+            .map(|p| p.name_any())
+            .collect();
+        pods.sort();
+        by_filter.push((pool, tasks.clone(), pods.clone(), tasks, pods));
+    }
+    (by_index, by_filter)
+}
+
+/// The first row (or sum) where `a` and `b` differ, both shown.
+fn first_difference(
+    a: &agentdeck::app::rows::Snapshot,
+    b: &agentdeck::app::rows::Snapshot,
+) -> String {
+    fn rows<R: std::fmt::Debug + PartialEq>(
+        what: &str,
+        a: &[Arc<R>],
+        b: &[Arc<R>],
+    ) -> Option<String> {
+        if a.len() != b.len() {
+            return Some(format!(
+                "{what}: {} rows incrementally, {} fresh",
+                a.len(),
+                b.len()
+            ));
+        }
+        a.iter()
+            .zip(b)
+            .position(|(x, y)| x != y)
+            .map(|i| format!("{what} row {i}: incremental {:?} / fresh {:?}", a[i], b[i]))
+    }
+    rows("pools", &a.pools, &b.pools)
+        .or_else(|| rows("agents", &a.agents, &b.agents))
+        .or_else(|| rows("tasks", &a.tasks, &b.tasks))
+        .or_else(|| rows("events", &a.events, &b.events))
+        .unwrap_or_else(|| format!("task counts {:?} vs {:?}", a.task_counts, b.task_counts))
 }
