@@ -587,9 +587,6 @@ where
                 _ = cancel.cancelled() => return,
                 n = stream.next() => n,
             };
-            if matches!(next, Some(Ok(_))) {
-                changes.bump();
-            }
             // What the subscribers are told (kube-runtime's dispatch: an
             // applied object; after a list, every object), and the
             // followers (every change).
@@ -609,6 +606,11 @@ where
                 }
                 _ => Vec::new(),
             };
+            // Said after the followers were told, so a reader woken by it
+            // finds the change in the feeds.
+            if matches!(next, Some(Ok(_))) {
+                changes.bump();
+            }
             match next {
                 Some(Ok(watcher::Event::InitDone)) if !listed => {
                     listed = true;
