@@ -294,11 +294,7 @@ pub async fn run(
     pool_of: fn(&CachedPod) -> Option<ObjectRef<AgentPool>>,
     cancel: CancellationToken,
 ) {
-    let client = match reqwest::Client::builder()
-        .timeout(config.timeout())
-        .connect_timeout(config.timeout())
-        .build()
-    {
+    let client = match probe_client(&config) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the health probe client; agents will not be probed");
@@ -383,6 +379,19 @@ struct Outcome {
     http_status: Option<u16>,
 }
 
+/// The client probes go through.
+fn probe_client(config: &HealthProbeConfig) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(config.timeout())
+        .connect_timeout(config.timeout())
+        // One connection a probe, closed after it: each agent is its own
+        // host, and a pool kept per host held a socket per agent open for
+        // good (10,000 agents: 10,000 file descriptors, past the usual
+        // limit of 1,024 long before).
+        .pool_max_idle_per_host(0)
+        .build()
+}
+
 async fn probe(client: &reqwest::Client, url: &str) -> Outcome {
     let started = Instant::now();
     let result = client.get(url).send().await;
@@ -411,6 +420,46 @@ async fn probe(client: &reqwest::Client, url: &str) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent's `/healthz` that keeps each connection open as long as
+    /// the prober does, and says when the prober closed it.
+    #[tokio::test]
+    async fn a_probe_leaves_no_connection_open_behind_it() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listener");
+        let url = format!("http://{}/healthz", listener.local_addr().expect("addr"));
+        let (closed_tx, mut closed) = mpsc::channel::<bool>(4);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let closed_tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf).await;
+                    let body = r#"{"status":"healthy","currentTime":"2026-01-01T00:00:00Z","lastActivity":"2026-01-01T00:00:00Z"}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                    // Kept alive unless the prober closes it.
+                    let gone = tokio::time::timeout(Duration::from_secs(3), conn.read(&mut buf))
+                        .await
+                        .is_ok_and(|r| matches!(r, Ok(0)));
+                    let _ = closed_tx.send(gone).await;
+                });
+            }
+        });
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = probe_client(&HealthProbeConfig::default()).expect("client");
+        for round in 0..2 {
+            let out = probe(&client, &url).await;
+            assert!(out.report.is_ok(), "round {round}: {:?}", out.report);
+            let gone = closed.recv().await.expect("the server's word");
+            assert!(gone, "round {round}: the probe's connection was kept open");
+        }
+    }
 
     fn pod(name: &str, phase: &str, ip: Option<&str>, terminating: bool) -> Arc<CachedPod> {
         let mut metadata =
