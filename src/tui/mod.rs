@@ -806,6 +806,15 @@ fn finished_task(view: &ClusterView, source: &LogSource) -> Option<(TaskPhase, O
 
 /// Whether `pod` is gone: the store says so first (no request while it
 /// is there), the API confirms.
+/// Whether the view holds `source`'s pod as being deleted.
+fn pod_going(view: &ClusterView, source: &LogSource) -> bool {
+    let r = reflector::ObjectRef::<controller::pod::CachedPod>::new(&source.pod)
+        .within(&source.namespace);
+    view.pods
+        .get(&r)
+        .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+}
+
 async fn pod_gone(view: &ClusterView, pods: &Api<Pod>, source: &LogSource, ask: bool) -> bool {
     let r = reflector::ObjectRef::<controller::pod::CachedPod>::new(&source.pod)
         .within(&source.namespace);
@@ -986,9 +995,11 @@ async fn stream_logs(
             lines: std::mem::take(&mut batch),
         })
         .await;
+    // Asked of the API, not the view: the stream of a deleted pod ends
+    // before the watch has told the view, the more so on a busy machine.
     let gone = match stopped {
         Ok(false) => true,
-        _ => pod_gone(&view, &pods, &source, false).await,
+        _ => pod_going(&view, &source) || pod_gone(&view, &pods, &source, true).await,
     };
     let finished = finished_task(&view, &source);
     let reason = match (gone, own, finished, stopped) {
