@@ -69,7 +69,9 @@ pub fn empty_secret(namespace: &str, labels: Value) -> Value {
     })
 }
 
-fn decode_base64(s: &str) -> Option<Vec<u8>> {
+/// A Secret's `data` value decoded (standard or URL-safe alphabet,
+/// padding and whitespace ignored); `None` when it is not base64.
+pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0);
     for c in s.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=') {
