@@ -230,6 +230,7 @@ async fn measure(label: &str, conn: &Connection, pool: &str, n: usize) {
 /// does; returns when the queue has taken it.
 async fn confirm_in_console(app: &mut App, queue: &ActionQueue, request: ActionRequest) -> Instant {
     app.dialog = Some(Dialog {
+        context: String::new(),
         title: "bench".into(),
         body: Vec::new(),
         input: None,

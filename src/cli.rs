@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, ArgGroup, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::telemetry::LogFormat;
 
@@ -39,17 +39,58 @@ pub struct Cli {
     /// then only watches).
     #[arg(long, short = 'A', conflicts_with = "daemon")]
     pub all_namespaces: bool,
+    /// Console: every context of the kubeconfig, each with its rows, its
+    /// controller and its connection state.
+    #[arg(long, conflicts_with_all = ["daemon", "demo"])]
+    pub all_contexts: bool,
     #[command(flatten)]
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// Checks what the parser cannot: only the console opens several
+    /// contexts. Sets [`GlobalArgs::context`] to the one context of a
+    /// command.
+    pub fn settle(mut self) -> Result<Cli, clap::Error> {
+        let console = self.command.is_none() && !self.daemon;
+        if self.global.contexts.len() > 1 && !console {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "--context was given {} times ({}); only the console (agentdeck with no subcommand) opens several contexts",
+                    self.global.contexts.len(),
+                    self.global.contexts.join(", ")
+                ),
+            ));
+        }
+        if self.demo && !self.global.contexts.is_empty() {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--demo makes its own cluster and context; --context is for a kubeconfig's",
+            ));
+        }
+        if self.all_contexts && !self.global.contexts.is_empty() {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--all-contexts opens every context of the kubeconfig; --context names some: give one or the other",
+            ));
+        }
+        self.global.context = self.global.contexts.first().cloned();
+        Ok(self)
+    }
+}
+
 /// Flags every mode understands.
 #[derive(Debug, Args, Clone, Default)]
 pub struct GlobalArgs {
-    /// kubeconfig context to use (default: the current context).
-    #[arg(long, global = true, value_name = "NAME")]
+    /// kubeconfig context to use (default: the current context); the
+    /// console takes several (`--context a --context b`).
+    #[arg(long = "context", global = true, value_name = "NAME", action = ArgAction::Append)]
+    pub contexts: Vec<String>,
+    /// The context of a command: the one `--context` (see [`Cli::settle`]).
+    #[arg(skip)]
     pub context: Option<String>,
     /// Namespace to work in (default: the context's namespace).
     #[arg(long, short = 'n', global = true, value_name = "NS")]
@@ -561,10 +602,28 @@ mod tests {
     #[test]
     fn global_flags_work_after_a_subcommand() {
         let cli = Cli::try_parse_from(["agentdeck", "crds", "-n", "ops", "--context", "kind"])
-            .expect("parses");
+            .expect("parses")
+            .settle()
+            .expect("one context");
         assert_eq!(cli.global.namespace.as_deref(), Some("ops"));
         assert_eq!(cli.global.context.as_deref(), Some("kind"));
         assert!(matches!(cli.command, Some(Command::Crds)));
+    }
+
+    #[test]
+    fn only_the_console_takes_several_contexts() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).expect("parses").settle();
+        let cli = parse(&["agentdeck", "--context", "a", "--context", "b"]).expect("the console");
+        assert_eq!(cli.global.contexts, ["a", "b"]);
+        assert_eq!(cli.global.context.as_deref(), Some("a"));
+        let e = parse(&["agentdeck", "status", "--context", "a", "--context", "b"])
+            .expect_err("a command has one context");
+        assert!(e.to_string().contains("only the console"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        assert!(parse(&["agentdeck", "--daemon", "--context", "a", "--context", "b"]).is_err());
+        assert!(parse(&["agentdeck", "--all-contexts", "--context", "a"]).is_err());
+        assert!(parse(&["agentdeck", "--demo", "--context", "a"]).is_err());
+        assert!(parse(&["agentdeck", "--all-contexts"]).is_ok());
     }
 
     #[test]

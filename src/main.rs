@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     }
     // kube's client needs one process-wide rustls provider (CRATES.md: ring only).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = Cli::parse().settle().unwrap_or_else(|e| e.exit());
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -323,38 +323,56 @@ fn console(cli: &Cli) -> Result<()> {
     };
     let rt = runtime()?;
     let result = rt.block_on(async {
-        let (conn, context, demo) = if cli.demo {
+        // Read-only refuses actions in the app; no runner either. The
+        // audit records the context acted in.
+        let runner = |context: &str| {
+            (!cli.read_only).then(|| agentdeck::tui::actions::ops_runner(Some(context.to_owned())))
+        };
+        let (contexts, demo) = if cli.demo {
             let demo = agentdeck::demo::Demo::start().await?;
             // Health probed often, so the colours move; idle agents poll
             // every 30 s, so they count as stale only after that.
             config.health_probe.interval_seconds = 2;
             config.health_probe.stale_after_seconds = Some(35);
             config.resync_interval_seconds = 10;
-            (demo.conn.clone(), demo.context.clone(), Some(demo))
+            let one = agentdeck::tui::ContextSetup {
+                name: demo.context.clone(),
+                conn: demo.conn.clone(),
+                actions: runner(&demo.context),
+            };
+            (vec![one], Some(demo))
         } else {
-            let conn = agentdeck::cluster::connect(
-                cli.global.context.as_deref(),
-                cli.global.namespace.as_deref(),
-            )
-            .await?;
-            (
-                conn,
-                agentdeck::ops::action::context_name(cli.global.context.as_deref()),
-                None,
-            )
+            let names = console_contexts(cli, &config)?;
+            let mut contexts = Vec::new();
+            for name in &names {
+                let conn =
+                    agentdeck::cluster::connect(name.as_deref(), cli.global.namespace.as_deref())
+                        .await?;
+                let name = agentdeck::ops::action::context_name(name.as_deref());
+                contexts.push(agentdeck::tui::ContextSetup {
+                    actions: runner(&name),
+                    name,
+                    conn,
+                });
+            }
+            (contexts, None)
         };
+        let names: Vec<String> = contexts.iter().map(|c| c.name.clone()).collect();
+        let mut namespaces: Vec<&str> =
+            contexts.iter().map(|c| c.conn.namespace.as_str()).collect();
+        namespaces.dedup();
         let namespace = if cli.all_namespaces {
             "(all)".to_owned()
         } else if config.namespaces.is_empty() {
-            conn.namespace.clone()
+            namespaces.join(",")
         } else {
             config.namespaces.join(",")
         };
         let setup = agentdeck::tui::ConsoleSetup {
-            conn,
             config,
             app: AppOptions {
-                context: context.clone(),
+                context: names.join(", "),
+                contexts: names,
                 namespace,
                 read_only: cli.read_only,
                 keymap,
@@ -363,16 +381,7 @@ fn console(cli: &Cli) -> Result<()> {
             },
             theme,
             all_namespaces: cli.all_namespaces,
-            // Read-only refuses actions in the app; no runner either. The
-            // audit records the context acted in (the demo's own).
-            actions: (!cli.read_only).then(|| {
-                agentdeck::tui::actions::ops_runner(
-                    cli.global
-                        .context
-                        .clone()
-                        .or_else(|| demo.is_some().then_some(context)),
-                )
-            }),
+            contexts,
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         let result = agentdeck::tui::run(setup, cancel).await;
@@ -383,6 +392,35 @@ fn console(cli: &Cli) -> Result<()> {
     });
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
     result
+}
+
+/// The contexts the console opens: `--context` (each time given), else
+/// every context of the kubeconfig with `--all-contexts`, else `contexts:`
+/// of the configuration, else the current one (`None`). A name the
+/// kubeconfig does not have is refused before anything starts.
+fn console_contexts(cli: &Cli, config: &Config) -> Result<Vec<Option<String>>> {
+    let named: Vec<String> = if cli.all_contexts {
+        let all = agentdeck::cluster::kubeconfig_contexts()?;
+        if all.is_empty() {
+            return Err(agentdeck::cluster::ClusterError::NoContexts.into());
+        }
+        all
+    } else if !cli.global.contexts.is_empty() {
+        cli.global.contexts.clone()
+    } else {
+        config.contexts.clone()
+    };
+    let mut out: Vec<Option<String>> = Vec::new();
+    for name in named {
+        agentdeck::cluster::check_context(&name)?;
+        if !out.iter().any(|n| n.as_deref() == Some(name.as_str())) {
+            out.push(Some(name));
+        }
+    }
+    if out.is_empty() {
+        out.push(None);
+    }
+    Ok(out)
 }
 
 /// `agentdeck bundle`: collects, shows a progress bar on a terminal, prints

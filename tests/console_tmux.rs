@@ -1234,3 +1234,108 @@ fn i_draws_a_pools_last_hour_on_one_axis_and_esc_goes_back() {
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
+
+/// Two sandboxes, each with pool `quiet` and five tasks waiting for it, as
+/// contexts `sb-a` and `sb-b` of one kubeconfig (two files on
+/// `KUBECONFIG`, as kubectl merges them); returns that `KUBECONFIG`.
+fn two_contexts() -> (TestSandbox, TestSandbox, tempfile::TempDir, String) {
+    let (a, b) = (sandbox_with_a_pool(), sandbox_with_a_pool());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut paths = Vec::new();
+    for (sb, name) in [(&a, "sb-a"), (&b, "sb-b")] {
+        let text = std::fs::read_to_string(&sb.kubeconfig).expect("kubeconfig");
+        let path = dir.path().join(name);
+        std::fs::write(&path, text.replace("agentdeck-sandbox", name)).expect("written");
+        paths.push(path.display().to_string());
+    }
+    (a, b, dir, paths.join(":"))
+}
+
+fn pool_bounds(sb: &TestSandbox, pool: &str) -> (i32, i32) {
+    let pools: Api<AgentPool> = Api::namespaced(sb.client(), "default");
+    let p = sb.rt.block_on(pools.get(pool)).expect("pool");
+    (p.spec.min_replicas, p.spec.max_replicas)
+}
+
+#[test]
+fn two_contexts_in_one_console_act_each_on_its_own_and_one_gone_leaves_the_other_live() {
+    let (a, b, _dir, kubeconfig) = two_contexts();
+    let state = tempfile::tempdir().expect("state dir");
+    let state_dir = state.path().display().to_string();
+    let t = Tmux::start(
+        &["--context", "sb-a", "--context", "sb-b"],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("XDG_STATE_HOME", &state_dir),
+            // Each context's embedded controller leads its own cluster.
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        120,
+        32,
+    );
+    // Rows of each, with their context; each context's role and state.
+    let s = t.wait("both contexts' pools, each leading", |s| {
+        s.contains("sb-a leader synced")
+            && s.contains("sb-b leader synced")
+            && Tmux::row_with(s, "│sb-a").is_some_and(|r| r.contains("quiet"))
+            && Tmux::row_with(s, "│sb-b").is_some_and(|r| r.contains("quiet"))
+    });
+    assert!(s.contains("CONTEXT"), "{s}");
+    eventually_blocking("each pool scaled to 2 by its own controller", || {
+        (deployment_replicas(&a, "quiet") == Some(2) && deployment_replicas(&b, "quiet") == Some(2))
+            .then_some(())
+    });
+
+    // The second row is b's pool: scaling it changes b, not a.
+    t.send(&["j"]);
+    t.send(&["s"]);
+    t.wait_for("Scale pool quiet in sb-b");
+    t.send(&["C-u"]);
+    t.type_text("0-1");
+    t.send(&["Enter"]);
+    t.wait("the scale preview", |s| {
+        s.contains("Preview (dry run):") && !s.contains("asking the API")
+    });
+    t.send(&["y"]);
+    eventually_blocking("b's pool at 0-1", || {
+        (pool_bounds(&b, "quiet") == (0, 1)).then_some(())
+    });
+    eventually_blocking("b's Deployment at 1", || {
+        (deployment_replicas(&b, "quiet") == Some(1)).then_some(())
+    });
+    assert_eq!(pool_bounds(&a, "quiet"), (0, 2), "a's pool is untouched");
+    assert_eq!(deployment_replicas(&a, "quiet"), Some(2));
+    let audit = state.path().join("agentdeck").join("audit.jsonl");
+    let scale = audit_line(&audit, "scale");
+    assert_eq!(scale["context"], "sb-b", "{scale}");
+    t.wait("b's row with its new bounds", |s| {
+        Tmux::row_with(s, "│sb-b").is_some_and(|r| r.contains("0-1"))
+    });
+
+    // a goes away: it shows as disconnected, b's rows still follow b and
+    // the keys are answered.
+    drop(a);
+    t.wait("a disconnected", |s| s.contains("sb-a disconnected"));
+    let tasks: Api<AgentTask> = Api::namespaced(b.client(), "default");
+    let task: AgentTask = serde_json::from_value(json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+        "metadata": {"name": "after-a-went"},
+        "spec": {"pool": "quiet", "command": ["true"]}
+    }))
+    .expect("task");
+    b.rt.block_on(tasks.create(&PostParams::default(), &task))
+        .expect("task created");
+    t.send(&["3"]);
+    t.wait("b's new task in the tasks view", |s| {
+        s.contains("Tasks [")
+            && Tmux::row_with(s, "after-a-went").is_some_and(|r| r.contains("sb-b"))
+    });
+    t.send(&[":"]);
+    t.type_text("ctx sb-b");
+    t.send(&["Enter"]);
+    t.wait("narrowed to b", |s| {
+        s.contains("ctx:sb-b") && !s.contains("│sb-a")
+    });
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}

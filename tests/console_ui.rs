@@ -174,6 +174,7 @@ fn the_log_and_yaml_views_match_their_snapshots() {
         keys(&mut a, "y");
         a.update(Msg::Yaml {
             object: ObjectKey {
+                context: String::new(),
                 kind: "AgentPool",
                 namespace: fixtures::NS.into(),
                 name: "batch".into(),
@@ -431,4 +432,88 @@ fn a_held_pool_and_a_drained_agent_show_in_their_tables() {
         .find(|l| l.contains(&name))
         .expect("the agent's row");
     assert!(row.contains("idle (drain)"), "{row}");
+}
+
+/// A console over `eu-west` (leading, synced) and `us-east` (unreachable),
+/// each showing the fixture cluster.
+fn fleet_app(w: u16, h: u16) -> App {
+    use agentdeck::app::fleet::Merger;
+    let contexts = vec!["eu-west".to_owned(), "us-east".to_owned()];
+    let mut a = App::new(
+        AppOptions {
+            context: contexts.join(", "),
+            contexts: contexts.clone(),
+            namespace: fixtures::NS.into(),
+            ..AppOptions::default()
+        },
+        fixtures::now(),
+    );
+    a.update(Msg::Resize(w, h));
+    let one = Arc::new(snapshot(6));
+    let mut merger = Merger::new(&contexts);
+    merger.take(0, one.clone());
+    merger.take(1, one);
+    a.update(Msg::Snapshot(Arc::new(merger.merged())));
+    a.update(Msg::ContextStatus {
+        context: "eu-west".into(),
+        status: ClusterStatus {
+            role: AppRole::Leader,
+            watch: WatchState::Synced,
+            latency: Some(Duration::from_millis(3)),
+        },
+    });
+    a.update(Msg::ContextStatus {
+        context: "us-east".into(),
+        status: ClusterStatus {
+            role: AppRole::Observer,
+            watch: WatchState::Disconnected("Connection refused (os error 111)".into()),
+            latency: None,
+        },
+    });
+    a
+}
+
+#[test]
+fn with_several_contexts_tables_lead_with_a_context_column_and_the_header_has_each() {
+    for (w, h) in [(100, 30), (80, 24)] {
+        for (name, seq) in [
+            ("pools", ""),
+            ("tasks", "3"),
+            ("narrowed", ":ctx us-east\n3"),
+        ] {
+            let mut a = fleet_app(w, h);
+            keys(&mut a, seq);
+            insta::assert_snapshot!(format!("fleet_{name}_{w}x{h}"), text(&a));
+        }
+    }
+    let a = fleet_app(120, 30);
+    let screen = text(&a);
+    let header = screen.lines().next().expect("header");
+    assert!(header.contains("eu-west leader synced"), "{header}");
+    assert!(
+        header.contains("us-east disconnected: Connection refused"),
+        "{header}"
+    );
+    // The unreachable context's last rows are shown muted.
+    let theme = Theme::default();
+    let t = terminal(&a, &theme);
+    let buf = t.backend().buffer();
+    let row_of = |ctx: &str| {
+        (0..buf.area.height)
+            .find(|&y| {
+                let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+                line.starts_with(&format!("│{ctx}"))
+            })
+            .expect("a row of the context")
+    };
+    let (up, down) = (row_of("eu-west"), row_of("us-east"));
+    assert_ne!(
+        buf[(1, up)].fg,
+        theme.style(Role::Muted).fg.unwrap_or(Color::Reset)
+    );
+    assert_eq!(
+        Some(buf[(1, down)].fg),
+        theme.style(Role::Muted).fg,
+        "the disconnected context's row"
+    );
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent};
 
+use super::fleet::routed;
 use super::keymap::Action;
 use super::rows::{AgentRow, PoolRow, TaskRow};
 use super::{App, Command, Field, ViewKind};
@@ -203,6 +204,8 @@ pub struct Dialog {
     /// accepted the dialog asks for the preview and a yes.
     pub input: Option<Field>,
     pub request: ActionRequest,
+    /// The kube context the request goes to (empty: the console's only one).
+    pub context: String,
     /// Error shown under the input.
     pub error: Option<String>,
     /// What the API's dry run says the action changes.
@@ -623,7 +626,7 @@ impl App {
             return Vec::new();
         };
         let s = self.snapshot.clone();
-        let dialog = match (action, kind) {
+        let (mut dialog, context) = match (action, kind) {
             (Action::Scale | Action::Drain | Action::DebugLogs, ViewKind::Pools) => {
                 let pools: Vec<&PoolRow> = self
                     .targets(kind, &s.pools)
@@ -633,7 +636,10 @@ impl App {
                 if pools.is_empty() {
                     return Vec::new();
                 }
-                pool_dialog(action, &pools)
+                let Some(context) = self.one_context(&pools) else {
+                    return Vec::new();
+                };
+                (pool_dialog(action, &pools), context.to_owned())
             }
             (Action::Drain | Action::DebugLogs, ViewKind::Agents) => {
                 let agents: Vec<&AgentRow> = self
@@ -649,7 +655,10 @@ impl App {
                     );
                     return Vec::new();
                 }
-                agent_dialog(action, &agents)
+                let Some(context) = self.one_context(&agents) else {
+                    return Vec::new();
+                };
+                (agent_dialog(action, &agents), context.to_owned())
             }
             (Action::CancelTask | Action::RetryTask, ViewKind::Tasks) => {
                 let cancel = action == Action::CancelTask;
@@ -676,7 +685,10 @@ impl App {
                     );
                     return Vec::new();
                 }
-                task_dialog(cancel, &tasks)
+                let Some(context) = self.one_context(&tasks) else {
+                    return Vec::new();
+                };
+                (task_dialog(cancel, &tasks), context.to_owned())
             }
             _ => {
                 let on = match action {
@@ -688,8 +700,15 @@ impl App {
                 return Vec::new();
             }
         };
+        if !context.is_empty() {
+            dialog.title = format!("{} in {context}", dialog.title);
+        }
+        dialog.context = context;
         let cmds = if dialog.preview == PreviewState::Loading {
-            vec![Command::PreviewAction(dialog.request.clone())]
+            vec![routed(
+                &dialog.context,
+                Command::PreviewAction(dialog.request.clone()),
+            )]
         } else {
             Vec::new()
         };
@@ -743,7 +762,10 @@ impl App {
                         d.body.truncate(1);
                         d.body.push(format!("→ {}", d.request.describe()));
                         d.preview = PreviewState::Loading;
-                        vec![Command::PreviewAction(d.request.clone())]
+                        vec![routed(
+                            &d.context,
+                            Command::PreviewAction(d.request.clone()),
+                        )]
                     }
                     Err(e) => {
                         d.error = Some(e);
@@ -756,14 +778,16 @@ impl App {
                 if d.input.is_none() && !d.refused() =>
             {
                 let request = d.request.clone();
+                let context = std::mem::take(&mut d.context);
                 self.dialog = None;
                 self.toast(format!("{}…", request.describe()), false);
-                match request {
+                let command = match request {
                     ActionRequest::DebugPod { namespace, pod } => {
-                        vec![Command::CreateDebugPod { namespace, pod }]
+                        Command::CreateDebugPod { namespace, pod }
                     }
-                    request => vec![Command::Action(request)],
-                }
+                    request => Command::Action(request),
+                };
+                vec![routed(&context, command)]
             }
             _ => {
                 if let Some(input) = &mut d.input {
@@ -815,6 +839,7 @@ fn scale_dialog(pools: &[&PoolRow]) -> Dialog {
         )
     };
     Dialog {
+        context: String::new(),
         title: pools_title("Scale", pools),
         body: vec![now, format!("{SCALE_HELP}:")],
         input: Some(Field::prefilled(if many {
@@ -848,6 +873,7 @@ fn drain_dialog(pools: &[&PoolRow]) -> Dialog {
     let busy: i32 = which.iter().map(|p| p.running).sum();
     let pending: i32 = which.iter().map(|p| p.pending).sum();
     Dialog {
+        context: String::new(),
         title: pools_title(if undo { "Resume" } else { "Drain" }, &which),
         body: if undo {
             vec![
@@ -884,6 +910,7 @@ fn debug_logs_dialog(pools: &[&PoolRow]) -> Dialog {
     let which: Vec<&PoolRow> = pools.iter().copied().filter(|p| !on || !p.debug).collect();
     let ready: i32 = which.iter().map(|p| p.ready).sum();
     Dialog {
+        context: String::new(),
         title: pools_title(
             if on {
                 "Debug logs on for"
@@ -929,6 +956,7 @@ fn agent_dialog(action: Action, agents: &[&AgentRow]) -> Dialog {
             .collect();
         let busy = which.iter().filter(|a| a.task.is_some()).count();
         Dialog {
+            context: String::new(),
             title: title_of(if undo { "Resume" } else { "Drain" }, &which),
             body: if undo {
                 vec![
@@ -962,6 +990,7 @@ fn agent_dialog(action: Action, agents: &[&AgentRow]) -> Dialog {
         let on = !agents.iter().all(|a| a.debug);
         let which: Vec<&AgentRow> = agents.iter().copied().filter(|a| !on || !a.debug).collect();
         Dialog {
+            context: String::new(),
             title: title_of(
                 if on {
                     "Debug logs on for"
@@ -1002,6 +1031,7 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
             .filter(|r| r.phase == TaskPhase::Running)
             .count();
         Dialog {
+            context: String::new(),
             title: format!("Cancel {} task(s)", tasks.len()),
             body: vec![
                 list,
@@ -1019,6 +1049,7 @@ fn task_dialog(cancel: bool, tasks: &[&TaskRow]) -> Dialog {
         }
     } else {
         Dialog {
+            context: String::new(),
             title: format!("Retry {} task(s)", tasks.len()),
             body: vec![
                 list,
@@ -1132,17 +1163,54 @@ impl App {
             return Vec::new();
         }
         let s = self.snapshot.clone();
-        let namespace = match &pool {
-            Some(p) => match s.pools.iter().find(|r| &r.name == p) {
-                Some(r) => r.namespace.clone(),
+        let (namespace, context) = match &pool {
+            Some(p) => {
+                let found: Vec<&PoolRow> = s
+                    .pools
+                    .iter()
+                    .filter(|r| super::fleet::in_pool(&***r, p))
+                    .map(|r| &**r)
+                    .collect();
+                match found[..] {
+                    [r] => (r.namespace.clone(), r.context.to_string()),
+                    [] => {
+                        let known = names(s.pools.iter().map(|r| r.name.as_str()));
+                        self.toast(format!("no pool {p}; pools: {known}"), true);
+                        return Vec::new();
+                    }
+                    _ => {
+                        let ctx = names(found.iter().map(|r| &*r.context));
+                        self.toast(
+                            format!("pool {p} is in contexts {ctx}: :bundle CONTEXT/{p} names one"),
+                            true,
+                        );
+                        return Vec::new();
+                    }
+                }
+            }
+            None if self.is_fleet() => match &self.narrow {
+                Some(c) => {
+                    let ns = s
+                        .pools
+                        .iter()
+                        .find(|r| &*r.context == c)
+                        .map_or_else(|| self.opts.namespace.clone(), |r| r.namespace.clone());
+                    (ns, c.clone())
+                }
                 None => {
-                    let known = names(s.pools.iter().map(|r| r.name.as_str()));
-                    self.toast(format!("no pool {p}; pools: {known}"), true);
+                    self.toast(
+                        "a bundle is of one context's namespace: :ctx NAME first, or :bundle POOL"
+                            .into(),
+                        true,
+                    );
                     return Vec::new();
                 }
             },
-            None => self.opts.namespace.clone(),
+            None => (self.opts.namespace.clone(), String::new()),
         };
+        // The pool's own name (a view narrowed to a pool of one context
+        // names it `context/name`).
+        let pool = pool.map(|p| super::fleet::name_of_key(&p).to_owned());
         if namespace.is_empty() {
             self.toast(
                 "a bundle is of one namespace: start with -n NS, or :bundle POOL".into(),
@@ -1151,8 +1219,8 @@ impl App {
             return Vec::new();
         }
         let scope = match &pool {
-            Some(p) => format!("pool {p}"),
-            None => format!("namespace {namespace}"),
+            Some(p) => format!("pool {}", super::fleet::key_in(&context, p)),
+            None => format!("namespace {}", super::fleet::key_in(&context, &namespace)),
         };
         self.bundle = Some(BundleGauge {
             scope,
@@ -1161,7 +1229,7 @@ impl App {
             files_expected: 0,
             bytes: 0,
         });
-        vec![Command::TakeBundle { namespace, pool }]
+        vec![routed(&context, Command::TakeBundle { namespace, pool })]
     }
 
     /// `D` on an agent: a copy-mode debug pod of it.
@@ -1170,16 +1238,21 @@ impl App {
             Some((ViewKind::Agents, _)) => self
                 .selected_index(ViewKind::Agents)
                 .and_then(|i| self.snapshot.agents.get(i))
-                .map(|a| (a.namespace.clone(), a.name.clone())),
+                .map(|a| (a.namespace.clone(), a.name.clone(), a.context.to_string())),
             _ => None,
         };
-        let Some((namespace, pod)) = agent else {
+        let Some((namespace, pod, context)) = agent else {
             self.toast("debug-pod works on an agent (2 or :agents)".into(), true);
             return Vec::new();
         };
         let ttl = crate::ops::duration::format(DEBUG_POD_TTL);
         self.dialog = Some(Dialog {
-            title: format!("Debug pod of {pod}"),
+            title: if context.is_empty() {
+                format!("Debug pod of {pod}")
+            } else {
+                format!("Debug pod of {pod} in {context}")
+            },
+            context,
             body: vec![
                 format!(
                     "A copy of {pod} with a shell (copy mode, general profile) in namespace {namespace}."

@@ -204,6 +204,7 @@ impl App {
             return Vec::new();
         };
         let object = super::ObjectKey {
+            context: String::new(),
             kind: AUDIT_RECORD,
             namespace: row.namespace.clone(),
             name: format!(

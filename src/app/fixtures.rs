@@ -373,6 +373,7 @@ pub fn an_hour(base: &super::rows::Snapshot) -> Vec<super::rows::Snapshot> {
     let decision = |t: f64, reason: &str, message: &str| {
         Arc::new(EventRow {
             key: format!("{NS}/platform.{reason}.{t}"),
+            context: Arc::default(),
             namespace: NS.into(),
             warning: false,
             reason: reason.into(),

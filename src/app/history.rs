@@ -226,6 +226,7 @@ impl Decision {
 /// `now`, oldest first, from the Events of the snapshot.
 pub fn decisions<'a>(
     events: &'a [std::sync::Arc<EventRow>],
+    context: &str,
     namespace: &str,
     name: &str,
     now: Timestamp,
@@ -234,7 +235,7 @@ pub fn decisions<'a>(
     let object = format!("agentpool/{name}");
     let mut out: Vec<_> = events
         .iter()
-        .filter(|e| e.namespace == namespace && e.object == object)
+        .filter(|e| &*e.context == context && e.namespace == namespace && e.object == object)
         .filter_map(|e| {
             let d = Decision::of(&e.reason)?;
             let at = e.last?;
@@ -264,11 +265,19 @@ impl super::App {
             Some((ViewKind::Pools, _)) => self
                 .selected_index(ViewKind::Pools)
                 .and_then(|i| self.snapshot.pools.get(i)),
-            Some((_, Some(pool))) => self.snapshot.pools.iter().find(|p| p.name == pool),
+            Some((_, Some(pool))) => self
+                .snapshot
+                .pools
+                .iter()
+                .find(|p| super::fleet::in_pool(&***p, pool)),
             _ => None,
         };
-        match found.map(|p| (p.namespace.clone(), p.name.clone())) {
-            Some((namespace, name)) => self.go(Screen::PoolHistory { namespace, name }),
+        match found.map(|p| (p.context.to_string(), p.namespace.clone(), p.name.clone())) {
+            Some((context, namespace, name)) => self.go(Screen::PoolHistory {
+                context,
+                namespace,
+                name,
+            }),
             None => {
                 self.toast(
                     "the last hour is drawn for a pool: select one in the pools view (1)".into(),
@@ -288,10 +297,15 @@ impl super::App {
         if self.tables[kind.index()].stale {
             self.refilter(kind, true);
         }
-        let Screen::PoolHistory { namespace, name } = self.screen().clone() else {
+        let Screen::PoolHistory {
+            context,
+            namespace,
+            name,
+        } = self.screen().clone()
+        else {
             return;
         };
-        let key = format!("{namespace}/{name}");
+        let key = super::fleet::key_in(&context, &format!("{namespace}/{name}"));
         let pools = &self.snapshot.pools;
         let t = &self.tables[kind.index()];
         let n = t.visible.len() as i64;
@@ -307,6 +321,7 @@ impl super::App {
             return;
         };
         let screen = Screen::PoolHistory {
+            context: p.context.to_string(),
             namespace: p.namespace.clone(),
             name: p.name.clone(),
         };

@@ -9,6 +9,7 @@ pub mod field;
 pub mod filter;
 #[doc(hidden)]
 pub mod fixtures;
+pub mod fleet;
 pub mod help;
 pub mod history;
 pub mod keymap;
@@ -83,12 +84,19 @@ pub enum Screen {
     /// The audit trail of actions.
     Audit,
     /// A pool's last hour, drawn (`i`).
-    PoolHistory { namespace: String, name: String },
+    PoolHistory {
+        /// Empty with one context.
+        context: String,
+        namespace: String,
+        name: String,
+    },
 }
 
 /// One object, for YAML.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
+    /// The kube context it is in (empty: the console's only one).
+    pub context: String,
     /// `AgentPool`, `AgentTask`, `Pod` or `Event`.
     pub kind: &'static str,
     pub namespace: String,
@@ -148,6 +156,11 @@ pub type StreamId = u64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     Quit,
+    /// `command`, for the workers of one context (a console over several).
+    In {
+        context: String,
+        command: Box<Command>,
+    },
     /// Stream (follow) a pod's log; replaces any running stream.
     StreamLogs {
         id: StreamId,
@@ -187,6 +200,11 @@ pub enum Msg {
     Tick(Timestamp),
     Snapshot(Arc<Snapshot>),
     Status(ClusterStatus),
+    /// The status of one context of a console over several.
+    ContextStatus {
+        context: String,
+        status: ClusterStatus,
+    },
     LogLines {
         id: StreamId,
         lines: Vec<String>,
@@ -330,6 +348,9 @@ pub fn list_rows(height: u16) -> usize {
 #[derive(Clone, Debug)]
 pub struct AppOptions {
     pub context: String,
+    /// Every context of a console over several (`--context a --context b`);
+    /// empty or one: the console of one context.
+    pub contexts: Vec<String>,
     pub namespace: String,
     /// `-A`: objects of every namespace, with a namespace column.
     pub all_namespaces: bool,
@@ -345,6 +366,7 @@ impl Default for AppOptions {
     fn default() -> Self {
         AppOptions {
             context: String::new(),
+            contexts: Vec::new(),
             namespace: String::new(),
             all_namespaces: false,
             read_only: false,
@@ -390,6 +412,10 @@ pub struct App {
     pub bundle: Option<BundleGauge>,
     /// Each pool's last hour, sampled from the snapshots.
     pub pool_history: history::History,
+    /// Each context of a console over several, with its status (empty with one).
+    pub contexts: Vec<fleet::ContextState>,
+    /// `:ctx NAME`: the tables show that context only.
+    pub narrow: Option<String>,
     next_stream: StreamId,
     matcher: nucleo_matcher::Matcher,
 }
@@ -405,6 +431,14 @@ impl App {
         for t in &mut tables {
             t.stale = true;
         }
+        let contexts = if opts.contexts.len() > 1 {
+            opts.contexts
+                .iter()
+                .map(|c| fleet::ContextState::new(c, opts.read_only))
+                .collect()
+        } else {
+            Vec::new()
+        };
         App {
             opts,
             now,
@@ -434,6 +468,8 @@ impl App {
             audit: audit::AuditState::default(),
             bundle: None,
             pool_history: history::History::default(),
+            contexts,
+            narrow: None,
             next_stream: 1,
             matcher: filter::matcher(),
         }
@@ -513,6 +549,10 @@ impl App {
                     },
                     ..s
                 };
+                Vec::new()
+            }
+            Msg::ContextStatus { context, status } => {
+                self.context_status(&context, status);
                 Vec::new()
             }
             Msg::LogLines { id, lines } => {
@@ -916,18 +956,25 @@ impl App {
                         matched: None,
                         ended: None,
                     });
-                    out.push(Command::StreamLogs {
-                        id,
-                        source,
-                        previous,
-                    });
+                    let context = source.context.clone();
+                    out.push(fleet::routed(
+                        &context,
+                        Command::StreamLogs {
+                            id,
+                            source,
+                            previous,
+                        },
+                    ));
                 }
             }
             // An audit record is shown from its row (see `audit_open`).
             Screen::Yaml { object } if object.kind == audit::AUDIT_RECORD => {}
             Screen::Yaml { object } => {
                 self.yaml = YamlState::default();
-                out.push(Command::LoadYaml(object));
+                out.push(fleet::routed(
+                    &object.context.clone(),
+                    Command::LoadYaml(object),
+                ));
             }
             // Read again each time: the CLI may have acted meanwhile.
             Screen::Audit => out.push(Command::LoadAudit),
@@ -965,9 +1012,28 @@ impl App {
         self.row_key(kind, self.selected_index(kind)?)
     }
 
+    /// The selected pool, as a view is narrowed to it: its name, or
+    /// `context/name` in a console over several contexts.
     fn selected_pool_name(&self) -> Option<String> {
         let i = self.selected_index(ViewKind::Pools)?;
-        Some(self.snapshot.pools.get(i)?.name.clone())
+        let p = self.snapshot.pools.get(i)?;
+        Some(if p.context.is_empty() {
+            p.name.clone()
+        } else {
+            format!("{}/{}", p.context, p.name)
+        })
+    }
+
+    /// The context of row `i` of table `kind` (empty with one context).
+    fn row_context(&self, kind: ViewKind, i: usize) -> String {
+        let s = &self.snapshot;
+        let c = match kind {
+            ViewKind::Pools => s.pools.get(i).map(|r| &r.context),
+            ViewKind::Agents => s.agents.get(i).map(|r| &r.context),
+            ViewKind::Tasks => s.tasks.get(i).map(|r| &r.context),
+            ViewKind::Events => s.events.get(i).map(|r| &r.context),
+        };
+        c.map(|c| c.to_string()).unwrap_or_default()
     }
 
     fn selected_object(&self) -> Option<ObjectKey> {
@@ -989,15 +1055,16 @@ impl App {
             }
             ViewKind::Events => {
                 let r = s.events.get(i)?;
-                let name = r.key.split_once('/').map_or(r.key.as_str(), |(_, n)| n);
                 return Some(ObjectKey {
+                    context: r.context.to_string(),
                     kind: "Event",
                     namespace: r.namespace.clone(),
-                    name: name.to_owned(),
+                    name: fleet::name_of_key(&r.key).to_owned(),
                 });
             }
         };
         Some(ObjectKey {
+            context: self.row_context(kind, i),
             kind: k,
             namespace: ns.clone(),
             name: name.clone(),
@@ -1032,6 +1099,7 @@ impl App {
             ViewKind::Agents => s.agents.get(i).map(|a| {
                 (
                     Some(LogSource {
+                        context: a.context.to_string(),
                         namespace: a.namespace.clone(),
                         pod: a.name.clone(),
                         // A task pod's output is in its worker's log.
@@ -1203,16 +1271,7 @@ impl App {
                 );
                 Vec::new()
             }
-            "ctx" | "context" | "contexts" => {
-                self.toast(
-                    format!(
-                        "not in agentdeck: the console runs against context {}; start it with --context NAME",
-                        self.opts.context
-                    ),
-                    false,
-                );
-                Vec::new()
-            }
+            "ctx" | "context" | "contexts" => self.narrow_context(arg),
             other => {
                 self.toast(
                     format!(
@@ -1277,13 +1336,17 @@ impl App {
         let t = &mut self.tables[kind.index()];
         let resort = resort || t.stale || t.order.is_empty();
         let matcher = &mut self.matcher;
+        let narrow = self.narrow.clone();
         macro_rules! run {
             ($rows:expr) => {{
                 let rows = $rows;
                 if resort {
                     t.order = sort_order(rows, t.sort, t.reverse);
                 }
-                let keep = |r: &_| pool.as_deref().is_none_or(|p| Row::pool(r) == Some(p));
+                let keep = |r: &_| {
+                    pool.as_deref().is_none_or(|p| fleet::in_pool(r, p))
+                        && narrow.as_deref().is_none_or(|c| Row::context(r) == c)
+                };
                 t.visible = t.filter.apply(rows, &t.order, keep, matcher);
                 if !t.marks.is_empty() {
                     let shown: BTreeSet<&str> =
@@ -1295,9 +1358,7 @@ impl App {
                     Some(k) => match t.visible.iter().position(|&i| rows[i as usize].key() == k) {
                         Some(at) => Kept::At(at),
                         None if rows.iter().any(|r| r.key() == k) => Kept::FilteredOut,
-                        None => {
-                            Kept::Gone(k.split_once('/').map_or(k, |(_, name)| name).to_owned())
-                        }
+                        None => Kept::Gone(fleet::name_of_key(k).to_owned()),
                     },
                 }
             }};
@@ -1326,7 +1387,7 @@ impl App {
             let now = self.tables[kind.index()]
                 .selected_key
                 .as_deref()
-                .map(|k| k.split_once('/').map_or(k, |(_, n)| n).to_owned());
+                .map(|k| fleet::name_of_key(k).to_owned());
             let what = &kind.as_str()[..kind.as_str().len() - 1];
             self.toast(
                 match now {

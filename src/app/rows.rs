@@ -106,12 +106,18 @@ pub trait Row {
     fn namespace(&self) -> &str {
         ""
     }
+    /// Its kube context (shown when the console has several).
+    fn context(&self) -> &str {
+        ""
+    }
 }
 
 /// One AgentPool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolRow {
     pub key: String,
+    /// The kube context it is from, in a console over several (else empty).
+    pub context: Arc<str>,
     pub namespace: String,
     pub name: String,
     pub mode: &'static str,
@@ -144,6 +150,8 @@ pub struct PoolRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentRow {
     pub key: String,
+    /// The kube context it is from, in a console over several (else empty).
+    pub context: Arc<str>,
     pub namespace: String,
     pub name: String,
     pub pool: String,
@@ -173,6 +181,8 @@ pub struct AgentRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
     pub key: String,
+    /// The kube context it is from, in a console over several (else empty).
+    pub context: Arc<str>,
     pub namespace: String,
     pub name: String,
     pub pool: String,
@@ -203,6 +213,8 @@ pub struct TaskRow {
 /// Where to read a task's or pod's output.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LogSource {
+    /// The kube context of the pod (empty: the console's only one).
+    pub context: String,
     pub namespace: String,
     pub pod: String,
     pub container: Option<String>,
@@ -217,6 +229,8 @@ pub struct LogSource {
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventRow {
     pub key: String,
+    /// The kube context it is from, in a console over several (else empty).
+    pub context: Arc<str>,
     pub namespace: String,
     pub warning: bool,
     pub reason: String,
@@ -263,6 +277,9 @@ macro_rules! impl_row {
             }
             fn namespace(&self) -> &str {
                 &self.namespace
+            }
+            fn context(&self) -> &str {
+                &self.context
             }
         }
     };
@@ -323,6 +340,9 @@ impl<R: Row> Row for Arc<R> {
     }
     fn namespace(&self) -> &str {
         R::namespace(self)
+    }
+    fn context(&self) -> &str {
+        R::context(self)
     }
 }
 
@@ -493,6 +513,7 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
     };
     let log = if let Some(pod) = job_pod {
         Some(LogSource {
+            context: String::new(),
             namespace: ns.clone(),
             pod: pod.name_any(),
             // The worker prints the task's output, redacted (the runner's
@@ -507,6 +528,7 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
         // its output is read instead, so a task that ran keeps a log.
         let ran = !matches!(st.phase, TaskPhase::Pending | TaskPhase::Scheduled);
         (ran && (st.job.is_some() || st.output_tail.is_some())).then(|| LogSource {
+            context: String::new(),
             namespace: ns.clone(),
             pod: st.job.clone().unwrap_or_else(|| name.clone()),
             container: Some("worker".into()),
@@ -515,6 +537,7 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
         })
     } else {
         st.agent.as_deref().map(|agent| LogSource {
+            context: String::new(),
             namespace: ns.clone(),
             pod: agent.to_owned(),
             container: None,
@@ -540,6 +563,7 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
     let search = lc(&[&name, &pool, st.phase.as_str(), &agent, &message]);
     TaskRow {
         key: format!("{ns}/{name}"),
+        context: Arc::default(),
         name_lc: lower_if_needed(&name),
         namespace: ns,
         name,
@@ -602,6 +626,7 @@ fn agent_row(p: &CachedPod, component: &'static str, stamp: &AgentStamp) -> Agen
     ]);
     AgentRow {
         key: format!("{ns}/{name}"),
+        context: Arc::default(),
         name_lc: lower_if_needed(&name),
         namespace: ns,
         name,
@@ -662,6 +687,7 @@ fn pool_row(
     ]);
     PoolRow {
         key: format!("{ns}/{name}"),
+        context: Arc::default(),
         name_lc: lower_if_needed(&name),
         namespace: ns,
         name,
@@ -716,6 +742,7 @@ fn event_row(e: &Event, pool: &str) -> EventRow {
     ]);
     EventRow {
         key: format!("{ns}/{}", e.metadata.name.as_deref().unwrap_or_default()),
+        context: Arc::default(),
         name_lc: lower_if_needed(&object),
         namespace: ns,
         warning,
@@ -1133,6 +1160,7 @@ mod tests {
         assert_eq!(
             log("ran"),
             Some(LogSource {
+                context: String::new(),
                 namespace: "q".into(),
                 pod: "ran-job".into(),
                 container: Some("worker".into()),

@@ -8,6 +8,8 @@ use super::{App, Command, ViewKind};
 /// A pod's container to open a shell in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShellRequest {
+    /// The kube context of the pod (empty: the console's only one).
+    pub context: String,
     pub namespace: String,
     pub pod: String,
     /// None: the agent's container (`agent`, `worker`, else the first).
@@ -27,11 +29,16 @@ impl App {
         let Some(a) = s.agents.get(i) else {
             return Vec::new();
         };
-        vec![Command::Shell(ShellRequest {
-            namespace: a.namespace.clone(),
-            pod: a.name.clone(),
-            container: (a.component == "task").then(|| "runner".to_owned()),
-        })]
+        let context = a.context.to_string();
+        vec![super::fleet::routed(
+            &context,
+            Command::Shell(ShellRequest {
+                context: context.clone(),
+                namespace: a.namespace.clone(),
+                pod: a.name.clone(),
+                container: (a.component == "task").then(|| "runner".to_owned()),
+            }),
+        )]
     }
 
     /// `:shell [NS/]POD [CONTAINER]`: a shell in any pod of the namespace,
@@ -52,15 +59,39 @@ impl App {
             );
             return Vec::new();
         };
-        let (namespace, pod) = match pod.split_once('/') {
-            Some((ns, p)) => (ns.to_owned(), p.to_owned()),
-            None => (self.opts.namespace.clone(), pod),
+        // `[CONTEXT/]NS/POD`: a context's name may hold `/` too.
+        let (context, namespace, pod) = match pod.rsplit_once('/') {
+            Some((rest, p)) => match rest.rsplit_once('/') {
+                Some((ctx, ns)) => (ctx.to_owned(), ns.to_owned(), p.to_owned()),
+                None => (String::new(), rest.to_owned(), p.to_owned()),
+            },
+            None => (String::new(), self.opts.namespace.clone(), pod),
         };
-        vec![Command::Shell(ShellRequest {
-            namespace,
-            pod,
-            container: container.map(str::to_owned),
-        })]
+        // In a console over several contexts: the one named, else the one
+        // the tables are narrowed to.
+        let context = match (self.is_fleet(), context.is_empty()) {
+            (false, _) => String::new(),
+            (true, false) => context,
+            (true, true) => match &self.narrow {
+                Some(c) => c.clone(),
+                None => {
+                    self.toast(
+                        "usage: :shell CONTEXT/NS/POD [CONTAINER] (or :ctx NAME first)".into(),
+                        true,
+                    );
+                    return Vec::new();
+                }
+            },
+        };
+        vec![super::fleet::routed(
+            &context,
+            Command::Shell(ShellRequest {
+                context: context.clone(),
+                namespace,
+                pod,
+                container: container.map(str::to_owned),
+            }),
+        )]
     }
 
     /// How a shell ended: a toast.

@@ -188,6 +188,7 @@ fn enter_drills_from_a_pool_to_its_tasks_to_the_logs_and_esc_comes_back() {
         vec![Command::StreamLogs {
             id: 1,
             source: rows::LogSource {
+                context: String::new(),
                 namespace: fixtures::NS.into(),
                 pod: t.agent.clone(),
                 container: None,
@@ -260,6 +261,7 @@ fn y_loads_the_yaml_of_the_selected_object() {
     assert_eq!(
         cmds,
         vec![Command::LoadYaml(ObjectKey {
+            context: String::new(),
             kind: "AgentPool",
             namespace: fixtures::NS.into(),
             name: "batch".into(),
@@ -269,6 +271,7 @@ fn y_loads_the_yaml_of_the_selected_object() {
         &mut a,
         [Msg::Yaml {
             object: ObjectKey {
+                context: String::new(),
                 kind: "AgentPool",
                 namespace: fixtures::NS.into(),
                 name: "batch".into(),
@@ -991,6 +994,7 @@ fn s_on_an_agent_asks_for_a_shell_in_it_and_its_end_is_told() {
     assert_eq!(
         send(&mut a, [key('s')]),
         vec![Command::Shell(ShellRequest {
+            context: String::new(),
             namespace: agent.namespace.clone(),
             pod: first.clone(),
             container: (agent.component == "task").then(|| "runner".to_owned()),
@@ -1036,6 +1040,7 @@ fn the_shell_command_opens_a_shell_in_any_named_pod_but_not_read_only() {
     assert_eq!(
         shell(&mut a, "shell debug-agent-0-1a2b3"),
         vec![Command::Shell(ShellRequest {
+            context: String::new(),
             namespace: ns,
             pod: "debug-agent-0-1a2b3".into(),
             container: None,
@@ -1044,6 +1049,7 @@ fn the_shell_command_opens_a_shell_in_any_named_pod_but_not_read_only() {
     assert_eq!(
         shell(&mut a, "sh other/p runner"),
         vec![Command::Shell(ShellRequest {
+            context: String::new(),
             namespace: "other".into(),
             pod: "p".into(),
             container: Some("runner".into()),
@@ -1365,6 +1371,7 @@ fn i_opens_the_selected_pools_last_hour_and_esc_goes_back() {
     assert_eq!(
         a.screen(),
         &Screen::PoolHistory {
+            context: String::new(),
             namespace: fixtures::NS.into(),
             name: "platform".into()
         }
@@ -1398,4 +1405,179 @@ fn i_opens_the_selected_pools_last_hour_and_esc_goes_back() {
         "{:?}",
         a.toast
     );
+}
+
+/// A console over contexts `a` and `b`, each showing the fixture cluster:
+/// the same pools, tasks and agents by name in both.
+fn fleet_app() -> (App, usize) {
+    let now = fixtures::now();
+    let mut app = App::new(
+        AppOptions {
+            context: "a, b".into(),
+            contexts: vec!["a".into(), "b".into()],
+            namespace: fixtures::NS.into(),
+            ..AppOptions::default()
+        },
+        now,
+    );
+    app.update(Msg::Resize(100, 30));
+    let snap = Arc::new(rows::build(&fixtures::sources(now, 12), now, &thresholds()));
+    let pools = snap.pools.len();
+    let mut merger = fleet::Merger::new(&app.opts.contexts);
+    merger.take(0, snap.clone());
+    merger.take(1, snap);
+    app.update(Msg::Snapshot(Arc::new(merger.merged())));
+    (app, pools)
+}
+
+fn routed_to(cmds: &[Command]) -> Vec<(String, Command)> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::In { context, command } => Some((context.clone(), (**command).clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_action_on_a_row_of_context_b_goes_to_b() {
+    let (mut a, pools) = fleet_app();
+    // The first pool of b: below every pool of a.
+    send(&mut a, (0..pools).map(|_| key('j')));
+    let selected = &a.snapshot.pools[a.selected_index(ViewKind::Pools).expect("a row")];
+    assert_eq!(&*selected.context, "b");
+    let name = selected.name.clone();
+    send(&mut a, [key('s')]);
+    let title = a
+        .dialog
+        .as_ref()
+        .map(|d| d.title.clone())
+        .unwrap_or_default();
+    assert!(title.contains(" in b"), "{title}");
+    // The prefilled bounds are submitted: the preview is asked of b.
+    let preview = send(&mut a, [code(KeyCode::Enter)]);
+    let preview = routed_to(&preview);
+    assert!(
+        matches!(&preview[..], [(c, Command::PreviewAction(ActionRequest::ScalePool { pool, .. }))] if c == "b" && *pool == name),
+        "{preview:?}"
+    );
+    let apply = routed_to(&send(&mut a, [key('y')]));
+    assert!(
+        matches!(&apply[..], [(c, Command::Action(ActionRequest::ScalePool { pool, .. }))] if c == "b" && *pool == name),
+        "{apply:?}"
+    );
+    // And a's first pool goes to a.
+    let (mut a, _) = fleet_app();
+    send(&mut a, [key('s'), code(KeyCode::Enter)]);
+    let apply = routed_to(&send(&mut a, [key('y')]));
+    assert!(
+        matches!(&apply[..], [(c, Command::Action(_))] if c == "a"),
+        "{apply:?}"
+    );
+}
+
+#[test]
+fn ctx_narrows_the_tables_to_one_context_and_widens_again() {
+    let (mut a, pools) = fleet_app();
+    assert_eq!(a.table(ViewKind::Pools).visible.len(), 2 * pools);
+    send(&mut a, typed(":ctx b"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    let s = a.snapshot.clone();
+    let shown = &a.table(ViewKind::Pools).visible;
+    assert_eq!(shown.len(), pools);
+    assert!(shown.iter().all(|&i| &*s.pools[i as usize].context == "b"));
+    // Every table: the tasks too.
+    send(&mut a, [key('3')]);
+    assert!(
+        a.table(ViewKind::Tasks)
+            .visible
+            .iter()
+            .all(|&i| &*s.tasks[i as usize].context == "b")
+    );
+    send(&mut a, typed(":ctx"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    assert_eq!(a.table(ViewKind::Tasks).visible.len(), s.tasks.len());
+    send(&mut a, typed(":ctx nosuch"));
+    send(&mut a, [code(KeyCode::Enter)]);
+    let toast = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+    assert!(
+        toast.contains("no context nosuch") && toast.contains("a, b"),
+        "{toast}"
+    );
+    assert!(a.narrow.is_none());
+}
+
+#[test]
+fn a_pool_drilled_into_shows_its_own_contexts_tasks_and_logs_go_there() {
+    let (mut a, pools) = fleet_app();
+    send(&mut a, (0..pools).map(|_| key('j')));
+    let pool = a.snapshot.pools[a.selected_index(ViewKind::Pools).expect("row")]
+        .name
+        .clone();
+    send(&mut a, [code(KeyCode::Enter)]);
+    let s = a.snapshot.clone();
+    let shown: Vec<_> = a
+        .table(ViewKind::Tasks)
+        .visible
+        .iter()
+        .map(|&i| s.tasks[i as usize].clone())
+        .collect();
+    assert!(!shown.is_empty());
+    assert!(shown.iter().all(|t| &*t.context == "b" && t.pool == pool));
+    // The logs of one of them are asked of b.
+    let with_log = shown
+        .iter()
+        .position(|t| t.log.is_some())
+        .expect("a task with a log");
+    send(&mut a, (0..with_log).map(|_| key('j')));
+    let cmds = routed_to(&send(&mut a, [key('l')]));
+    assert!(
+        matches!(&cmds[..], [(c, Command::StreamLogs { source, .. })] if c == "b" && source.context == "b"),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn marks_in_two_contexts_are_not_acted_on_at_once() {
+    let (mut a, pools) = fleet_app();
+    send(&mut a, [key(' ')]);
+    send(&mut a, (1..pools).map(|_| key('j')));
+    send(&mut a, [key(' ')]);
+    assert_eq!(a.table(ViewKind::Pools).marks.len(), 2);
+    let cmds = send(&mut a, [key('d')]);
+    assert!(cmds.is_empty() && a.dialog.is_none(), "{cmds:?}");
+    let toast = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+    assert!(toast.contains("2 contexts (a, b)"), "{toast}");
+}
+
+#[test]
+fn each_contexts_status_is_its_own_and_the_whole_is_synced_while_one_is() {
+    let (mut a, _) = fleet_app();
+    let synced = ClusterStatus {
+        role: Role::Leader,
+        watch: WatchState::Synced,
+        latency: None,
+    };
+    a.update(Msg::ContextStatus {
+        context: "a".into(),
+        status: synced.clone(),
+    });
+    a.update(Msg::ContextStatus {
+        context: "b".into(),
+        status: ClusterStatus {
+            role: Role::Observer,
+            watch: WatchState::Disconnected("connection refused".into()),
+            latency: None,
+        },
+    });
+    assert_eq!(a.contexts[0].status, synced);
+    assert!(matches!(
+        a.contexts[1].status.watch,
+        WatchState::Disconnected(_)
+    ));
+    assert_eq!(a.status.watch, WatchState::Synced);
+    // A single-context console's commands are not wrapped.
+    let mut one = app();
+    let cmds = send(&mut one, [key('3'), key('l')]);
+    assert!(routed_to(&cmds).is_empty(), "{cmds:?}");
 }

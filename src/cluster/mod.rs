@@ -18,6 +18,9 @@ pub enum ClusterError {
         /// The contexts the kubeconfig has.
         known: Vec<String>,
     },
+    /// `--all-contexts`, and the kubeconfig has none.
+    #[error("--all-contexts: the kubeconfig{} has no contexts", source_hint())]
+    NoContexts,
     /// The kubeconfig names the context but it cannot be used.
     #[error(
         "cannot load kubeconfig context {context:?}{}: {source}",
@@ -252,6 +255,17 @@ pub fn current_context() -> Option<String> {
         .ok()?
         .current_context
         .filter(|c| !c.is_empty())
+}
+
+/// Every context of the kubeconfig (`KUBECONFIG` or `~/.kube/config`), in
+/// its order, for `--all-contexts`.
+pub fn kubeconfig_contexts() -> Result<Vec<String>, ClusterError> {
+    let kubeconfig =
+        kube::config::Kubeconfig::read().map_err(|source| ClusterError::Kubeconfig {
+            context: "(all)".to_owned(),
+            source,
+        })?;
+    Ok(kubeconfig.contexts.into_iter().map(|c| c.name).collect())
 }
 
 /// Checks that the kubeconfig (`KUBECONFIG` or `~/.kube/config`) can be

@@ -18,6 +18,9 @@ use crate::telemetry::LogFormat;
 pub struct Config {
     /// Namespaces watched; empty means the current (or `--namespace`) one.
     pub namespaces: Vec<String>,
+    /// Console: kube contexts opened together, as `--context a --context b`
+    /// (empty: the one `--context` names, else the current one).
+    pub contexts: Vec<String>,
     /// Namespace holding the leader Lease.
     pub controller_namespace: String,
     /// Seconds between full reconciles of every pool, on top of watch events.
@@ -48,6 +51,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             namespaces: Vec::new(),
+            contexts: Vec::new(),
             controller_namespace: "agentdeck-system".to_owned(),
             resync_interval_seconds: 30,
             health_probe: HealthProbeConfig::default(),
@@ -280,6 +284,15 @@ impl Config {
 
     /// Range and consistency checks; [`Config::load`] runs them.
     pub fn validate(&self) -> Result<(), InvalidField> {
+        for (index, context) in self.contexts.iter().enumerate() {
+            if context.trim().is_empty() {
+                return Err(InvalidField::new(
+                    format!("contexts[{index}]"),
+                    quoted(context),
+                    "a kube context's name (see `kubectl config get-contexts`)",
+                ));
+            }
+        }
         for (index, namespace) in self.namespaces.iter().enumerate() {
             check::namespace(&format!("namespaces[{index}]"), namespace)?;
         }

@@ -40,6 +40,7 @@ use crate::health::FreshnessThresholds;
 use crate::ui::{self, Theme};
 
 pub mod actions;
+pub mod fleet;
 pub mod jobs;
 pub mod queue;
 mod suspend;
@@ -63,11 +64,20 @@ pub enum ActionMode {
 
 /// What the console runs with.
 pub struct ConsoleSetup {
-    pub conn: Connection,
+    /// The contexts to watch: one, or several (a fleet, see [`fleet`]).
+    pub contexts: Vec<ContextSetup>,
     pub config: Config,
     pub app: AppOptions,
     pub theme: Theme,
     pub all_namespaces: bool,
+}
+
+/// One kube context of the console.
+pub struct ContextSetup {
+    /// Its name in the kubeconfig (what the audit records and, with
+    /// several, what the CONTEXT column shows).
+    pub name: String,
+    pub conn: Connection,
     /// `None`: actions answer that they are not available in this build.
     pub actions: Option<ActionRunner>,
 }
@@ -131,16 +141,25 @@ pub(crate) fn restore_terminal() {
 pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Result<()> {
     tracing::info!("console starting");
     let read_only = setup.app.read_only;
-    let handle = Arc::new(controller::start_with(
-        setup.conn.clone(),
-        &setup.config,
-        StartOptions {
-            watch_only: read_only || setup.all_namespaces,
-            all_namespaces: setup.all_namespaces,
-        },
-        cancel.clone(),
-    ));
-    let workers = Workers::start(&setup, handle.clone(), cancel.clone());
+    // Each context: its own controller (leader where it holds that
+    // cluster's Lease) and workers.
+    let mut handles = Vec::new();
+    let mut members = Vec::new();
+    for context in &setup.contexts {
+        let handle = Arc::new(controller::start_with(
+            context.conn.clone(),
+            &setup.config,
+            StartOptions {
+                watch_only: read_only || setup.all_namespaces,
+                all_namespaces: setup.all_namespaces,
+            },
+            cancel.clone(),
+        ));
+        let (workers, rx) = Workers::start(&setup, context, handle.clone(), cancel.clone());
+        members.push((context.name.clone(), workers, rx));
+        handles.push(handle);
+    }
+    let workers = fleet::Fleet::new(members, cancel.clone());
     let mut opts = setup.app;
     opts.all_namespaces |= setup.all_namespaces;
     let mut app = App::new(opts, Timestamp::now());
@@ -165,14 +184,13 @@ pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Res
     });
     cancel.cancel();
     // The terminal is back already; do not hold the user up for long.
-    let _ = tokio::time::timeout(Duration::from_secs(2), handle.join()).await;
+    let joins = futures::future::join_all(handles.iter().map(|h| h.join()));
+    let _ = tokio::time::timeout(Duration::from_secs(2), joins).await;
     result
 }
 
-/// The background tasks and the channels to them.
+/// The background tasks of one context and the channels to them.
 pub struct Workers {
-    /// Messages for the app.
-    pub rx: mpsc::Receiver<Msg>,
     logs: watch::Sender<Option<(StreamId, LogSource, bool)>>,
     yaml: mpsc::Sender<ObjectKey>,
     actions: queue::ActionQueue,
@@ -184,18 +202,20 @@ pub struct Workers {
 
 impl Workers {
     /// Starts the snapshot builder, status probe, log streamer, YAML loader
-    /// and action runner over the controller's view.
+    /// and action runner of `context` over its controller's view; the
+    /// messages for the app come out of the receiver.
     pub fn start(
         setup: &ConsoleSetup,
+        context: &ContextSetup,
         handle: Arc<ControllerHandle>,
         cancel: CancellationToken,
-    ) -> Workers {
+    ) -> (Workers, mpsc::Receiver<Msg>) {
         let (tx, rx) = mpsc::channel(256);
-        let client = setup.conn.client.clone();
+        let client = context.conn.client.clone();
         let view = handle.view();
         let (shown, shown_rx) = watch::channel(false);
         let events = watch_events(
-            &setup.conn,
+            &context.conn,
             setup.all_namespaces,
             &setup.config,
             view.changes.clone(),
@@ -239,14 +259,14 @@ impl Workers {
         ));
         let actions = queue::ActionQueue::start(
             client.clone(),
-            setup.actions.clone(),
+            context.actions.clone(),
             tx.clone(),
             cancel.clone(),
         );
         let jobs = jobs::Jobs::start(
             client.clone(),
             jobs::JobSettings {
-                context: Some(setup.app.context.clone()).filter(|c| !c.is_empty()),
+                context: Some(context.name.clone()).filter(|c| !c.is_empty()),
                 controller_namespace: Some(setup.config.controller_namespace.clone()),
                 bundle_dir: std::env::current_dir().unwrap_or_default(),
                 audit_path: None,
@@ -254,21 +274,23 @@ impl Workers {
             tx,
             cancel,
         );
-        Workers {
-            rx,
+        let workers = Workers {
             logs,
             yaml,
             actions,
             jobs,
             client,
             shell: None,
-        }
+        };
+        (workers, rx)
     }
 
     /// Hands a command to its worker; `false` for Quit.
     pub fn dispatch(&mut self, cmd: Command) -> bool {
         match cmd {
             Command::Quit => return false,
+            // Routed by the fleet; here, the context is this one.
+            Command::In { command, .. } => return self.dispatch(*command),
             Command::StreamLogs {
                 id,
                 source,
@@ -295,7 +317,7 @@ impl Workers {
     }
 }
 
-async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io::Result<()> {
+async fn ui_loop(app: &mut App, theme: &Theme, mut workers: fleet::Fleet) -> std::io::Result<()> {
     let mut terminal = open_terminal()?;
     let result = async {
         let size = terminal.size()?;
@@ -386,8 +408,8 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: Workers) -> std::io:
                     }
                 }
             }
-            if let Some(req) = workers.shell.take() {
-                suspend::shell(&mut terminal, &mut events, app, &workers.client, req).await?;
+            if let Some((client, req)) = workers.take_shell() {
+                suspend::shell(&mut terminal, &mut events, app, &client, req).await?;
             }
             updating += woke.elapsed();
             dirty = true;

@@ -212,10 +212,11 @@ pub fn draw_pool_history(
     area: Rect,
     app: &App,
     theme: &Theme,
+    context: &str,
     namespace: &str,
     name: &str,
 ) {
-    let key = format!("{namespace}/{name}");
+    let key = crate::app::fleet::key_in(context, &format!("{namespace}/{name}"));
     let pool = app.snapshot.pools.iter().find(|p| p.key == key);
     let block = Block::default()
         .borders(Borders::ALL)
@@ -241,7 +242,7 @@ pub fn draw_pool_history(
     let now = app.now;
     let samples = app.pool_history.samples(&key);
     let cols = |f: fn(&Sample) -> i32| app.pool_history.columns(&key, now, plot, f);
-    let decisions = history::decisions(&app.snapshot.events, namespace, name, now);
+    let decisions = history::decisions(&app.snapshot.events, context, namespace, name, now);
 
     // What is true now, and since when the console has watched.
     let mut lines: Vec<Line> = Vec::new();

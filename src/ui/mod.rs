@@ -552,9 +552,11 @@ pub fn draw(frame: &mut Frame, app: &App, theme: &Theme) {
             &format!("{} {}/{}", object.kind, object.namespace, object.name),
         ),
         Screen::Audit => audit::draw_audit(frame, body, app, theme),
-        Screen::PoolHistory { namespace, name } => {
-            history::draw_pool_history(frame, body, app, theme, namespace, name)
-        }
+        Screen::PoolHistory {
+            context,
+            namespace,
+            name,
+        } => history::draw_pool_history(frame, body, app, theme, context, namespace, name),
     }
     audit::draw_bundle_gauge(frame, body, app, theme);
     draw_footer(frame, footer, app, theme);
@@ -631,6 +633,11 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             vec![h("  KUBECONFIG="), v(path.clone(), Role::HeaderValue)],
         ));
     }
+    let parts = if app.is_fleet() {
+        fleet_header(parts, app, theme, width)
+    } else {
+        parts
+    };
     let first = by_priority(parts, width);
     // Second line: the views, the current one highlighted, with counts.
     let mut tabs: Vec<(u8, Vec<Span>)> = vec![(0, vec![Span::raw(" ")])];
@@ -695,6 +702,67 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     ));
     let second = by_priority(tabs, width);
     frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The header's first line with several contexts: each context's name,
+/// role and connection state in place of the one context's, the one the
+/// tables are narrowed to (`:ctx`) highlighted.
+fn fleet_header<'a>(
+    parts: Vec<(u8, Vec<Span<'a>>)>,
+    app: &App,
+    theme: &Theme,
+    width: usize,
+) -> Vec<(u8, Vec<Span<'a>>)> {
+    // Keep the title, the namespace and the clock; the rest is per context.
+    let mut out: Vec<(u8, Vec<Span>)> = Vec::new();
+    let mut rest = parts.into_iter();
+    if let Some(title) = rest.next() {
+        out.push(title);
+    }
+    let n = app.contexts.len().max(1);
+    // A reason is shortened so that every context's state fits beside the others.
+    let each = (width.saturating_sub(12) / n).clamp(14, 48);
+    for c in &app.contexts {
+        let (state, role) = match &c.status.watch {
+            WatchState::Synced => ("synced".to_owned(), Role::Ok),
+            WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
+            WatchState::Resyncing(what) => (format!("resyncing: {what}"), Role::Warn),
+            WatchState::Failing(what) => (format!("failing: {what}"), Role::Danger),
+            WatchState::Disconnected(why) => (format!("disconnected: {why}"), Role::Danger),
+        };
+        let who = match c.status.watch {
+            WatchState::Disconnected(_) => String::new(),
+            _ => format!("{} ", c.status.role.as_str()),
+        };
+        let narrowed = app.narrow.as_deref() == Some(c.name.as_str());
+        let name_style = if narrowed {
+            theme.style(Role::Selection)
+        } else {
+            theme.style(Role::HeaderValue)
+        };
+        let name = text::shorten_middle(&c.name, 24).into_owned();
+        let room = each.saturating_sub(text::width(&name) + text::width(&who) + 3);
+        out.push((
+            0,
+            vec![
+                Span::styled("  ", theme.style(Role::Header)),
+                Span::styled(name, name_style),
+                Span::styled(" ", theme.style(Role::Header)),
+                Span::styled(who, theme.style(Role::Muted)),
+                Span::styled(
+                    text::ellipsize(&state, room.max(8)).into_owned(),
+                    theme.style(role),
+                ),
+            ],
+        ));
+    }
+    // The namespace and the clock, as with one context (`ns` is part 3).
+    for (i, part) in rest.enumerate() {
+        if i == 1 || i == 5 {
+            out.push(part);
+        }
+    }
+    out
 }
 
 /// The parts that fit in `width`, in their order: the ones of the highest
@@ -824,6 +892,15 @@ fn table<R: Row>(
             )],
         ));
     }
+    if let Some(c) = &app.narrow {
+        title.push((
+            1,
+            vec![Span::styled(
+                format!(" ctx:{}", text::shorten_middle(c, 24)),
+                theme.style(Role::Prompt),
+            )],
+        ));
+    }
     if !st.filter_text.is_empty() {
         let mut spans = vec![Span::styled(
             format!(" /{}", text::ellipsize(&st.filter_text, 30)),
@@ -854,10 +931,20 @@ fn table<R: Row>(
         .border_style(theme.style(Role::Border))
         .title(title);
     let inner_width = area.width.saturating_sub(2);
-    // `-A`: the namespace first, as kubectl and k9s show it.
+    // `-A`: the namespace first, as kubectl and k9s show it; with several
+    // contexts, the context before it.
     let with_ns;
-    let cols = if app.opts.all_namespaces {
-        with_ns = std::iter::once(name("NAMESPACE", 12, 0, |r: &R, _| t(r.namespace())))
+    let cols = if app.opts.all_namespaces || app.is_fleet() {
+        let context = app
+            .is_fleet()
+            .then(|| name("CONTEXT", 12, 0, |r: &R, _| t(r.context())));
+        let namespace = app
+            .opts
+            .all_namespaces
+            .then(|| name("NAMESPACE", 12, 0, |r: &R, _| t(r.namespace())));
+        with_ns = context
+            .into_iter()
+            .chain(namespace)
             .chain(cols.iter().map(|c| Column { ..*c }))
             .collect::<Vec<_>>();
         &with_ns[..]
@@ -878,6 +965,22 @@ fn table<R: Row>(
         inner_width,
         app.wide,
     );
+    // The last rows of a context that cannot be reached: shown, muted.
+    let down: Vec<&str> = app
+        .contexts
+        .iter()
+        .filter(|c| matches!(c.status.watch, WatchState::Disconnected(_)))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !down.is_empty() {
+        for (row, r) in cells.iter_mut().zip(&on_screen) {
+            if down.contains(&r.context()) {
+                for cell in row.iter_mut() {
+                    cell.1 = Role::Muted;
+                }
+            }
+        }
+    }
     if let Some(spark) = spark
         && let Some(at) = keep
             .iter()

@@ -1,0 +1,182 @@
+//! The workers of every context of the console, as one.
+//!
+//! With one context its workers' messages go to the app as they are. With
+//! several, one task takes every context's messages: a context's snapshot
+//! is merged with the others' latest ([`Merger`]) and its status is sent
+//! as that context's. A context that cannot be reached only stops sending:
+//! the others' snapshots, the keys and the frames do not wait for it.
+//!
+//! Commands go to the context they name ([`Command::In`]); the rest (the
+//! audit trail, which is local) to the first context.
+
+use kube::Client;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::fleet::Merger;
+use crate::app::{Command, Msg, ShellRequest};
+
+use super::Workers;
+
+/// Every context's workers, and the messages of all of them.
+pub struct Fleet {
+    /// Messages for the app.
+    pub rx: mpsc::Receiver<Msg>,
+    members: Vec<(String, Workers)>,
+}
+
+impl Fleet {
+    /// `members`: each context's name, workers and messages, in the order
+    /// their rows are shown.
+    pub fn new(
+        members: Vec<(String, Workers, mpsc::Receiver<Msg>)>,
+        cancel: CancellationToken,
+    ) -> Fleet {
+        let mut names = Vec::new();
+        let mut workers = Vec::new();
+        let mut receivers = Vec::new();
+        for (name, w, rx) in members {
+            names.push(name.clone());
+            workers.push((name, w));
+            receivers.push(rx);
+        }
+        let rx = if receivers.len() == 1 {
+            receivers.pop().expect("one receiver")
+        } else {
+            let (tx, rx) = mpsc::channel(256);
+            tokio::spawn(merge(names, receivers, tx, cancel));
+            rx
+        };
+        Fleet {
+            rx,
+            members: workers,
+        }
+    }
+
+    /// Hands a command to the workers of its context; `false` for Quit.
+    pub fn dispatch(&mut self, cmd: Command) -> bool {
+        match cmd {
+            Command::Quit => false,
+            Command::In { context, command } => {
+                let Some(at) = self.members.iter().position(|(n, _)| *n == context) else {
+                    tracing::warn!(
+                        context,
+                        "a command for a context this console does not have"
+                    );
+                    return true;
+                };
+                // One log view at a time: another context's stream stops.
+                if matches!(*command, Command::StreamLogs { .. }) {
+                    for (i, (_, w)) in self.members.iter_mut().enumerate() {
+                        if i != at {
+                            w.dispatch(Command::StopLogs);
+                        }
+                    }
+                }
+                self.members[at].1.dispatch(*command)
+            }
+            Command::StopLogs => {
+                for (_, w) in &mut self.members {
+                    w.dispatch(Command::StopLogs);
+                }
+                true
+            }
+            other => match self.members.first_mut() {
+                Some((_, w)) => w.dispatch(other),
+                None => true,
+            },
+        }
+    }
+
+    /// A shell asked for, with the client of its context.
+    pub fn take_shell(&mut self) -> Option<(Client, ShellRequest)> {
+        self.members
+            .iter_mut()
+            .find_map(|(_, w)| w.shell.take().map(|req| (w.client.clone(), req)))
+    }
+}
+
+/// Takes every context's messages: snapshots merged, statuses named, the
+/// rest as they are.
+async fn merge(
+    names: Vec<String>,
+    receivers: Vec<mpsc::Receiver<Msg>>,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    let (each_tx, mut each) = mpsc::channel::<(usize, Msg)>(256);
+    for (i, mut rx) in receivers.into_iter().enumerate() {
+        let each_tx = each_tx.clone();
+        tokio::spawn(async move {
+            while let Some(m) = rx.recv().await {
+                if each_tx.send((i, m)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(each_tx);
+    let mut merger = Merger::new(&names);
+    loop {
+        let (i, msg) = tokio::select! {
+            _ = cancel.cancelled() => return,
+            m = each.recv() => match m {
+                Some(m) => m,
+                None => return,
+            },
+        };
+        let out = match msg {
+            Msg::Snapshot(s) => {
+                // Newer snapshots of any context waiting: take them all
+                // before merging once.
+                merger.take(i, s);
+                let mut other = None;
+                while let Ok((j, m)) = each.try_recv() {
+                    match m {
+                        Msg::Snapshot(s) => {
+                            merger.take(j, s);
+                        }
+                        m => {
+                            other = Some((j, m));
+                            break;
+                        }
+                    }
+                }
+                if tx
+                    .send(Msg::Snapshot(std::sync::Arc::new(merger.merged())))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                match other {
+                    Some((j, m)) => named(&names, j, m),
+                    None => continue,
+                }
+            }
+            m => named(&names, i, m),
+        };
+        if tx.send(out).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A message of context `i`: its status, and the outcome of an action
+/// taken there, naming it.
+fn named(names: &[String], i: usize, msg: Msg) -> Msg {
+    let context = &names[i];
+    match msg {
+        Msg::Status(status) => Msg::ContextStatus {
+            context: context.clone(),
+            status,
+        },
+        Msg::ActionDone { request, result } => Msg::ActionDone {
+            request,
+            result: result
+                .map(|done| format!("in {context}: {done}"))
+                .map_err(|why| format!("in {context}: {why}")),
+        },
+        m => m,
+    }
+}
