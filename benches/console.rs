@@ -12,6 +12,10 @@
 //!   loop that draws the console's own screens at once, for the
 //!   measurement's own floor (both ways);
 //! - `--demo` start → first full screen;
+//! - three contexts in one console (three sandboxes of 10k tasks and 1k
+//!   agent pods each): start → first populated list, RSS and key press →
+//!   screen changed, beside one context of the same; then key press →
+//!   screen changed with one of the three stopped;
 //! - the initial list of those 10k tasks into a store, by agentdeck's
 //!   watcher (next page asked for while one decodes) and kube-runtime's.
 //!
@@ -22,6 +26,7 @@
 //! AGENTDECK_BENCH_STARTS=5 cargo bench --bench console   # fresh starts measured (3)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench console   # another build
 //! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_LIST_ONLY=1 cargo bench --bench console   # the list only
+//! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_FLEET_ONLY=1 cargo bench --bench console   # three contexts only
 //! ```
 
 mod common;
@@ -610,6 +615,118 @@ fn real_binary() {
     std::thread::sleep(Duration::from_secs(2));
 }
 
+/// A console's start → first populated list (`has` says when) and its RSS
+/// 5 s later.
+fn first_list(cmd: &str, has: &dyn Fn(&str) -> bool) -> (Tmux, Option<Duration>, Option<f64>) {
+    let t = Tmux::start(cmd, 160, 48);
+    let first = t.until(Duration::from_secs(120), has);
+    std::thread::sleep(Duration::from_secs(5));
+    let rss = t.pid().and_then(rss_mib);
+    (t, first, rss)
+}
+
+/// Three contexts in one console against one of the same size.
+fn fleet() {
+    let bin = binary();
+    if !std::path::Path::new(&bin).exists() {
+        println!("(skipping the three-context figures: build {bin} first: cargo build --release)");
+        return;
+    }
+    println!(
+        "== three contexts in one console: three sandboxes of 10k tasks and 1k agent pods each ({bin}) =="
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut sandboxes = Vec::new();
+    let mut paths = Vec::new();
+    let filled = Instant::now();
+    for i in 0..3 {
+        let sb = rt.block_on(Sandbox::start(0, 3)).expect("sandbox");
+        let client = {
+            let _g = rt.enter();
+            sb.client().expect("client")
+        };
+        rt.block_on(fill(&client, 10_000, 1_000));
+        let path = dir.path().join(format!("ctx-{i}"));
+        let text = sb
+            .kubeconfig("default")
+            .replace("agentdeck-sandbox", &format!("ctx-{i}"));
+        std::fs::write(&path, text).expect("kubeconfig");
+        paths.push(path.display().to_string());
+        sandboxes.push(sb);
+    }
+    println!(
+        "(three sandboxes filled in {:.1} s)",
+        filled.elapsed().as_secs_f64()
+    );
+    let base = format!(
+        "env HOME={d} XDG_CONFIG_HOME={d} KUBECONFIG={k} AGENTDECK_LEADER_ELECTION__ENABLED=false {bin}",
+        d = dir.path().display(),
+        k = paths.join(":")
+    );
+    // One context alone, for the comparison.
+    let (t, first, rss) = first_list(&format!("{base} --context ctx-0"), &|s| {
+        first_list_shown(|x| s.contains(x))
+    });
+    println!(
+        "one context: start → first populated list {}, RSS 5 s later {}",
+        first.map_or_else(|| "not reached in 120 s".into(), ms),
+        rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+    );
+    t.send("1");
+    report_latency(
+        "one context: key press → screen changed (tmux capture-pane)",
+        t.key_latency(KEY_PRESSES),
+    );
+    control_latency(&t, "one context: same, tmux control mode");
+    drop(t);
+    std::thread::sleep(Duration::from_secs(1));
+    let three = format!("{base} --context ctx-0 --context ctx-1 --context ctx-2");
+    let (t, first, rss) = first_list(&three, &|s| {
+        s.contains("3:tasks 30000")
+            && s.contains("Pools [30/30]")
+            && (0..3).all(|i| s.contains(&format!("ctx-{i} leader synced")))
+    });
+    println!(
+        "three contexts: start → first populated list (30 pools, 30k tasks, each context synced) {}, RSS 5 s later {}",
+        first.map_or_else(|| "not reached in 120 s".into(), ms),
+        rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+    );
+    t.send("1");
+    report_latency(
+        "three contexts: key press → screen changed (tmux capture-pane)",
+        t.key_latency(KEY_PRESSES),
+    );
+    control_latency(&t, "three contexts: same, tmux control mode");
+    // One of them goes away.
+    let gone = sandboxes.pop().expect("a sandbox");
+    rt.block_on(gone.stop());
+    let down = t.until(Duration::from_secs(60), |s| {
+        s.contains("ctx-2 disconnected")
+    });
+    println!(
+        "ctx-2 stopped: shown disconnected after {}",
+        down.map_or_else(|| "not within 60 s".into(), ms)
+    );
+    report_latency(
+        "three contexts, one unreachable: key press → screen changed (tmux capture-pane)",
+        t.key_latency(KEY_PRESSES),
+    );
+    control_latency(
+        &t,
+        "three contexts, one unreachable: same, tmux control mode",
+    );
+    drop(t);
+    for sb in sandboxes {
+        rt.block_on(sb.stop());
+    }
+}
+
 fn main() {
     // The sandbox's containers start through agentdeck's own entry point,
     // never through this harness. Set before any thread exists.
@@ -619,6 +736,9 @@ fn main() {
         in_process();
     }
     if std::env::var_os("AGENTDECK_BENCH_QUICK").is_none() {
-        real_binary();
+        if std::env::var_os("AGENTDECK_BENCH_FLEET_ONLY").is_none() {
+            real_binary();
+        }
+        fleet();
     }
 }

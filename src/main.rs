@@ -16,7 +16,13 @@ fn main() -> ExitCode {
     }
     // kube's client needs one process-wide rustls provider (CRATES.md: ring only).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse().settle().unwrap_or_else(|e| e.exit());
+    let cli = match Cli::parse().settle() {
+        Ok(cli) => cli,
+        Err(why) => {
+            eprintln!("agentdeck: {why}");
+            return ExitCode::from(2);
+        }
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -236,6 +236,35 @@ fn usage_mistakes_exit_2_with_a_message_naming_the_value_and_what_is_valid() {
             code: 2,
             fragments: &["contexts there: kind-dev, prod"],
         },
+        // The console over several contexts: one missing is named before
+        // anything starts (no terminal is taken).
+        Case {
+            args: &["--context", "prod", "--context", "nosuch"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &[
+                "\"nosuch\" is not in the kubeconfig",
+                "contexts there: kind-dev, prod",
+            ],
+        },
+        Case {
+            args: &["status", "--context", "prod", "--context", "kind-dev"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &[
+                "--context was given 2 times (prod, kind-dev)",
+                "only the console",
+            ],
+        },
+        Case {
+            args: &["--all-contexts", "--context", "prod"],
+            env: &[],
+            kubeconfig: "@kubeconfig",
+            code: 2,
+            fragments: &["--all-contexts opens every context"],
+        },
         Case {
             args: &["manifests"],
             env: &[("AGENTDECK_SERVER__PORT", "70000")],

@@ -380,7 +380,7 @@ impl Default for AppOptions {
 /// Commands of the `:` bar.
 pub const COMMANDS: &[&str] = &[
     "pools", "agents", "tasks", "events", "audit", "bundle", "help", "quit", "q", "ap", "at", "po",
-    "pod", "ev", "shell",
+    "pod", "ev", "shell", "ctx",
 ];
 
 /// The console.
@@ -1511,6 +1511,15 @@ pub fn complete_line(line: &str, snapshot: &Snapshot) -> Option<String> {
             snapshot.pools.iter().map(|p| p.name.as_str()).collect()
         }
         "shell" | "sh" | "attach" => snapshot.agents.iter().map(|a| a.name.as_str()).collect(),
+        // The contexts rows came from (a console over several).
+        "ctx" | "context" => {
+            let mut c: Vec<&str> = snapshot.pools.iter().map(|p| &*p.context).collect();
+            c.extend(snapshot.agents.iter().map(|a| &*a.context));
+            c.sort_unstable();
+            c.dedup();
+            c.retain(|c| !c.is_empty());
+            c
+        }
         _ => return None,
     };
     let matching: Vec<&str> = names.into_iter().filter(|n| n.starts_with(arg)).collect();
