@@ -1339,3 +1339,34 @@ fn two_contexts_in_one_console_act_each_on_its_own_and_one_gone_leaves_the_other
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
+
+#[test]
+fn all_contexts_opens_every_context_and_two_on_one_cluster_lead_once() {
+    // Each sandbox's kubeconfig has two contexts on the same cluster (a
+    // token and a client certificate): four contexts, two clusters.
+    let (_a, _b, _dir, kubeconfig) = two_contexts();
+    let t = Tmux::start(
+        &["--all-contexts"],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("AGENTDECK_CONTROLLER_NAMESPACE", "default"),
+        ],
+        200,
+        32,
+    );
+    let s = t.wait("a row from each of the four contexts", |s| {
+        ["│sb-a ", "│sb-a-cert", "│sb-b ", "│sb-b-cert"]
+            .iter()
+            .all(|c| Tmux::row_with(s, c).is_some_and(|r| r.contains("quiet")))
+    });
+    assert!(s.contains("Pools [4/4]"), "{s}");
+    // Of two contexts on one cluster, one holds its Lease and leads; the
+    // other observes.
+    let header = t.wait("each cluster led once", |s| {
+        let h = s.lines().next().unwrap_or_default();
+        h.matches("leader synced").count() == 2 && h.matches("observer synced").count() == 2
+    });
+    assert!(header.contains("sb-a"), "{header}");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}

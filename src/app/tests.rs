@@ -1581,3 +1581,50 @@ fn each_contexts_status_is_its_own_and_the_whole_is_synced_while_one_is() {
     let cmds = send(&mut one, [key('3'), key('l')]);
     assert!(routed_to(&cmds).is_empty(), "{cmds:?}");
 }
+
+#[test]
+fn yaml_bundles_debug_pods_and_shells_of_bs_rows_go_to_b() {
+    let (mut a, pools) = fleet_app();
+    send(&mut a, (0..pools).map(|_| key('j')));
+    // YAML of b's pool.
+    let cmds = routed_to(&send(&mut a, [key('y')]));
+    assert!(
+        matches!(&cmds[..], [(c, Command::LoadYaml(o))] if c == "b" && o.context == "b"),
+        "{cmds:?}"
+    );
+    send(&mut a, [code(KeyCode::Esc)]);
+    // A bundle of b's pool.
+    let cmds = routed_to(&send(&mut a, [key('b')]));
+    assert!(
+        matches!(&cmds[..], [(c, Command::TakeBundle { pool: Some(_), .. })] if c == "b"),
+        "{cmds:?}"
+    );
+    // A debug pod of, and a shell in, one of b's agents.
+    let (mut a, _) = fleet_app();
+    send(&mut a, [key('2')]);
+    let s = a.snapshot.clone();
+    let first_b = a
+        .table(ViewKind::Agents)
+        .visible
+        .iter()
+        .position(|&i| &*s.agents[i as usize].context == "b")
+        .expect("an agent of b");
+    send(&mut a, (0..first_b).map(|_| key('j')));
+    send(&mut a, [key('D')]);
+    let cmds = routed_to(&send(&mut a, [key('y')]));
+    assert!(
+        matches!(&cmds[..], [(c, Command::CreateDebugPod { .. })] if c == "b"),
+        "{cmds:?}"
+    );
+    let cmds = routed_to(&send(&mut a, [key('s')]));
+    assert!(
+        matches!(&cmds[..], [(c, Command::Shell(r))] if c == "b" && r.context == "b"),
+        "{cmds:?}"
+    );
+    // A bundle of a pool named in both contexts must say which.
+    let name = s.pools[0].name.clone();
+    send(&mut a, typed(&format!(":bundle {name}")));
+    assert!(send(&mut a, [code(KeyCode::Enter)]).is_empty());
+    let toast = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+    assert!(toast.contains("is in contexts a, b"), "{toast}");
+}
