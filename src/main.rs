@@ -334,6 +334,7 @@ fn console(cli: &Cli) -> Result<()> {
         let runner = |context: &str| {
             (!cli.read_only).then(|| agentdeck::tui::actions::ops_runner(Some(context.to_owned())))
         };
+        let mut unusable = Vec::new();
         let (contexts, demo) = if cli.demo {
             let demo = agentdeck::demo::Demo::start().await?;
             // Health probed often, so the colours move; idle agents poll
@@ -349,21 +350,41 @@ fn console(cli: &Cli) -> Result<()> {
             (vec![one], Some(demo))
         } else {
             let names = console_contexts(cli, &config)?;
+            let several = names.len() > 1;
             let mut contexts = Vec::new();
+            let mut first_error = None;
             for name in &names {
                 let conn =
                     agentdeck::cluster::connect(name.as_deref(), cli.global.namespace.as_deref())
-                        .await?;
+                        .await;
                 let name = agentdeck::ops::action::context_name(name.as_deref());
-                contexts.push(agentdeck::tui::ContextSetup {
-                    actions: runner(&name),
-                    name,
-                    conn,
-                });
+                match conn {
+                    Ok(conn) => contexts.push(agentdeck::tui::ContextSetup {
+                        actions: runner(&name),
+                        name,
+                        conn,
+                    }),
+                    // One of several that cannot be used (its credentials
+                    // file gone, say): shown with the reason, the others open.
+                    Err(e) if several => {
+                        unusable.push((name, e.to_string()));
+                        first_error.get_or_insert(e);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if let (true, Some(e)) = (contexts.is_empty(), first_error) {
+                return Err(e.into());
             }
             (contexts, None)
         };
-        let names: Vec<String> = contexts.iter().map(|c| c.name.clone()).collect();
+        let names: Vec<String> = match &demo {
+            Some(_) => contexts.iter().map(|c| c.name.clone()).collect(),
+            None => console_contexts(cli, &config)?
+                .iter()
+                .map(|n| agentdeck::ops::action::context_name(n.as_deref()))
+                .collect(),
+        };
         let mut namespaces: Vec<&str> =
             contexts.iter().map(|c| c.conn.namespace.as_str()).collect();
         namespaces.dedup();
@@ -388,6 +409,7 @@ fn console(cli: &Cli) -> Result<()> {
             theme,
             all_namespaces: cli.all_namespaces,
             contexts,
+            unusable,
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         let result = agentdeck::tui::run(setup, cancel).await;

@@ -1370,3 +1370,43 @@ fn all_contexts_opens_every_context_and_two_on_one_cluster_lead_once() {
     t.send(&["q"]);
     t.wait_for("EXIT=0");
 }
+
+#[test]
+fn a_context_that_cannot_be_loaded_shows_why_and_the_others_open() {
+    let (_a, _b, dir, kubeconfig) = two_contexts();
+    let broken = dir.path().join("broken");
+    std::fs::write(
+        &broken,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: https://127.0.0.1:1\n\
+         contexts:\n- name: broken\n  context:\n    cluster: gone\n    user: gone\n\
+         users:\n- name: gone\n  user:\n    client-certificate: /nonexistent/cert.pem\n    client-key: /nonexistent/key.pem\n",
+    )
+    .expect("written");
+    let kubeconfig = format!("{kubeconfig}:{}", broken.display());
+    let t = Tmux::start(
+        &["--context", "broken", "--context", "sb-b"],
+        &[("KUBECONFIG", &kubeconfig)],
+        160,
+        30,
+    );
+    let s = t.wait("b's rows beside the broken context's reason", |s| {
+        s.contains("broken disconnected: cannot create a Kubernet")
+            && Tmux::row_with(s, "│sb-b").is_some_and(|r| r.contains("quiet"))
+    });
+    assert!(!s.contains("│broken"), "{s}");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    // Alone, the console does not open: the reason, and exit 1.
+    let alone = Tmux::start(
+        &["--context", "broken"],
+        &[("KUBECONFIG", &kubeconfig)],
+        160,
+        30,
+    );
+    let s = alone.wait_for("EXIT=");
+    // (The message wraps at the pane's width.)
+    assert!(
+        s.replace('\n', "").contains("/nonexistent/cert.pem") && s.contains("EXIT=1"),
+        "{s}"
+    );
+}

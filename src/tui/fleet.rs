@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::fleet::Merger;
-use crate::app::{Command, Msg, ShellRequest};
+use crate::app::{ClusterStatus, Command, Msg, Role, ShellRequest, WatchState};
 
 use super::Workers;
 
@@ -28,8 +28,10 @@ pub struct Fleet {
 impl Fleet {
     /// `members`: each context's name, workers and messages, in the order
     /// their rows are shown.
+    /// `unusable`: contexts that could not be used, and why.
     pub fn new(
         members: Vec<(String, Workers, mpsc::Receiver<Msg>)>,
+        unusable: Vec<(String, String)>,
         cancel: CancellationToken,
     ) -> Fleet {
         let mut names = Vec::new();
@@ -40,10 +42,20 @@ impl Fleet {
             workers.push((name, w));
             receivers.push(rx);
         }
-        let rx = if receivers.len() == 1 {
+        let rx = if receivers.len() == 1 && unusable.is_empty() {
             receivers.pop().expect("one receiver")
         } else {
             let (tx, rx) = mpsc::channel(256);
+            for (context, why) in unusable {
+                let _ = tx.try_send(Msg::ContextStatus {
+                    context,
+                    status: ClusterStatus {
+                        role: Role::Observer,
+                        watch: WatchState::Disconnected(why),
+                        latency: None,
+                    },
+                });
+            }
             tokio::spawn(merge(names, receivers, tx, cancel));
             rx
         };

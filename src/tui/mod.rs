@@ -66,6 +66,9 @@ pub enum ActionMode {
 pub struct ConsoleSetup {
     /// The contexts to watch: one, or several (a fleet, see [`fleet`]).
     pub contexts: Vec<ContextSetup>,
+    /// Contexts of several that could not be used, and why: shown as
+    /// disconnected.
+    pub unusable: Vec<(String, String)>,
     pub config: Config,
     pub app: AppOptions,
     pub theme: Theme,
@@ -159,7 +162,7 @@ pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Res
         members.push((context.name.clone(), workers, rx));
         handles.push(handle);
     }
-    let workers = fleet::Fleet::new(members, cancel.clone());
+    let workers = fleet::Fleet::new(members, setup.unusable.clone(), cancel.clone());
     let mut opts = setup.app;
     opts.all_namespaces |= setup.all_namespaces;
     let mut app = App::new(opts, Timestamp::now());
