@@ -47,7 +47,7 @@ macro_rules! actions {
 actions! {
     Quit = "quit", Global, false, ["q", "ctrl-c"], "quit";
     Help = "help", Global, false, ["?"], "this help";
-    Command = "command", Global, false, [":"], "command bar (:pools :agents :tasks :events :audit :bundle :q)";
+    Command = "command", Global, false, [":"], "command bar (:pools :agents :tasks :events :audit :bundle :ctx :q)";
     Filter = "filter", Global, false, ["/"], "filter: regex, !inverse, -f fuzzy, -l label=value";
     Back = "back", Global, false, ["esc"], "back (clear filter, leave a view)";
     HistoryBack = "history-back", Global, false, ["["], "previous view in history";
