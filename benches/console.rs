@@ -653,10 +653,8 @@ fn fleet() {
         };
         rt.block_on(fill(&client, 10_000, 1_000));
         let path = dir.path().join(format!("ctx-{i}"));
-        let text = sb
-            .kubeconfig("default")
-            .replace("agentdeck-sandbox", &format!("ctx-{i}"));
-        std::fs::write(&path, text).expect("kubeconfig");
+        std::fs::write(&path, sb.kubeconfig_named("default", &format!("ctx-{i}")))
+            .expect("kubeconfig");
         paths.push(path.display().to_string());
         sandboxes.push(sb);
     }

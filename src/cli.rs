@@ -149,6 +149,11 @@ pub struct SandboxArgs {
     /// Simulated nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: u32,
+    /// Name of the kubeconfig's cluster, user and context: two sandboxes of
+    /// different names merge into one kubeconfig (`KUBECONFIG=a:b`), for
+    /// `agentdeck --context a --context b`.
+    #[arg(long, value_name = "NAME", default_value = "agentdeck-sandbox")]
+    pub name: String,
     /// Compact the watch history this often, as kube-apiserver's
     /// --etcd-compaction-interval: watches and lists from before the
     /// previous compaction get 410 Gone (0 = never).

@@ -97,6 +97,7 @@ fn run(cli: Cli) -> Result<()> {
                 args.nodes,
                 args.kubeconfig_out,
                 &namespace,
+                &args.name,
                 retention,
             ))?;
             Ok(())

@@ -1243,9 +1243,9 @@ fn two_contexts() -> (TestSandbox, TestSandbox, tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut paths = Vec::new();
     for (sb, name) in [(&a, "sb-a"), (&b, "sb-b")] {
-        let text = std::fs::read_to_string(&sb.kubeconfig).expect("kubeconfig");
+        // As `agentdeck sandbox --name sb-a` writes it.
         let path = dir.path().join(name);
-        std::fs::write(&path, text.replace("agentdeck-sandbox", name)).expect("written");
+        std::fs::write(&path, sb.sandbox().kubeconfig_named("default", name)).expect("written");
         paths.push(path.display().to_string());
     }
     (a, b, dir, paths.join(":"))

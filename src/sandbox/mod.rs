@@ -238,6 +238,12 @@ impl Sandbox {
         kubeconfig_for(&self.url(), &self.api.security, namespace)
     }
 
+    /// The same kubeconfig with its cluster, user and context named `name`
+    /// (and the certificate context `name-cert`).
+    pub fn kubeconfig_named(&self, namespace: &str, name: &str) -> String {
+        kubeconfig_named(&self.url(), &self.api.security, namespace, name)
+    }
+
     /// A kube client for this sandbox, as its kubeconfig's user.
     pub fn client(&self) -> Result<kube::Client, kube::Error> {
         self.client_with_token(self.admin_token())
@@ -336,18 +342,46 @@ pub const CERT_CONTEXT: &str = "agentdeck-sandbox-cert";
 /// (cluster-admin, a bearer token: what every client sends), and
 /// [`CERT_CONTEXT`], the same admin with a client certificate only.
 pub fn kubeconfig_for(server: &str, security: &auth::Security, namespace: &str) -> String {
+    kubeconfig_named(server, security, namespace, "agentdeck-sandbox")
+}
+
+/// [`kubeconfig_for`] with the cluster, user and context named `name`,
+/// and the certificate context `name-cert`.
+pub fn kubeconfig_named(
+    server: &str,
+    security: &auth::Security,
+    namespace: &str,
+    name: &str,
+) -> String {
     use base64::Engine;
+    let cert_context = if name == "agentdeck-sandbox" {
+        CERT_CONTEXT.to_owned()
+    } else {
+        format!("{name}-cert")
+    };
+    // A name of other characters than these is quoted (JSON is YAML).
+    let q = |s: &str| {
+        if !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            s.to_owned()
+        } else {
+            serde_json::Value::from(s).to_string()
+        }
+    };
+    let (name, cert) = (q(name), q(&cert_context));
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: agentdeck-sandbox\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
-         contexts:\n- name: agentdeck-sandbox\n  context:\n    cluster: agentdeck-sandbox\n    user: agentdeck-sandbox\n    namespace: {namespace}\n\
-         - name: {CERT_CONTEXT}\n  context:\n    cluster: agentdeck-sandbox\n    user: {CERT_CONTEXT}\n    namespace: {namespace}\n\
-         current-context: agentdeck-sandbox\nusers:\n- name: agentdeck-sandbox\n  user:\n    token: {token}\n\
-         - name: {CERT_CONTEXT}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n\
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+         contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: {namespace}\n\
+         - name: {cert}\n  context:\n    cluster: {name}\n    user: {cert}\n    namespace: {namespace}\n\
+         current-context: {name}\nusers:\n- name: {name}\n  user:\n    token: {token}\n\
+         - name: {cert}\n  user:\n    client-certificate-data: {cert_pem}\n    client-key-data: {key}\n\
          preferences: {{}}\n",
         ca = b64(security.pki().ca_pem()),
         token = security.admin_token(),
-        cert = b64(security.pki().admin_cert_pem()),
+        cert_pem = b64(security.pki().admin_cert_pem()),
         key = b64(security.pki().admin_key_pem()),
     )
 }
@@ -359,6 +393,7 @@ pub async fn run_cli(
     nodes: u32,
     kubeconfig_out: Option<PathBuf>,
     namespace: &str,
+    name: &str,
     retention: retention::Retention,
 ) -> Result<(), SandboxError> {
     let security = auth::Security::generate().map_err(SandboxError::Tls)?;
@@ -373,9 +408,11 @@ pub async fn run_cli(
     let path = kubeconfig_out.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("agentdeck-sandbox-{}.kubeconfig", sb.addr().port()))
     });
-    std::fs::write(&path, sb.kubeconfig(namespace)).map_err(|source| SandboxError::Kubeconfig {
-        path: path.clone(),
-        source,
+    std::fs::write(&path, sb.kubeconfig_named(namespace, name)).map_err(|source| {
+        SandboxError::Kubeconfig {
+            path: path.clone(),
+            source,
+        }
     })?;
     println!("agentdeck sandbox: Kubernetes API on {}", sb.url());
     println!("kubeconfig written to {}", path.display());
@@ -452,4 +489,51 @@ fn node(i: u32) -> serde_json::Value {
                          "machineID": "", "systemUUID": "", "bootID": ""}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_named_sandbox_kubeconfigs_merge_into_two_contexts_of_their_own() {
+        let security = auth::Security::generate().expect("credentials");
+        let a = kubeconfig_named("https://127.0.0.1:6001", &security, "default", "a");
+        let b = kubeconfig_named("https://127.0.0.1:6002", &security, "ops", "east/b");
+        let parse = |t: &str| kube::config::Kubeconfig::from_yaml(t).expect("a kubeconfig");
+        let merged = parse(&a).merge(parse(&b)).expect("merges");
+        let server = |context: &str| {
+            let c = merged
+                .contexts
+                .iter()
+                .find(|c| c.name == context)
+                .and_then(|c| c.context.clone())
+                .expect("the context");
+            let cluster = merged
+                .clusters
+                .iter()
+                .find(|x| x.name == c.cluster)
+                .and_then(|x| x.cluster.clone())
+                .expect("its cluster");
+            (cluster.server, c.namespace)
+        };
+        assert_eq!(
+            server("a"),
+            (
+                Some("https://127.0.0.1:6001".into()),
+                Some("default".into())
+            )
+        );
+        assert_eq!(
+            server("east/b"),
+            (Some("https://127.0.0.1:6002".into()), Some("ops".into()))
+        );
+        assert!(merged.contexts.iter().any(|c| c.name == "east/b-cert"));
+        // Unnamed, as before.
+        let plain = kubeconfig_for("https://127.0.0.1:6001", &security, "default");
+        assert_eq!(
+            parse(&plain).current_context.as_deref(),
+            Some("agentdeck-sandbox")
+        );
+    }
 }
