@@ -1410,3 +1410,35 @@ fn a_context_that_cannot_be_loaded_shows_why_and_the_others_open() {
         "{s}"
     );
 }
+
+#[test]
+fn contexts_in_the_configuration_open_together_and_flags_win() {
+    let (_a, _b, dir, kubeconfig) = two_contexts();
+    let config = dir.path().join("agentdeck.yaml");
+    std::fs::write(&config, "contexts: [sb-a, sb-b]\n").expect("config");
+    let config = config.display().to_string();
+    let t = Tmux::start(
+        &["--config", &config],
+        &[("KUBECONFIG", &kubeconfig)],
+        160,
+        30,
+    );
+    t.wait("rows of both configured contexts", |s| {
+        Tmux::row_with(s, "│sb-a").is_some() && Tmux::row_with(s, "│sb-b").is_some()
+    });
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+    // --context names the one to open instead.
+    let t = Tmux::start(
+        &["--config", &config, "--context", "sb-b"],
+        &[("KUBECONFIG", &kubeconfig)],
+        160,
+        30,
+    );
+    let s = t.wait("b alone, as one context", |s| {
+        s.contains("ctx sb-b") && s.contains("quiet") && s.contains("watch synced")
+    });
+    assert!(!s.contains("CONTEXT"), "{s}");
+    t.send(&["q"]);
+    t.wait_for("EXIT=0");
+}
