@@ -164,8 +164,56 @@ fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
     percentile(&mut times, 0.5)
 }
 
+/// Three contexts' snapshots merged (`app::fleet::Merger`) after one
+/// task of one of them changed, p50 over `rounds`: the work a console over
+/// several contexts adds per snapshot.
+fn fleet_merge(tasks: usize, rounds: usize) -> (Duration, Duration) {
+    let now = fixtures::now();
+    let mut src = fixtures::sources(now, tasks);
+    let mut builder = rows::RowBuilder::default();
+    let first = Arc::new(builder.build(&src, now, &thresholds()));
+    let contexts: Vec<String> = (0..3).map(|i| format!("ctx-{i}")).collect();
+    let mut merger = agentdeck::app::fleet::Merger::new(&contexts);
+    let started = Instant::now();
+    for i in 0..3 {
+        merger.take(i, first.clone());
+    }
+    drop(merger.merged());
+    let whole = started.elapsed();
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        let i = (round * 7919) % src.tasks.len();
+        let mut t = AgentTask::clone(&src.tasks[i]);
+        if let Some(st) = t.status.as_mut() {
+            st.message = Some(format!("changed {round}"));
+        }
+        let t = Arc::new(t);
+        src.tasks[i] = t.clone();
+        let delta = rows::Delta {
+            tasks: rows::Changes::Some(vec![(rows::Keyed::key(&*t), Some(t))]),
+            events: src.events.clone(),
+            ..rows::Delta::default()
+        };
+        let snap = Arc::new(builder.update(delta, now, &thresholds()));
+        let started = Instant::now();
+        merger.take(round % 3, snap);
+        let merged = merger.merged();
+        times.push(started.elapsed());
+        drop(merged);
+    }
+    (whole, percentile(&mut times, 0.5))
+}
+
 fn in_process() {
     println!("== in process (TestBackend, fixture cluster) ==");
+    for n in [1_000, 10_000, 100_000] {
+        let (whole, one) = fleet_merge(n, 20);
+        println!(
+            "{n:>7} tasks × 3 contexts: merge of the first three snapshots {} | merge after one task of one context changed p50 {}",
+            ms(whole),
+            ms(one),
+        );
+    }
     for n in [1_000, 10_000, 100_000] {
         let (full, one, rebuilt) = incremental(n, 20);
         println!(

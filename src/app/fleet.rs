@@ -10,7 +10,6 @@
 //! With one context nothing here is used: rows keep an empty context and
 //! their `namespace/name` keys, and commands are not wrapped.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::rows::{AgentRow, EventRow, PoolRow, Row, Snapshot, TaskCounts, TaskRow};
@@ -98,22 +97,22 @@ struct Part {
     events: Tagged<EventRow>,
 }
 
-/// Copies of one table's rows with the context set, by the address of the
-/// row they were made from (that row is held too, so the address stays
-/// its own).
+/// One table's rows of the last snapshot, each with its copy that carries
+/// the context, in order.
 struct Tagged<R> {
-    rows: Vec<Arc<R>>,
-    by_source: HashMap<usize, (Arc<R>, Arc<R>)>,
+    last: Vec<(Arc<R>, Arc<R>)>,
 }
 
 impl<R> Default for Tagged<R> {
     fn default() -> Self {
-        Tagged {
-            rows: Vec::new(),
-            by_source: HashMap::new(),
-        }
+        Tagged { last: Vec::new() }
     }
 }
+
+/// How far ahead a row is looked for where the order moved (a row added,
+/// changed or removed): beyond, a row is copied again, which is only
+/// slower.
+const WINDOW: usize = 32;
 
 /// Sets a row's context and key.
 pub trait Tag: Clone {
@@ -144,24 +143,41 @@ impl Tag for TaskRow {
 }
 
 impl<R: Tag> Tagged<R> {
+    /// Takes the table's new rows: a row the builder shared from the last
+    /// snapshot keeps its copy (found in the same order, one pointer
+    /// comparison a row when little changed); a new or changed one is
+    /// copied with its context.
     fn update(&mut self, context: &Arc<str>, rows: &[Arc<R>]) {
-        let mut next = HashMap::with_capacity(rows.len());
-        self.rows.clear();
-        self.rows.reserve(rows.len());
-        for source in rows {
-            let ptr = Arc::as_ptr(source) as usize;
-            let tagged = match self.by_source.remove(&ptr) {
-                Some((_, tagged)) => tagged,
+        let last = std::mem::take(&mut self.last);
+        let mut next = Vec::with_capacity(rows.len());
+        // Where in the last rows the next one is looked for.
+        let mut at = 0;
+        for (i, source) in rows.iter().enumerate() {
+            let end = (at + WINDOW).min(last.len());
+            let tagged = match (at..end).find(|&j| Arc::ptr_eq(&last[j].0, source)) {
+                Some(j) => {
+                    at = j + 1;
+                    last[j].1.clone()
+                }
                 None => {
+                    // The last row at `at`, if it is not further down the
+                    // new rows, was changed or removed: past it.
+                    let ahead = &rows[i + 1..(i + 1 + WINDOW).min(rows.len())];
+                    if at < last.len() && !ahead.iter().any(|r| Arc::ptr_eq(r, &last[at].0)) {
+                        at += 1;
+                    }
                     let mut row = R::clone(source);
                     row.tag(context);
                     Arc::new(row)
                 }
             };
-            self.rows.push(tagged.clone());
-            next.insert(ptr, (source.clone(), tagged));
+            next.push((source.clone(), tagged));
         }
-        self.by_source = next;
+        self.last = next;
+    }
+
+    fn rows(&self) -> impl Iterator<Item = Arc<R>> + '_ {
+        self.last.iter().map(|(_, tagged)| tagged.clone())
     }
 }
 
@@ -198,10 +214,10 @@ impl Merger {
         let mut counts = TaskCounts::default();
         for p in &self.parts {
             let Some(s) = &p.latest else { continue };
-            out.pools.extend(p.pools.rows.iter().cloned());
-            out.agents.extend(p.agents.rows.iter().cloned());
-            out.tasks.extend(p.tasks.rows.iter().cloned());
-            out.events.extend(p.events.rows.iter().cloned());
+            out.pools.extend(p.pools.rows());
+            out.agents.extend(p.agents.rows());
+            out.tasks.extend(p.tasks.rows());
+            out.events.extend(p.events.rows());
             counts.pending += s.task_counts.pending;
             counts.running += s.task_counts.running;
             counts.failed += s.task_counts.failed;
@@ -398,6 +414,73 @@ mod tests {
         assert_eq!(two.pools[0].ready, one.pools[0].ready + 1);
         assert!(Arc::ptr_eq(&one.pools[1], &two.pools[1]));
         assert!(Arc::ptr_eq(&one.tasks[0], &two.tasks[0]));
+    }
+
+    #[test]
+    fn rows_added_changed_and_removed_anywhere_come_out_as_a_fresh_copy_would() {
+        let base = snapshot();
+        let pool = base.pools[0].clone();
+        let row = |n: usize| {
+            let mut r = (*pool).clone();
+            r.name = format!("pool-{n:04}");
+            r.key = format!("ns/{}", r.name);
+            Arc::new(r)
+        };
+        let context: Arc<str> = "east".into();
+        let mut tagged = Tagged::<PoolRow>::default();
+        let mut rows: Vec<Arc<PoolRow>> = (0..200).map(row).collect();
+        let mut next_name = 200;
+        fastrand::seed(7);
+        for step in 0..300 {
+            tagged.update(&context, &rows);
+            let out: Vec<Arc<PoolRow>> = tagged.rows().collect();
+            assert_eq!(out.len(), rows.len(), "step {step}");
+            for (t, s) in out.iter().zip(&rows) {
+                let mut want = (**s).clone();
+                want.tag(&context);
+                assert_eq!(**t, want, "step {step}");
+            }
+            // The next snapshot: a few rows added, changed or removed
+            // anywhere (sometimes many at once), the rest shared.
+            let before = out;
+            let edits = if step % 50 == 49 {
+                80
+            } else {
+                fastrand::usize(0..4)
+            };
+            for _ in 0..edits {
+                let i = fastrand::usize(0..=rows.len());
+                match fastrand::u8(0..3) {
+                    0 => {
+                        rows.insert(i, row(next_name));
+                        next_name += 1;
+                    }
+                    1 if i < rows.len() => {
+                        let mut r = (*rows[i]).clone();
+                        r.ready += 1;
+                        rows[i] = Arc::new(r);
+                    }
+                    _ if i < rows.len() && rows.len() > 1 => {
+                        rows.remove(i);
+                    }
+                    _ => {}
+                }
+            }
+            // A few edits: only the rows added or changed are copied.
+            if edits < 4 {
+                tagged.update(&context, &rows);
+                let after: Vec<Arc<PoolRow>> = tagged.rows().collect();
+                let kept = after
+                    .iter()
+                    .filter(|a| before.iter().any(|b| Arc::ptr_eq(a, b)))
+                    .count();
+                assert!(
+                    after.len() - kept <= edits,
+                    "step {step}: {} copied for {edits} edits",
+                    after.len() - kept
+                );
+            }
+        }
     }
 
     #[test]
