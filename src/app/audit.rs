@@ -17,6 +17,8 @@ pub struct AuditRow {
     pub user: String,
     /// `cli` or `console`.
     pub via: String,
+    /// The kube context acted in (empty in old records).
+    pub context: String,
     pub namespace: String,
     /// The verb (`drain`, `hold` …).
     pub action: String,
@@ -85,16 +87,18 @@ pub fn rows(records: &[AuditRecord]) -> Vec<AuditRow> {
             } else {
                 changes.join("; ")
             });
-            let (user, via, action, outcome, namespace) = (
+            let (user, via, action, outcome, namespace, context) = (
                 clean(&r.user),
                 clean(&r.via),
                 clean(&r.action),
                 clean(&r.outcome),
                 clean(&r.namespace),
+                clean(&r.context),
             );
             let search = [
                 user.as_str(),
                 via.as_str(),
+                context.as_str(),
                 namespace.as_str(),
                 action.as_str(),
                 objects.as_str(),
@@ -118,6 +122,7 @@ pub fn rows(records: &[AuditRecord]) -> Vec<AuditRow> {
                 name_lc: objects.to_lowercase(),
                 user,
                 via,
+                context,
                 namespace,
                 action,
                 objects,
@@ -291,6 +296,9 @@ mod tests {
         assert_eq!(rows[0].objects, "hold pool alpha");
         assert_eq!(rows[1].objects, "AgentPool/alpha");
         assert_eq!(rows[1].changes, "spec.drain: false → true");
+        // The context acted in, shown and searched.
+        assert_eq!(rows[1].context, "kind-a");
+        assert!(rows[1].search.contains("kind-a"), "{}", rows[1].search);
         assert!(!rows[1].failed);
         assert!(!rows[1].user.contains('\u{1b}'), "{:?}", rows[1].user);
         assert!(rows[1].search.contains("agentpool/alpha"));

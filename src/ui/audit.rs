@@ -24,6 +24,9 @@ pub fn audit_columns() -> Vec<Column<AuditRow>> {
         col("VIA", 7, 5, |r, _| {
             (Cow::Borrowed(r.via.as_str()), Role::Muted)
         }),
+        name("CONTEXT", 12, 7, |r, _| {
+            (Cow::Borrowed(r.context.as_str()), Role::Muted)
+        }),
         name("NAMESPACE", 12, 6, |r, _| {
             (Cow::Borrowed(r.namespace.as_str()), Role::Muted)
         }),
