@@ -9,6 +9,9 @@
 //! Commands go to the context they name ([`Command::In`]); the rest (the
 //! audit trail, which is local) to the first context.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use kube::Client;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -16,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::fleet::Merger;
 use crate::app::{ClusterStatus, Command, Msg, Role, ShellRequest, WatchState};
 
-use super::Workers;
+use super::{SNAPSHOT_GAP, Workers};
 
 /// Every context's workers, and the messages of all of them.
 pub struct Fleet {
@@ -129,9 +132,23 @@ async fn merge(
     }
     drop(each_tx);
     let mut merger = Merger::new(&names);
+    // A merged snapshot at most every SNAPSHOT_GAP: what arrives meanwhile
+    // is taken and merged once (a merge costs a pass over every context's
+    // rows: 16 ms for 3 × 100k tasks).
+    let mut sent: Option<Instant> = None;
+    let mut dirty = false;
     loop {
+        let due = sent.map_or(Duration::ZERO, |t| SNAPSHOT_GAP.saturating_sub(t.elapsed()));
         let (i, msg) = tokio::select! {
             _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(due), if dirty => {
+                dirty = false;
+                sent = Some(Instant::now());
+                if tx.send(Msg::Snapshot(Arc::new(merger.merged()))).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             m = each.recv() => match m {
                 Some(m) => m,
                 None => return,
@@ -139,32 +156,9 @@ async fn merge(
         };
         let out = match msg {
             Msg::Snapshot(s) => {
-                // Newer snapshots of any context waiting: take them all
-                // before merging once.
                 merger.take(i, s);
-                let mut other = None;
-                while let Ok((j, m)) = each.try_recv() {
-                    match m {
-                        Msg::Snapshot(s) => {
-                            merger.take(j, s);
-                        }
-                        m => {
-                            other = Some((j, m));
-                            break;
-                        }
-                    }
-                }
-                if tx
-                    .send(Msg::Snapshot(std::sync::Arc::new(merger.merged())))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                match other {
-                    Some((j, m)) => named(&names, j, m),
-                    None => continue,
-                }
+                dirty = true;
+                continue;
             }
             m => named(&names, i, m),
         };
@@ -190,5 +184,58 @@ fn named(names: &[String], i: usize, msg: Msg) -> Msg {
                 .map_err(|why| format!("in {context}: {why}")),
         },
         m => m,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::rows::Snapshot;
+
+    #[tokio::test]
+    async fn snapshots_arriving_together_are_merged_once_a_gap_apart_and_statuses_named() {
+        let (a_tx, a_rx) = mpsc::channel(64);
+        let (b_tx, b_rx) = mpsc::channel(64);
+        let (tx, mut rx) = mpsc::channel(64);
+        let cancel = CancellationToken::new();
+        tokio::spawn(merge(
+            vec!["a".into(), "b".into()],
+            vec![a_rx, b_rx],
+            tx,
+            cancel.clone(),
+        ));
+        // The first is sent at once.
+        let at = Instant::now();
+        a_tx.send(Msg::Snapshot(Arc::new(Snapshot::default())))
+            .await
+            .expect("sent");
+        let first = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert!(matches!(first, Ok(Some(Msg::Snapshot(_)))));
+        // Ten more from both within the gap: one merged snapshot, a gap
+        // after the first.
+        for i in 0..10 {
+            let to = if i % 2 == 0 { &a_tx } else { &b_tx };
+            to.send(Msg::Snapshot(Arc::new(Snapshot::default())))
+                .await
+                .expect("sent");
+        }
+        b_tx.send(Msg::Status(crate::app::ClusterStatus {
+            role: Role::Leader,
+            watch: WatchState::Synced,
+            latency: None,
+        }))
+        .await
+        .expect("sent");
+        let status = rx.recv().await;
+        assert!(
+            matches!(&status, Some(Msg::ContextStatus { context, .. }) if context == "b"),
+            "{status:?}"
+        );
+        assert!(matches!(rx.recv().await, Some(Msg::Snapshot(_))));
+        assert!(at.elapsed() >= SNAPSHOT_GAP);
+        // Nothing more was sent for them.
+        let more = tokio::time::timeout(SNAPSHOT_GAP * 4, rx.recv()).await;
+        assert!(more.is_err(), "{more:?}");
+        cancel.cancel();
     }
 }
