@@ -1120,6 +1120,11 @@ impl App {
                 } else {
                     title
                 };
+                let title = if source.context.is_empty() {
+                    title
+                } else {
+                    format!("{title} in {}", source.context)
+                };
                 self.go(Screen::Logs {
                     title,
                     source,

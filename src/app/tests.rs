@@ -1535,6 +1535,11 @@ fn a_pool_drilled_into_shows_its_own_contexts_tasks_and_logs_go_there() {
         matches!(&cmds[..], [(c, Command::StreamLogs { source, .. })] if c == "b" && source.context == "b"),
         "{cmds:?}"
     );
+    assert!(
+        matches!(a.screen(), Screen::Logs { title, .. } if title.ends_with(" in b")),
+        "{:?}",
+        a.screen()
+    );
 }
 
 #[test]

@@ -549,7 +549,14 @@ pub fn draw(frame: &mut Frame, app: &App, theme: &Theme) {
             body,
             app,
             theme,
-            &format!("{} {}/{}", object.kind, object.namespace, object.name),
+            &if object.context.is_empty() {
+                format!("{} {}/{}", object.kind, object.namespace, object.name)
+            } else {
+                format!(
+                    "{} {}/{} in {}",
+                    object.kind, object.namespace, object.name, object.context
+                )
+            },
         ),
         Screen::Audit => audit::draw_audit(frame, body, app, theme),
         Screen::PoolHistory {
