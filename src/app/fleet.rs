@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::rows::{AgentRow, EventRow, PoolRow, Row, Snapshot, TaskCounts, TaskRow};
+use super::rows::{AgentRow, ContextCounts, EventRow, PoolRow, Row, Snapshot, TaskCounts, TaskRow};
 use super::{App, ClusterStatus, Command, Role, WatchState};
 
 /// One context of the console and what its status probe last said.
@@ -218,6 +218,14 @@ impl Merger {
             out.agents.extend(p.agents.rows());
             out.tasks.extend(p.tasks.rows());
             out.events.extend(p.events.rows());
+            out.contexts.push(ContextCounts {
+                context: p.context.clone(),
+                pools: s.pools.len(),
+                agents: s.agents.len(),
+                tasks: s.tasks.len(),
+                events: s.events.len(),
+                task_counts: s.task_counts,
+            });
             counts.pending += s.task_counts.pending;
             counts.running += s.task_counts.running;
             counts.failed += s.task_counts.failed;

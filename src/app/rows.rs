@@ -357,6 +357,20 @@ pub struct Snapshot {
     pub task_counts: TaskCounts,
     /// When it was built.
     pub built: Option<Timestamp>,
+    /// With several contexts: each one's counts, for the header while the
+    /// tables show one (`:ctx`).
+    pub contexts: Vec<ContextCounts>,
+}
+
+/// One context's rows counted, in a snapshot of several.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContextCounts {
+    pub context: Arc<str>,
+    pub pools: usize,
+    pub agents: usize,
+    pub tasks: usize,
+    pub events: usize,
+    pub task_counts: TaskCounts,
 }
 
 /// Tasks by broad phase, for the header (counted once per snapshot).

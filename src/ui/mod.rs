@@ -650,12 +650,21 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let mut tabs: Vec<(u8, Vec<Span>)> = vec![(0, vec![Span::raw(" ")])];
     let current = app.table_kind().map(|(k, _)| k);
     let s = &app.snapshot;
+    // Narrowed to one context (`:ctx`): that context's counts.
+    let one = app
+        .narrow
+        .as_deref()
+        .and_then(|n| s.contexts.iter().find(|c| &*c.context == n));
     for (i, kind) in ViewKind::ALL.iter().enumerate() {
-        let n = match kind {
-            ViewKind::Pools => s.pools.len(),
-            ViewKind::Agents => s.agents.len(),
-            ViewKind::Tasks => s.tasks.len(),
-            ViewKind::Events => s.events.len(),
+        let n = match (kind, one) {
+            (ViewKind::Pools, Some(c)) => c.pools,
+            (ViewKind::Agents, Some(c)) => c.agents,
+            (ViewKind::Tasks, Some(c)) => c.tasks,
+            (ViewKind::Events, Some(c)) => c.events,
+            (ViewKind::Pools, None) => s.pools.len(),
+            (ViewKind::Agents, None) => s.agents.len(),
+            (ViewKind::Tasks, None) => s.tasks.len(),
+            (ViewKind::Events, None) => s.events.len(),
         };
         let style = if current == Some(*kind) {
             theme.style(Role::Selection)
@@ -684,7 +693,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             Span::raw("  "),
         ],
     ));
-    let c = s.task_counts;
+    let c = one.map_or(s.task_counts, |c| c.task_counts);
     let (pend, run, fail) = (c.pending, c.running, c.failed);
     tabs.push((
         1,

@@ -431,6 +431,7 @@ impl RowBuilder {
             events,
             task_counts: self.counts,
             built: Some(now),
+            contexts: Vec::new(),
         }
     }
 
