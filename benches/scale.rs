@@ -60,6 +60,8 @@
 //! AGENTDECK_BENCH_SAMPLES=50    # task created → replicas samples (30; quick 10)
 //! AGENTDECK_BENCH_PRESSES=100   # console key presses timed (200; quick 50)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench scale   # another build
+//! AGENTDECK_BENCH_HOLD_SECS=600 # seed, print a kubeconfig, hold the sandbox (no figures)
+//! AGENTDECK_BENCH_HOLD_DAEMON=1 # … after the daemon has settled (the agent pods made)
 //! ```
 
 mod common;
@@ -98,6 +100,10 @@ struct Size {
     samples: usize,
     presses: usize,
     quick: bool,
+    /// Seed, then hold the sandbox this long for measuring by hand.
+    hold: Option<Duration>,
+    /// With `hold`: start the daemon and let it settle first.
+    hold_daemon: bool,
 }
 
 fn knob(name: &str, default: usize) -> usize {
@@ -119,6 +125,11 @@ impl Size {
             samples: knob("SAMPLES", q(30, 10)),
             presses: knob("PRESSES", q(200, 50)),
             quick,
+            hold: std::env::var("AGENTDECK_BENCH_HOLD_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_secs),
+            hold_daemon: std::env::var_os("AGENTDECK_BENCH_HOLD_DAEMON").is_some(),
         }
     }
 
@@ -744,6 +755,20 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
     );
 }
 
+/// Holds the seeded sandbox (and the daemon, when it was started) for
+/// `hold`, for measuring by hand: `kubectl`, a console, a profiler.
+async fn hold_for_hand(sb: &Sandbox, kubeconfig: &std::path::Path, hold: Duration) {
+    let kept = std::env::temp_dir().join("agentdeck-scale-hold.kubeconfig");
+    let _ = std::fs::copy(kubeconfig, &kept);
+    println!(
+        "holding for {}: KUBECONFIG={} (sandbox at {})",
+        secs(hold),
+        kept.display(),
+        sb.url()
+    );
+    tokio::time::sleep(hold).await;
+}
+
 async fn run(size: &Size) {
     let began = Instant::now();
     // 110 pods a node: room for every agent and the latency pool's.
@@ -782,10 +807,22 @@ async fn run(size: &Size) {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sb.kubeconfig(NS)).expect("kubeconfig");
     let log = dir.path().join("daemon.log");
+    if let Some(hold) = size.hold
+        && !size.hold_daemon
+    {
+        hold_for_hand(&sb, &kubeconfig, hold).await;
+        return;
+    }
     let daemon_started = Instant::now();
     let mut daemon = common::start_daemon(&binary(), &kubeconfig, NS, &log);
     println!("daemon pid {}, log {}", daemon.child.id(), log.display());
-    if settle(&sb, size, &daemon, daemon_started).await {
+    let settled = settle(&sb, size, &daemon, daemon_started).await;
+    if let Some(hold) = size.hold {
+        hold_for_hand(&sb, &kubeconfig, hold).await;
+        drop(daemon);
+        return;
+    }
+    if settled {
         quiet_window(&sb, size, &mut daemon).await;
         let (dir_path, kc) = (dir.path().to_owned(), kubeconfig.clone());
         let size_ref = size.clone();
@@ -818,7 +855,9 @@ fn main() {
     unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
     let size = Size::from_env();
     println!("== agentdeck at scale: {} ==", size.context());
-    rows_after_one_change(size.tasks, size.pods(), 20);
+    if size.hold.is_none() {
+        rows_after_one_change(size.tasks, size.pods(), 20);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
