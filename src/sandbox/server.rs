@@ -1265,14 +1265,18 @@ impl Filter {
     }
 }
 
-fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
-    format!("{rv}|{ns}|{name}")
+/// A continue token: the list's version, the last key handed out, and (when
+/// no selector narrowed the list) how many objects followed it, so that a
+/// continued page need not count them again.
+fn encode_continue(rv: u64, ns: &str, name: &str, remaining: Option<usize>) -> String {
+    let remaining = remaining.map(|n| n.to_string()).unwrap_or_default();
+    format!("{rv}|{remaining}|{ns}|{name}")
         .bytes()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-fn decode_continue(token: &str) -> Option<(u64, String, String)> {
+fn decode_continue(token: &str) -> Option<((u64, String, String), Option<usize>)> {
     let bytes: Option<Vec<u8>> = (0..token.len())
         .step_by(2)
         .map(|i| {
@@ -1282,11 +1286,15 @@ fn decode_continue(token: &str) -> Option<(u64, String, String)> {
         })
         .collect();
     let s = String::from_utf8(bytes?).ok()?;
-    let mut it = s.splitn(3, '|');
+    let mut it = s.splitn(4, '|');
+    let rv = it.next()?.parse().ok()?;
+    let remaining = match it.next()? {
+        "" => None,
+        n => Some(n.parse().ok()?),
+    };
     Some((
-        it.next()?.parse().ok()?,
-        it.next()?.to_string(),
-        it.next()?.to_string(),
+        (rv, it.next()?.to_string(), it.next()?.to_string()),
+        remaining,
     ))
 }
 
@@ -1341,13 +1349,16 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         ));
     }
     let filter = Filter::new(served, target, query)?;
-    let after = match query.get("continue").filter(|t| !t.is_empty()) {
-        Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
-            ApiError::bad_request(
-                "continue key is not valid: the provided continue parameter is not valid",
-            )
-        })?),
-        None => None,
+    let (after, known_remaining) = match query.get("continue").filter(|t| !t.is_empty()) {
+        Some(tok) => {
+            let (after, remaining) = decode_continue(tok).ok_or_else(|| {
+                ApiError::bad_request(
+                    "continue key is not valid: the provided continue parameter is not valid",
+                )
+            })?;
+            (Some(after), remaining)
+        }
+        None => (None, None),
     };
     let limit: Option<usize> = query
         .get("limit")
@@ -1362,12 +1373,13 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
     let mut from: Option<ObjectKey> = after
         .as_ref()
         .map(|(_, ns, name)| (ns.clone(), name.clone()));
-    let token_of = |rv: u64, last: &Value| {
+    let token_of = |rv: u64, last: &Value, remaining: Option<usize>| {
         let m = &last["metadata"];
         encode_continue(
             rv,
             m["namespace"].as_str().unwrap_or_default(),
             m["name"].as_str().unwrap_or_default(),
+            remaining,
         )
     };
     let (out, rv, next) = if filter.selects() {
@@ -1379,7 +1391,15 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         let chunk = limit.map_or(usize::MAX, |l| (l + 1).max(256));
         let mut out: Vec<Arc<Value>> = Vec::new();
         let rv = loop {
-            let page = read_page(api, &res, ns, version, from.as_ref(), chunk, after.as_ref())?;
+            let page = read_page(
+                api,
+                &res,
+                ns,
+                version,
+                from.as_ref(),
+                (chunk, false),
+                after.as_ref(),
+            )?;
             // Every chunk of one answer reads the same version.
             version = ListVersion::Snapshot(page.rv);
             from = page.items.last().map(|o| key_of(o));
@@ -1392,37 +1412,45 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
                     }
                 }
             }
-            if out.len() == want || page.remaining == 0 {
+            if out.len() == want || !page.more {
                 break page.rv;
             }
         };
         let next = match limit {
             Some(l) if out.len() > l => {
                 out.truncate(l);
-                out.last().map(|last| (token_of(rv, last), None))
+                out.last().map(|last| (token_of(rv, last, None), None))
             }
             _ => None,
         };
         (out, rv, next)
     } else {
+        // How many follow is counted once a list, on its first page (a
+        // walk over the rest of the collection), and carried in the token:
+        // every page reads the same version, so it only goes down.
+        let max = limit.unwrap_or(usize::MAX);
         let page = read_page(
             api,
             &res,
             ns,
             version,
             from.as_ref(),
-            limit.unwrap_or(usize::MAX),
+            (max, known_remaining.is_none()),
             after.as_ref(),
         )?;
+        let remaining = page
+            .remaining
+            .or_else(|| known_remaining.map(|n| n.saturating_sub(page.items.len())));
         let out: Vec<Arc<Value>> = page
             .items
             .into_iter()
             .map(|o| convert::present(&served.info, o))
             .collect();
         let next = match out.last() {
-            Some(last) if page.remaining > 0 => {
-                Some((token_of(page.rv, last), Some(page.remaining)))
-            }
+            Some(last) if page.more => Some((
+                token_of(page.rv, last, remaining),
+                Some(remaining.unwrap_or(1)),
+            )),
             _ => None,
         };
         (out, page.rv, next)
@@ -1658,7 +1686,7 @@ fn read_page(
     ns: Option<&str>,
     version: ListVersion,
     from: Option<&ObjectKey>,
-    max: usize,
+    (max, count): (usize, bool),
     after: Option<&(u64, String, String)>,
 ) -> ApiResult<Page> {
     let at = match version {
@@ -1666,7 +1694,7 @@ fn read_page(
         ListVersion::Continued(at) | ListVersion::Snapshot(at) => Some(at),
     };
     api.store
-        .page(res, ns, at, from, max)
+        .page(res, ns, at, from, max, count)
         .map_err(|too_old| match (version, after) {
             (ListVersion::Continued(_), Some((_, ns_key, name_key))) => {
                 let mut e = ApiError::new_status(
@@ -1680,7 +1708,7 @@ fn read_page(
                      show up in the list.",
                 );
                 e.list_meta = Some(json!({"continue": encode_continue(
-                    api.store.current_rv(), ns_key, name_key)}));
+                    api.store.current_rv(), ns_key, name_key, None)}));
                 e
             }
             (_, _) => ApiError::gone(at.unwrap_or_default(), too_old.oldest),
