@@ -15,9 +15,10 @@
 //!   `-L scale-bench`), observing while the daemon leads;
 //! - `task created → replicas` p50/p99: a task created in a pool at its
 //!   minimum (0, maximum 500) → its Deployment's `spec.replicas` one higher,
-//!   while a client writes 20 times a second to other tasks (labels of
-//!   finished tasks of the other pools), as `cargo bench --bench controller`
-//!   measures it at 50 pools.
+//!   both read from the sandbox's change stream (the API's view, without a
+//!   client watch's lag in this busy process), while 20 writes a second go
+//!   to other tasks (labels of finished tasks of the other pools, through
+//!   the sandbox's API from a thread of their own).
 //!
 //! How the size is made:
 //! - The 100,000 tasks (100 a pool: 2 Pending, 2 Running, 10 Failed, 86
@@ -60,6 +61,8 @@
 //! AGENTDECK_BENCH_SAMPLES=50    # task created → replicas samples (30; quick 10)
 //! AGENTDECK_BENCH_PRESSES=100   # console key presses timed (200; quick 50)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench scale   # another build
+//! AGENTDECK_BENCH_HOLD_SECS=600 # seed, print a kubeconfig, hold the sandbox (no figures)
+//! AGENTDECK_BENCH_HOLD_DAEMON=1 # … after the daemon has settled (the agent pods made)
 //! ```
 
 mod common;
@@ -75,10 +78,10 @@ use agentdeck::health::{FreshnessThresholds, HealthReport, HealthStatus};
 use agentdeck::sandbox::Sandbox;
 use agentdeck::sandbox::api::{Api as SandboxApi, Query, Target};
 use kube::CustomResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use common::{Tmux, binary, clock_ticks, ms, percentile, proc_stats, record_replicas, rss_mib};
+use common::{Tmux, binary, clock_ticks, ms, percentile, proc_stats, rss_mib};
 
 const NS: &str = "default";
 const GROUP: &str = "agentdeck.dev";
@@ -98,6 +101,10 @@ struct Size {
     samples: usize,
     presses: usize,
     quick: bool,
+    /// Seed, then hold the sandbox this long for measuring by hand.
+    hold: Option<Duration>,
+    /// With `hold`: start the daemon and let it settle first.
+    hold_daemon: bool,
 }
 
 fn knob(name: &str, default: usize) -> usize {
@@ -119,6 +126,11 @@ impl Size {
             samples: knob("SAMPLES", q(30, 10)),
             presses: knob("PRESSES", q(200, 50)),
             quick,
+            hold: std::env::var("AGENTDECK_BENCH_HOLD_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_secs),
+            hold_daemon: std::env::var_os("AGENTDECK_BENCH_HOLD_DAEMON").is_some(),
         }
     }
 
@@ -650,57 +662,122 @@ fn console(size: &Size, dir: &std::path::Path, kubeconfig: &std::path::Path) {
 
 /// Task created in the latency pool → its Deployment's replicas one higher,
 /// while 20 writes a second go to other tasks.
+///
+/// Both ends are read from the sandbox's own change stream: the task's
+/// ADDED and the Deployment's MODIFIED with the replicas asked for, each
+/// stamped when this bench's reader takes it from the stream. A reader
+/// late by a moment is late for both, so the difference is the API's
+/// view: the task written → the Deployment written. (Through a client's
+/// watch, as before, the figure also held that watch's lag in this busy
+/// process.) The writes elsewhere go through the sandbox's API in process
+/// from a thread of their own, paced by the clock: from a task on this
+/// process's two busy runtime threads, with a skipped tick dropping a
+/// write, they reached 7 a second of the 20 asked.
 async fn task_to_replicas(sb: &Sandbox, size: &Size) {
-    let client = sb.client().expect("client");
-    let seen = record_replicas(&client, NS, LAT_POOL);
-    let at = |want: i32| {
+    let deployment = format!("iac-agent-{LAT_POOL}");
+    // (what, when): ("task", lat-i ADDED) and ("replicas", n).
+    let seen: Arc<std::sync::Mutex<Vec<(String, i64, Instant)>>> = Arc::default();
+    let reader = {
+        let mut rx = sb.api().store.subscribe();
         let seen = seen.clone();
-        move || seen.lock().expect("lock").last().map(|(v, _)| *v) == Some(want)
-    };
-    if within(Duration::from_secs(60), at(0)).await.is_none() {
-        println!("task created → replicas: the latency pool's Deployment was not at 0 within 60 s");
-        return;
-    }
-    // Labels of finished tasks of the other pools, 20 a second.
-    let done = Arc::new(AtomicU64::new(0));
-    let churn = {
-        let api: Api<AgentTask> = Api::namespaced(client.clone(), NS);
-        let done = done.clone();
-        let tasks = size.tasks;
+        let deployment = deployment.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(1000 / CHURN_PER_SEC));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            let mut n: usize = 0;
             loop {
-                tick.tick().await;
-                // Tasks of the sized pools, mostly finished ones.
-                let i = (n * 7_919 + 500) % tasks.max(1);
-                n += 1;
-                let patch = json!({"metadata": {"labels": {"bench-churn": n.to_string()}}});
-                // Each write on its own, so a slow answer does not hold
-                // the next tick's write back.
-                let (api, done) = (api.clone(), done.clone());
-                tokio::spawn(async move {
-                    if api
-                        .patch(
-                            &format!("task-{i:06}"),
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        )
-                        .await
-                        .is_ok()
+                let change = match rx.recv().await {
+                    Ok(c) => c,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                };
+                let now = Instant::now();
+                let name = change.object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default();
+                let what = match (change.resource.as_str(), change.kind) {
+                    ("agenttasks.agentdeck.dev", agentdeck::sandbox::store::EventType::Added)
+                        if name.starts_with("lat-") =>
                     {
-                        done.fetch_add(1, Ordering::Relaxed);
+                        (
+                            "task",
+                            name.trim_start_matches("lat-").parse().unwrap_or(-1),
+                        )
                     }
-                });
+                    ("deployments.apps", _) if name == deployment => (
+                        "replicas",
+                        change.object["spec"]["replicas"].as_i64().unwrap_or(-1),
+                    ),
+                    _ => continue,
+                };
+                seen.lock()
+                    .expect("lock")
+                    .push((what.0.to_owned(), what.1, now));
             }
         })
     };
+    let replicas_now = || {
+        sb.api()
+            .store
+            .get("deployments.apps", NS, &deployment)
+            .and_then(|d| d["spec"]["replicas"].as_i64())
+    };
+    if within(Duration::from_secs(60), || replicas_now() == Some(0))
+        .await
+        .is_none()
+    {
+        println!("task created → replicas: the latency pool's Deployment was not at 0 within 60 s");
+        reader.abort();
+        return;
+    }
+    // Labels of finished tasks of the other pools, 20 a second, each at its
+    // time whatever the one before cost.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let churn = {
+        let (api, stop, done, tasks) = (sb.api().clone(), stop.clone(), done.clone(), size.tasks);
+        std::thread::spawn(move || {
+            let q = Query::default();
+            let every = Duration::from_millis(1000 / CHURN_PER_SEC);
+            let started = Instant::now();
+            let mut n: u32 = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let due = started + every * n;
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let i = (n as usize * 7_919 + 500) % tasks.max(1);
+                n += 1;
+                let name = format!("task-{i:06}");
+                let Ok(current) = api.get(GROUP, VERSION, "agenttasks", Some(NS), &name) else {
+                    continue;
+                };
+                let mut obj = Value::clone(&current);
+                obj["metadata"]["labels"]["bench-churn"] = json!(n.to_string());
+                let target = Target {
+                    namespace: Some(NS.to_owned()),
+                    name: Some(name),
+                    subresource: None,
+                };
+                if api
+                    .update(GROUP, VERSION, "agenttasks", &target, obj, &q)
+                    .is_ok()
+                {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let client = sb.client().expect("client");
     let tasks: Api<AgentTask> = Api::namespaced(client.clone(), NS);
     let churn_started = Instant::now();
     let limit = Duration::from_secs(10);
     let mut times = Vec::new();
     let mut missed = 0;
+    let stamp = |what: &str, n: i64| {
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .find(|(w, v, _)| w == what && *v == n)
+            .map(|(_, _, at)| *at)
+    };
     for i in 0..size.samples {
         let t: AgentTask = serde_json::from_value(json!({
             "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
@@ -708,15 +785,21 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
             "spec": {"pool": LAT_POOL, "command": ["terraform", "plan"]}
         }))
         .expect("task");
-        let t0 = Instant::now();
         if tasks.create(&PostParams::default(), &t).await.is_err() {
             missed += 1;
             continue;
         }
-        let want = i32::try_from(i + 1 - missed).unwrap_or(i32::MAX);
-        match within(limit, at(want)).await {
-            Some(_) => times.push(t0.elapsed()),
-            None => {
+        let want = i64::try_from(i + 1 - missed).unwrap_or(i64::MAX);
+        let index = i64::try_from(i).unwrap_or(-1);
+        let both = within(limit, || {
+            stamp("task", index).is_some() && stamp("replicas", want).is_some()
+        })
+        .await;
+        match (both, stamp("task", index), stamp("replicas", want)) {
+            (Some(_), Some(created), Some(scaled)) => {
+                times.push(scaled.saturating_duration_since(created));
+            }
+            _ => {
                 println!(
                     "  sample {i}: replicas {want}: did not happen within {}",
                     secs(limit)
@@ -727,14 +810,16 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
         // Spread samples over the resync period, as real task arrivals are.
         tokio::time::sleep(Duration::from_millis(150 + fastrand::u64(0..250))).await;
     }
-    churn.abort();
+    stop.store(true, Ordering::Relaxed);
+    let _ = tokio::task::spawn_blocking(move || churn.join()).await;
+    reader.abort();
     let rate = done.load(Ordering::Relaxed) as f64 / churn_started.elapsed().as_secs_f64();
     if times.is_empty() {
         println!("task created → replicas: no sample");
         return;
     }
     println!(
-        "task created → replicas: p50 {} p99 {} (max {}; {} samples; {:.1} writes/s to other tasks meanwhile; {}; aim p99 ≤ 50 ms)",
+        "task created → replicas: p50 {} p99 {} (max {}; {} samples; task written → Deployment written, from the sandbox's change stream; {:.1} writes/s to other tasks meanwhile; {}; aim p99 ≤ 50 ms)",
         ms(percentile(&mut times, 0.5)),
         ms(percentile(&mut times, 0.99)),
         ms(times.last().copied().unwrap_or_default()),
@@ -742,6 +827,20 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
         rate,
         size.context()
     );
+}
+
+/// Holds the seeded sandbox (and the daemon, when it was started) for
+/// `hold`, for measuring by hand: `kubectl`, a console, a profiler.
+async fn hold_for_hand(sb: &Sandbox, kubeconfig: &std::path::Path, hold: Duration) {
+    let kept = std::env::temp_dir().join("agentdeck-scale-hold.kubeconfig");
+    let _ = std::fs::copy(kubeconfig, &kept);
+    println!(
+        "holding for {}: KUBECONFIG={} (sandbox at {})",
+        secs(hold),
+        kept.display(),
+        sb.url()
+    );
+    tokio::time::sleep(hold).await;
 }
 
 async fn run(size: &Size) {
@@ -765,7 +864,14 @@ async fn run(size: &Size) {
         0,
         nodes,
         agentdeck::sandbox::auth::Security::generate().expect("credentials"),
-        agentdeck::sandbox::kubelet::KubeletConfig::from_env(),
+        // Each simulated pod's status looked at every 10 s, as the real
+        // kubelet's status manager syncs (a change is written at once
+        // either way): every second, 10,000 pods' looks took a third of
+        // this process's two cores with nothing changing.
+        agentdeck::sandbox::kubelet::KubeletConfig {
+            resync: Duration::from_secs(10),
+            ..agentdeck::sandbox::kubelet::KubeletConfig::from_env()
+        },
         retention,
     )
     .await
@@ -782,10 +888,22 @@ async fn run(size: &Size) {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sb.kubeconfig(NS)).expect("kubeconfig");
     let log = dir.path().join("daemon.log");
+    if let Some(hold) = size.hold
+        && !size.hold_daemon
+    {
+        hold_for_hand(&sb, &kubeconfig, hold).await;
+        return;
+    }
     let daemon_started = Instant::now();
     let mut daemon = common::start_daemon(&binary(), &kubeconfig, NS, &log);
     println!("daemon pid {}, log {}", daemon.child.id(), log.display());
-    if settle(&sb, size, &daemon, daemon_started).await {
+    let settled = settle(&sb, size, &daemon, daemon_started).await;
+    if let Some(hold) = size.hold {
+        hold_for_hand(&sb, &kubeconfig, hold).await;
+        drop(daemon);
+        return;
+    }
+    if settled {
         quiet_window(&sb, size, &mut daemon).await;
         let (dir_path, kc) = (dir.path().to_owned(), kubeconfig.clone());
         let size_ref = size.clone();
@@ -818,7 +936,9 @@ fn main() {
     unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
     let size = Size::from_env();
     println!("== agentdeck at scale: {} ==", size.context());
-    rows_after_one_change(size.tasks, size.pods(), 20);
+    if size.hold.is_none() {
+        rows_after_one_change(size.tasks, size.pods(), 20);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -23,7 +23,7 @@ use super::auth::UserInfo;
 use super::selector::{
     FieldResource, FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
 };
-use super::store::{Change, EventType, rv_of};
+use super::store::{Change, EventType, ObjectKey, Page, rv_of};
 use super::{convert, discovery, table, wire};
 
 /// Largest request body accepted (the real apiserver allows 3 MiB objects).
@@ -1265,14 +1265,18 @@ impl Filter {
     }
 }
 
-fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
-    format!("{rv}|{ns}|{name}")
+/// A continue token: the list's version, the last key handed out, and (when
+/// no selector narrowed the list) how many objects followed it, so that a
+/// continued page need not count them again.
+fn encode_continue(rv: u64, ns: &str, name: &str, remaining: Option<usize>) -> String {
+    let remaining = remaining.map(|n| n.to_string()).unwrap_or_default();
+    format!("{rv}|{remaining}|{ns}|{name}")
         .bytes()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-fn decode_continue(token: &str) -> Option<(u64, String, String)> {
+fn decode_continue(token: &str) -> Option<((u64, String, String), Option<usize>)> {
     let bytes: Option<Vec<u8>> = (0..token.len())
         .step_by(2)
         .map(|i| {
@@ -1282,11 +1286,15 @@ fn decode_continue(token: &str) -> Option<(u64, String, String)> {
         })
         .collect();
     let s = String::from_utf8(bytes?).ok()?;
-    let mut it = s.splitn(3, '|');
+    let mut it = s.splitn(4, '|');
+    let rv = it.next()?.parse().ok()?;
+    let remaining = match it.next()? {
+        "" => None,
+        n => Some(n.parse().ok()?),
+    };
     Some((
-        it.next()?.parse().ok()?,
-        it.next()?.to_string(),
-        it.next()?.to_string(),
+        (rv, it.next()?.to_string(), it.next()?.to_string()),
+        remaining,
     ))
 }
 
@@ -1341,59 +1349,112 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         ));
     }
     let filter = Filter::new(served, target, query)?;
-    let after = match query.get("continue").filter(|t| !t.is_empty()) {
-        Some(tok) => Some(decode_continue(tok).ok_or_else(|| {
-            ApiError::bad_request(
-                "continue key is not valid: the provided continue parameter is not valid",
-            )
-        })?),
-        None => None,
+    let (after, known_remaining) = match query.get("continue").filter(|t| !t.is_empty()) {
+        Some(tok) => {
+            let (after, remaining) = decode_continue(tok).ok_or_else(|| {
+                ApiError::bad_request(
+                    "continue key is not valid: the provided continue parameter is not valid",
+                )
+            })?;
+            (Some(after), remaining)
+        }
+        None => (None, None),
     };
     let limit: Option<usize> = query
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
-    let (items, rv) = read_for_list(api, served, &filter, query, after.as_ref(), limit)?;
-    // The store hands the items over in (namespace, name) order, already
-    // of the asked namespace, so a page costs its own items, not the
-    // collection's: a continued list starts by binary search after the
-    // token's key, as etcd's range read does.
-    let start = match &after {
-        Some((_, ns, name)) => items.partition_point(|o| {
-            let m = &o["metadata"];
-            (
-                m["namespace"].as_str().unwrap_or_default(),
-                m["name"].as_str().unwrap_or_default(),
-            ) <= (ns.as_str(), name.as_str())
-        }),
-        None => 0,
-    };
-    let selects = filter.selects();
-    let mut rest = items[start..]
-        .iter()
-        .map(|o| convert::present(&served.info, o.clone()))
-        .filter(|o| !selects || filter.matches_selectors(o));
-    let out: Vec<Arc<Value>> = match limit {
-        Some(l) => rest.by_ref().take(l).collect(),
-        None => rest.by_ref().collect(),
-    };
-    // Another page when another item matches. Its count only when no
-    // selector narrowed the list: kube-apiserver leaves
-    // `remainingItemCount` unset then (it cannot know without reading on).
-    let mut next = None;
-    if rest.next().is_some()
-        && let Some(last) = out.last()
-    {
+    let mut version = list_version(api, query, after.as_ref(), limit)?;
+    let res = served.info.storage_resource();
+    let ns = filter.namespace.as_deref();
+    // The store hands a page over in (namespace, name) order, already of
+    // the asked namespace, starting after the token's key, so a page costs
+    // its own items, not the collection's (as etcd's range read does).
+    let mut from: Option<ObjectKey> = after
+        .as_ref()
+        .map(|(_, ns, name)| (ns.clone(), name.clone()));
+    let token_of = |rv: u64, last: &Value, remaining: Option<usize>| {
         let m = &last["metadata"];
-        next = Some((
-            encode_continue(
-                rv,
-                m["namespace"].as_str().unwrap_or_default(),
-                m["name"].as_str().unwrap_or_default(),
-            ),
-            (!selects).then(|| items.len() - start - out.len()),
-        ));
-    }
+        encode_continue(
+            rv,
+            m["namespace"].as_str().unwrap_or_default(),
+            m["name"].as_str().unwrap_or_default(),
+            remaining,
+        )
+    };
+    let (out, rv, next) = if filter.selects() {
+        // Read on until a page's worth match and one more (another page is
+        // there when another item matches); its count is left unset, as
+        // kube-apiserver leaves `remainingItemCount` when a selector
+        // narrowed the list (it cannot know without reading on).
+        let want = limit.map_or(usize::MAX, |l| l + 1);
+        let chunk = limit.map_or(usize::MAX, |l| (l + 1).max(256));
+        let mut out: Vec<Arc<Value>> = Vec::new();
+        let rv = loop {
+            let page = read_page(
+                api,
+                &res,
+                ns,
+                version,
+                from.as_ref(),
+                (chunk, false),
+                after.as_ref(),
+            )?;
+            // Every chunk of one answer reads the same version.
+            version = ListVersion::Snapshot(page.rv);
+            from = page.items.last().map(|o| key_of(o));
+            for o in page.items {
+                let o = convert::present(&served.info, o);
+                if filter.matches_selectors(&o) {
+                    out.push(o);
+                    if out.len() == want {
+                        break;
+                    }
+                }
+            }
+            if out.len() == want || !page.more {
+                break page.rv;
+            }
+        };
+        let next = match limit {
+            Some(l) if out.len() > l => {
+                out.truncate(l);
+                out.last().map(|last| (token_of(rv, last, None), None))
+            }
+            _ => None,
+        };
+        (out, rv, next)
+    } else {
+        // How many follow is counted once a list, on its first page (a
+        // walk over the rest of the collection), and carried in the token:
+        // every page reads the same version, so it only goes down.
+        let max = limit.unwrap_or(usize::MAX);
+        let page = read_page(
+            api,
+            &res,
+            ns,
+            version,
+            from.as_ref(),
+            (max, known_remaining.is_none()),
+            after.as_ref(),
+        )?;
+        let remaining = page
+            .remaining
+            .or_else(|| known_remaining.map(|n| n.saturating_sub(page.items.len())));
+        let out: Vec<Arc<Value>> = page
+            .items
+            .into_iter()
+            .map(|o| convert::present(&served.info, o))
+            .collect();
+        let next = match out.last() {
+            Some(last) if page.more => Some((
+                token_of(page.rv, last, remaining),
+                Some(remaining.unwrap_or(1)),
+            )),
+            _ => None,
+        };
+        (out, page.rv, next)
+    };
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some((token, remaining)) = next {
         meta["continue"] = json!(token);
@@ -1511,20 +1572,36 @@ fn validate_watch_options(query: &Query) -> ApiResult<()> {
     }
 }
 
-/// The objects a LIST reads and the resourceVersion they are at, following
-/// the resourceVersion / resourceVersionMatch / continue semantics of the
-/// API concepts: unset is the latest state, `0` any, an exact version (or a
-/// continue token) that version's snapshot — 410 Expired once compacted.
-fn read_for_list(
+/// An object's (namespace, name), its key in the store.
+fn key_of(o: &Value) -> ObjectKey {
+    let m = &o["metadata"];
+    (
+        m["namespace"].as_str().unwrap_or_default().to_owned(),
+        m["name"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// Which version of the objects a LIST reads.
+#[derive(Clone, Copy, Debug)]
+enum ListVersion {
+    /// The latest state.
+    Latest,
+    /// The version of a continue token: 410 Expired once compacted.
+    Continued(u64),
+    /// An exact version: 410 Gone once compacted.
+    Snapshot(u64),
+}
+
+/// The version a LIST reads, following the resourceVersion /
+/// resourceVersionMatch / continue semantics of the API concepts: unset is
+/// the latest state, `0` any, an exact version (or a continue token) that
+/// version's snapshot.
+fn list_version(
     api: &Api,
-    served: &Served,
-    filter: &Filter,
     query: &Query,
     after: Option<&(u64, String, String)>,
     limit: Option<usize>,
-) -> ApiResult<(Vec<Arc<Value>>, u64)> {
-    let res = served.info.storage_resource();
-    let ns = filter.namespace.as_deref();
+) -> ApiResult<ListVersion> {
     let asked = query.get("resourceVersion").filter(|s| !s.is_empty());
     let matching = query.get("resourceVersionMatch").filter(|s| !s.is_empty());
     match matching {
@@ -1558,30 +1635,13 @@ fn read_for_list(
                 .into(),
         ));
     }
-    if let Some((at, ns_key, name_key)) = after {
+    if let Some((at, _, _)) = after {
         if asked.is_some_and(|a| a != "0") {
             return Err(ApiError::bad_request(
                 "specifying resource version is not allowed when using continue",
             ));
         }
-        return match api.store.list_at(&res, ns, *at) {
-            Ok(items) => Ok((items, *at)),
-            Err(_) => {
-                let mut e = ApiError::new_status(
-                    410,
-                    "Expired",
-                    "The provided continue parameter is too old to display a consistent list result. \
-                     You can start a new list without the continue parameter, or use the continue token \
-                     in this response to retrieve the remainder of the results. Continuing with the \
-                     provided token results in an inconsistent list - objects that were created, \
-                     modified, or deleted between the time the first chunk was returned and now may \
-                     show up in the list.",
-                );
-                e.list_meta = Some(json!({"continue": encode_continue(
-                    api.store.current_rv(), ns_key, name_key)}));
-                Err(e)
-            }
-        };
+        return Ok(ListVersion::Continued(*at));
     }
     let asked_rv = match asked {
         None | Some("0") => None,
@@ -1593,7 +1653,7 @@ fn read_for_list(
         })?),
     };
     let Some(at) = asked_rv else {
-        return Ok(api.store.list(&res, ns));
+        return Ok(ListVersion::Latest);
     };
     let current = api.store.current_rv();
     if at > current {
@@ -1611,13 +1671,48 @@ fn read_for_list(
     // An exact version, or a paginated list at a given version (the legacy
     // meaning of resourceVersion with limit), reads that snapshot.
     if matching == Some("Exact") || (matching.is_none() && limit.is_some()) {
-        return api
-            .store
-            .list_at(&res, ns, at)
-            .map(|items| (items, at))
-            .map_err(|too_old| ApiError::gone(at, too_old.oldest));
+        return Ok(ListVersion::Snapshot(at));
     }
-    Ok(api.store.list(&res, ns))
+    Ok(ListVersion::Latest)
+}
+
+/// Up to `max` objects after `from` at `version` (see [`Store::page`]);
+/// `after` is the continue token's version and key, for a 410's fresh token.
+///
+/// [`Store::page`]: super::store::Store::page
+fn read_page(
+    api: &Api,
+    res: &str,
+    ns: Option<&str>,
+    version: ListVersion,
+    from: Option<&ObjectKey>,
+    (max, count): (usize, bool),
+    after: Option<&(u64, String, String)>,
+) -> ApiResult<Page> {
+    let at = match version {
+        ListVersion::Latest => None,
+        ListVersion::Continued(at) | ListVersion::Snapshot(at) => Some(at),
+    };
+    api.store
+        .page(res, ns, at, from, max, count)
+        .map_err(|too_old| match (version, after) {
+            (ListVersion::Continued(_), Some((_, ns_key, name_key))) => {
+                let mut e = ApiError::new_status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter, or use the continue token \
+                     in this response to retrieve the remainder of the results. Continuing with the \
+                     provided token results in an inconsistent list - objects that were created, \
+                     modified, or deleted between the time the first chunk was returned and now may \
+                     show up in the list.",
+                );
+                e.list_meta = Some(json!({"continue": encode_continue(
+                    api.store.current_rv(), ns_key, name_key, None)}));
+                e
+            }
+            (_, _) => ApiError::gone(at.unwrap_or_default(), too_old.oldest),
+        })
 }
 
 fn printer_columns(served: &Served) -> Option<Vec<table::PrinterColumn>> {

@@ -135,6 +135,19 @@ struct Inner {
     expiries: BTreeMap<(Instant, u64), (ResourceKey, ObjectKey)>,
 }
 
+/// One page of a list: see [`Store::page`].
+#[derive(Debug)]
+pub struct Page {
+    /// The objects, in (namespace, name) order.
+    pub items: Vec<Arc<Value>>,
+    /// The resourceVersion they were read at.
+    pub rv: u64,
+    /// Whether objects follow the last one.
+    pub more: bool,
+    /// How many, when asked.
+    pub remaining: Option<usize>,
+}
+
 /// The in-memory store. Cheap to clone-share behind an `Arc`.
 pub struct Store {
     inner: Mutex<Inner>,
@@ -237,31 +250,49 @@ impl Store {
         ns: Option<&str>,
         at: u64,
     ) -> Result<Vec<Arc<Value>>, TooOld> {
+        self.page(resource, ns, Some(at), None, usize::MAX, false)
+            .map(|p| p.items)
+    }
+
+    /// Up to `max` objects of `resource` (in `ns`, or in every namespace)
+    /// after the key `after`, in (namespace, name) order, as they were at
+    /// resourceVersion `at` (`None`: now); whether more follow, and when
+    /// `count`, how many.
+    ///
+    /// A page costs its own objects and the changes made since `at`, not
+    /// the collection: it starts by a range read after `after` (as etcd's
+    /// range read does for a continued list), and the later changes are
+    /// undone only for the keys they touched. Reading the whole collection
+    /// for every page made a paginated list of 100,000 objects cost 200
+    /// pages × 100,000 (11–14 ms a page, most of a 27 ms page). Counting
+    /// what follows walks the rest of the tree (12 ms at 100,000 objects):
+    /// a caller that knows the count from an earlier page does not ask.
+    pub fn page(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        at: Option<u64>,
+        after: Option<&ObjectKey>,
+        max: usize,
+        count: bool,
+    ) -> Result<Page, TooOld> {
+        use std::cmp::Ordering;
+        use std::ops::Bound;
+
         let g = self.lock();
-        if at < g.compacted_rv {
-            return Err(TooOld {
-                oldest: g.compacted_rv + 1,
-            });
-        }
-        let touched = g
-            .history
-            .iter()
-            .map(|(c, _)| c)
-            .rev()
-            .take_while(|c| c.rv > at)
-            .any(|c| c.resource == resource && ns.is_none_or(|ns| ns == c.namespace));
-        if !touched {
-            // Nothing of this resource changed since: the present is that snapshot.
-            return Ok(objects_in(&g, resource, ns));
-        }
-        let mut items: BTreeMap<ObjectKey, Arc<Value>> = match g.objects.get(resource) {
-            None => BTreeMap::new(),
-            Some(m) => m
-                .iter()
-                .filter(|((n, _), _)| ns.is_none_or(|ns| ns == n))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+        let at = match at {
+            Some(at) if at < g.compacted_rv => {
+                return Err(TooOld {
+                    oldest: g.compacted_rv + 1,
+                });
+            }
+            Some(at) => at.min(g.rv),
+            None => g.rv,
         };
+        // The keys changed after `at`, each as it was at `at` (None: it did
+        // not exist then). Newest first, so the oldest change after `at`
+        // is the one left.
+        let mut then: BTreeMap<ObjectKey, Option<Arc<Value>>> = BTreeMap::new();
         for c in g
             .history
             .iter()
@@ -276,20 +307,107 @@ impl Store {
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let key = (c.namespace.clone(), name);
-            match (c.kind, &c.previous) {
-                (EventType::Added, _) => {
-                    items.remove(&key);
-                }
-                (_, Some(before)) => {
-                    items.insert(key, before.clone());
-                }
-                (_, None) => {
-                    items.insert(key, c.object.clone());
-                }
+            let before = match (c.kind, &c.previous) {
+                (EventType::Added, _) => None,
+                (_, Some(before)) => Some(before.clone()),
+                (_, None) => Some(c.object.clone()),
+            };
+            then.insert((c.namespace.clone(), name), before);
+        }
+        let lower = match (after, ns) {
+            (Some(after), _) => Bound::Excluded(after.clone()),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        // Every name of namespace `ns` sorts before (`ns` + NUL, ""), and
+        // every later namespace at or after it.
+        let upper = match ns {
+            Some(ns) => Bound::Excluded((format!("{ns}\0"), String::new())),
+            None => Bound::Unbounded,
+        };
+        let empty = BTreeMap::new();
+        let now = g.objects.get(resource).unwrap_or(&empty);
+        // A key past the namespace (a token of another one): nothing
+        // follows it there (and a range whose start passes its end panics).
+        if let (Bound::Excluded(after), Bound::Excluded(end)) = (&lower, &upper)
+            && after >= end
+        {
+            return Ok(Page {
+                items: Vec::new(),
+                rv: at,
+                more: false,
+                remaining: count.then_some(0),
+            });
+        }
+        let mut current = now.range((lower.clone(), upper.clone())).peekable();
+        let mut changed = then.range((lower, upper)).peekable();
+        let mut items = Vec::new();
+        while items.len() < max {
+            let next = match (current.peek(), changed.peek()) {
+                (None, None) => break,
+                (Some(_), None) => current.next().map(|(_, v)| Some(v)),
+                (None, Some(_)) => changed.next().map(|(_, v)| v.as_ref()),
+                (Some((a, _)), Some((b, _))) => match a.cmp(b) {
+                    Ordering::Less => current.next().map(|(_, v)| Some(v)),
+                    Ordering::Greater => changed.next().map(|(_, v)| v.as_ref()),
+                    Ordering::Equal => {
+                        current.next();
+                        changed.next().map(|(_, v)| v.as_ref())
+                    }
+                },
+            };
+            if let Some(Some(object)) = next {
+                items.push(object.clone());
             }
         }
-        Ok(items.into_values().collect())
+        if !count {
+            // Another object follows when the next key there now was there
+            // then too, or a changed key was there then.
+            let more = loop {
+                match (current.peek(), changed.peek()) {
+                    (None, None) => break false,
+                    (Some((a, _)), Some((b, was))) if a >= b => {
+                        if was.is_some() {
+                            break true;
+                        }
+                        if a == b {
+                            current.next();
+                        }
+                        changed.next();
+                    }
+                    (Some(_), _) => break true,
+                    (None, Some((_, was))) => {
+                        if was.is_some() {
+                            break true;
+                        }
+                        changed.next();
+                    }
+                }
+            };
+            return Ok(Page {
+                items,
+                rv: at,
+                more,
+                remaining: None,
+            });
+        }
+        // What follows: the objects there now, corrected by the changed keys
+        // (one there then and not now counts, one there now and not then
+        // does not).
+        let mut remaining = current.count();
+        for (key, was) in changed {
+            match (was.is_some(), now.contains_key(key)) {
+                (true, false) => remaining += 1,
+                (false, true) => remaining -= 1,
+                _ => {}
+            }
+        }
+        Ok(Page {
+            items,
+            rv: at,
+            more: remaining > 0,
+            remaining: Some(remaining),
+        })
     }
 
     /// Number of objects of a resource.
@@ -745,6 +863,128 @@ mod tests {
         );
         s.compact();
         assert!(s.list_at("pods", None, at).is_err());
+    }
+
+    #[test]
+    fn a_page_reads_after_its_key_at_its_version_and_counts_what_follows() {
+        let s = Store::default();
+        let names = |p: &Page| -> Vec<String> {
+            p.items
+                .iter()
+                .map(|o| {
+                    let m = &o["metadata"];
+                    format!(
+                        "{}/{}",
+                        m["namespace"].as_str().unwrap_or_default(),
+                        m["name"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect()
+        };
+        let key = |ns: &str, n: &str| (ns.to_string(), n.to_string());
+        for (ns, n) in [
+            ("a", "1"),
+            ("a", "2"),
+            ("a", "3"),
+            ("a-b", "1"),
+            ("b", "1"),
+            ("b", "2"),
+        ] {
+            s.create(
+                "pods",
+                ns,
+                n,
+                json!({"metadata": {"name": n, "namespace": ns}}),
+            )
+            .expect("created");
+        }
+        let at = s.current_rv();
+        // After `at`: a/2 changed, a/3 deleted, a/25 and b/0 created.
+        s.update::<()>("pods", "a", "2", |o| {
+            let mut n = o.clone();
+            n["spec"] = json!({"n": 2});
+            Ok(Some(n))
+        })
+        .expect("ok")
+        .expect("updated");
+        s.delete("pods", "a", "3").expect("deleted");
+        for (ns, n) in [("a", "25"), ("b", "0")] {
+            s.create(
+                "pods",
+                ns,
+                n,
+                json!({"metadata": {"name": n, "namespace": ns}}),
+            )
+            .expect("created");
+        }
+
+        // Now, every namespace, two at a time.
+        let p = s.page("pods", None, None, None, 2, true).expect("now");
+        assert_eq!(
+            (names(&p), p.remaining, p.rv),
+            (vec!["a/1".into(), "a/2".into()], Some(5), s.current_rv())
+        );
+        let p = s
+            .page("pods", None, None, Some(&key("a", "2")), 2, true)
+            .expect("now");
+        assert_eq!(
+            (names(&p), p.remaining),
+            (vec!["a/25".into(), "a-b/1".into()], Some(3))
+        );
+        // One namespace: a name-sharing prefix ("a-b") is not in it.
+        let p = s
+            .page("pods", Some("a"), None, Some(&key("a", "2")), 10, true)
+            .expect("now");
+        assert_eq!((names(&p), p.remaining), (vec!["a/25".into()], Some(0)));
+
+        // At `at`, the later changes undone: a/3 is back, a/25 and b/0 are not.
+        let p = s
+            .page("pods", None, Some(at), Some(&key("a", "1")), 2, true)
+            .expect("then");
+        assert_eq!(
+            (names(&p), p.remaining, p.rv),
+            (vec!["a/2".into(), "a/3".into()], Some(3), at)
+        );
+        assert!(p.items[0].get("spec").is_none(), "a/2 as it was at {at}");
+        let p = s
+            .page("pods", Some("b"), Some(at), None, 10, true)
+            .expect("then");
+        assert_eq!(
+            (names(&p), p.remaining),
+            (vec!["b/1".into(), "b/2".into()], Some(0))
+        );
+        let p = s
+            .page("pods", None, Some(at), Some(&key("a", "3")), 1, true)
+            .expect("then");
+        assert_eq!((names(&p), p.remaining), (vec!["a-b/1".into()], Some(2)));
+
+        // Without counting, whether more follow: at `at`, after a/2 comes
+        // a/3 (deleted since); now, after a/25 in "a" nothing does (a/3
+        // was deleted), and after b/1 at `at` only b/2.
+        for (ns, at, after, more) in [
+            (None, Some(at), key("a", "2"), true),
+            (Some("a"), None, key("a", "25"), false),
+            (Some("a"), Some(at), key("a", "2"), true),
+            (Some("b"), Some(at), key("b", "2"), false),
+            (Some("b"), None, key("b", "0"), true),
+        ] {
+            let p = s
+                .page("pods", ns, at, Some(&after), 0, false)
+                .expect("read");
+            assert_eq!(
+                (p.more, p.remaining),
+                (more, None),
+                "{ns:?} at {at:?} after {after:?}"
+            );
+        }
+        // A key of another namespace: nothing follows it in this one.
+        let p = s
+            .page("pods", Some("a"), None, Some(&key("b", "1")), 10, true)
+            .expect("now");
+        assert!(p.items.is_empty() && p.remaining == Some(0) && !p.more);
+        // Compacted: too old.
+        s.compact();
+        assert!(s.page("pods", None, Some(at), None, 10, true).is_err());
     }
 
     #[test]

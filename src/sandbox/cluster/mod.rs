@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::api::Api;
@@ -120,16 +120,17 @@ pub(crate) trait Controller: Send + 'static {
 
 async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: C) {
     let mut rx = api.store.subscribe();
-    let mut resync = tokio::time::interval(RESYNC);
-    resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut resync_at = Instant::now() + RESYNC;
     let mut due = true;
     let mut retry_at: Option<Instant> = None;
     loop {
         if due {
             due = false;
             let now = meta::now_secs();
+            let started = Instant::now();
             // A bug in one pass must not stop the control plane for good.
             let pass = std::panic::catch_unwind(AssertUnwindSafe(|| ctrl.reconcile(&api, now)));
+            resync_at = Instant::now() + resync_after(started.elapsed());
             retry_at = match pass {
                 Ok(p) if p.retry => Some(Instant::now() + RETRY),
                 Ok(_) => None,
@@ -148,7 +149,7 @@ async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: 
                 Err(RecvError::Lagged(_)) => due = true,
                 Err(RecvError::Closed) => return,
             },
-            _ = resync.tick() => due = true,
+            () = tokio::time::sleep_until(resync_at) => due = true,
             () = retry_sleep, if retry_at.is_some() => due = true,
         }
         // Coalesce a burst of changes (often our own writes) into one pass.
@@ -161,6 +162,16 @@ async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: 
             }
         }
     }
+}
+
+/// When to look again after a pass that took `took`, with no change
+/// asking sooner: [`RESYNC`], or twenty times the pass when that is longer,
+/// so that a controller's resyncs take at most a twentieth of a core. At
+/// 10,000 pods and 1,000 Deployments the Deployment controller's pass took
+/// about a fifth of a second: resynced every second, it and the others
+/// held half of a core of a two-core machine with nothing changing.
+fn resync_after(took: Duration) -> Duration {
+    RESYNC.max(took * 20)
 }
 
 fn wake<C: Controller>(ctrl: &mut C, change: &Change) -> bool {

@@ -748,3 +748,19 @@ async fn a_parked_pod_is_bound_once_a_deleted_pod_frees_its_node() {
     .await;
     assert_eq!(meta::str_at(&bound, "/spec/nodeName"), "node-0");
 }
+
+#[test]
+fn a_quick_pass_is_resynced_every_second_and_a_slow_one_after_twenty_times_its_length() {
+    assert_eq!(
+        super::resync_after(Duration::from_millis(10)),
+        Duration::from_secs(1)
+    );
+    assert_eq!(
+        super::resync_after(Duration::from_millis(50)),
+        Duration::from_secs(1)
+    );
+    assert_eq!(
+        super::resync_after(Duration::from_millis(200)),
+        Duration::from_secs(4)
+    );
+}
