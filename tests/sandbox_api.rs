@@ -799,3 +799,26 @@ fn a_watch_whose_client_left_ends_without_waiting_for_a_change() {
         (store.subscribers() <= before).then_some(())
     });
 }
+
+/// kube-apiserver drops what a create gives as status; a built-in kind's
+/// status is a Go struct, written empty (`status: {}`), so clients that
+/// read `.status` of a new Deployment find one (the Python client's
+/// `read_namespaced_deployment_status(...).status.ready_replicas`).
+#[test]
+fn a_created_deployment_has_an_empty_status_whatever_was_sent() {
+    let sb = start();
+    let created = post(
+        &sb,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "fresh"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "fresh"}},
+                     "template": {"metadata": {"labels": {"app": "fresh"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+            "status": {"replicas": 7, "readyReplicas": 7}
+        }),
+    );
+    assert_eq!(created.code, 201, "{}", created.body);
+    assert_eq!(created.body["status"], json!({}), "{}", created.body);
+}

@@ -789,7 +789,16 @@ impl Api {
             && s.info.kind != "Namespace"
             && let Some(o) = obj.as_object_mut()
         {
-            o.remove("status");
+            // What a create is given as status is dropped. A built-in
+            // kind's status is a Go struct, so kube-apiserver writes an
+            // empty one (`status: {}`) where a custom resource's is absent:
+            // the Python client reads `.status` of a new Deployment before
+            // its controller has written one.
+            if s.crd.is_none() && s.info.kind != "Pod" {
+                o.insert("status".into(), json!({}));
+            } else {
+                o.remove("status");
+            }
         }
         query.field_validation("CreateOptions")?;
         if s.crd.is_none() {
