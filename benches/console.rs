@@ -114,13 +114,7 @@ fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
     let mut times = Vec::new();
     let mut rebuilt = 0;
     for round in 0..rounds {
-        let i = (round * 7919) % src.tasks.len();
-        let mut t = AgentTask::clone(&src.tasks[i]);
-        if let Some(st) = t.status.as_mut() {
-            st.message = Some(format!("changed {round}"));
-        }
-        let t = Arc::new(t);
-        src.tasks[i] = t.clone();
+        let t = common::change_a_task(&mut src, round);
         let delta = rows::Delta {
             tasks: rows::Changes::Some(vec![(rows::Keyed::key(&*t), Some(t))]),
             events: src.events.clone(),
@@ -182,13 +176,7 @@ fn fleet_merge(tasks: usize, rounds: usize) -> (Duration, Duration) {
     let whole = started.elapsed();
     let mut times = Vec::new();
     for round in 0..rounds {
-        let i = (round * 7919) % src.tasks.len();
-        let mut t = AgentTask::clone(&src.tasks[i]);
-        if let Some(st) = t.status.as_mut() {
-            st.message = Some(format!("changed {round}"));
-        }
-        let t = Arc::new(t);
-        src.tasks[i] = t.clone();
+        let t = common::change_a_task(&mut src, round);
         let delta = rows::Delta {
             tasks: rows::Changes::Some(vec![(rows::Keyed::key(&*t), Some(t))]),
             events: src.events.clone(),

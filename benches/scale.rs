@@ -188,13 +188,7 @@ fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
         ..rows::Delta::default()
     };
     for round in 0..rounds {
-        let i = (round * 7919) % src.tasks.len();
-        let mut t = AgentTask::clone(&src.tasks[i]);
-        if let Some(st) = t.status.as_mut() {
-            st.message = Some(format!("changed {round}"));
-        }
-        let t = Arc::new(t);
-        src.tasks[i] = t.clone();
+        let t = common::change_a_task(&mut src, round);
         let delta = one(
             vec![(rows::Keyed::key(&*t), Some(t))],
             Vec::new(),

@@ -336,6 +336,7 @@ fn console(cli: &Cli) -> Result<()> {
             (!cli.read_only).then(|| agentdeck::tui::actions::ops_runner(Some(context.to_owned())))
         };
         let mut unusable = Vec::new();
+        let mut given = Vec::new();
         let (contexts, demo) = if cli.demo {
             let demo = agentdeck::demo::Demo::start().await?;
             // Health probed often, so the colours move; idle agents poll
@@ -351,6 +352,10 @@ fn console(cli: &Cli) -> Result<()> {
             (vec![one], Some(demo))
         } else {
             let names = console_contexts(cli, &config)?;
+            given = names
+                .iter()
+                .map(|n| agentdeck::ops::action::context_name(n.as_deref()))
+                .collect();
             let several = names.len() > 1;
             let mut contexts = Vec::new();
             let mut first_error = None;
@@ -379,12 +384,11 @@ fn console(cli: &Cli) -> Result<()> {
             }
             (contexts, None)
         };
+        // Every context, in the order given: those that could not be
+        // used among them, as the header shows them.
         let names: Vec<String> = match &demo {
             Some(_) => contexts.iter().map(|c| c.name.clone()).collect(),
-            None => console_contexts(cli, &config)?
-                .iter()
-                .map(|n| agentdeck::ops::action::context_name(n.as_deref()))
-                .collect(),
+            None => given,
         };
         let mut namespaces: Vec<&str> =
             contexts.iter().map(|c| c.conn.namespace.as_str()).collect();

@@ -16,6 +16,23 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
 /// Prints one key-latency figure: `what: p50 … p99 …`.
+/// Round `round`'s change to the fixture sources: one task's status message
+/// (a different task each round), put in place; the new task, for the
+/// delta that tells a row builder.
+pub fn change_a_task(
+    src: &mut agentdeck::app::rows::Sources,
+    round: usize,
+) -> Arc<agentdeck::crd::AgentTask> {
+    let i = (round * 7919) % src.tasks.len();
+    let mut t = agentdeck::crd::AgentTask::clone(&src.tasks[i]);
+    if let Some(st) = t.status.as_mut() {
+        st.message = Some(format!("changed {round}"));
+    }
+    let t = Arc::new(t);
+    src.tasks[i] = t.clone();
+    t
+}
+
 pub fn report_latency(what: &str, mut samples: Vec<Duration>) {
     println!(
         "{what}: p50 {} p99 {}",
