@@ -22,7 +22,8 @@
 //!
 //! How the size is made:
 //! - The 100,000 tasks (100 a pool: 2 Pending, 2 Running, 10 Failed, 86
-//!   Succeeded, ended within the last hour) are written through the
+//!   Succeeded, ended within the last hour, each finished one with the 40
+//!   lines of output an agent keeps, about 2.8 KB) are written through the
 //!   sandbox's own `Api` in this process (create, then the status
 //!   subresource), the path every HTTP request takes after decoding: no
 //!   TLS and no JSON over the wire, so seeding takes seconds, not minutes.
@@ -283,8 +284,29 @@ fn task(i: usize, pools: usize) -> (Value, Option<Value>) {
         "lastHeartbeat": rfc3339(ended + 4),
         "exitCode": if failed { 1 } else { 0 },
         "message": if failed { "terraform plan exited with 1" } else { "terraform plan exited with 0" },
+        "outputTail": output_tail(i, failed),
     });
     (obj, Some(status))
+}
+
+/// The last 40 lines a `terraform plan` prints, as an agent keeps them in
+/// `status.outputTail` when the task ends (about 2.8 KB; the agent keeps
+/// at most 40 lines and 4 KiB): a finished task carries it until its pool's
+/// history lets the task go.
+fn output_tail(i: usize, failed: bool) -> String {
+    let mut lines: Vec<String> = (0..37)
+        .map(|n| {
+            format!("  # module.stack_{i}.aws_security_group_rule.ingress[{n}] will be created")
+        })
+        .collect();
+    lines.push(String::new());
+    lines.push("Plan: 37 to add, 0 to change, 0 to destroy.".into());
+    lines.push(if failed {
+        "Error: error acquiring the state lock: ConditionalCheckFailedException".into()
+    } else {
+        "Saved the plan to: tfplan".into()
+    });
+    lines.join("\n")
 }
 
 fn status_target(name: &str) -> Target {

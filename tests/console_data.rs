@@ -852,3 +852,74 @@ fn first_difference(
         .or_else(|| rows("events", &a.events, &b.events))
         .unwrap_or_else(|| format!("task counts {:?} vs {:?}", a.task_counts, b.task_counts))
 }
+
+/// The view's tasks keep no output (a finished task's `status.outputTail`,
+/// up to 4 KiB each, is most of a large task store), yet say they have
+/// one; the YAML view reads the whole task from the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_keeps_no_task_output_and_the_yaml_view_shows_it_whole() {
+    let (_sb, client) = sandbox().await;
+    let cancel = CancellationToken::new();
+    let conn = Connection {
+        client: client.clone(),
+        namespace: "default".into(),
+        streams: None,
+    };
+    let handle = controller::start_with(
+        conn,
+        &config(),
+        StartOptions {
+            watch_only: true,
+            all_namespaces: false,
+        },
+        cancel.clone(),
+    );
+    let view = handle.view();
+    let tasks: Api<AgentTask> = Api::namespaced(client.clone(), "default");
+    let task: AgentTask = serde_json::from_value(json!({
+        "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+        "metadata": {"name": "done"}, "spec": {"pool": "p"}
+    }))
+    .expect("task");
+    tasks
+        .create(&PostParams::default(), &task)
+        .await
+        .expect("task created");
+    let output = "Plan: 3 to add, 0 to change\nApply complete!";
+    tasks
+        .patch_status(
+            "done",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"status": {"phase": "Succeeded", "outputTail": output}}),
+            ),
+        )
+        .await
+        .expect("status");
+    let cached = eventually("the finished task in the view", || async {
+        view.tasks
+            .state()
+            .into_iter()
+            .find(|t| t.phase() == agentdeck::crd::TaskPhase::Succeeded)
+    })
+    .await;
+    let tail = cached.status.as_ref().and_then(|s| s.output_tail.clone());
+    assert_eq!(
+        tail.as_deref(),
+        Some(""),
+        "the view keeps none of the output"
+    );
+    assert!(controller::task_output_stripped(&cached));
+
+    let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
+    let key = agentdeck::app::ObjectKey {
+        context: String::new(),
+        kind: "AgentTask",
+        namespace: "default".into(),
+        name: "done".into(),
+    };
+    let yaml = agentdeck::tui::object_yaml(&client, &view, &events, &key).await;
+    assert!(yaml.contains("Apply complete!"), "{yaml}");
+    assert!(yaml.contains("kind: AgentTask"), "{yaml}");
+    cancel.cancel();
+}

@@ -960,7 +960,11 @@ async fn a_task_whose_agent_pod_is_killed_is_requeued_or_failed_past_its_attempt
     .await;
     h.create_tasks("rec", "r", 2).await;
     h.set_task_status("r-0", running_on(&pods[0], 1)).await;
-    h.set_task_status("r-1", running_on(&pods[1], 3)).await;
+    // What the agent kept of its output before it went (the controller's
+    // cached copy has none: its write must keep the API's).
+    let mut with_output = running_on(&pods[1], 3);
+    with_output["outputTail"] = json!("Plan: 2 to add\nError: agent lost");
+    h.set_task_status("r-1", with_output).await;
     for pod in &pods {
         h.pods()
             .delete(pod, &DeleteParams::default().grace_period(0))
@@ -985,8 +989,14 @@ async fn a_task_whose_agent_pod_is_killed_is_requeued_or_failed_past_its_attempt
         (t.phase() == TaskPhase::Failed).then_some(t)
     })
     .await;
-    let msg = spent.status.and_then(|s| s.message).unwrap_or_default();
+    let spent = spent.status.expect("status");
+    let msg = spent.message.unwrap_or_default();
     assert!(msg.contains("gave up after 3 of 3"), "{msg}");
+    assert_eq!(
+        spent.output_tail.as_deref(),
+        Some("Plan: 2 to add\nError: agent lost"),
+        "the kept output survives the controller's write"
+    );
     eventually("the Requeued event", || async {
         (!h.events("r-0", "Requeued").await.is_empty()).then_some(())
     })

@@ -497,6 +497,48 @@ where
 /// Keeps an object as listed (managedFields aside).
 fn keep_all<K>(_: &mut K) {}
 
+/// Drops a cached task's `status.outputTail` (up to 4 KiB each, kept by
+/// every finished task until its pool's history lets it go: at 100,000
+/// tasks most of the task store). What is left is the empty string, so
+/// "it has a kept output" still reads as `Some`; nothing decides on its
+/// text, and whoever shows or keeps it reads the task from the API
+/// ([`task_output_stripped`] says when, [`with_kept_output`] does it).
+pub fn strip_task(task: &mut AgentTask) {
+    if let Some(tail) = task.status.as_mut().and_then(|s| s.output_tail.as_mut()) {
+        *tail = String::new();
+    }
+}
+
+/// Whether this copy of a task may have lost its `status.outputTail` to
+/// [`strip_task`] (a task whose output was really empty reads the same).
+pub fn task_output_stripped(task: &AgentTask) -> bool {
+    task.status
+        .as_ref()
+        .and_then(|s| s.output_tail.as_deref())
+        .is_some_and(str::is_empty)
+}
+
+/// `task` with its `status.outputTail` as the API has it, when the cached
+/// copy was stripped of it; `None` when the API has moved on from this
+/// copy (another resourceVersion, or gone), which a write with this copy's
+/// resourceVersion would have met as a conflict anyway.
+pub(crate) async fn with_kept_output(
+    api: &Api<AgentTask>,
+    task: &AgentTask,
+) -> std::result::Result<Option<AgentTask>, kube::Error> {
+    if !task_output_stripped(task) {
+        return Ok(Some(task.clone()));
+    }
+    let name = task.name_any();
+    let Some(fresh) = api.get_opt(&name).await? else {
+        return Ok(None);
+    };
+    if fresh.metadata.resource_version != task.metadata.resource_version {
+        return Ok(None);
+    }
+    Ok(Some(fresh))
+}
+
 /// Drops what nothing reads from a pod the debug-pod sweep caches:
 /// volumes, mounts, env, probes, resources, security contexts, scheduling
 /// constraints (most of a pod's size on a cluster). The managed pods are
@@ -963,10 +1005,13 @@ fn start_watches(
     let by_pool = ByPool::default();
     macro_rules! watch {
         ($kind:ty, $name:literal, $config:expr, $subscribers:expr, [$($follower:expr),*]) => {
+            watch!($kind, $name, $config, keep_all, $subscribers, [$($follower),*])
+        };
+        ($kind:ty, $name:literal, $config:expr, $strip:expr, $subscribers:expr, [$($follower:expr),*]) => {
             shared_watch(
                 namespaced_or_all::<$kind>(client, namespaces),
                 $config,
-                keep_all,
+                $strip,
                 report.clone(),
                 changes.clone(),
                 board.cell($name),
@@ -988,6 +1033,7 @@ fn start_watches(
         AgentTask,
         "AgentTask",
         watcher::Config::default(),
+        strip_task,
         1,
         [feeds.tasks, by_pool.tasks]
     );
@@ -1132,6 +1178,35 @@ pub(crate) fn resync(shared: &Shared) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::TaskPhase;
+
+    #[test]
+    fn a_cached_task_keeps_no_output_but_says_it_had_one() {
+        let task = |status: serde_json::Value| -> AgentTask {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": "t", "namespace": "ns"},
+                "spec": {"pool": "p"},
+                "status": status,
+            }))
+            .expect("task")
+        };
+        let mut kept = task(serde_json::json!({"phase": "Failed", "outputTail": "x".repeat(4000)}));
+        strip_task(&mut kept);
+        let tail = kept.status.as_ref().and_then(|s| s.output_tail.as_ref());
+        assert_eq!(tail.map(String::as_str), Some(""));
+        assert_eq!(tail.map(String::capacity), Some(0), "its bytes are freed");
+        assert!(task_output_stripped(&kept));
+        // Everything else is as listed.
+        assert_eq!(kept.phase(), TaskPhase::Failed);
+        let mut none = task(serde_json::json!({"phase": "Running"}));
+        strip_task(&mut none);
+        assert_eq!(
+            none.status.as_ref().and_then(|s| s.output_tail.clone()),
+            None
+        );
+        assert!(!task_output_stripped(&none));
+    }
 
     /// A client answering a list of `a` (version 10) and, from version 10,
     /// a watch that adds `x`, deletes it, adds `y0`..`y{ys-1}`, then stays

@@ -191,12 +191,20 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
 }
 
 async fn write(shared: &Shared, task: &AgentTask, change: &PoolNotFoundChange) -> bool {
-    let mut next = task.clone();
+    let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &change.namespace);
+    // The cached copy has no output (see `strip_task`): the API's is kept.
+    let mut next = match super::with_kept_output(&api, task).await {
+        Ok(Some(next)) => next,
+        Ok(None) => return false,
+        Err(e) => {
+            shared.api_failed(&e);
+            return false;
+        }
+    };
     let mut status = next.status.take().unwrap_or_default();
     status.conditions.retain(|c| c.type_ != POOL_NOT_FOUND);
     status.conditions.push(change.condition.clone());
     next.status = Some(status);
-    let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &change.namespace);
     // With the resourceVersion read: a 409 means an agent or the
     // reconciler wrote first; the next look decides again.
     match api

@@ -184,15 +184,32 @@ impl PoolCtx<'_> {
         task: &mut Arc<AgentTask>,
         status: AgentTaskStatus,
     ) -> Result<bool> {
-        let mut next = AgentTask::clone(task);
+        let api = self.tasks_api();
+        // A status built on the cached copy carries its stripped output:
+        // the API's is written back, not the empty string.
+        let mut next = match super::with_kept_output(&api, task).await {
+            Ok(Some(next)) => next,
+            Ok(None) => {
+                self.retry_soon = true;
+                return Ok(false);
+            }
+            Err(source) => {
+                return Err(ControllerError::TaskStatusFailed {
+                    task: task.name_any(),
+                    source,
+                });
+            }
+        };
         let mut status = status;
+        if status.output_tail.as_deref() == Some("") {
+            status.output_tail = next.status.as_ref().and_then(|s| s.output_tail.clone());
+        }
         status.message = status.message.map(|m| crate::text::sanitize_line(&m));
         for c in &mut status.conditions {
             c.message = crate::text::sanitize_line(&c.message);
         }
         next.status = Some(status);
-        match self
-            .tasks_api()
+        match api
             .replace_status(&task.name_any(), &PostParams::default(), &next)
             .await
         {

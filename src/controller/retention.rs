@@ -110,15 +110,34 @@ async fn look(shared: &Shared) -> Option<Duration> {
         }
         let by_name: HashMap<String, &Arc<AgentTask>> =
             tasks.iter().map(|t| (t.name_any(), t)).collect();
-        let going: Vec<(&Arc<AgentTask>, TaskRecord)> = retention
-            .expired
-            .iter()
-            .take(PER_LOOK)
-            .filter_map(|e| {
-                let task = by_name.get(&e.name)?;
-                Some((*task, TaskRecord::of(task, &e.why, now)))
-            })
-            .collect();
+        let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &ns);
+        let mut going: Vec<(&Arc<AgentTask>, TaskRecord)> = Vec::new();
+        for e in retention.expired.iter().take(PER_LOOK) {
+            let Some(task) = by_name.get(&e.name) else {
+                continue;
+            };
+            let mut record = TaskRecord::of(task, &e.why, now);
+            // The cached copy has no output (see `strip_task`): the record
+            // keeps the API's. A task that cannot be read now is not
+            // deleted now (nothing goes without its record).
+            if super::task_output_stripped(task) {
+                match api.get_opt(&e.name).await {
+                    Ok(Some(fresh)) => {
+                        record.output_tail = fresh.status.and_then(|s| s.output_tail);
+                    }
+                    Ok(None) => continue,
+                    Err(err) => {
+                        tracing::debug!(namespace = %ns, task = %e.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
+                        next = Some(MIN_GAP);
+                        continue;
+                    }
+                }
+            }
+            going.push((*task, record));
+        }
+        if going.is_empty() {
+            continue;
+        }
         let records: Vec<TaskRecord> = going.iter().map(|(_, r)| r.clone()).collect();
         if let Err(e) = keep_records(shared, &ns, &pool, &records).await {
             // Nothing is deleted whose record could not be kept.
@@ -126,7 +145,6 @@ async fn look(shared: &Shared) -> Option<Duration> {
             next = Some(MIN_GAP.max(Duration::from_secs(10)));
             continue;
         }
-        let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &ns);
         let mut deleted = 0u64;
         for (task, record) in going {
             let params = DeleteParams {

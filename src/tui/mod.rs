@@ -1080,27 +1080,50 @@ async fn yaml_loader(
             _ = cancel.cancelled() => return,
             k = rx.recv() => match k { Some(k) => k, None => return },
         };
-        let text = if key.kind == "Pod" {
-            // The cached pods keep only what is read (see
-            // `controller::pod`): the whole pod comes from the API, as
-            // `kubectl get -o yaml`.
-            let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
-            let got = tokio::select! {
-                _ = cancel.cancelled() => return,
-                r = tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)) => r,
-            };
-            match got {
-                Ok(Ok(Some(pod))) => render_yaml(serde_json::to_value(&pod).ok(), &key),
-                Ok(Ok(None)) => render_yaml(None, &key),
-                Ok(Err(e)) => cached_pod_yaml(&view, &key, &e.to_string()),
-                Err(_) => cached_pod_yaml(&view, &key, "no answer in 10 s"),
-            }
-        } else {
-            yaml_of(&view, &events, &key)
+        let text = tokio::select! {
+            _ = cancel.cancelled() => return,
+            text = object_yaml(&client, &view, &events, &key) => text,
         };
         if tx.send(Msg::Yaml { object: key, text }).await.is_err() {
             return;
         }
+    }
+}
+
+/// The object as the YAML view shows it: pods and tasks as the API has
+/// them (the caches keep less; the cached copy, said to be partial, when
+/// the API does not answer), the rest from the stores.
+pub async fn object_yaml(
+    client: &Client,
+    view: &ClusterView,
+    events: &Store<Event>,
+    key: &ObjectKey,
+) -> String {
+    if key.kind == "Pod" {
+        // The cached pods keep only what is read (see
+        // `controller::pod`): the whole pod comes from the API, as
+        // `kubectl get -o yaml`.
+        let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
+        let got = tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)).await;
+        match got {
+            Ok(Ok(Some(pod))) => render_yaml(serde_json::to_value(&pod).ok(), key),
+            Ok(Ok(None)) => render_yaml(None, key),
+            Ok(Err(e)) => cached_pod_yaml(view, key, &e.to_string()),
+            Err(_) => cached_pod_yaml(view, key, "no answer in 10 s"),
+        }
+    } else if key.kind == "AgentTask" {
+        // The cached tasks keep no output (see `controller::strip_task`):
+        // the whole task comes from the API.
+        let api: Api<AgentTask> = Api::namespaced(client.clone(), &key.namespace);
+        let got = tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)).await;
+        match got {
+            Ok(Ok(Some(task))) => render_yaml(serde_json::to_value(&task).ok(), key),
+            Ok(Ok(None)) => render_yaml(None, key),
+            Ok(Err(e)) => cached_task_yaml(view, key, &e.to_string()),
+            Err(_) => cached_task_yaml(view, key, "no answer in 10 s"),
+        }
+    } else {
+        yaml_of(view, events, key)
     }
 }
 
@@ -1111,6 +1134,24 @@ fn cached_pod_yaml(view: &ClusterView, key: &ObjectKey, why: &str) -> String {
          # with only the fields the console reads (no volumes, env, probes, resources)\n{}",
         crate::text::sanitize_line(why),
         render_yaml(find(&view.pods, key), key)
+    )
+}
+
+/// The cached task, said to be partial, when the API could not give it.
+fn cached_task_yaml(view: &ClusterView, key: &ObjectKey, why: &str) -> String {
+    let mut value = find(&view.tasks, key);
+    if let Some(status) = value
+        .as_mut()
+        .and_then(|v| v.get_mut("status"))
+        .and_then(|s| s.as_object_mut())
+    {
+        status.remove("outputTail");
+    }
+    format!(
+        "# could not read the task from the API ({}); shown from the console's cache,\n\
+         # without its kept output (status.outputTail)\n{}",
+        crate::text::sanitize_line(why),
+        render_yaml(value, key)
     )
 }
 
