@@ -75,11 +75,27 @@ pub fn watcher_reporting<K>(
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
+    watcher_emptying(api, config, cell, &[])
+}
+
+/// [`watcher_reporting`], with the `status` fields named in `emptied`
+/// read from list pages as the empty string (see
+/// [`super::slim::items_emptying`]); watch events decode whole.
+pub fn watcher_emptying<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    cell: WatchCell,
+    emptied: super::slim::Emptied,
+) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     let lister = Lister {
         client: api.clone().into_client(),
         url: api.resource_url().to_owned(),
         params: list_params(&config),
         cell,
+        emptied,
     };
     futures::stream::unfold(
         (api, lister, config, State::Empty),
@@ -121,6 +137,8 @@ struct Lister {
     url: String,
     params: ListParams,
     cell: WatchCell,
+    /// `status` fields read from pages as the empty string.
+    emptied: super::slim::Emptied,
 }
 
 impl Lister {
@@ -430,7 +448,7 @@ where
         tokio::task::yield_now().await;
     }
     tracing::trace!(url = %lister.url, bytes = text.len(), more = next.is_some(), "list page arrived");
-    match super::slim::items::<K>(&text) {
+    match super::slim::items_emptying::<K>(&text, lister.emptied) {
         Ok(items) => (
             None,
             State::Listing {

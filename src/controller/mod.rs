@@ -497,6 +497,10 @@ where
 /// Keeps an object as listed (managedFields aside).
 fn keep_all<K>(_: &mut K) {}
 
+/// The `status` fields of a task [`strip_task`] empties, as list pages
+/// are read (their text never copied).
+const STRIPPED_TASK_FIELDS: slim::Emptied = &["outputTail"];
+
 /// Drops a cached task's `status.outputTail` (up to 4 KiB each, kept by
 /// every finished task until its pool's history lets it go: at 100,000
 /// tasks most of the task store). What is left is the empty string, so
@@ -588,6 +592,7 @@ fn shared_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     strip: fn(&mut K),
+    emptied: slim::Emptied,
     shared_api: WatchHealth,
     changes: Changes,
     cell: WatchCell,
@@ -611,7 +616,7 @@ where
             store: reader.clone(),
         })
         .collect();
-    let stream = listwatch::watcher_reporting(api, config, cell)
+    let stream = listwatch::watcher_emptying(api, config, cell, emptied)
         .default_backoff()
         .modify(move |o| {
             // managedFields are never read here and are most of an object's size.
@@ -1005,13 +1010,14 @@ fn start_watches(
     let by_pool = ByPool::default();
     macro_rules! watch {
         ($kind:ty, $name:literal, $config:expr, $subscribers:expr, [$($follower:expr),*]) => {
-            watch!($kind, $name, $config, keep_all, $subscribers, [$($follower),*])
+            watch!($kind, $name, $config, (keep_all, &[]), $subscribers, [$($follower),*])
         };
-        ($kind:ty, $name:literal, $config:expr, $strip:expr, $subscribers:expr, [$($follower:expr),*]) => {
+        ($kind:ty, $name:literal, $config:expr, ($strip:expr, $emptied:expr), $subscribers:expr, [$($follower:expr),*]) => {
             shared_watch(
                 namespaced_or_all::<$kind>(client, namespaces),
                 $config,
                 $strip,
+                $emptied,
                 report.clone(),
                 changes.clone(),
                 board.cell($name),
@@ -1033,7 +1039,7 @@ fn start_watches(
         AgentTask,
         "AgentTask",
         watcher::Config::default(),
-        strip_task,
+        (strip_task, STRIPPED_TASK_FIELDS),
         1,
         [feeds.tasks, by_pool.tasks]
     );
@@ -1276,6 +1282,7 @@ mod tests {
             api,
             watcher::Config::default(),
             keep_all,
+            &[],
             report,
             Changes::default(),
             WatchCell::detached("ConfigMap"),

@@ -28,11 +28,25 @@ use serde::de::{
 
 /// The `items` of a list page, each without `metadata.managedFields`.
 pub fn items<K: DeserializeOwned>(text: &str) -> serde_json::Result<Vec<K>> {
+    items_emptying(text, &[])
+}
+
+/// [`items`], with the `status` fields named in `emptied` read as the
+/// empty string whatever their text (skipped as `managedFields` are, so
+/// their text is never copied): a task's `status.outputTail` (see
+/// `controller::strip_task`, which does the same to a watched task).
+pub fn items_emptying<K: DeserializeOwned>(
+    text: &str,
+    emptied: Emptied,
+) -> serde_json::Result<Vec<K>> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let items = de.deserialize_map(PageVisitor(PhantomData))?;
+    let items = de.deserialize_map(PageVisitor(PhantomData, emptied))?;
     de.end()?;
     Ok(items)
 }
+
+/// Names of `status` fields read as the empty string.
+pub type Emptied = &'static [&'static str];
 
 /// A page's list metadata (`resourceVersion`, `continue`); the default when
 /// it has none. The text after it is not read (not even checked: [`items`]
@@ -73,10 +87,13 @@ impl<'de> Visitor<'de> for HeadVisitor<'_> {
 /// Which map keys to look at, and how.
 #[derive(Clone, Copy)]
 enum Level {
-    /// An item: its `metadata` is decoded at [`Level::Meta`].
-    Item,
+    /// An item: its `metadata` is decoded at [`Level::Meta`], its `status`
+    /// (when some of its fields are emptied) at [`Level::Status`].
+    Item(Emptied),
     /// An item's metadata: its `managedFields` are skipped.
     Meta,
+    /// An item's status: the fields named are read as the empty string.
+    Status(Emptied),
 }
 
 impl Level {
@@ -88,7 +105,7 @@ impl Level {
 
 /// The page object: `items` decoded, everything else (`metadata`, read
 /// before, `apiVersion`, `kind`) skipped.
-struct PageVisitor<K>(PhantomData<K>);
+struct PageVisitor<K>(PhantomData<K>, Emptied);
 
 impl<'de, K: DeserializeOwned> Visitor<'de> for PageVisitor<K> {
     type Value = Vec<K>;
@@ -102,7 +119,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for PageVisitor<K> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if key.as_str() == "items" {
                 // `null` items are an empty list, as kube's `ObjectList` has them.
-                items = map.next_value_seed(ItemsSeed(PhantomData))?;
+                items = map.next_value_seed(ItemsSeed(PhantomData, self.1))?;
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -112,7 +129,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for PageVisitor<K> {
 }
 
 /// `items`: `null` or an array of objects.
-struct ItemsSeed<K>(PhantomData<K>);
+struct ItemsSeed<K>(PhantomData<K>, Emptied);
 
 impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<K> {
     type Value = Option<Vec<K>>;
@@ -143,7 +160,8 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<K> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(Level::Item.wrap(PhantomData::<K>))? {
+        let level = Level::Item(self.1);
+        while let Some(item) = seq.next_element_seed(level.wrap(PhantomData::<K>))? {
             items.push(item);
         }
         Ok(Some(items))
@@ -271,6 +289,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Slim<V> {
             level: self.level,
             inner: map,
             value_level: None,
+            value_emptied: false,
         })
     }
 
@@ -354,6 +373,8 @@ struct SlimMap<A> {
     inner: A,
     /// The level the value of the key just read is decoded at.
     value_level: Option<Level>,
+    /// The value of the key just read is skipped and read as `""`.
+    value_emptied: bool,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for SlimMap<A> {
@@ -372,7 +393,14 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for SlimMap<A> {
                     self.inner.next_value::<IgnoredAny>()?;
                     continue;
                 }
-                (Level::Item, "metadata") => Some(Level::Meta),
+                (Level::Item(_), "metadata") => Some(Level::Meta),
+                (Level::Item(emptied), "status") if !emptied.is_empty() => {
+                    Some(Level::Status(emptied))
+                }
+                (Level::Status(emptied), k) => {
+                    self.value_emptied = emptied.contains(&k);
+                    None
+                }
                 _ => None,
             };
             return match key {
@@ -384,6 +412,10 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for SlimMap<A> {
     }
 
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
+        if std::mem::take(&mut self.value_emptied) {
+            self.inner.next_value::<IgnoredAny>()?;
+            return seed.deserialize(EmptyStr(PhantomData));
+        }
         match self.value_level.take() {
             Some(level) => self.inner.next_value_seed(level.wrap(seed)),
             None => self.inner.next_value_seed(seed),
@@ -392,6 +424,27 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for SlimMap<A> {
 
     fn size_hint(&self) -> Option<usize> {
         self.inner.size_hint()
+    }
+}
+
+/// The empty string, also as `Some` of an optional one.
+struct EmptyStr<E>(PhantomData<E>);
+
+impl<'de, E: de::Error> Deserializer<'de> for EmptyStr<E> {
+    type Error = E;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, E> {
+        v.visit_borrowed_str("")
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, E> {
+        v.visit_some(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct
+        map struct enum identifier ignored_any
     }
 }
 
@@ -438,8 +491,8 @@ mod tests {
     use crate::controller::pod::CachedPod;
     use crate::crd::AgentTask;
     use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
-    use kube::Resource;
     use kube::core::ObjectList;
+    use kube::{Resource, ResourceExt};
     use serde_json::{Value, json};
 
     fn managed() -> Value {
@@ -470,6 +523,61 @@ mod tests {
             item.meta_mut().managed_fields = None;
         }
         list.items
+    }
+
+    #[test]
+    fn an_emptied_status_field_is_read_as_the_empty_string_and_nothing_else_is() {
+        let tail = "Plan: 3 to add\nError: \"lock\" held\n".repeat(50);
+        let task = |name: &str, status: Value| {
+            json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": name, "namespace": "ns", "managedFields": managed(),
+                    "labels": {"outputTail": "a label"}},
+                "spec": {"pool": "p", "env": [{"name": "outputTail", "value": "an env"}]},
+                "status": status,
+            })
+        };
+        let listed = vec![
+            task(
+                "done",
+                json!({"phase": "Failed", "exitCode": 1, "outputTail": tail,
+                "message": "exited with 1", "attempts": 2}),
+            ),
+            task("running", json!({"phase": "Running", "agent": "a-0"})),
+            task("new", Value::Null),
+        ];
+        let text = page(listed);
+        let slim: Vec<AgentTask> = items_emptying(&text, &["outputTail"]).expect("decodes");
+        let mut whole: Vec<AgentTask> = decoded_then_dropped(&text);
+        assert_eq!(
+            whole[0]
+                .status
+                .as_ref()
+                .and_then(|s| s.output_tail.as_deref()),
+            Some(tail.as_str())
+        );
+        for t in &mut whole {
+            crate::controller::strip_task(t);
+        }
+        // As a watched task is stripped (see `strip_task`): the tail is
+        // an empty string with no bytes behind it; the rest is as listed.
+        assert_eq!(slim, whole);
+        let kept = slim[0].status.as_ref().and_then(|s| s.output_tail.as_ref());
+        assert_eq!(kept.map(String::capacity), Some(0));
+        assert_eq!(
+            slim[0].labels().get("outputTail").map(String::as_str),
+            Some("a label")
+        );
+        assert_eq!(slim[0].spec.env[0].value.as_deref(), Some("an env"));
+        // Without names, nothing is emptied.
+        let all: Vec<AgentTask> = items(&text).expect("decodes");
+        assert_eq!(
+            all[0]
+                .status
+                .as_ref()
+                .and_then(|s| s.output_tail.as_deref()),
+            Some(tail.as_str())
+        );
     }
 
     fn agent_pod(i: usize) -> Value {
