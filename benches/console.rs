@@ -117,7 +117,6 @@ fn incremental(tasks: usize, rounds: usize) -> (Duration, Duration, usize) {
         let t = common::change_a_task(&mut src, round);
         let delta = rows::Delta {
             tasks: rows::Changes::Some(vec![(rows::Keyed::key(&*t), Some(t))]),
-            events: src.events.clone(),
             ..rows::Delta::default()
         };
         let started = Instant::now();
@@ -147,7 +146,6 @@ fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
         src.pods[0] = p.clone();
         let delta = rows::Delta {
             pods: rows::Changes::Some(vec![(rows::Keyed::key(&*p), Some(p))]),
-            events: src.events.clone(),
             ..rows::Delta::default()
         };
         let started = Instant::now();
@@ -179,7 +177,6 @@ fn fleet_merge(tasks: usize, rounds: usize) -> (Duration, Duration) {
         let t = common::change_a_task(&mut src, round);
         let delta = rows::Delta {
             tasks: rows::Changes::Some(vec![(rows::Keyed::key(&*t), Some(t))]),
-            events: src.events.clone(),
             ..rows::Delta::default()
         };
         let snap = Arc::new(builder.update(delta, now, &thresholds()));

@@ -451,7 +451,7 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
         }
     }
     let console = Arc::new(Mutex::new(Console {
-        told: agentdeck::tui::ViewChanges::new(view.clone(), events.clone()),
+        told: agentdeck::tui::ViewChanges::new(view.clone(), events.clone(), Default::default()),
         builder: RowBuilder::flagging_long_running(long),
         updates: 0,
         task_relists: 0,

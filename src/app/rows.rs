@@ -912,7 +912,6 @@ mod tests {
         for batch in src.tasks.chunks(500) {
             let delta = Delta {
                 tasks: Changes::Some(batch.iter().map(|t| (t.key(), Some(t.clone()))).collect()),
-                events: src.events.clone(),
                 ..Delta::default()
             };
             last = told.update(delta, now, &thresholds());
@@ -922,7 +921,6 @@ mod tests {
         for batch in src.tasks.chunks(700) {
             let delta = Delta {
                 tasks: Changes::Some(batch.iter().map(|t| (t.key(), None)).collect()),
-                events: src.events.clone(),
                 ..Delta::default()
             };
             last = told.update(delta, now, &thresholds());

@@ -217,7 +217,7 @@ impl Workers {
         let client = context.conn.client.clone();
         let view = handle.view();
         let (shown, shown_rx) = watch::channel(false);
-        let events = watch_events(
+        let (events, event_feed) = watch_events(
             &context.conn,
             setup.all_namespaces,
             &setup.config,
@@ -228,7 +228,7 @@ impl Workers {
         let thresholds = controller::prober::thresholds(&setup.config.health_probe);
         tokio::spawn(snapshots(
             view.clone(),
-            events.clone(),
+            (events.clone(), event_feed),
             handle.clone(),
             (thresholds, setup.config.long_running_task()),
             tx.clone(),
@@ -440,7 +440,7 @@ fn watch_events(
     changes: controller::Changes,
     mut shown: watch::Receiver<bool>,
     cancel: CancellationToken,
-) -> Store<Event> {
+) -> (Store<Event>, controller::feed::ChangeFeed) {
     let api: Api<Event> = if all || config.namespaces.len() > 1 {
         Api::all(conn.client.clone())
     } else {
@@ -452,6 +452,8 @@ fn watch_events(
         .default_backoff()
         .modify(|e| e.meta_mut().managed_fields = None)
         .reflect(writer);
+    let feed = controller::feed::ChangeFeed::default();
+    let told = feed.clone();
     tokio::spawn(async move {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -462,14 +464,25 @@ fn watch_events(
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 n = stream.next() => match n {
-                    Some(Ok(_)) => changes.bump(),
+                    Some(Ok(e)) => {
+                        // Told before the bump, so a reader woken by it
+                        // finds the change in the feed.
+                        use controller::feed::Follower;
+                        match &e {
+                            watcher::Event::Apply(o) => told.applied(o),
+                            watcher::Event::Delete(o) => told.deleted(o),
+                            watcher::Event::InitDone => told.relisted(&[] as &[Arc<Event>]),
+                            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                        }
+                        changes.bump();
+                    }
                     Some(Err(e)) => tracing::debug!(error = %e, "event watch failed; retrying"),
                     None => return,
                 }
             }
         }
     });
-    reader
+    (reader, feed)
 }
 
 /// Rebuilds the rows whenever the view changes (not on a timer), at most
@@ -477,7 +490,7 @@ fn watch_events(
 /// turns true once rows built from synced stores are sent.
 async fn snapshots(
     view: ClusterView,
-    events: Store<Event>,
+    (events, event_feed): (Store<Event>, controller::feed::ChangeFeed),
     synced: Arc<ControllerHandle>,
     // Agents' freshness thresholds; when a Running task is flagged.
     (thresholds, long_running): (FreshnessThresholds, Duration),
@@ -486,7 +499,7 @@ async fn snapshots(
     cancel: CancellationToken,
 ) {
     let mut changes = view.changes.subscribe();
-    let told = ViewChanges::new(view.clone(), events);
+    let told = ViewChanges::new(view.clone(), events, event_feed);
     // Keeps the rows of the last build: a change costs the rows it touches.
     let mut builder = RowBuilder::flagging_long_running(long_running);
     loop {
@@ -546,14 +559,25 @@ const CLOCK_REBUILD: Duration = Duration::from_secs(15);
 pub struct ViewChanges {
     view: ClusterView,
     events: Store<Event>,
+    event_feed: controller::feed::ChangeFeed,
 }
 
 impl ViewChanges {
-    /// Starts the view's feeds; the first take reads every store whole.
-    pub fn new(view: ClusterView, events: Store<Event>) -> ViewChanges {
+    /// Starts the view's feeds and `event_feed` (told by the watch behind
+    /// `events`); the first take reads every store whole.
+    pub fn new(
+        view: ClusterView,
+        events: Store<Event>,
+        event_feed: controller::feed::ChangeFeed,
+    ) -> ViewChanges {
         view.feeds.subscribe();
         view.health.feed().subscribe();
-        ViewChanges { view, events }
+        event_feed.subscribe();
+        ViewChanges {
+            view,
+            events,
+            event_feed,
+        }
     }
 
     /// What changed since the last take.
@@ -579,7 +603,7 @@ impl ViewChanges {
                         .collect(),
                 )
             },
-            events: self.events.state(),
+            events: changes(&self.event_feed, &self.events),
         }
     }
 }

@@ -71,9 +71,10 @@ pub struct Delta {
     pub pods: Changes<CachedPod>,
     pub jobs: Changes<Job>,
     pub samples: Changes<AgentSample>,
-    /// Every event there is (the few hundred an API server keeps for an
-    /// hour): a row is rebuilt only when its event or its pool changed.
-    pub events: Vec<Arc<Event>>,
+    /// The events (an API server keeps them for an hour: tens of
+    /// thousands after a large scale-up): a row is built when its event
+    /// changed, or when the object it is about came, went or moved pool.
+    pub events: Changes<Event>,
 }
 
 /// Something kept by (namespace, name).
@@ -94,7 +95,7 @@ macro_rules! keyed_by_meta {
         }
     )*};
 }
-keyed_by_meta!(AgentPool, AgentTask, CachedPod, Job);
+keyed_by_meta!(AgentPool, AgentTask, CachedPod, Job, Event);
 
 impl Keyed for AgentSample {
     fn key(&self) -> Key {
@@ -209,6 +210,53 @@ fn by_key<R: super::Row>(a: &R, b: &R) -> Ordering {
 
 fn newest_first(a: &TaskRow, b: &TaskRow) -> Ordering {
     b.created.cmp(&a.created).then_with(|| a.key.cmp(&b.key))
+}
+
+fn latest_event_first(a: &EventRow, b: &EventRow) -> Ordering {
+    b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key))
+}
+
+/// What an event's pool is read from (see [`RowBuilder::pool_of_event`]):
+/// its task, pod or Job by (namespace, name), or (for a Deployment's or
+/// ReplicaSet's) the pools of its namespace, as `(namespace, "")`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum About {
+    Task,
+    Pod,
+    Job,
+    Owned,
+}
+
+fn about(e: &Event) -> Option<(About, Key)> {
+    let ns = e.metadata.namespace.clone().unwrap_or_default();
+    let o = &e.involved_object;
+    let name = || o.name.clone().unwrap_or_default();
+    match o.kind.as_deref().unwrap_or_default() {
+        "AgentTask" => Some((About::Task, (ns, name()))),
+        "Pod" => Some((About::Pod, (ns, name()))),
+        "Job" => Some((About::Job, (ns, name()))),
+        "Deployment" | "ReplicaSet" => Some((About::Owned, (ns, String::new()))),
+        _ => None,
+    }
+}
+
+/// Whose events may have changed pool in a delta: objects that came,
+/// went or moved pool (`all` after a relist of any of them).
+#[derive(Default)]
+struct Moved {
+    all: bool,
+    objects: Vec<(About, Key)>,
+}
+
+/// An object's pool label.
+fn pool_label(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<&str> {
+    meta.labels.as_ref()?.get(LABEL_POOL).map(String::as_str)
+}
+
+struct EventEntry {
+    object: Arc<Event>,
+    pool: Option<String>,
+    row: Option<Arc<EventRow>>,
 }
 
 /// What a task adds to the sums and indexes; taken away when it changes.
@@ -345,7 +393,10 @@ pub struct RowBuilder {
     sorted_tasks: Option<Sorted<TaskRow>>,
     sorted_agents: Option<Sorted<AgentRow>>,
     sorted_pools: Option<Sorted<PoolRow>>,
-    events: Map<usize, (Arc<Event>, String, Arc<EventRow>)>,
+    events: Map<Key, EventEntry>,
+    /// The events read by each object's pool (see [`About`]).
+    events_about: Map<(About, Key), Set<Key>>,
+    sorted_events: Option<Sorted<EventRow>>,
     /// Rows to look at again in this build.
     dirty_tasks: Set<Key>,
     dirty_pods: Set<Key>,
@@ -386,7 +437,7 @@ impl RowBuilder {
             pods: Changes::All(src.pods.clone()),
             jobs: Changes::All(src.jobs.clone()),
             samples: Changes::All(src.samples.iter().cloned().map(Arc::new).collect()),
-            events: src.events.clone(),
+            events: Changes::All(src.events.clone()),
         };
         self.update(delta, now, thresholds)
     }
@@ -400,6 +451,7 @@ impl RowBuilder {
         thresholds: &FreshnessThresholds,
     ) -> Snapshot {
         self.rebuilt = 0;
+        let moved = self.moved(&delta);
         self.apply_pools(delta.pools);
         self.apply_tasks(delta.tasks);
         self.apply_pods(delta.pods);
@@ -410,7 +462,7 @@ impl RowBuilder {
         self.task_rows(now);
         self.agent_rows(now, thresholds);
         self.pool_rows(now);
-        let events = self.event_rows(&delta.events);
+        self.apply_events(delta.events, moved);
         self.settle();
         Snapshot {
             pools: self
@@ -428,7 +480,11 @@ impl RowBuilder {
                 .as_ref()
                 .map(|s| s.rows.clone())
                 .unwrap_or_default(),
-            events,
+            events: self
+                .sorted_events
+                .as_ref()
+                .map(|s| s.rows.clone())
+                .unwrap_or_default(),
             task_counts: self.counts,
             built: Some(now),
             contexts: Vec::new(),
@@ -990,29 +1046,131 @@ impl RowBuilder {
         }
     }
 
+    /// The objects of `delta` whose events may read another pool now:
+    /// added, removed, or (tasks, pods, Jobs) moved to another pool.
+    fn moved(&self, delta: &Delta) -> Moved {
+        let mut m = Moved::default();
+        let mut one = |about: About, key: &Key, before: Option<&str>, after: Option<&str>| {
+            if before != after {
+                m.objects.push((about, key.clone()));
+            }
+        };
+        match &delta.tasks {
+            Changes::All(_) => m.all = true,
+            Changes::Some(list) => {
+                for (k, t) in list {
+                    let before = self.tasks.get(k).map(|e| e.object.spec.pool.as_str());
+                    one(
+                        About::Task,
+                        k,
+                        before,
+                        t.as_ref().map(|t| t.spec.pool.as_str()),
+                    );
+                }
+            }
+        }
+        match &delta.pods {
+            Changes::All(_) => m.all = true,
+            Changes::Some(list) => {
+                for (k, p) in list {
+                    let before = self.pods.get(k).and_then(|e| e.pool.as_deref());
+                    let after = p.as_ref().and_then(|p| pool_label(&p.metadata));
+                    one(About::Pod, k, before, after);
+                }
+            }
+        }
+        match &delta.jobs {
+            Changes::All(_) => m.all = true,
+            Changes::Some(list) => {
+                for (k, j) in list {
+                    let before = self.jobs.get(k).and_then(|e| e.1.as_deref());
+                    let after = j.as_ref().and_then(|j| pool_label(&j.metadata));
+                    one(About::Job, k, before, after);
+                }
+            }
+        }
+        match &delta.pools {
+            Changes::All(_) => m.all = true,
+            Changes::Some(list) => {
+                for (k, p) in list {
+                    if self.pools.contains_key(k) != p.is_some() {
+                        m.objects.push((About::Owned, (k.0.clone(), String::new())));
+                    }
+                }
+            }
+        }
+        m
+    }
+
     /// Events about our objects: pools, tasks, and the managed pods, Jobs,
-    /// Deployments and ReplicaSets (named after their pool or task).
-    fn event_rows(&mut self, events: &[Arc<Event>]) -> Vec<Arc<EventRow>> {
-        let mut old = std::mem::take(&mut self.events);
-        let mut rows = Vec::new();
-        for e in events {
-            let Some(pool) = self.pool_of_event(e) else {
+    /// Deployments and ReplicaSets (named after their pool or task). An
+    /// event's row is built when it changes, and again when its pool
+    /// does (the object it is about came, went or moved).
+    fn apply_events(&mut self, changes: Changes<Event>, moved: Moved) {
+        for (key, event) in changed(changes, &self.events, |e| &e.object) {
+            if let Some(old) = self.events.remove(&key) {
+                if let Some(about) = about(&old.object)
+                    && let Some(waiting) = self.events_about.get_mut(&about)
+                {
+                    waiting.remove(&key);
+                    if waiting.is_empty() {
+                        self.events_about.remove(&about);
+                    }
+                }
+                self.sorted_events().replace(old.row, None);
+            }
+            let Some(e) = event else {
                 continue;
             };
-            let at = Arc::as_ptr(e).addr();
-            let entry = match old.remove(&at) {
-                Some(k) if Arc::ptr_eq(&k.0, e) && k.1 == pool => k,
-                _ => {
-                    self.rebuilt += 1;
-                    let row = Arc::new(event_row(e, &pool));
-                    (e.clone(), pool, row)
-                }
-            };
-            rows.push(entry.2.clone());
-            self.events.insert(at, entry);
+            if let Some(about) = about(&e) {
+                self.events_about
+                    .entry(about)
+                    .or_default()
+                    .insert(key.clone());
+            }
+            let pool = self.pool_of_event(&e);
+            let row = pool.as_deref().map(|p| {
+                self.rebuilt += 1;
+                Arc::new(event_row(&e, p))
+            });
+            self.sorted_events().replace(None, row.clone());
+            self.events.insert(
+                key,
+                EventEntry {
+                    object: e,
+                    pool,
+                    row,
+                },
+            );
         }
-        rows.sort_unstable_by(|a, b| b.last.cmp(&a.last).then_with(|| a.key.cmp(&b.key)));
-        rows
+        let again: Vec<Key> = if moved.all {
+            self.events.keys().cloned().collect()
+        } else {
+            moved
+                .objects
+                .iter()
+                .filter_map(|about| self.events_about.get(about))
+                .flatten()
+                .cloned()
+                .collect()
+        };
+        for key in again {
+            let Some(e) = self.events.get(&key).map(|e| e.object.clone()) else {
+                continue;
+            };
+            let pool = self.pool_of_event(&e);
+            let Some(entry) = self.events.get_mut(&key) else {
+                continue;
+            };
+            if entry.pool == pool {
+                continue;
+            }
+            let row = pool.as_deref().map(|p| Arc::new(event_row(&e, p)));
+            self.rebuilt += usize::from(row.is_some());
+            entry.pool = pool;
+            let old = std::mem::replace(&mut entry.row, row.clone());
+            self.sorted_events().replace(old, row);
+        }
     }
 
     /// The pool an event is about, when it is about one of ours.
@@ -1054,6 +1212,10 @@ impl RowBuilder {
         if let Some(s) = self.sorted_pools.as_mut() {
             s.settle(|| pools.values().filter_map(|e| e.row.clone()).collect());
         }
+        let events = &self.events;
+        if let Some(s) = self.sorted_events.as_mut() {
+            s.settle(|| events.values().filter_map(|e| e.row.clone()).collect());
+        }
     }
 
     fn sorted_tasks(&mut self) -> &mut Sorted<TaskRow> {
@@ -1068,6 +1230,11 @@ impl RowBuilder {
 
     fn sorted_pools(&mut self) -> &mut Sorted<PoolRow> {
         self.sorted_pools.get_or_insert_with(|| Sorted::new(by_key))
+    }
+
+    fn sorted_events(&mut self) -> &mut Sorted<EventRow> {
+        self.sorted_events
+            .get_or_insert_with(|| Sorted::new(latest_event_first))
     }
 }
 
@@ -1227,7 +1394,7 @@ mod tests {
                     .collect(),
             ),
             jobs: Changes::default(),
-            events: src.events.clone(),
+            events: Changes::default(),
         }
     }
 
@@ -1353,6 +1520,105 @@ mod tests {
         }
     }
 
+    /// Events told one by one, and the objects they are about coming and
+    /// going, give the rows a fresh build gives; an event whose object is
+    /// unknown waits for it, and its row goes with it.
+    #[test]
+    fn events_change_incrementally_as_a_fresh_build_has_them() {
+        use kube::ResourceExt;
+        let now = fixtures::now();
+        let mut src = fixtures::sources(now, 50);
+        let mut b = RowBuilder::default();
+        b.build(&src, now, &thresholds());
+        let ns = src.tasks[0].namespace();
+        let ev = |name: &str, kind: &str, about: &str, msg: &str| -> Arc<Event> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "namespace": ns},
+                    "involvedObject": {"kind": kind, "name": about},
+                    "reason": "R", "message": msg, "type": "Normal", "count": 1,
+                    "lastTimestamp": now.to_string(),
+                }))
+                .expect("event"),
+            )
+        };
+        let check = |b: &mut RowBuilder, src: &Sources, delta: Delta, what: &str| {
+            let told = b.update(delta, now, &thresholds());
+            let fresh = RowBuilder::default().build(src, now, &thresholds());
+            assert_eq!(told.events, fresh.events, "{what}");
+            told
+        };
+        let events = |list: Vec<(Key, Option<Arc<Event>>)>| Delta {
+            events: Changes::Some(list),
+            ..Delta::default()
+        };
+        // About a task nobody has yet: kept, not shown.
+        let early = ev("early", "AgentTask", "late-task", "claimed");
+        src.events.push(early.clone());
+        let snap = check(
+            &mut b,
+            &src,
+            events(vec![(early.key(), Some(early.clone()))]),
+            "early",
+        );
+        assert!(!snap.events.iter().any(|r| r.message == "claimed"));
+        // The task comes: the event shows, in its pool.
+        let mut t = AgentTask::clone(&src.tasks[3]);
+        t.metadata.name = Some("late-task".into());
+        let t = Arc::new(t);
+        src.tasks.push(t.clone());
+        let snap = check(
+            &mut b,
+            &src,
+            Delta {
+                tasks: Changes::Some(vec![(t.key(), Some(t.clone()))]),
+                ..Delta::default()
+            },
+            "task came",
+        );
+        assert!(snap.events.iter().any(|r| r.message == "claimed"));
+        // The event changes; another about a pod comes; one goes.
+        let changed = ev("early", "AgentTask", "late-task", "finished");
+        let i = src.events.len() - 1;
+        src.events[i] = changed.clone();
+        let pod = src.pods[0].name_any();
+        let about_pod = ev("pod-ev", "Pod", &pod, "started");
+        src.events.push(about_pod.clone());
+        let gone = src.events.remove(0);
+        check(
+            &mut b,
+            &src,
+            events(vec![
+                (changed.key(), Some(changed)),
+                (about_pod.key(), Some(about_pod)),
+                (gone.key(), None),
+            ]),
+            "events changed",
+        );
+        // The task goes: its event's row goes too.
+        src.tasks.retain(|x| x.name_any() != "late-task");
+        let snap = check(
+            &mut b,
+            &src,
+            Delta {
+                tasks: Changes::Some(vec![(t.key(), None)]),
+                ..Delta::default()
+            },
+            "task went",
+        );
+        assert!(!snap.events.iter().any(|r| r.message == "finished"));
+        // Nothing changed: the rows are the very same.
+        let again = b.update(Delta::default(), now, &thresholds());
+        assert!(
+            again
+                .events
+                .iter()
+                .zip(&snap.events)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+        );
+        assert_eq!(b.rebuilt, 0);
+    }
+
     #[test]
     fn rows_told_random_changes_as_time_passes_always_equal_a_fresh_build() {
         for seed in [0x9e37_79b9_7f4a_7c15, 7, 0xdead_beef] {
@@ -1403,7 +1669,6 @@ mod tests {
         let next = b.update(
             Delta {
                 tasks: Changes::Some(vec![(key, Some(Arc::new(t)))]),
-                events: src.events.clone(),
                 ..Delta::default()
             },
             now,
