@@ -62,6 +62,9 @@
 //! AGENTDECK_BENCH_SAMPLES=50    # task created → replicas samples (30; quick 10)
 //! AGENTDECK_BENCH_PRESSES=100   # console key presses timed (200; quick 50)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench scale   # another build
+//! AGENTDECK_BENCH_TRACE=1       # task → replicas: each sample's stamps (Unix µs, to
+//!                               # match the daemon's log) and this process's runtime
+//!                               # waking a 5 ms timer over 10 ms late (a stalled sandbox)
 //! AGENTDECK_BENCH_HOLD_SECS=600 # seed, print a kubeconfig, hold the sandbox (no figures)
 //! AGENTDECK_BENCH_HOLD_DAEMON=1 # … after the daemon has settled (the agent pods made)
 //! ```
@@ -813,6 +816,24 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
             }
         })
     };
+    // With AGENTDECK_BENCH_TRACE: how late a 5 ms timer of this process's
+    // runtime (the sandbox's) wakes; a late one is a stalled API and watch.
+    let lag = std::env::var_os("AGENTDECK_BENCH_TRACE").map(|_| {
+        tokio::spawn(async move {
+            loop {
+                let t0 = Instant::now();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let late = t0.elapsed().saturating_sub(Duration::from_millis(5));
+                if late > Duration::from_millis(10) {
+                    let us = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_micros())
+                        .unwrap_or(0);
+                    println!("  trace bench runtime late {} at {us}", ms(late));
+                }
+            }
+        })
+    });
     let client = sb.client().expect("client");
     let tasks: Api<AgentTask> = Api::namespaced(client.clone(), NS);
     let churn_started = Instant::now();
@@ -846,6 +867,21 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
         match (both, stamp("task", index), stamp("replicas", want)) {
             (Some(_), Some(created), Some(scaled)) => {
                 times.push(scaled.saturating_duration_since(created));
+                if std::env::var_os("AGENTDECK_BENCH_TRACE").is_some() {
+                    let wall = |at: Instant| {
+                        let ago = Instant::now().saturating_duration_since(at);
+                        (std::time::SystemTime::now() - ago)
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_micros())
+                            .unwrap_or(0)
+                    };
+                    println!(
+                        "  trace sample {i}: task {} replicas {} ({})",
+                        wall(created),
+                        wall(scaled),
+                        ms(scaled.saturating_duration_since(created))
+                    );
+                }
             }
             _ => {
                 println!(
@@ -861,6 +897,9 @@ async fn task_to_replicas(sb: &Sandbox, size: &Size) {
     stop.store(true, Ordering::Relaxed);
     let _ = tokio::task::spawn_blocking(move || churn.join()).await;
     reader.abort();
+    if let Some(lag) = lag {
+        lag.abort();
+    }
     let rate = done.load(Ordering::Relaxed) as f64 / churn_started.elapsed().as_secs_f64();
     if times.is_empty() {
         println!("task created → replicas: no sample");

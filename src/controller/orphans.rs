@@ -127,60 +127,23 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
         }
         looked = Some(state);
         failed = false;
-        let pools: HashSet<(String, String)> = shared
-            .view
-            .pools
-            .state()
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p: &Arc<AgentPool>| Some((p.namespace()?, p.name_any())))
-            .collect();
-        // A deleted pool's series go with it.
-        shared.metrics.retain_pools(&pools);
-        if !shared.leader.is_leader() {
-            continue;
-        }
-        let tasks: Vec<Arc<AgentTask>> = shared
-            .view
-            .tasks
-            .state()
-            .into_iter()
-            .filter(|t| {
-                t.metadata
-                    .namespace
-                    .as_deref()
-                    .is_some_and(|ns| shared.namespaces.contains(ns))
-            })
-            .collect();
-        if !written.is_empty() {
-            let live: HashSet<&str> = tasks
-                .iter()
-                .filter_map(|t| t.metadata.uid.as_deref())
-                .collect();
-            written.retain(|uid, _| live.contains(uid.as_str()));
-        }
-        let changes = pool_not_found(&tasks, &pools, jiff::Timestamp::now());
-        // One look-up table, not a search per change (10,000 orphans).
-        let at: HashMap<(&str, &str), &Arc<AgentTask>> = if changes.is_empty() {
-            HashMap::new()
-        } else {
-            tasks
-                .iter()
-                .filter_map(|t| {
-                    let m = &t.metadata;
-                    Some(((m.namespace.as_deref()?, m.name.as_deref()?), t))
-                })
-                .collect()
+        // The look reads every task in the store (100,000 at the scale
+        // bench's size): on the blocking pool, so the runtime's threads go
+        // on carrying watch events to the reconciler meanwhile (issue 32).
+        let looking = shared.clone();
+        let Ok((found, back)) = tokio::task::spawn_blocking(move || {
+            let found = look(&looking, &mut written);
+            (found, written)
+        })
+        .await
+        else {
+            // The runtime is going away.
+            return;
         };
-        for change in changes {
-            let Some(task) = at.get(&(change.namespace.as_str(), change.task.as_str())) else {
-                continue;
-            };
+        written = back;
+        for (task, change) in found {
             let uid = task.uid().unwrap_or_default();
-            if written.get(&uid) == Some(&change.condition.status) {
-                continue;
-            }
-            if write(&shared, task, &change).await {
+            if write(&shared, &task, &change).await {
                 written.insert(uid, change.condition.status.clone());
             } else {
                 // Looked at again next tick, changed or not.
@@ -188,6 +151,70 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             }
         }
     }
+}
+
+/// One look over every pool and task: the metrics of deleted pools go,
+/// and while leading, the [`pool_not_found`] changes to write, each with
+/// its task (those `written` already said are left out).
+fn look(
+    shared: &Shared,
+    written: &mut HashMap<String, String>,
+) -> Vec<(Arc<AgentTask>, PoolNotFoundChange)> {
+    let pools: HashSet<(String, String)> = shared
+        .view
+        .pools
+        .state()
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p: &Arc<AgentPool>| Some((p.namespace()?, p.name_any())))
+        .collect();
+    // A deleted pool's series go with it.
+    shared.metrics.retain_pools(&pools);
+    if !shared.leader.is_leader() {
+        return Vec::new();
+    }
+    let tasks: Vec<Arc<AgentTask>> = shared
+        .view
+        .tasks
+        .state()
+        .into_iter()
+        .filter(|t| {
+            t.metadata
+                .namespace
+                .as_deref()
+                .is_some_and(|ns| shared.namespaces.contains(ns))
+        })
+        .collect();
+    if !written.is_empty() {
+        let live: HashSet<&str> = tasks
+            .iter()
+            .filter_map(|t| t.metadata.uid.as_deref())
+            .collect();
+        written.retain(|uid, _| live.contains(uid.as_str()));
+    }
+    let changes = pool_not_found(&tasks, &pools, jiff::Timestamp::now());
+    if changes.is_empty() {
+        return Vec::new();
+    }
+    // One look-up table, not a search per change (10,000 orphans).
+    let at: HashMap<(&str, &str), &Arc<AgentTask>> = tasks
+        .iter()
+        .filter_map(|t| {
+            let m = &t.metadata;
+            Some(((m.namespace.as_deref()?, m.name.as_deref()?), t))
+        })
+        .collect();
+    changes
+        .into_iter()
+        .filter_map(|change| {
+            let task = at.get(&(change.namespace.as_str(), change.task.as_str()))?;
+            let uid = task.uid().unwrap_or_default();
+            if written.get(&uid) == Some(&change.condition.status) {
+                return None;
+            }
+            Some((Arc::clone(task), change))
+        })
+        .collect()
 }
 
 async fn write(shared: &Shared, task: &AgentTask, change: &PoolNotFoundChange) -> bool {

@@ -73,10 +73,9 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     }
 }
 
-/// One look over every pool: records and deletes what its history lets
-/// go. Returns when the next kept task is due.
-async fn look(shared: &Shared) -> Option<Duration> {
-    let now = Timestamp::now();
+/// The deciding part of [`look`]: per pool, what goes now; and when the
+/// next kept task is due.
+fn decide(shared: &Shared, now: Timestamp) -> (Vec<PoolLook>, Option<Duration>) {
     let mut by_pool: HashMap<(String, String), Vec<Arc<AgentTask>>> = HashMap::new();
     for task in shared.view.tasks.state() {
         let finished = task.status.as_ref().is_some_and(|s| s.phase.is_finished());
@@ -88,6 +87,7 @@ async fn look(shared: &Shared) -> Option<Duration> {
         }
     }
     let mut next: Option<Duration> = None;
+    let mut looks = Vec::new();
     for ((ns, pool_name), tasks) in by_pool {
         if !shared.namespaces.contains(&ns) {
             continue;
@@ -110,36 +110,84 @@ async fn look(shared: &Shared) -> Option<Duration> {
         }
         let by_name: HashMap<String, &Arc<AgentTask>> =
             tasks.iter().map(|t| (t.name_any(), t)).collect();
+        let going: Vec<(Arc<AgentTask>, TaskRecord)> = retention
+            .expired
+            .iter()
+            .take(PER_LOOK)
+            .filter_map(|e| {
+                let task = by_name.get(&e.name)?;
+                Some((Arc::clone(task), TaskRecord::of(task, &e.why, now)))
+            })
+            .collect();
+        looks.push(PoolLook {
+            ns,
+            pool_name,
+            pool,
+            going,
+        });
+    }
+    (looks, next)
+}
+
+/// What one look decided for one pool: the tasks to delete now, each with
+/// its record.
+struct PoolLook {
+    ns: String,
+    pool_name: String,
+    pool: Arc<AgentPool>,
+    going: Vec<(Arc<AgentTask>, TaskRecord)>,
+}
+
+/// One look over every pool: records and deletes what its history lets
+/// go. Returns when the next kept task is due.
+///
+/// The deciding reads every task in the store (100,000 at the scale
+/// bench's size, a good part of a second of a loaded core): it runs on the
+/// blocking pool, so the runtime's threads go on carrying watch events to
+/// the reconciler meanwhile (issue 32).
+async fn look(shared: &Arc<Shared>) -> Option<Duration> {
+    let now = Timestamp::now();
+    let deciding = shared.clone();
+    let Ok((looks, mut next)) = tokio::task::spawn_blocking(move || decide(&deciding, now)).await
+    else {
+        // The runtime is going away.
+        return None;
+    };
+    for PoolLook {
+        ns,
+        pool_name,
+        pool,
+        going,
+    } in looks
+    {
+        let pool = &*pool;
         let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &ns);
-        let mut going: Vec<(&Arc<AgentTask>, TaskRecord)> = Vec::new();
-        for e in retention.expired.iter().take(PER_LOOK) {
-            let Some(task) = by_name.get(&e.name) else {
-                continue;
-            };
-            let mut record = TaskRecord::of(task, &e.why, now);
-            // The cached copy has no output (see `strip_task`): the record
-            // keeps the API's. A task that cannot be read now is not
-            // deleted now (nothing goes without its record).
-            if super::task_output_stripped(task) {
-                match api.get_opt(&e.name).await {
+        // The cached copies have no output (see `strip_task`): each record
+        // keeps the API's. A task that cannot be read now is not deleted
+        // now (nothing goes without its record).
+        let mut kept = Vec::with_capacity(going.len());
+        for (task, mut record) in going {
+            if super::task_output_stripped(&task) {
+                match api.get_opt(&record.name).await {
                     Ok(Some(fresh)) => {
                         record.output_tail = fresh.status.and_then(|s| s.output_tail);
                     }
                     Ok(None) => continue,
                     Err(err) => {
-                        tracing::debug!(namespace = %ns, task = %e.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
+                        tracing::debug!(namespace = %ns, task = %record.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
                         next = Some(MIN_GAP);
                         continue;
                     }
                 }
             }
-            going.push((*task, record));
+            kept.push((task, record));
         }
+        let going = kept;
         if going.is_empty() {
             continue;
         }
         let records: Vec<TaskRecord> = going.iter().map(|(_, r)| r.clone()).collect();
-        if let Err(e) = keep_records(shared, &ns, &pool, &records).await {
+        if let Err(e) = keep_records(shared, &ns, pool, &records).await {
             // Nothing is deleted whose record could not be kept.
             tracing::warn!(namespace = %ns, pool = %pool_name, error = %e, "cannot keep the records of finished tasks; not deleting them");
             next = Some(MIN_GAP.max(Duration::from_secs(10)));

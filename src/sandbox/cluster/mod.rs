@@ -128,8 +128,31 @@ async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: 
             due = false;
             let now = meta::now_secs();
             let started = Instant::now();
-            // A bug in one pass must not stop the control plane for good.
-            let pass = std::panic::catch_unwind(AssertUnwindSafe(|| ctrl.reconcile(&api, now)));
+            // A pass reads the whole store: at 10,000 pods it takes a good
+            // part of a second of one core. Run on the runtime's own
+            // threads it held them that long, and every API request and
+            // watch of the sandbox waited for it (the API answered in tens
+            // of milliseconds, then in half a second). On a thread of the
+            // blocking pool, the passes share the cores with the requests.
+            let (back, pass) = {
+                let api = api.clone();
+                let passed = tokio::task::spawn_blocking(move || {
+                    // A bug in one pass must not stop the control plane for good.
+                    let pass =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| ctrl.reconcile(&api, now)));
+                    (ctrl, pass)
+                });
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return,
+                    passed = passed => match passed {
+                        Ok(passed) => passed,
+                        // The runtime is going away.
+                        Err(_) => return,
+                    },
+                }
+            };
+            ctrl = back;
             resync_at = Instant::now() + resync_after(started.elapsed());
             retry_at = match pass {
                 Ok(p) if p.retry => Some(Instant::now() + RETRY),

@@ -764,3 +764,55 @@ fn a_quick_pass_is_resynced_every_second_and_a_slow_one_after_twenty_times_its_l
         Duration::from_secs(4)
     );
 }
+
+/// A controller whose pass holds its thread until told to go on (at most
+/// two seconds), saying when it started.
+struct HeldPass {
+    started: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    go_on: std::sync::mpsc::Receiver<()>,
+}
+
+impl super::Controller for HeldPass {
+    const NAME: &'static str = "held";
+
+    fn watches(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn reconcile(&mut self, _api: &Api, _now: i64) -> super::Pass {
+        *self.started.lock().expect("lock") = Some(std::time::Instant::now());
+        let _ = self.go_on.recv_timeout(Duration::from_secs(2));
+        super::Pass::default()
+    }
+}
+
+/// Issue 32: a pass over a big store (a good part of a second at 10,000
+/// pods) ran on the runtime's own threads, and every API request and watch
+/// of the sandbox waited for it. A pass runs beside the runtime: here, on
+/// a runtime of one thread, this test goes on while the pass is held.
+#[tokio::test]
+async fn a_long_pass_leaves_the_runtime_to_the_api() {
+    let api = Arc::new(Api::new(builtin_resources()));
+    let cancel = CancellationToken::new();
+    let started = Arc::new(std::sync::Mutex::new(None));
+    let (go_on, held) = std::sync::mpsc::channel();
+    let ctrl = HeldPass {
+        started: started.clone(),
+        go_on: held,
+    };
+    let task = tokio::spawn(super::run(api, cancel.clone(), ctrl));
+    let pass_started = loop {
+        if let Some(at) = *started.lock().expect("lock") {
+            break at;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let seen_after = pass_started.elapsed();
+    let _ = go_on.send(());
+    cancel.cancel();
+    let _ = task.await;
+    assert!(
+        seen_after < Duration::from_millis(500),
+        "this runtime waited {seen_after:?} for the pass"
+    );
+}
