@@ -46,6 +46,27 @@ async fn create_pool(client: &kube::Client, name: &str) {
         .expect("pool created");
 }
 
+/// A watch-only controller (the console's, observing) on `client`.
+fn watch_only(
+    client: &kube::Client,
+    cfg: &Config,
+) -> (controller::ControllerHandle, CancellationToken) {
+    let cancel = CancellationToken::new();
+    let conn = Connection {
+        client: client.clone(),
+        namespace: "default".into(),
+        streams: None,
+    };
+    let options = StartOptions {
+        watch_only: true,
+        all_namespaces: false,
+    };
+    (
+        controller::start_with(conn, cfg, options, cancel.clone()),
+        cancel,
+    )
+}
+
 fn config() -> Config {
     let mut c = Config {
         controller_namespace: "default".into(),
@@ -58,21 +79,7 @@ fn config() -> Config {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_only_controller_sees_changes_signals_them_and_never_writes() {
     let (sb, client) = sandbox().await;
-    let cancel = CancellationToken::new();
-    let conn = Connection {
-        client: client.clone(),
-        namespace: "default".into(),
-        streams: None,
-    };
-    let handle = controller::start_with(
-        conn,
-        &config(),
-        StartOptions {
-            watch_only: true,
-            all_namespaces: false,
-        },
-        cancel.clone(),
-    );
+    let (handle, cancel) = watch_only(&client, &config());
     let view = handle.view();
     let mut changes = view.changes.subscribe();
     eventually("the watches synced", || async {
@@ -190,20 +197,7 @@ async fn the_rows_built_from_a_live_view_show_the_pools_and_their_tasks() {
             .await
             .expect("task");
     }
-    let cancel = CancellationToken::new();
-    let handle = controller::start_with(
-        Connection {
-            client: client.clone(),
-            namespace: "default".into(),
-            streams: None,
-        },
-        &config(),
-        StartOptions {
-            watch_only: true,
-            all_namespaces: false,
-        },
-        cancel.clone(),
-    );
+    let (handle, cancel) = watch_only(&client, &config());
     let view = handle.view();
     let thresholds = controller::prober::thresholds(&config().health_probe);
     let snap = eventually("a snapshot with the pool and its 3 tasks", || async {
@@ -404,20 +398,7 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
     let mut cfg = config();
     cfg.health_probe.interval_seconds = 1;
     cfg.health_probe.timeout_seconds = 1;
-    let cancel = CancellationToken::new();
-    let handle = controller::start_with(
-        Connection {
-            client: client.clone(),
-            namespace: "default".into(),
-            streams: None,
-        },
-        &cfg,
-        StartOptions {
-            watch_only: true,
-            all_namespaces: false,
-        },
-        cancel.clone(),
-    );
+    let (handle, cancel) = watch_only(&client, &cfg);
     let view = handle.view();
     eventually("the watches synced", || async {
         handle.is_synced().then_some(())
@@ -859,21 +840,7 @@ fn first_difference(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_view_keeps_no_task_output_and_the_yaml_view_shows_it_whole() {
     let (_sb, client) = sandbox().await;
-    let cancel = CancellationToken::new();
-    let conn = Connection {
-        client: client.clone(),
-        namespace: "default".into(),
-        streams: None,
-    };
-    let handle = controller::start_with(
-        conn,
-        &config(),
-        StartOptions {
-            watch_only: true,
-            all_namespaces: false,
-        },
-        cancel.clone(),
-    );
+    let (handle, cancel) = watch_only(&client, &config());
     let view = handle.view();
     let tasks: Api<AgentTask> = Api::namespaced(client.clone(), "default");
     let task: AgentTask = serde_json::from_value(json!({

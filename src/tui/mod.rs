@@ -1123,59 +1123,62 @@ pub async fn object_yaml(
     events: &Store<Event>,
     key: &ObjectKey,
 ) -> String {
-    if key.kind == "Pod" {
-        // The cached pods keep only what is read (see
-        // `controller::pod`): the whole pod comes from the API, as
-        // `kubectl get -o yaml`.
-        let api: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
-        let got = tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)).await;
-        match got {
-            Ok(Ok(Some(pod))) => render_yaml(serde_json::to_value(&pod).ok(), key),
-            Ok(Ok(None)) => render_yaml(None, key),
-            Ok(Err(e)) => cached_pod_yaml(view, key, &e.to_string()),
-            Err(_) => cached_pod_yaml(view, key, "no answer in 10 s"),
+    match key.kind {
+        // The cached pods keep only what is read (see `controller::pod`).
+        "Pod" => {
+            let cached = || find(&view.pods, key);
+            let lacks =
+                "with only the fields the console reads (no volumes, env, probes, resources)";
+            api_yaml::<Pod>(client, key, cached, lacks).await
         }
-    } else if key.kind == "AgentTask" {
-        // The cached tasks keep no output (see `controller::strip_task`):
-        // the whole task comes from the API.
-        let api: Api<AgentTask> = Api::namespaced(client.clone(), &key.namespace);
-        let got = tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)).await;
-        match got {
-            Ok(Ok(Some(task))) => render_yaml(serde_json::to_value(&task).ok(), key),
-            Ok(Ok(None)) => render_yaml(None, key),
-            Ok(Err(e)) => cached_task_yaml(view, key, &e.to_string()),
-            Err(_) => cached_task_yaml(view, key, "no answer in 10 s"),
+        // The cached tasks keep no output (see `controller::strip_task`).
+        "AgentTask" => {
+            let cached = || {
+                let mut value = find(&view.tasks, key);
+                if let Some(status) = value
+                    .as_mut()
+                    .and_then(|v| v.get_mut("status"))
+                    .and_then(|s| s.as_object_mut())
+                {
+                    status.remove("outputTail");
+                }
+                value
+            };
+            let lacks = "without its kept output (status.outputTail)";
+            api_yaml::<AgentTask>(client, key, cached, lacks).await
         }
-    } else {
-        yaml_of(view, events, key)
+        _ => yaml_of(view, events, key),
     }
 }
 
-/// The cached pod, said to be partial, when the API could not give it.
-fn cached_pod_yaml(view: &ClusterView, key: &ObjectKey, why: &str) -> String {
+/// `key`'s object as the API has it, as `kubectl get -o yaml`; when the
+/// API does not answer, the `cached` copy, said to be partial (`lacks`).
+async fn api_yaml<K>(
+    client: &Client,
+    key: &ObjectKey,
+    cached: impl FnOnce() -> Option<serde_json::Value>,
+    lacks: &str,
+) -> String
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
+    let why = match tokio::time::timeout(Duration::from_secs(10), api.get_opt(&key.name)).await {
+        Ok(Ok(found)) => {
+            return render_yaml(found.and_then(|o| serde_json::to_value(&o).ok()), key);
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "no answer in 10 s".to_owned(),
+    };
     format!(
-        "# could not read the pod from the API ({}); shown from the console's cache,\n\
-         # with only the fields the console reads (no volumes, env, probes, resources)\n{}",
-        crate::text::sanitize_line(why),
-        render_yaml(find(&view.pods, key), key)
-    )
-}
-
-/// The cached task, said to be partial, when the API could not give it.
-fn cached_task_yaml(view: &ClusterView, key: &ObjectKey, why: &str) -> String {
-    let mut value = find(&view.tasks, key);
-    if let Some(status) = value
-        .as_mut()
-        .and_then(|v| v.get_mut("status"))
-        .and_then(|s| s.as_object_mut())
-    {
-        status.remove("outputTail");
-    }
-    format!(
-        "# could not read the task from the API ({}); shown from the console's cache,\n\
-         # without its kept output (status.outputTail)\n{}",
-        crate::text::sanitize_line(why),
-        render_yaml(value, key)
+        "# could not read the {} from the API ({}); shown from the console's cache,\n# {lacks}\n{}",
+        key.kind,
+        crate::text::sanitize_line(&why),
+        render_yaml(cached(), key)
     )
 }
 
