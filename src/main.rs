@@ -400,6 +400,21 @@ fn console(cli: &Cli) -> Result<()> {
         } else {
             config.namespaces.join(",")
         };
+        // Nobody chose the namespace: say which default was taken.
+        let namespace_note = (demo.is_none()
+            && !cli.all_namespaces
+            && cli.global.namespace.is_none()
+            && config.namespaces.is_empty()
+            && contexts.len() == 1
+            && agentdeck::cluster::context_namespace(
+                cli.global.contexts.first().map(String::as_str),
+            )
+            .is_none())
+        .then(|| {
+            format!(
+                "the kube context names no namespace, so {namespace} was taken (-n NAME picks another)"
+            )
+        });
         let setup = agentdeck::tui::ConsoleSetup {
             config,
             app: AppOptions {
@@ -409,6 +424,7 @@ fn console(cli: &Cli) -> Result<()> {
                 read_only: cli.read_only,
                 keymap,
                 kubeconfig: demo.as_ref().map(|d| d.kubeconfig.display().to_string()),
+                namespace_note,
                 ..AppOptions::default()
             },
             theme,

@@ -39,6 +39,7 @@ fn status(watch: WatchState) -> ClusterStatus {
         role: AppRole::Leader,
         watch,
         latency: Some(Duration::from_millis(4)),
+        ..Default::default()
     }
 }
 

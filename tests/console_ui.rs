@@ -42,6 +42,7 @@ fn app(w: u16, h: u16) -> App {
         role: AppRole::Leader,
         watch: WatchState::Synced,
         latency: Some(Duration::from_millis(4)),
+        ..Default::default()
     }));
     app.update(Msg::Snapshot(Arc::new(snapshot(40))));
     app
@@ -192,6 +193,7 @@ fn the_header_says_observer_read_only_and_disconnected_with_the_reason() {
         role: AppRole::Observer,
         watch: WatchState::Disconnected("Connection refused (os error 111)".into()),
         latency: None,
+        ..Default::default()
     }));
     let screen = text(&a);
     let header = screen.lines().next().expect("header");
@@ -460,6 +462,7 @@ fn fleet_app(w: u16, h: u16) -> App {
             role: AppRole::Leader,
             watch: WatchState::Synced,
             latency: Some(Duration::from_millis(3)),
+            ..Default::default()
         },
     });
     a.update(Msg::ContextStatus {
@@ -468,6 +471,7 @@ fn fleet_app(w: u16, h: u16) -> App {
             role: AppRole::Observer,
             watch: WatchState::Disconnected("Connection refused (os error 111)".into()),
             latency: None,
+            ..Default::default()
         },
     });
     a

@@ -32,8 +32,7 @@ impl ContextState {
                 } else {
                     Role::Observer
                 },
-                watch: WatchState::Syncing,
-                latency: None,
+                ..ClusterStatus::default()
             },
         }
     }
@@ -331,7 +330,9 @@ impl App {
 }
 
 /// The watch state of the contexts shown, as one: synced while any shown
-/// context is (its rows are there), else the first one's trouble.
+/// context is (its rows are there), partial while any is, else the first
+/// one's trouble. A kind loads while any shown context loads it, and is
+/// refused when every shown context refuses it.
 fn overall(contexts: &[ContextState], narrow: Option<&str>, read_only: bool) -> ClusterStatus {
     let shown: Vec<&ContextState> = contexts
         .iter()
@@ -339,6 +340,11 @@ fn overall(contexts: &[ContextState], narrow: Option<&str>, read_only: bool) -> 
         .collect();
     let watch = if shown.iter().any(|c| c.status.watch == WatchState::Synced) {
         WatchState::Synced
+    } else if let Some(c) = shown
+        .iter()
+        .find(|c| matches!(c.status.watch, WatchState::Partial(_)))
+    {
+        c.status.watch.clone()
     } else {
         shown
             .iter()
@@ -352,10 +358,31 @@ fn overall(contexts: &[ContextState], narrow: Option<&str>, read_only: bool) -> 
     } else {
         Role::Observer
     };
+    let mut loading: Vec<String> = shown
+        .iter()
+        .flat_map(|c| c.status.loading.iter().cloned())
+        .collect();
+    loading.sort();
+    loading.dedup();
+    let refused = shown.first().map_or_else(Vec::new, |first| {
+        first
+            .status
+            .refused
+            .iter()
+            .filter(|(k, _)| shown.iter().all(|c| c.status.refusal(k).is_some()))
+            .cloned()
+            .collect()
+    });
     ClusterStatus {
         role,
         watch,
         latency: shown.iter().filter_map(|c| c.status.latency).max(),
+        role_reason: shown
+            .iter()
+            .find(|c| c.status.role == role)
+            .and_then(|c| c.status.role_reason.clone()),
+        loading,
+        refused,
     }
 }
 

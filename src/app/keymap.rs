@@ -57,6 +57,7 @@ actions! {
     Tasks = "tasks", Global, false, ["3"], "tasks view";
     Events = "events", Global, false, ["4"], "events view";
     Audit = "audit", Global, false, ["5"], "audit trail of actions (:audit)";
+    Recheck = "recheck", Global, false, ["ctrl-r"], "ask the API again now: your rights, and resources it refused or did not serve";
     Up = "up", Global, false, ["up", "k"], "up";
     Down = "down", Global, false, ["down", "j"], "down";
     PageUp = "page-up", Global, false, ["pgup", "ctrl-b"], "page up";

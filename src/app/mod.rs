@@ -104,11 +104,12 @@ pub struct ObjectKey {
 }
 
 /// Who this console is toward the cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
     /// Its embedded controller holds the Lease and acts.
     Leader,
     /// Another controller holds the Lease; actions go through object changes.
+    #[default]
     Observer,
     /// `--read-only`: watches only, no actions.
     ReadOnly,
@@ -125,11 +126,18 @@ impl Role {
 }
 
 /// The state of the watches feeding the view.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum WatchState {
     /// Initial lists not all in yet.
+    #[default]
     Syncing,
     Synced,
+    /// Every watch answered and follows, but the API refuses this identity
+    /// some resources: which (`pods`, `events`), each a state of its view.
+    Partial(Vec<String>),
+    /// The API does not serve agentdeck's own resources: its CRDs are not
+    /// installed.
+    NotInstalled,
     /// A watch is listing again (after `410 Gone`, or a failed list): which,
     /// and why.
     Resyncing(String),
@@ -140,13 +148,77 @@ pub enum WatchState {
     Disconnected(String),
 }
 
+/// AgentPools in namespaces other than the one the console reads, as the
+/// API answered when the console looked (only while it shows none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Elsewhere {
+    /// Not looked yet.
+    #[default]
+    NotLooked,
+    /// Pools per other namespace (those with none left out).
+    Found(Vec<(String, usize)>),
+    /// The API would not say, in words (`you may not list agentpools in
+    /// all namespaces`).
+    CannotLook(String),
+}
+
 /// What the status probe last learnt.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterStatus {
     pub role: Role,
     pub watch: WatchState,
     /// Round trip of the last API call.
     pub latency: Option<Duration>,
+    /// Why the role is not leader, in words (`daemon agentdeck-7f… holds
+    /// the Lease`); none while it leads or before anything is known.
+    pub role_reason: Option<String>,
+    /// The kinds (`Pod`, `AgentPool`) whose first list has not answered.
+    pub loading: Vec<String>,
+    /// The kinds the API refused, and how.
+    pub refused: Vec<(String, Refusal)>,
+}
+
+impl ClusterStatus {
+    /// How the API refused `kind`, if it did.
+    pub fn refusal(&self, kind: &str) -> Option<Refusal> {
+        self.refused
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map(|(_, r)| *r)
+    }
+}
+
+pub use crate::controller::watches::Refusal;
+
+/// The API's name (plural, lower case) of a kind the console watches, as
+/// RBAC and `kubectl` name it.
+pub fn plural(kind: &str) -> &str {
+    match kind {
+        "AgentPool" => "agentpools",
+        "AgentTask" => "agenttasks",
+        "Pod" => "pods",
+        "Event" => "events",
+        "Deployment" => "deployments",
+        "Job" => "jobs",
+        "Lease" => "leases",
+        other => other,
+    }
+}
+
+/// Kinds in the order a user cares about them (what their views show
+/// first), for lists of kinds in words.
+pub fn kind_rank(kind: &str) -> usize {
+    [
+        "AgentPool",
+        "AgentTask",
+        "Pod",
+        "Event",
+        "Job",
+        "Deployment",
+    ]
+    .iter()
+    .position(|k| *k == kind)
+    .unwrap_or(usize::MAX)
 }
 
 /// Which log stream, so lines of an older one are ignored.
@@ -188,6 +260,9 @@ pub enum Command {
     },
     /// An interactive shell: the console suspends while it runs.
     Shell(ShellRequest),
+    /// Ask the API again now what it refused (rights, resources not
+    /// served), in every context.
+    Recheck,
 }
 
 /// Everything that can happen to the console.
@@ -200,6 +275,8 @@ pub enum Msg {
     Tick(Timestamp),
     Snapshot(Arc<Snapshot>),
     Status(ClusterStatus),
+    /// AgentPools outside the namespace shown, looked for while it has none.
+    PoolsElsewhere(Elsewhere),
     /// The status of one context of a console over several.
     ContextStatus {
         context: String,
@@ -360,6 +437,9 @@ pub struct AppOptions {
     /// The kubeconfig to use `kubectl` beside the console (`--demo` writes
     /// one), shown in help and the header.
     pub kubeconfig: Option<String>,
+    /// How the namespace was chosen when nobody chose it (`the kube
+    /// context names no namespace: default was taken`).
+    pub namespace_note: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -373,6 +453,7 @@ impl Default for AppOptions {
             keymap: Keymap::default(),
             log_capacity: logs::DEFAULT_CAPACITY,
             kubeconfig: None,
+            namespace_note: None,
         }
     }
 }
@@ -416,6 +497,8 @@ pub struct App {
     pub contexts: Vec<fleet::ContextState>,
     /// `:ctx NAME`: the tables show that context only.
     pub narrow: Option<String>,
+    /// Pools in other namespaces, for an empty pools view.
+    pub elsewhere: Elsewhere,
     next_stream: StreamId,
     matcher: nucleo_matcher::Matcher,
 }
@@ -446,8 +529,7 @@ impl App {
             snapshot: Arc::default(),
             status: ClusterStatus {
                 role,
-                watch: WatchState::Syncing,
-                latency: None,
+                ..ClusterStatus::default()
             },
             history: vec![Screen::Table {
                 kind: ViewKind::Pools,
@@ -470,6 +552,7 @@ impl App {
             pool_history: history::History::default(),
             contexts,
             narrow: None,
+            elsewhere: Elsewhere::NotLooked,
             next_stream: 1,
             matcher: filter::matcher(),
         }
@@ -549,6 +632,10 @@ impl App {
                     },
                     ..s
                 };
+                Vec::new()
+            }
+            Msg::PoolsElsewhere(found) => {
+                self.elsewhere = found;
                 Vec::new()
             }
             Msg::ContextStatus { context, status } => {
@@ -733,6 +820,13 @@ impl App {
             Action::Bundle => self.bundle_key(),
             Action::DebugPod => self.debug_pod_key(),
             Action::Audit => self.go(Screen::Audit),
+            Action::Recheck => {
+                self.toast(
+                    "asking the API again: your rights, and the resources it refused".into(),
+                    false,
+                );
+                vec![Command::Recheck]
+            }
             Action::PoolHistory => self.open_pool_history(),
             Action::Follow
             | Action::Wrap

@@ -503,6 +503,7 @@ fn read_only_binds_no_action_that_writes() {
             role: Role::Leader,
             watch: WatchState::Synced,
             latency: None,
+            ..Default::default()
         })],
     );
     assert_eq!(a.status.role, Role::ReadOnly);
@@ -1562,6 +1563,7 @@ fn each_contexts_status_is_its_own_and_the_whole_is_synced_while_one_is() {
         role: Role::Leader,
         watch: WatchState::Synced,
         latency: None,
+        ..Default::default()
     };
     a.update(Msg::ContextStatus {
         context: "a".into(),
@@ -1573,6 +1575,7 @@ fn each_contexts_status_is_its_own_and_the_whole_is_synced_while_one_is() {
             role: Role::Observer,
             watch: WatchState::Disconnected("connection refused".into()),
             latency: None,
+            ..Default::default()
         },
     });
     assert_eq!(a.contexts[0].status, synced);

@@ -40,6 +40,8 @@ pub struct LeaderState {
     leading: Arc<AtomicBool>,
     /// Woken on every change of leadership.
     changed: Arc<Notify>,
+    /// Why this process does not lead, in words, as the elector last saw.
+    why_not: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl LeaderState {
@@ -58,6 +60,26 @@ impl LeaderState {
     /// Resolves at the next change of leadership.
     pub async fn changed(&self) {
         self.changed.notified().await;
+    }
+
+    /// Why this process does not lead (`daemon X holds the Lease`,
+    /// `namespace agentdeck-system missing …`), as the elector last saw;
+    /// none while it leads or before its first attempt.
+    pub fn why_not(&self) -> Option<String> {
+        if self.is_leader() {
+            return None;
+        }
+        self.why_not
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn note_why_not(&self, why: Option<String>) {
+        *self
+            .why_not
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = why;
     }
 
     /// Forgets leadership without touching the Lease (the process is gone).
@@ -106,8 +128,17 @@ pub async fn run(
     let mut warned = false;
     let mut held: Option<Lease> = None;
     loop {
-        let leading =
-            try_acquire_or_renew(&api, &name, &identity, &timings, &mut observed, &mut held).await;
+        let mut holder = None;
+        let leading = try_acquire_or_renew(
+            &api,
+            &name,
+            &identity,
+            &timings,
+            (&mut observed, &mut holder),
+            &mut held,
+        )
+        .await;
+        state.note_why_not(why_not(&leading, holder, &api_namespace));
         match leading {
             Ok(true) => {
                 last_renew = Some(Instant::now());
@@ -166,6 +197,31 @@ pub async fn run(
     }
 }
 
+/// Why a round did not end with this process leading, in words.
+fn why_not(
+    round: &Result<bool, kube::Error>,
+    holder: Option<String>,
+    namespace: &str,
+) -> Option<String> {
+    match round {
+        Ok(true) => None,
+        Ok(false) => Some(match holder {
+            Some(h) => format!("daemon {h} holds the Lease"),
+            None => "another controller took the Lease first".to_owned(),
+        }),
+        Err(kube::Error::Api(s)) if s.code == 404 => Some(format!(
+            "namespace {namespace} missing (the Lease lives there)"
+        )),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            Some(format!("you may not create leases in {namespace}"))
+        }
+        Err(e) => Some(format!(
+            "cannot reach the Lease: {}",
+            super::listwatch::cause(e)
+        )),
+    }
+}
+
 fn now_micro() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
 }
@@ -180,7 +236,7 @@ async fn try_acquire_or_renew(
     name: &str,
     identity: &str,
     timings: &ElectionTimings,
-    observed: &mut Option<(String, Instant)>,
+    (observed, holder_seen): (&mut Option<(String, Instant)>, &mut Option<String>),
     held: &mut Option<Lease>,
 ) -> Result<bool, kube::Error> {
     // While holding, renew from the Lease as last written: one request per
@@ -258,6 +314,7 @@ async fn try_acquire_or_renew(
         .unwrap_or(timings.lease_duration);
     let mine = holder.as_deref() == Some(identity);
     if !mine && holder.is_some() && seen_at.elapsed() < duration {
+        *holder_seen = holder;
         return Ok(false);
     }
     let transitions = spec.lease_transitions.unwrap_or(0);

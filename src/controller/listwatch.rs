@@ -40,7 +40,9 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use super::watches::{Restart, WatchCell};
+use super::watches::{
+    REFUSED_FORBIDDEN_RECHECK, REFUSED_NOT_SERVED_RECHECK, Refusal, Restart, WatchCell,
+};
 
 /// The watch's own idle limit beyond the server's timeout (as kube-runtime):
 /// a connection whose close never came is given up after this.
@@ -200,6 +202,9 @@ enum State<K> {
         resource_version: String,
         stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
     },
+    /// The API refused the list or watch (403, 404): the next step waits
+    /// this long, or until a recheck is asked for, then lists again.
+    Refused { wait: Duration },
 }
 
 /// Steps until there is something to say.
@@ -245,7 +250,42 @@ where
             resource_version,
             stream,
         } => watching(lister, config, resource_version, stream).await,
+        State::Refused { wait } => {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = lister.cell.recheck_asked() => {}
+            }
+            (None, State::Empty)
+        }
     }
+}
+
+/// A refusal retrying soon will not change: 403 (this identity may not
+/// `verb`) or 404 (the resource is not served: its CRD is not installed).
+fn refusal(e: &kube::Error, verb: &'static str) -> Option<Refusal> {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => Some(Refusal::Forbidden(verb)),
+        kube::Error::Api(s) if s.code == 404 => Some(Refusal::NotServed),
+        _ => None,
+    }
+}
+
+/// The watch was refused as `refusal` says: reported to the cell, said
+/// once (the first time, as an error, for the log and the API's health),
+/// then asked again slowly.
+fn refused<K>(
+    lister: &Lister,
+    refusal: Refusal,
+    e: kube::Error,
+    error: fn(kube::Error) -> watcher::Error,
+) -> (Option<watcher::Result<Event<K>>>, State<K>) {
+    let wait = match refusal {
+        Refusal::Forbidden(_) => REFUSED_FORBIDDEN_RECHECK,
+        Refusal::NotServed => REFUSED_NOT_SERVED_RECHECK,
+    };
+    let news = lister.cell.refused(refusal, cause(&e));
+    let said = news.then(|| Err(error(e)));
+    (said, State::Refused { wait })
 }
 
 /// Empty: starts a list (its first page asked for at once).
@@ -327,6 +367,9 @@ where
             )
         }
         Err(e) => {
+            if let Some(r) = refusal(&e, "watch") {
+                return refused(lister, r, e, watcher::Error::WatchStartFailed);
+            }
             log_failure(&e, "watch start failed");
             // 410 as the answer's status (not as an ERROR event in
             // a 200 stream): the version is as gone as in an event,
@@ -417,6 +460,9 @@ where
     K: Resource + Clone + DeserializeOwned + Send + 'static,
 {
     let failed = |e: kube::Error| {
+        if let Some(r) = refusal(&e, "list") {
+            return refused(lister, r, e, watcher::Error::InitialListFailed);
+        }
         log_failure(&e, "list failed");
         lister.cell.failed(Restart::ListFailed, cause(&e));
         (
@@ -554,6 +600,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
+    use crate::controller::watches::WatchBoard;
 
     /// A client whose answers come from `answer(uri)`: the status and body.
     /// The uris asked for are kept in order.
@@ -793,8 +840,8 @@ mod tests {
             *n += 1;
             match *n {
                 1 => (
-                    403,
-                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#.into(),
+                    500,
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcdserver: request timed out","reason":"InternalError","code":500}"#.into(),
                 ),
                 2 => (200, r#"{"kind":"ConfigMapList","items":[{"#.into()),
                 _ => (200, three_pages(uri).unwrap_or_default()),
@@ -803,7 +850,7 @@ mod tests {
         let api: Api<ConfigMap> = Api::namespaced(client, "default");
         let mut stream = Box::pin(watcher(api, watcher::Config::default()));
         assert_eq!(next_said(&mut stream).await, "init");
-        assert_eq!(next_said(&mut stream).await, "list failed 403");
+        assert_eq!(next_said(&mut stream).await, "list failed 500");
         assert_eq!(next_said(&mut stream).await, "init");
         let garbled = next_said(&mut stream).await;
         assert!(
@@ -812,5 +859,137 @@ mod tests {
         );
         assert_eq!(next_said(&mut stream).await, "init");
         assert_eq!(next_said(&mut stream).await, "init-apply a1");
+    }
+
+    fn status(code: u16, reason: &str) -> String {
+        format!(
+            r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"{reason}","reason":"{reason}","code":{code}}}"#
+        )
+    }
+
+    /// A list refused `refusals` times with `code`, then three pages; the
+    /// lists started (first pages asked for) are counted.
+    fn refusing(
+        code: u16,
+        refusals: usize,
+    ) -> (Client, Arc<Mutex<usize>>) {
+        let lists = Arc::new(Mutex::new(0));
+        let seen = lists.clone();
+        let (client, _) = client(move |uri| {
+            if uri.contains("watch=") {
+                return (200, String::new());
+            }
+            if uri.contains("continue=") {
+                return (200, three_pages(uri).unwrap_or_default());
+            }
+            let mut n = seen.lock().unwrap();
+            *n += 1;
+            if *n <= refusals {
+                (code, status(code, "Refused"))
+            } else {
+                (200, three_pages(uri).unwrap_or_default())
+            }
+        });
+        (client, lists)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_forbidden_list_is_said_once_reported_as_refused_and_asked_again_only_after_a_minute()
+    {
+        let (client, lists) = refusing(403, 2);
+        let board = WatchBoard::default();
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let mut stream = Box::pin(watcher_reporting(
+            api,
+            watcher::Config::default(),
+            board.cell("ConfigMap"),
+        ));
+        assert_eq!(next_said(&mut stream).await, "init");
+        assert_eq!(next_said(&mut stream).await, "list failed 403");
+        let summary = board.summary();
+        assert_eq!(
+            summary.refused,
+            vec![("ConfigMap".to_owned(), Refusal::Forbidden("list"))]
+        );
+        // Refused is an answer: not a sync in progress.
+        assert!(summary.answered);
+        assert!(summary.worst.is_none());
+        let started = tokio::time::Instant::now();
+        // Each list starts with `init`: the second is refused again, and
+        // that is not said again; the third lists.
+        assert_eq!(next_said_within(&mut stream, 300).await, "init");
+        assert!(started.elapsed() >= REFUSED_FORBIDDEN_RECHECK);
+        assert_eq!(next_said_within(&mut stream, 300).await, "init");
+        assert!(started.elapsed() >= REFUSED_FORBIDDEN_RECHECK * 2);
+        assert_eq!(next_said(&mut stream).await, "init-apply a1");
+        assert_eq!(*lists.lock().unwrap(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recheck_asks_a_forbidden_watch_again_at_once() {
+        let (client, lists) = refusing(403, 1);
+        let board = WatchBoard::default();
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let mut stream = Box::pin(watcher_reporting(
+            api,
+            watcher::Config::default(),
+            board.cell("ConfigMap"),
+        ));
+        assert_eq!(next_said(&mut stream).await, "init");
+        assert_eq!(next_said(&mut stream).await, "list failed 403");
+        let next = tokio::spawn(async move {
+            let said = next_said_within(&mut stream, 300).await;
+            (said, stream)
+        });
+        // Let the watch reach its wait, then ask.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let asked_at = tokio::time::Instant::now();
+        board.recheck();
+        let (said, mut stream) = next.await.unwrap();
+        assert_eq!(said, "init");
+        assert!(asked_at.elapsed() < REFUSED_FORBIDDEN_RECHECK);
+        assert_eq!(next_said(&mut stream).await, "init-apply a1");
+        assert_eq!(*lists.lock().unwrap(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_not_served_is_asked_again_within_seconds_and_followed_once_it_is() {
+        let (client, _) = refusing(404, 3);
+        let board = WatchBoard::default();
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let mut stream = Box::pin(watcher_reporting(
+            api,
+            watcher::Config::default(),
+            board.cell("ConfigMap"),
+        ));
+        assert_eq!(next_said(&mut stream).await, "init");
+        assert_eq!(next_said(&mut stream).await, "list failed 404");
+        assert_eq!(
+            board.summary().refused,
+            vec![("ConfigMap".to_owned(), Refusal::NotServed)]
+        );
+        let started = tokio::time::Instant::now();
+        // Two more refusals, not said again, then the list.
+        for _ in 0..3 {
+            assert_eq!(next_said_within(&mut stream, 60).await, "init");
+        }
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert_eq!(next_said(&mut stream).await, "init-apply a1");
+        for _ in 0..3 {
+            next_said(&mut stream).await;
+        }
+        assert_eq!(next_said(&mut stream).await, "init-done");
+        assert!(board.all_watching());
+    }
+
+    async fn next_said_within(
+        stream: &mut (impl Stream<Item = watcher::Result<Event<ConfigMap>>> + Unpin),
+        secs: u64,
+    ) -> String {
+        let next = tokio::time::timeout(Duration::from_secs(secs), stream.next())
+            .await
+            .expect("the watcher says something in time")
+            .expect("the watcher never ends");
+        said(&next)
     }
 }

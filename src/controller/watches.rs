@@ -29,7 +29,32 @@ pub enum Phase {
     Watching,
     /// Its last attempt failed; it retries with backoff.
     Failing,
+    /// The API refused it in a way that asking again soon will not change
+    /// (403: this identity may not; 404: the resource is not served, as a
+    /// CustomResourceDefinition not installed). The watch asks again slowly
+    /// ([`REFUSED_FORBIDDEN_RECHECK`], [`REFUSED_NOT_SERVED_RECHECK`]) or at
+    /// once on [`WatchBoard::recheck`]; it is an answer, not a sync that is
+    /// taking long.
+    Refused(Refusal),
 }
+
+/// How a watch was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 403 on `verb` (`list` or `watch`).
+    Forbidden(&'static str),
+    /// 404: the server does not serve the resource.
+    NotServed,
+}
+
+/// How long a forbidden watch waits before asking again: rights change
+/// rarely, and the user can ask at once (ctrl-r in the console).
+pub const REFUSED_FORBIDDEN_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a watch of a resource the server does not serve waits before
+/// asking again: installing the CRDs is the next thing a new user does,
+/// and a 404 costs the server nothing.
+pub const REFUSED_NOT_SERVED_RECHECK: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Why a watch started over: each is counted in
 /// `agentdeck_watch_restarts_total{kind, reason}`.
@@ -74,6 +99,15 @@ pub struct WatchStatus {
     pub failures_in_row: u32,
     /// Since when the watch is in this phase.
     pub since: Instant,
+    /// Whether it has listed at least once (its store was whole once).
+    pub listed_once: bool,
+}
+
+impl WatchStatus {
+    /// Whether the API has answered this watch: it listed once, or refused.
+    pub fn answered(&self) -> bool {
+        self.listed_once || matches!(self.phase, Phase::Refused(_))
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,14 +134,21 @@ pub(crate) struct WatchMetrics {
 pub struct WatchBoard {
     watches: Arc<Mutex<BTreeMap<String, WatchStatus>>>,
     metrics: WatchMetrics,
+    /// Wakes refused watches to ask again now.
+    recheck: Arc<tokio::sync::Notify>,
 }
 
 /// How the board sums up: whether every watch is current and, when not,
 /// the one that says most (failing before listing, the longest first).
+/// Refused watches are not trouble to retry: they are listed apart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BoardSummary {
     pub all_watching: bool,
     pub worst: Option<(String, WatchStatus)>,
+    /// Whether the API has answered every watch (see [`WatchStatus::answered`]).
+    pub answered: bool,
+    /// The refused watches, by kind.
+    pub refused: Vec<(String, Refusal)>,
 }
 
 impl WatchBoard {
@@ -115,6 +156,7 @@ impl WatchBoard {
         WatchBoard {
             watches: Arc::default(),
             metrics,
+            recheck: Arc::default(),
         }
     }
 
@@ -143,18 +185,37 @@ impl WatchBoard {
         let watches = self.lock();
         let rank = |s: &WatchStatus| match s.phase {
             Phase::Failing => 0,
-            Phase::Listing => 1,
-            Phase::Watching => 2,
+            _ => 1,
         };
         let worst = watches
             .iter()
-            .filter(|(_, s)| s.phase != Phase::Watching)
+            .filter(|(_, s)| matches!(s.phase, Phase::Failing | Phase::Listing))
             .min_by_key(|(_, s)| (rank(s), s.since))
             .map(|(k, s)| (k.clone(), s.clone()));
+        let refused: Vec<(String, Refusal)> = watches
+            .iter()
+            .filter_map(|(k, s)| match s.phase {
+                Phase::Refused(r) => Some((k.clone(), r)),
+                _ => None,
+            })
+            .collect();
         BoardSummary {
-            all_watching: worst.is_none(),
+            all_watching: worst.is_none() && refused.is_empty(),
+            answered: watches.values().all(WatchStatus::answered),
             worst,
+            refused,
         }
+    }
+
+    /// Whether the API has answered every watch but `late`'s (one started
+    /// later, whose first list is not waited for).
+    pub fn answered_but(&self, late: &str) -> bool {
+        self.lock().iter().all(|(k, s)| k == late || s.answered())
+    }
+
+    /// Wakes every refused watch to ask the API again now.
+    pub fn recheck(&self) {
+        self.recheck.notify_waiters();
     }
 
     /// Whether every watch is current.
@@ -188,11 +249,13 @@ impl WatchCell {
                 reason: None,
                 failures_in_row: 0,
                 since: now,
+                listed_once: false,
             });
         if entry.phase != phase {
             entry.since = now;
         }
         entry.phase = phase;
+        entry.listed_once |= phase == Phase::Watching;
         match failure {
             Some(why) => {
                 entry.reason = Some(why);
@@ -215,9 +278,17 @@ impl WatchCell {
             .set(i64::from(phase == Phase::Watching));
     }
 
-    /// A list starts.
+    /// A list starts. A refused watch asking again stays refused until the
+    /// API answers otherwise, so that what is shown does not flicker.
     pub fn listing(&self) {
-        self.set(Phase::Listing, None);
+        let refused = self
+            .board
+            .lock()
+            .get(&self.kind)
+            .is_some_and(|s| matches!(s.phase, Phase::Refused(_)));
+        if !refused {
+            self.set(Phase::Listing, None);
+        }
     }
 
     /// Listed, or a watch started or delivered: the store is current.
@@ -231,6 +302,26 @@ impl WatchCell {
     pub fn failed(&self, restart: Restart, why: String) {
         self.count(restart);
         self.set(Phase::Failing, Some(why));
+    }
+
+    /// The API refused the watch as `refusal` says, `why` in its words.
+    /// `true` when it was not refused so already (the refusal is news).
+    pub fn refused(&self, refusal: Refusal, why: String) -> bool {
+        let news = self
+            .board
+            .lock()
+            .get(&self.kind)
+            .is_none_or(|s| s.phase != Phase::Refused(refusal));
+        if news {
+            self.count(Restart::ListFailed);
+        }
+        self.set(Phase::Refused(refusal), Some(why));
+        news
+    }
+
+    /// Resolves when someone asks refused watches to ask again now.
+    pub async fn recheck_asked(&self) {
+        self.board.recheck.notified().await;
     }
 
     /// The watch starts over for `restart` with nothing wrong (the server

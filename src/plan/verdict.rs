@@ -45,6 +45,11 @@ pub struct Verdict {
     pub reason: String,
 }
 
+/// The reason of a pool no controller has written a status for. Whoever
+/// knows why no controller did (the console knows why it does not lead)
+/// says so in its place.
+pub const NO_STATUS_YET: &str = "no status yet: is a controller running?";
+
 /// Tasks of `pool` (in its namespace) whose Unclaimed condition is true.
 pub fn unclaimed_tasks<'a>(pool: &str, tasks: impl IntoIterator<Item = &'a AgentTask>) -> u32 {
     let n = tasks
@@ -104,7 +109,7 @@ pub fn verdict(pool: &AgentPool, unclaimed: u32, now: Timestamp) -> Verdict {
         return stuck(format!("the spec is invalid: {}", c.message));
     }
     let Some(status) = pool.status.as_ref() else {
-        return degraded("no status yet: is a controller running?".into());
+        return degraded(NO_STATUS_YET.into());
     };
     let pending = i64::from(status.pending_tasks);
     let ready = i64::from(status.ready_replicas);

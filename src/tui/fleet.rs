@@ -55,7 +55,7 @@ impl Fleet {
                     status: ClusterStatus {
                         role: Role::Observer,
                         watch: WatchState::Disconnected(why),
-                        latency: None,
+                        ..ClusterStatus::default()
                     },
                 });
             }
@@ -90,9 +90,9 @@ impl Fleet {
                 }
                 self.members[at].1.dispatch(*command)
             }
-            Command::StopLogs => {
+            Command::StopLogs | Command::Recheck => {
                 for (_, w) in &mut self.members {
-                    w.dispatch(Command::StopLogs);
+                    w.dispatch(cmd.clone());
                 }
                 true
             }
@@ -223,6 +223,7 @@ mod tests {
             role: Role::Leader,
             watch: WatchState::Synced,
             latency: None,
+            ..Default::default()
         }))
         .await
         .expect("sent");

@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::rows::{Changes, Delta, LogSource, RowBuilder, Sources};
 use crate::app::{
-    ActionRequest, App, AppOptions, ClusterStatus, Command, Msg, ObjectKey, Role, StreamId,
-    WatchState,
+    ActionRequest, App, AppOptions, ClusterStatus, Command, Msg, ObjectKey, Refusal, Role,
+    StreamId, WatchState,
 };
 use crate::cluster::Connection;
 use crate::config::Config;
@@ -201,6 +201,8 @@ pub struct Workers {
     client: Client,
     /// A shell asked for, run by the event loop with the console suspended.
     shell: Option<crate::app::ShellRequest>,
+    /// The watches' board, to ask refused watches again.
+    board: controller::watches::WatchBoard,
 }
 
 impl Workers {
@@ -216,12 +218,13 @@ impl Workers {
         let (tx, rx) = mpsc::channel(256);
         let client = context.conn.client.clone();
         let view = handle.view();
+        let handle_board = view.watches.clone();
         let (shown, shown_rx) = watch::channel(false);
         let (events, event_feed) = watch_events(
             &context.conn,
             setup.all_namespaces,
             &setup.config,
-            view.changes.clone(),
+            (view.changes.clone(), view.watches.cell(LATE_KIND)),
             shown_rx,
             cancel.clone(),
         );
@@ -237,11 +240,20 @@ impl Workers {
         ));
         tokio::spawn(status(
             client.clone(),
-            handle,
-            setup.app.read_only,
+            handle.clone(),
+            (setup.app.read_only, setup.all_namespaces),
             tx.clone(),
             cancel.clone(),
         ));
+        if !setup.all_namespaces {
+            tokio::spawn(pools_elsewhere(
+                client.clone(),
+                handle.clone(),
+                context.conn.namespace.clone(),
+                tx.clone(),
+                cancel.clone(),
+            ));
+        }
         let (logs, logs_rx) = watch::channel(None);
         tokio::spawn(log_streamer(
             client.clone(),
@@ -284,6 +296,7 @@ impl Workers {
             jobs,
             client,
             shell: None,
+            board: handle_board,
         };
         (workers, rx)
     }
@@ -315,6 +328,7 @@ impl Workers {
             Command::TakeBundle { namespace, pool } => self.jobs.bundle(namespace, pool),
             Command::CreateDebugPod { namespace, pod } => self.jobs.debug_pod(namespace, pod),
             Command::Shell(req) => self.shell = Some(req),
+            Command::Recheck => self.board.recheck(),
         }
         true
     }
@@ -437,7 +451,7 @@ fn watch_events(
     conn: &Connection,
     all: bool,
     config: &Config,
-    changes: controller::Changes,
+    (changes, cell): (controller::Changes, controller::watches::WatchCell),
     mut shown: watch::Receiver<bool>,
     cancel: CancellationToken,
 ) -> (Store<Event>, controller::feed::ChangeFeed) {
@@ -448,7 +462,7 @@ fn watch_events(
         Api::namespaced(conn.client.clone(), ns)
     };
     let (reader, writer) = reflector::store::<Event>();
-    let stream = controller::listwatch::watcher(api, watcher::Config::default())
+    let stream = controller::listwatch::watcher_reporting(api, watcher::Config::default(), cell)
         .default_backoff()
         .modify(|e| e.meta_mut().managed_fields = None)
         .reflect(writer);
@@ -504,7 +518,7 @@ async fn snapshots(
     let mut builder = RowBuilder::flagging_long_running(long_running);
     loop {
         let started = Instant::now();
-        let whole = synced.is_synced();
+        let whole = answered(&synced);
         let delta = told.take();
         let now = Timestamp::now();
         let Ok((b, snap)) = tokio::task::spawn_blocking(move || {
@@ -529,7 +543,7 @@ async fn snapshots(
         if whole {
             shown.send_if_modified(|shown| !std::mem::replace(shown, true));
         }
-        let gap = if synced.is_synced() {
+        let gap = if answered(&synced) {
             SNAPSHOT_GAP
         } else {
             FRAME
@@ -548,6 +562,12 @@ async fn snapshots(
             _ = tokio::time::sleep(CLOCK_REBUILD) => {}
         }
     }
+}
+
+/// Whether the rows are as whole as the API lets them be: every watch
+/// listed, or refused (a forbidden kind never lists, and is not waited for).
+fn answered(handle: &ControllerHandle) -> bool {
+    handle.is_synced() || handle.view().watches.answered_but(LATE_KIND)
 }
 
 /// Longest time between two snapshots when nothing changes.
@@ -648,7 +668,7 @@ const STATUS_EVERY: Duration = Duration::from_secs(3);
 async fn status(
     client: Client,
     handle: Arc<ControllerHandle>,
-    read_only: bool,
+    (read_only, watch_only): (bool, bool),
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 ) {
@@ -656,34 +676,38 @@ async fn status(
     let board = handle.view().watches;
     let mut last: Option<Result<Duration, String>> = None;
     loop {
-        let role = if read_only {
-            Role::ReadOnly
+        let (role, role_reason) = if read_only {
+            (Role::ReadOnly, Some("--read-only".to_owned()))
         } else if leader.is_leader() {
-            Role::Leader
+            (Role::Leader, None)
+        } else if watch_only {
+            (
+                Role::Observer,
+                Some("-A (a console over every namespace only watches)".to_owned()),
+            )
         } else {
-            Role::Observer
+            (Role::Observer, leader.why_not())
         };
-        let summary = board.summary();
-        let current = summary.all_watching;
-        let watch = match (&last, summary.worst) {
-            (Some(Err(why)), _) => WatchState::Disconnected(why.clone()),
-            _ if !handle.is_synced() => WatchState::Syncing,
-            (_, None) => WatchState::Synced,
-            (_, Some((kind, w))) => watch_trouble(&kind, &w),
-        };
+        let watches = board.statuses();
+        let (watch, loading, refused) = watch_state(&watches, last.as_ref());
+        let current =
+            loading.is_empty() && matches!(watch, WatchState::Synced | WatchState::Partial(_));
         let latency = last.as_ref().and_then(|r| r.as_ref().ok().copied());
         if tx
             .send(Msg::Status(ClusterStatus {
                 role,
                 watch,
                 latency,
+                role_reason,
+                loading,
+                refused,
             }))
             .await
             .is_err()
         {
             return;
         }
-        let every = if matches!(last, Some(Ok(_))) && handle.is_synced() && current {
+        let every = if matches!(last, Some(Ok(_))) && current {
             STATUS_EVERY
         } else {
             Duration::from_millis(500)
@@ -705,6 +729,134 @@ async fn status(
             r = async { tokio::time::sleep(every).await; ask.await } => last = Some(r),
         }
     }
+}
+
+/// How often an empty pools view looks for pools in other namespaces.
+const ELSEWHERE_EVERY: Duration = Duration::from_secs(15);
+
+/// While the namespace shown has no pools, looks (one metadata list over
+/// every namespace, or says why it could not) where the pools are, so an
+/// empty view can name them.
+async fn pools_elsewhere(
+    client: Client,
+    handle: Arc<ControllerHandle>,
+    namespace: String,
+    tx: mpsc::Sender<Msg>,
+    cancel: CancellationToken,
+) {
+    let view = handle.view();
+    let mut last = None;
+    loop {
+        let empty = answered(&handle) && view.pools.state().is_empty();
+        let served = !view
+            .watches
+            .statuses()
+            .get("AgentPool")
+            .is_some_and(|w| matches!(w.phase, controller::watches::Phase::Refused(_)));
+        if empty && served {
+            let found = look_elsewhere(&client, &namespace).await;
+            if last.as_ref() != Some(&found) {
+                last = Some(found.clone());
+                if tx.send(Msg::PoolsElsewhere(found)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        // Looked: again after a while. Not looked (pools here, or not
+        // answered yet): soon, to be there when the view empties.
+        let wait = if empty && served {
+            ELSEWHERE_EVERY
+        } else {
+            Duration::from_secs(2)
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// AgentPools in namespaces other than `namespace`, counted from one list
+/// of their metadata (the names only, in pages).
+async fn look_elsewhere(client: &Client, namespace: &str) -> crate::app::Elsewhere {
+    use crate::app::Elsewhere;
+    let api: Api<crate::crd::AgentPool> = Api::all(client.clone());
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    let mut params = kube::api::ListParams::default().limit(500);
+    loop {
+        match api.list_metadata(&params).await {
+            Ok(page) => {
+                for p in &page.items {
+                    let ns = p.metadata.namespace.clone().unwrap_or_default();
+                    if ns != namespace {
+                        *counts.entry(ns).or_default() += 1;
+                    }
+                }
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(next) => params = params.continue_token(&next),
+                    None => break,
+                }
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Elsewhere::CannotLook(
+                    "you may not list agentpools in all namespaces".to_owned(),
+                );
+            }
+            Err(e) => return Elsewhere::CannotLook(controller::listwatch::cause(&e)),
+        }
+    }
+    let mut found: Vec<(String, usize)> = counts.into_iter().collect();
+    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Elsewhere::Found(found)
+}
+
+/// The kind whose watch starts after the first screen (events are a view
+/// away): its first list is that view's loading, not the console's sync.
+const LATE_KIND: &str = "Event";
+
+/// The header's watch state from every watch's, the kinds still on their
+/// first list, and the kinds the API refused.
+fn watch_state(
+    watches: &std::collections::BTreeMap<String, controller::watches::WatchStatus>,
+    last_ask: Option<&Result<Duration, String>>,
+) -> (WatchState, Vec<String>, Vec<(String, Refusal)>) {
+    use controller::watches::Phase;
+    let loading: Vec<String> = watches
+        .iter()
+        .filter(|(_, w)| !w.answered())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut refused: Vec<(String, Refusal)> = watches
+        .iter()
+        .filter_map(|(k, w)| match w.phase {
+            Phase::Refused(r) => Some((k.clone(), r)),
+            _ => None,
+        })
+        .collect();
+    refused.sort_by_key(|(k, _)| crate::app::kind_rank(k));
+    let not_installed = refused
+        .iter()
+        .any(|(k, r)| *r == Refusal::NotServed && matches!(k.as_str(), "AgentPool" | "AgentTask"));
+    // Trouble is a watch that followed once and is not following now (a
+    // first list is the sync, said as such).
+    let trouble = watches
+        .iter()
+        .filter(|(_, w)| w.phase == Phase::Failing || (w.phase == Phase::Listing && w.listed_once))
+        .min_by_key(|(_, w)| (w.phase != Phase::Failing, w.since));
+    let watch = match (last_ask, trouble) {
+        (Some(Err(why)), _) => WatchState::Disconnected(why.clone()),
+        _ if not_installed => WatchState::NotInstalled,
+        _ if loading.iter().any(|k| k != LATE_KIND) => WatchState::Syncing,
+        (_, Some((kind, w))) => watch_trouble(kind, w),
+        _ if !refused.is_empty() => WatchState::Partial(
+            refused
+                .iter()
+                .map(|(k, _)| crate::app::plural(k).to_owned())
+                .collect(),
+        ),
+        _ => WatchState::Synced,
+    };
+    (watch, loading, refused)
 }
 
 /// The header's word for a watch that is not current: which, and why.

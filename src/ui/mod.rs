@@ -3,6 +3,7 @@
 //! built into widgets. Table columns are declared as data.
 
 pub mod audit;
+pub mod empty_view;
 pub mod history;
 pub mod theme;
 
@@ -584,13 +585,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         AppRole::Observer => Role::Warn,
         AppRole::ReadOnly => Role::Warn,
     };
-    let (watch, watch_role) = match &app.status.watch {
-        WatchState::Synced => ("synced".to_owned(), Role::Ok),
-        WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
-        WatchState::Resyncing(what) => (format!("resyncing: {what}"), Role::Warn),
-        WatchState::Failing(what) => (format!("failing: {what}"), Role::Danger),
-        WatchState::Disconnected(why) => (format!("disconnected: {why}"), Role::Danger),
-    };
+    let (watch, watch_role) = watch_words(&app.status.watch);
     let latency = match app.status.latency {
         Some(d) if d.as_millis() >= 1 => format!("{}ms", d.as_millis()),
         Some(d) => format!("{:.1}ms", d.as_secs_f64() * 1000.0),
@@ -626,6 +621,17 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         (
             1,
             vec![h("  role "), v(role.as_str().to_owned(), role_style)],
+        ),
+        (
+            5,
+            app.status
+                .role_reason
+                .as_ref()
+                .map(|why| {
+                    let why = text::ellipsize(why, 60).into_owned();
+                    vec![v(format!(": {why}"), Role::Muted)]
+                })
+                .unwrap_or_default(),
         ),
         (5, vec![h("  api "), v(latency, Role::HeaderValue)]),
         (0, vec![h("  watch "), v(watch, watch_role)]),
@@ -739,13 +745,7 @@ fn fleet_header<'a>(
     // A reason is shortened so that every context's state fits beside the others.
     let each = (width.saturating_sub(12) / n).clamp(14, 48);
     for c in &app.contexts {
-        let (state, role) = match &c.status.watch {
-            WatchState::Synced => ("synced".to_owned(), Role::Ok),
-            WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
-            WatchState::Resyncing(what) => (format!("resyncing: {what}"), Role::Warn),
-            WatchState::Failing(what) => (format!("failing: {what}"), Role::Danger),
-            WatchState::Disconnected(why) => (format!("disconnected: {why}"), Role::Danger),
-        };
+        let (state, role) = watch_words(&c.status.watch);
         let who = match c.status.watch {
             WatchState::Disconnected(_) => String::new(),
             _ => format!("{} ", c.status.role.as_str()),
@@ -772,9 +772,10 @@ fn fleet_header<'a>(
             ],
         ));
     }
-    // The namespace and the clock, as with one context (`ns` is part 3).
+    // The namespace and the clock, as with one context (after the title:
+    // ctx, ns, role, its reason, api, watch, clock).
     for (i, part) in rest.enumerate() {
-        if i == 1 || i == 5 {
+        if i == 1 || i == 6 {
             out.push(part);
         }
     }
@@ -821,7 +822,7 @@ fn draw_table(
             app,
             theme,
             (kind, pool),
-            &s.pools,
+            &pools_saying_why(app),
             &pool_columns(),
             Some(&|r: &PoolRow| history::queue_sparkline(app, r)),
         ),
@@ -856,6 +857,38 @@ fn draw_table(
             None,
         ),
     }
+}
+
+/// The pools' rows, where a pool has no status yet saying why no
+/// controller wrote one when this console knows (it does not lead, and
+/// why) instead of asking whether one runs. Only such rows are copied.
+fn pools_saying_why(app: &App) -> std::borrow::Cow<'_, [std::sync::Arc<PoolRow>]> {
+    let pools = &app.snapshot.pools;
+    let Some(why) = app.status.role_reason.as_deref() else {
+        return std::borrow::Cow::Borrowed(&pools[..]);
+    };
+    let asks = |r: &PoolRow| r.verdict.reason == crate::plan::verdict::NO_STATUS_YET;
+    if !pools.iter().any(|r| asks(r)) {
+        return std::borrow::Cow::Borrowed(&pools[..]);
+    }
+    let reason = format!(
+        "no status yet: this console is {} ({why})",
+        app.status.role.as_str()
+    );
+    std::borrow::Cow::Owned(
+        pools
+            .iter()
+            .map(|r| {
+                if asks(r) {
+                    let mut row = PoolRow::clone(r);
+                    row.verdict.reason = reason.clone();
+                    std::sync::Arc::new(row)
+                } else {
+                    r.clone()
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Cells drawn from outside the row: the pools' QUEUE 1h sparkline.
@@ -1021,24 +1054,42 @@ fn table<R: Row>(
         area,
     );
     if empty && area.height > 4 {
-        let msg = if rows.is_empty() {
-            match &app.status.watch {
-                WatchState::Syncing => "loading…".to_owned(),
-                WatchState::Disconnected(why) => format!("disconnected: {why}"),
-                WatchState::Synced | WatchState::Resyncing(_) | WatchState::Failing(_) => {
-                    format!("no {} yet", kind.as_str())
-                }
-            }
+        let (lines, role) = if rows.is_empty() {
+            empty_view::why_empty(app, kind)
         } else {
-            "nothing matches the filter (esc clears it)".to_owned()
+            (
+                vec!["nothing matches the filter (esc clears it)".to_owned()],
+                Role::Muted,
+            )
         };
         let r = Rect {
             x: area.x + 2,
             y: area.y + 2,
             width: area.width.saturating_sub(4),
-            height: 1,
+            height: area.height.saturating_sub(3).min(lines.len() as u16 * 2),
         };
-        frame.render_widget(Paragraph::new(msg).style(theme.style(Role::Muted)), r);
+        frame.render_widget(
+            Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
+                .wrap(ratatui::widgets::Wrap { trim: false })
+                .style(theme.style(role)),
+            r,
+        );
+    }
+}
+
+/// The header's words for a watch state, and their colour.
+fn watch_words(watch: &WatchState) -> (String, Role) {
+    match watch {
+        WatchState::Synced => ("synced".to_owned(), Role::Ok),
+        WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
+        WatchState::Partial(kinds) => (
+            format!("partial: {} forbidden", kinds.join(", ")),
+            Role::Warn,
+        ),
+        WatchState::NotInstalled => ("not installed".to_owned(), Role::Danger),
+        WatchState::Resyncing(what) => (format!("resyncing: {what}"), Role::Warn),
+        WatchState::Failing(what) => (format!("failing: {what}"), Role::Danger),
+        WatchState::Disconnected(why) => (format!("disconnected: {why}"), Role::Danger),
     }
 }
 
