@@ -93,10 +93,29 @@ async fn healthz(State(c): State<Arc<ControllerHandle>>) -> Response {
 
 async fn readyz(State(c): State<Arc<ControllerHandle>>) -> Response {
     if c.is_synced() {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "watches not synced\n").into_response()
+        return (StatusCode::OK, "ok\n").into_response();
     }
+    // A watch the API refuses never syncs: name it, so that a daemon
+    // without its rights (or its CRDs) says what it lacks.
+    use crate::controller::watches::{Phase, Refusal};
+    let mut body = "watches not synced\n".to_owned();
+    for (kind, w) in c.view().watches.statuses() {
+        let Phase::Refused(refusal) = w.phase else {
+            continue;
+        };
+        let line = match refusal {
+            Refusal::Forbidden(verb) => format!(
+                "forbidden: {verb} {kind}: {}\n",
+                w.reason.unwrap_or_default()
+            ),
+            Refusal::NotServed => format!(
+                "not served: {kind} (install the CRDs: {})\n",
+                crate::cluster::INSTALL_CRDS
+            ),
+        };
+        body.push_str(&line);
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 
 async fn metrics(State(c): State<Arc<ControllerHandle>>) -> Response {

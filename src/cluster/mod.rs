@@ -172,6 +172,9 @@ pub fn server_label() -> String {
 /// rather than kube's `Debug` of the Status.
 pub fn api_fault(what: &str, e: &kube::Error) -> String {
     let server = server_label();
+    if is_not_served(e) && names_own_resource(what) {
+        return format!("cannot {what}: {}", not_installed(&server));
+    }
     match e {
         kube::Error::Api(s) if s.code == 401 => format!(
             "the token was refused by {server} (to {what}): log in again or check the kubeconfig user"
@@ -201,9 +204,61 @@ pub fn api_fault(what: &str, e: &kube::Error) -> String {
     }
 }
 
+/// The command that installs agentdeck's CustomResourceDefinitions.
+pub const INSTALL_CRDS: &str = "agentdeck crds | kubectl apply -f -";
+
+/// What a user is told when the API does not serve agentdeck's resources.
+pub fn not_installed(server: &str) -> String {
+    format!(
+        "agentdeck is not installed on {server}: it does not serve AgentPools and AgentTasks \
+         (their CustomResourceDefinitions are missing). Install them with `{INSTALL_CRDS}` \
+         (`agentdeck access` says whether you may; else a cluster admin can)"
+    )
+}
+
+/// Whether `e` says the server does not serve the resource at all (a
+/// CustomResourceDefinition not installed), rather than that one named
+/// object is missing: kube-apiserver's 404 for an unknown resource names
+/// no object in its details.
+pub fn is_not_served(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => s
+            .details
+            .as_ref()
+            .is_none_or(|d| d.name.is_empty() && d.kind.is_empty()),
+        _ => false,
+    }
+}
+
+/// `api.get_opt(name)`, except that a resource the server does not serve
+/// is an error, not "no such object" (kube's `get_opt` answers `None` for
+/// both).
+pub async fn get_served<K>(api: &kube::Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get(name).await {
+        Ok(object) => Ok(Some(object)),
+        Err(e) if is_not_served(&e) => Err(e),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether an operation in words is on agentdeck's own resources.
+fn names_own_resource(what: &str) -> bool {
+    let what = what.to_ascii_lowercase();
+    what.contains("agentpool") || what.contains("agenttask")
+}
+
 /// [`api_fault`] without the operation, for lists that say it already.
 pub fn api_cause(e: &kube::Error) -> String {
     let server = server_label();
+    if is_not_served(e) {
+        return format!(
+            "{server} does not serve it (404): agentdeck's CRDs are not installed? `{INSTALL_CRDS}`"
+        );
+    }
     match e {
         kube::Error::Api(s) if s.code == 401 => {
             format!("the token was refused by {server}: log in again or check the kubeconfig user")

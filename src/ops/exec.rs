@@ -207,8 +207,7 @@ async fn select_tasks(
     let mut tasks = Vec::new();
     let mut missing = Vec::new();
     for name in &sel.names {
-        match api
-            .get_opt(name)
+        match crate::cluster::get_served(&api, name)
             .await
             .map_err(OpsError::api(format!("read AgentTask {name}")))?
         {

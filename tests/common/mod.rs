@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tmux;
+
 use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
