@@ -603,6 +603,15 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
             ));
         }
     }
+    if !summary.lacks.is_empty() {
+        out.push_str(&format!(
+            "{} parts are missing for want of rights (manifest.json: access):\n",
+            summary.lacks.len()
+        ));
+        for l in summary.lacks.iter().take(10) {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     print(&out)?;
     if summary.listed == 0 {

@@ -272,6 +272,29 @@ fn the_library_answers_for_a_token_as_the_command_does() {
                 .expect("answered")
         );
         assert!(access::allowed(&admin, &list_pods).await.expect("answered"));
+        // An action checked before its dialog: draining one agent needs
+        // the pool's reads and a patch of the pod.
+        let drain_one = access::action_needs(
+            &agentdeck::ops::Action::DrainAgent {
+                pool: "alpha".into(),
+                agent: "alpha-0".into(),
+                undo: false,
+            },
+            NS,
+        );
+        let refused: Vec<String> = access::refused(&viewer, &drain_one)
+            .await
+            .expect("answered")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(refused, ["list pods in team-a", "patch pods in team-a"]);
+        assert!(
+            access::refused(&admin, &drain_one)
+                .await
+                .expect("answered")
+                .is_empty()
+        );
         let everything = access::review(&admin, Some(NS), LEASE_NS)
             .await
             .expect("answered");
@@ -313,6 +336,13 @@ fn a_bundle_records_what_its_taker_may_do_so_its_reader_knows_why_things_are_abs
     let zip_arg = zip.to_str().expect("utf-8 path");
     let o = sb.agentdeck(&["bundle", "--context", "viewer", "-o", zip_arg]);
     assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    // Said at once, too.
+    assert!(
+        out(&o).contains("missing for want of rights (manifest.json: access):\n")
+            && out(&o).contains("  events.yaml: list events in team-a\n"),
+        "{}",
+        out(&o)
+    );
     let unzipped = std::process::Command::new("unzip")
         .args(["-p", zip_arg, "manifest.json"])
         .output()

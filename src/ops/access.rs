@@ -768,20 +768,15 @@ pub async fn whoami(client: &kube::Client) -> Result<Option<String>> {
     }
 }
 
-/// Every feature's answer for this client's identity in `namespace`
-/// (`None`: all namespaces): who it is, then one access review per
-/// distinct need, [`REVIEWS_IN_FLIGHT`] at a time.
-pub async fn review(
+/// The API's answer for each distinct need (its part aside), asked
+/// [`REVIEWS_IN_FLIGHT`] at a time.
+async fn decide_each(
     client: &kube::Client,
-    namespace: Option<&str>,
-    lease_namespace: &str,
-) -> Result<AccessTable> {
-    let user = whoami(client).await?;
+    needs: impl IntoIterator<Item = Need>,
+) -> Result<BTreeMap<NeedKey, bool>> {
     let mut distinct: BTreeMap<NeedKey, Need> = BTreeMap::new();
-    for feature in Feature::ALL {
-        for need in needs(feature, namespace, lease_namespace) {
-            distinct.entry(need.key()).or_insert(need);
-        }
+    for need in needs {
+        distinct.entry(need.key()).or_insert(need);
     }
     let answers: Vec<(NeedKey, Result<bool>)> = futures::stream::iter(distinct.into_values())
         .map(|need| async move { (need.key(), allowed(client, &need).await) })
@@ -792,6 +787,34 @@ pub async fn review(
     for (key, answer) in answers {
         granted.insert(key, answer?);
     }
+    Ok(granted)
+}
+
+/// Those of `needs` the API does not grant this client's identity, in
+/// their order: for the console, the needs of an action
+/// ([`action_needs`]) before its dialog opens. Empty: all granted.
+pub async fn refused(client: &kube::Client, needs: &[Need]) -> Result<Vec<Need>> {
+    let granted = decide_each(client, needs.iter().cloned()).await?;
+    Ok(needs
+        .iter()
+        .filter(|n| !granted.get(&n.key()).copied().unwrap_or(false))
+        .cloned()
+        .collect())
+}
+
+/// Every feature's answer for this client's identity in `namespace`
+/// (`None`: all namespaces): who it is, then one access review per
+/// distinct need, [`REVIEWS_IN_FLIGHT`] at a time.
+pub async fn review(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    lease_namespace: &str,
+) -> Result<AccessTable> {
+    let user = whoami(client).await?;
+    let all = Feature::ALL
+        .iter()
+        .flat_map(|f| needs(*f, namespace, lease_namespace));
+    let granted = decide_each(client, all).await?;
     Ok(AccessTable::decide(namespace, lease_namespace, user, |n| {
         granted.get(&n.key()).copied().unwrap_or(false)
     }))

@@ -251,6 +251,10 @@ pub struct Summary {
     pub deadline_reached: bool,
     /// Lists of objects that succeeded (0: nothing came from the cluster).
     pub listed: usize,
+    /// What the bundle lacks because its taker may not read it
+    /// ("events.yaml: list events in team-a"), as the manifest's `access`
+    /// says; empty when nothing is lacking or the review failed.
+    pub lacks: Vec<String>,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -498,6 +502,12 @@ pub async fn collect(
     let access = access.await.unwrap_or_else(
         |e| serde_json::json!({"error": format!("the access review stopped: {e}")}),
     );
+    let lacks: Vec<String> = access["bundleLacks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.as_str().map(str::to_owned))
+        .collect();
     let manifest = serde_json::json!({
         "tool": "agentdeck",
         "version": env!("CARGO_PKG_VERSION"),
@@ -566,6 +576,7 @@ pub async fn collect(
         redactions,
         deadline_reached,
         listed: record.listed.load(Ordering::Relaxed),
+        lacks,
         elapsed: started.elapsed(),
     })
 }
