@@ -37,9 +37,10 @@ pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
     /// An access review (or who-am-I) request failed.
-    #[error("{}", crate::cluster::api_fault(&format!("ask whether this identity may {what}"), source))]
+    #[error("{}", crate::cluster::api_fault(what, source))]
     Review {
-        /// The need asked about ("list pods in team-a").
+        /// What was asked ("ask whether this identity may list pods in
+        /// team-a").
         what: String,
         /// Cause.
         #[source]
@@ -47,12 +48,12 @@ pub enum AccessError {
     },
     /// The API did not answer in time.
     #[error(
-        "cannot ask whether this identity may {what}: {} did not answer within {} s",
+        "cannot {what}: {} did not answer within {} s",
         crate::cluster::server_label(),
         after.as_secs()
     )]
     NoAnswer {
-        /// The need asked about.
+        /// What was asked.
         what: String,
         /// How long it waited.
         after: Duration,
@@ -726,11 +727,11 @@ pub async fn allowed(client: &kube::Client, need: &Need) -> Result<bool> {
     match tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), &review)).await {
         Ok(Ok(answer)) => Ok(answer.status.is_some_and(|s| s.allowed)),
         Ok(Err(source)) => Err(AccessError::Review {
-            what: need.to_string(),
+            what: format!("ask whether this identity may {need}"),
             source,
         }),
         Err(_) => Err(AccessError::NoAnswer {
-            what: need.to_string(),
+            what: format!("ask whether this identity may {need}"),
             after: REVIEW_TIMEOUT,
         }),
     }
@@ -742,7 +743,7 @@ pub async fn allowed(client: &kube::Client, need: &Need) -> Result<bool> {
 /// error: every other question would fail the same way.
 pub async fn whoami(client: &kube::Client) -> Result<Option<String>> {
     let api: Api<SelfSubjectReview> = Api::all(client.clone());
-    let what = "ask who it is (SelfSubjectReview)";
+    let what = "ask who this identity is (SelfSubjectReview)";
     match tokio::time::timeout(
         REVIEW_TIMEOUT,
         api.create(&PostParams::default(), &SelfSubjectReview::default()),
@@ -1088,6 +1089,41 @@ mod tests {
         assert!(Feature::ALL.iter().all(|f| all.allows(*f)));
         assert!(all.bundle_lacks().is_empty());
         assert!(!table_text(&all).contains("would lack"));
+    }
+
+    #[test]
+    fn a_failed_question_names_what_was_asked_and_a_refused_impersonation_whom() {
+        let forbidden = |message: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(message, "Forbidden").with_code(403),
+            ))
+        };
+        let refused = forbidden(
+            r#"serviceaccounts "viewer" is forbidden: User "bob" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "team-a""#,
+        );
+        assert!(is_impersonation_refused(&refused));
+        assert!(!is_impersonation_refused(&forbidden(
+            r#"selfsubjectaccessreviews is forbidden: User "bob" cannot create"#
+        )));
+        let e = AccessError::Review {
+            what: "ask whether this identity may list pods in team-a".into(),
+            source: forbidden("no"),
+        };
+        assert!(
+            e.to_string()
+                .contains("to ask whether this identity may list pods in team-a"),
+            "{e}"
+        );
+        let e = AccessError::ImpersonationRefused {
+            subject: "system:serviceaccount:team-a:viewer".into(),
+            needs: "impersonate on serviceaccounts in team-a".into(),
+            message: "forbidden".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "you may not impersonate system:serviceaccount:team-a:viewer \
+             (needs impersonate on serviceaccounts in team-a): forbidden"
+        );
     }
 
     #[test]
