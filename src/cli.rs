@@ -125,6 +125,8 @@ pub enum Command {
     Status(StatusArgs),
     /// The actions taken from this machine, from the local audit file.
     Audit(AuditArgs),
+    /// What this identity (or, with --as, another) may do with agentdeck here: one row per feature, and for each "no" the missing verb and resource.
+    Access(AccessArgs),
     /// Print the AgentPool and AgentTask CustomResourceDefinitions as YAML.
     Crds,
     /// Print everything needed to install the daemon (and given pools) as YAML for `kubectl apply -f -`.
@@ -568,6 +570,52 @@ pub struct AuditArgs {
     pub output: Option<AuditOutput>,
 }
 
+/// Output of `access`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum AccessOutput {
+    /// JSON.
+    Json,
+}
+
+/// `agentdeck access`.
+#[derive(Debug, Args)]
+pub struct AccessArgs {
+    /// Answer for this user or service account (system:serviceaccount:NS:NAME)
+    /// instead, through impersonation (as `kubectl --as`).
+    #[arg(long = "as", value_name = "USER", value_parser = impersonated_user)]
+    pub as_user: Option<String>,
+    /// With --as: a group to act in as well (repeatable).
+    #[arg(long = "as-group", value_name = "GROUP", requires = "as_user", action = ArgAction::Append)]
+    pub as_groups: Vec<String>,
+    /// Every namespace, as the console's -A watches them.
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+    /// Output format (default: a table).
+    #[arg(long, short = 'o', value_enum)]
+    pub output: Option<AccessOutput>,
+}
+
+/// `--as`: a user name, or a service account as
+/// `system:serviceaccount:NAMESPACE:NAME`.
+fn impersonated_user(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("expected a user name or system:serviceaccount:NAMESPACE:NAME".into());
+    }
+    if let Some(rest) = text.strip_prefix("system:serviceaccount:") {
+        let ok = rest.split_once(':').is_some_and(|(ns, name)| {
+            crate::config::check_namespace("namespace", ns).is_ok()
+                && !name.is_empty()
+                && !name.contains(':')
+        });
+        if !ok {
+            return Err(format!(
+                "{text:?} is not a service account; expected system:serviceaccount:NAMESPACE:NAME"
+            ));
+        }
+    }
+    Ok(text.to_owned())
+}
+
 /// `agentdeck manifests`.
 #[derive(Debug, Args)]
 pub struct ManifestsArgs {
@@ -773,6 +821,48 @@ mod tests {
             parse(&["p", "maybe"]),
             Err("on|off: expected on or off, got \"maybe\"".into())
         );
+    }
+
+    #[test]
+    fn access_takes_a_user_or_a_service_account_to_act_as() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["agentdeck", "access"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(&argv).map(|c| match c.command {
+                Some(Command::Access(a)) => (a.as_user, a.as_groups, a.output),
+                other => panic!("{other:?}"),
+            })
+        };
+        assert_eq!(
+            parse(&["--as", "system:serviceaccount:team-a:viewer", "-o", "json"]).expect("parses"),
+            (
+                Some("system:serviceaccount:team-a:viewer".into()),
+                Vec::new(),
+                Some(AccessOutput::Json)
+            )
+        );
+        assert_eq!(
+            parse(&["--as", "jane", "--as-group", "ops", "--as-group", "dev"])
+                .expect("parses")
+                .1,
+            ["ops", "dev"]
+        );
+        for (bad, needle) in [
+            (
+                &["--as", "system:serviceaccount:team-a"][..],
+                "NAMESPACE:NAME",
+            ),
+            (
+                &["--as", "system:serviceaccount:Team_A:v"][..],
+                "NAMESPACE:NAME",
+            ),
+            (&["--as", ""][..], "user name"),
+            (&["--as-group", "ops"][..], "--as"),
+        ] {
+            let e = parse(bad).expect_err(&format!("{bad:?}"));
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(needle), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub enum Error {
     /// A debug pod could not be made, listed or removed.
     #[error(transparent)]
     Debug(#[from] crate::ops::debug::DebugError),
+    /// What this identity may do could not be asked (`agentdeck access`).
+    #[error(transparent)]
+    Access(#[from] crate::ops::access::AccessError),
     /// An operator action was refused or failed.
     #[error(transparent)]
     Ops(#[from] crate::ops::OpsError),

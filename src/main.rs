@@ -181,6 +181,7 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             Ok(())
         }
+        Some(Command::Access(args)) => access(&cli.global, &args),
         None if cli.daemon => daemon(&cli),
         None => console(&cli),
     }
@@ -200,6 +201,15 @@ fn with_cluster(
     global: &agentdeck::cli::GlobalArgs,
     f: impl AsyncFnOnce(agentdeck::cluster::Connection) -> Result<()>,
 ) -> Result<()> {
+    with_cluster_as(global, None, f)
+}
+
+/// [`with_cluster`], every request acting as `impersonation` when given.
+fn with_cluster_as(
+    global: &agentdeck::cli::GlobalArgs,
+    impersonation: Option<&agentdeck::cluster::Impersonation>,
+    f: impl AsyncFnOnce(agentdeck::cluster::Connection) -> Result<()>,
+) -> Result<()> {
     check_config(global)?;
     let _logs = agentdeck::telemetry::init(
         global
@@ -209,11 +219,48 @@ fn with_cluster(
         None,
     )?;
     runtime()?.block_on(async {
-        let conn =
-            agentdeck::cluster::connect(global.context.as_deref(), global.namespace.as_deref())
-                .await?;
+        let conn = agentdeck::cluster::connect_as(
+            global.context.as_deref(),
+            global.namespace.as_deref(),
+            impersonation,
+        )
+        .await?;
         agentdeck::cluster::require_namespace(&conn).await?;
         f(conn).await
+    })
+}
+
+/// `agentdeck access`: one row per feature, for this identity or (`--as`)
+/// another, in the namespace (or, `-A`, all of them). Exit 0 whatever the
+/// answers; 1 when the questions could not be asked.
+fn access(global: &agentdeck::cli::GlobalArgs, args: &agentdeck::cli::AccessArgs) -> Result<()> {
+    use agentdeck::ops::access;
+    let impersonation = args
+        .as_user
+        .clone()
+        .map(|user| agentdeck::cluster::Impersonation {
+            user,
+            groups: args.as_groups.clone(),
+        });
+    with_cluster_as(global, impersonation.as_ref(), async |conn| {
+        let (config, _) = Config::load(&ConfigSources::from_process(global.config.clone()))?;
+        let namespace = (!args.all_namespaces).then_some(conn.namespace.as_str());
+        let table = access::review_as(
+            &conn.client,
+            namespace,
+            &config.controller_namespace,
+            impersonation.as_ref(),
+        )
+        .await?;
+        let text = match args.output {
+            Some(agentdeck::cli::AccessOutput::Json) => {
+                let mut s = serde_json::to_string_pretty(&table).unwrap_or_default();
+                s.push('\n');
+                s
+            }
+            None => access::table_text(&table),
+        };
+        print(&text)
     })
 }
 
@@ -570,6 +617,15 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
                 "  {} {} {}{}: {}\n",
                 e.what, e.kind, e.name, container, e.message
             ));
+        }
+    }
+    if !summary.lacks.is_empty() {
+        out.push_str(&format!(
+            "{} parts are missing for want of rights (manifest.json: access):\n",
+            summary.lacks.len()
+        ));
+        for l in summary.lacks.iter().take(10) {
+            out.push_str(&format!("  {l}\n"));
         }
     }
     rt.shutdown_timeout(std::time::Duration::from_millis(200));

@@ -53,6 +53,7 @@ fn help_explains_every_mode_in_one_line() {
         "task",
         "status",
         "audit",
+        "access",
         "crds",
         "manifests",
         "completions",

@@ -467,6 +467,7 @@ fn a_closed_port_is_named_with_the_operation_and_the_cause_by_every_command() {
         &["scale", "p", "--max", "3", "--yes"],
         &["debug", "--list"],
         &["bundle", "-o", "x.zip"],
+        &["access"],
     ] {
         answers(
             &files,
@@ -503,6 +504,7 @@ fn every_command_that_loads_configuration_refuses_a_missing_file_or_a_typo_d_key
         &["audit"],
         &["bundle"],
         &["debug", "--list"],
+        &["access", "--as", "jane"],
     ] {
         let mut args = command.to_vec();
         args.extend(["--config", "/nonexistent.yaml"]);
@@ -555,6 +557,7 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
         &["drain", "p", "-n", "nosuchns"],
         &["task", "show", "t", "-n", "nosuchns"],
         &["debug", "--list", "-n", "nosuchns"],
+        &["access", "-n", "nosuchns"],
     ] {
         answers(&files, args, &kubeconfig, 2, &[missing, &server, "default"]);
     }
@@ -568,7 +571,7 @@ fn a_sandbox_answers_missing_namespaces_pools_and_refused_tokens_naming_them() {
     let refused = format!(
         "the token was refused by {server} (to read namespace default): log in again or check the kubeconfig user"
     );
-    for args in [&["bundle"][..], &["status"]] {
+    for args in [&["bundle"][..], &["status"], &["access"]] {
         answers(&files, args, "@bad-token", 1, &[&refused]);
     }
     answers(

@@ -385,16 +385,61 @@ pub struct Connection {
     pub namespace: String,
 }
 
+/// Whom requests act as instead of the kubeconfig's user (`--as`,
+/// `--as-group`, as `kubectl` takes them): sent as the API's
+/// `Impersonate-User` and `Impersonate-Group` headers, which the API server
+/// honours only for a user allowed to `impersonate` that user (or service
+/// account) and those groups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impersonation {
+    /// A user name, or `system:serviceaccount:NS:NAME`.
+    pub user: String,
+    /// Groups to act in as well.
+    pub groups: Vec<String>,
+}
+
+impl Impersonation {
+    /// The namespace and name of the service account impersonated, if the
+    /// user is one (`system:serviceaccount:NS:NAME`).
+    pub fn service_account(&self) -> Option<(&str, &str)> {
+        let rest = self.user.strip_prefix("system:serviceaccount:")?;
+        rest.split_once(':')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+    }
+
+    /// What the impersonating user must be allowed, in words:
+    /// "impersonate on serviceaccounts in team-a" (and "on groups").
+    pub fn needs(&self) -> String {
+        let mut out = match self.service_account() {
+            Some((ns, _)) => format!("impersonate on serviceaccounts in {ns}"),
+            None => "impersonate on users".to_owned(),
+        };
+        if !self.groups.is_empty() {
+            out.push_str(" and on groups");
+        }
+        out
+    }
+}
+
 /// Connects with `context` from the kubeconfig (or, with none, whatever
 /// `KUBECONFIG`/`~/.kube/config`/in-cluster gives), in `namespace` when given.
 pub async fn connect(
     context: Option<&str>,
     namespace: Option<&str>,
 ) -> Result<Connection, ClusterError> {
+    connect_as(context, namespace, None).await
+}
+
+/// [`connect`], every request acting as `impersonation` when given.
+pub async fn connect_as(
+    context: Option<&str>,
+    namespace: Option<&str>,
+    impersonation: Option<&Impersonation>,
+) -> Result<Connection, ClusterError> {
     if let Some(namespace) = namespace {
         check_namespace(namespace, "--namespace")?;
     }
-    let config = match context {
+    let mut config = match context {
         Some(context) => {
             check_context(context)?;
             kube::Config::from_kubeconfig(&KubeConfigOptions {
@@ -417,6 +462,10 @@ pub async fn connect(
             ClusterError::Infer { kubeconfig, source }
         })?,
     };
+    if let Some(as_) = impersonation {
+        config.auth_info.impersonate = Some(as_.user.clone());
+        config.auth_info.impersonate_groups = (!as_.groups.is_empty()).then(|| as_.groups.clone());
+    }
     let namespace = match namespace {
         Some(namespace) => namespace.to_owned(),
         None => {
@@ -624,6 +673,27 @@ mod tests {
             assert!(text.contains("lowercase letters"), "{text}");
         }
         assert!(check_namespace("team-a", "--namespace").is_ok());
+    }
+
+    #[test]
+    fn an_impersonation_says_what_the_impersonator_needs() {
+        let sa = Impersonation {
+            user: "system:serviceaccount:team-a:viewer".into(),
+            groups: Vec::new(),
+        };
+        assert_eq!(sa.service_account(), Some(("team-a", "viewer")));
+        assert_eq!(sa.needs(), "impersonate on serviceaccounts in team-a");
+        let user = Impersonation {
+            user: "jane".into(),
+            groups: vec!["ops".into()],
+        };
+        assert_eq!(user.service_account(), None);
+        assert_eq!(user.needs(), "impersonate on users and on groups");
+        let odd = Impersonation {
+            user: "system:serviceaccount:team-a".into(),
+            groups: Vec::new(),
+        };
+        assert_eq!(odd.service_account(), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! the local audit file). Every action is an object change that whichever
 //! controller leads carries out.
 
+pub mod access;
 pub mod action;
 pub mod attach;
 pub mod audit;

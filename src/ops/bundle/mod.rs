@@ -11,7 +11,10 @@
 //!
 //! Layout of the zip:
 //! - `manifest.json`: when, tool version, context, namespace, scope, every
-//!   file with its sizes, every collection error;
+//!   file with its sizes, every collection error, and what the identity
+//!   that took it may do here (`access`: [`super::access`]'s table and what
+//!   the bundle lacks for it), so that a receiver knows why something is
+//!   absent;
 //! - `pods/<pod>/<container>.log` and `.previous.log`; `.final.log` for the
 //!   last lines the controller kept of pods already gone
 //!   ([`crate::plan::tails`]);
@@ -248,6 +251,10 @@ pub struct Summary {
     pub deadline_reached: bool,
     /// Lists of objects that succeeded (0: nothing came from the cluster).
     pub listed: usize,
+    /// What the bundle lacks because its taker may not read it
+    /// ("events.yaml: list events in team-a"), as the manifest's `access`
+    /// says; empty when nothing is lacking or the review failed.
+    pub lacks: Vec<String>,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -350,6 +357,13 @@ pub async fn collect(
         bytes_written: 0,
         current: String::new(),
     });
+
+    let access = tokio::spawn(access_of(
+        client.clone(),
+        opts.namespace.clone(),
+        opts.controller_namespace.clone(),
+        deadline.min(started + opts.request_timeout),
+    ));
 
     // Secrets first: their values teach the redactor what to hide.
     let ns = opts.namespace.clone();
@@ -485,6 +499,15 @@ pub async fn collect(
     let errors = std::mem::take(&mut *record.errors.lock().unwrap_or_else(PoisonError::into_inner));
     let redactions: u64 = written.redactions.values().flat_map(|c| c.values()).sum();
     let bytes: u64 = written.files.iter().map(|f| f.bytes).sum();
+    let access = access.await.unwrap_or_else(
+        |e| serde_json::json!({"error": format!("the access review stopped: {e}")}),
+    );
+    let lacks: Vec<String> = access["bundleLacks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.as_str().map(str::to_owned))
+        .collect();
     let manifest = serde_json::json!({
         "tool": "agentdeck",
         "version": env!("CARGO_PKG_VERSION"),
@@ -507,6 +530,7 @@ pub async fn collect(
         "bytes": bytes,
         "redactions": redactions,
         "errors": errors,
+        "access": access,
     });
     let report = serde_json::json!({
         "rules": redactor.as_ref().map(|r| r.rule_names()).unwrap_or_default(),
@@ -552,8 +576,30 @@ pub async fn collect(
         redactions,
         deadline_reached,
         listed: record.listed.load(Ordering::Relaxed),
+        lacks,
         elapsed: started.elapsed(),
     })
+}
+
+/// What the identity taking the bundle may do in `namespace`, as the
+/// manifest records it: the access table (with what the bundle lacks), or
+/// why it could not be had. Never fails the bundle; done by `until`.
+async fn access_of(
+    client: Client,
+    namespace: String,
+    controller_namespace: Option<String>,
+    until: Instant,
+) -> Value {
+    let lease = controller_namespace
+        .unwrap_or_else(|| crate::config::Config::default().controller_namespace);
+    let review = super::access::review(&client, Some(&namespace), &lease);
+    match tokio::time::timeout_at(until, review).await {
+        Ok(Ok(table)) => serde_json::to_value(&table).unwrap_or_default(),
+        Ok(Err(e)) => serde_json::json!({ "error": e.to_string() }),
+        Err(_) => serde_json::json!({
+            "error": "the access review did not finish within the request timeout"
+        }),
+    }
 }
 
 /// Checks, before anything is collected, that the zip's directory is one:
