@@ -269,6 +269,13 @@ impl Default for Metrics {
             "Kubernetes API errors by HTTP code.",
             Family::<CodeLabels, Counter>::default(),
         );
+        // The codes the runbook tells apart, at zero from the start (an
+        // error's first occurrence is then seen by `rate()`).
+        for code in ["403", "409", "429", "500", "503", "transport"] {
+            drop(api_errors.get_or_create(&CodeLabels {
+                code: code.to_owned(),
+            }));
+        }
         let leader = registered(
             r,
             "agentdeck_leader",
