@@ -178,6 +178,64 @@ fn promtool_accepts_the_rules_and_their_unit_tests_pass() {
     );
 }
 
+#[test]
+fn manifests_with_monitoring_render_a_prometheus_rule_promtool_accepts_and_the_dashboard() {
+    let promtool = tool("promtool");
+    let stream = agentdeck(&["manifests", "--monitoring", "--stuck-for", "7m"]);
+    let docs: Vec<Value> = stream
+        .split("\n---\n")
+        .map(|d| d.trim_start_matches("---\n"))
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_saphyr::from_str(d).expect("a YAML document"))
+        .collect();
+    let of_kind = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == "agentdeck-controller")
+            .unwrap_or_else(|| panic!("no {kind} agentdeck-controller in the manifests"))
+    };
+    let rule = of_kind("PrometheusRule");
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["namespace"], "agentdeck-system");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("rules.yml");
+    std::fs::write(&file, serde_json::to_string(&rule["spec"]).expect("JSON")).expect("written");
+    let check = Command::new(promtool)
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .expect("promtool runs");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let stuck = rule_list(&rule["spec"])
+        .into_iter()
+        .find(|r| r["alert"] == "AgentdeckPoolStuck")
+        .expect("AgentdeckPoolStuck");
+    assert_eq!(stuck["for"], "7m", "the flag reaches the PrometheusRule");
+    assert_eq!(
+        of_kind("ServiceMonitor")["spec"]["endpoints"][0]["honorLabels"],
+        true
+    );
+    let cm = of_kind("ConfigMap");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let dashboard: Value = serde_json::from_str(
+        cm["data"]["agentdeck.json"]
+            .as_str()
+            .expect("dashboard text"),
+    )
+    .expect("dashboard JSON");
+    assert!(
+        dashboard["panels"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+    );
+    // Without the flag, none of it.
+    let plain = agentdeck(&["manifests"]);
+    assert!(!plain.contains("PrometheusRule") && !plain.contains("grafana_dashboard"));
+}
+
 /// Every `agentdeck_*` name in `text`.
 fn metric_names(text: &str, into: &mut BTreeSet<String>) {
     let mut rest = text;
