@@ -131,6 +131,8 @@ pub enum Command {
     Crds,
     /// Print everything needed to install the daemon (and given pools) as YAML for `kubectl apply -f -`.
     Manifests(ManifestsArgs),
+    /// Print the alert rules (a Prometheus rule file) or the Grafana dashboard.
+    Monitoring(MonitoringArgs),
     /// Print a shell completion script.
     Completions {
         /// Shell to complete for.
@@ -633,6 +635,142 @@ pub struct ManifestsArgs {
     /// for clusters whose watched namespaces change without re-rendering.
     #[arg(long)]
     pub cluster_wide_rbac: bool,
+    /// Also the monitoring: a ServiceMonitor for the daemon, the alert
+    /// rules as a PrometheusRule and the dashboard as a ConfigMap for
+    /// Grafana's sidecar (needs the prometheus-operator CRDs).
+    #[arg(long)]
+    pub monitoring: bool,
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+}
+
+/// `agentdeck monitoring`.
+#[derive(Debug, Args)]
+pub struct MonitoringArgs {
+    #[command(subcommand)]
+    pub command: MonitoringCommand,
+}
+
+/// What `agentdeck monitoring` prints.
+#[derive(Debug, Subcommand)]
+pub enum MonitoringCommand {
+    /// The alert rules, as a Prometheus rule file (`promtool check rules`).
+    Rules(Box<ThresholdArgs>),
+    /// The Grafana dashboard, as JSON.
+    Dashboard,
+}
+
+/// The alert rules' thresholds; each overrides its `monitoring.*` key of
+/// the configuration file.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Alert thresholds (monitoring.* keys)")]
+pub struct ThresholdArgs {
+    /// AgentdeckPoolStuck: how long a pool is Stuck first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub stuck_for: Option<Duration>,
+    /// AgentdeckQueueWaitHigh: the p95 wait of pools without spec.slo.queueWaitSeconds.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub queue_wait: Option<Duration>,
+    /// AgentdeckQueueWaitHigh: how long the wait is over target first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub queue_wait_for: Option<Duration>,
+    /// AgentdeckAgentsStale: how long agents are stale or offline first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub agents_stale_for: Option<Duration>,
+    /// AgentdeckNoLeader: how long no daemon leads first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub no_leader_for: Option<Duration>,
+    /// AgentdeckWatchStale: how long a watch is not current first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub watch_stale_for: Option<Duration>,
+    /// AgentdeckWatchStale: failed restarts within the rate window that count as restarting.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub watch_failed_restarts: Option<u64>,
+    /// AgentdeckTaskFailuresHigh: percent of ended tasks Failed or Errored.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub task_failure_percent: Option<u64>,
+    /// AgentdeckTaskFailuresHigh: tasks that must have ended within the window.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub task_failure_min_tasks: Option<u64>,
+    /// AgentdeckReconcileErrors: percent of reconciles failing.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub reconcile_error_percent: Option<u64>,
+    /// AgentdeckTaskFailuresHigh, AgentdeckReconcileErrors: how long the ratio is high first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub errors_for: Option<Duration>,
+    /// AgentdeckPoolFrozenQueueGrowing: how long a frozen pool's queue grows first.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub frozen_queue_for: Option<Duration>,
+    /// The window of the rates and ratios.
+    #[arg(long, value_name = "DUR", value_parser = threshold)]
+    pub rate_window: Option<Duration>,
+    /// The runbook's URL; each alert links to its section.
+    #[arg(long, value_name = "URL")]
+    pub runbook_url: Option<String>,
+}
+
+impl ThresholdArgs {
+    /// `monitoring` with the flags given put over its keys.
+    pub fn apply(&self, monitoring: &mut crate::config::MonitoringConfig) {
+        let secs = |d: Option<Duration>, key: &mut u64| {
+            if let Some(d) = d {
+                *key = d.as_secs();
+            }
+        };
+        secs(self.stuck_for, &mut monitoring.stuck_for_seconds);
+        secs(self.queue_wait, &mut monitoring.queue_wait_seconds);
+        secs(self.queue_wait_for, &mut monitoring.queue_wait_for_seconds);
+        secs(
+            self.agents_stale_for,
+            &mut monitoring.agents_stale_for_seconds,
+        );
+        secs(self.no_leader_for, &mut monitoring.no_leader_for_seconds);
+        secs(
+            self.watch_stale_for,
+            &mut monitoring.watch_stale_for_seconds,
+        );
+        secs(self.errors_for, &mut monitoring.errors_for_seconds);
+        secs(
+            self.frozen_queue_for,
+            &mut monitoring.frozen_queue_for_seconds,
+        );
+        secs(self.rate_window, &mut monitoring.rate_window_seconds);
+        let count = |n: Option<u64>, key: &mut u64| {
+            if let Some(n) = n {
+                *key = n;
+            }
+        };
+        count(
+            self.watch_failed_restarts,
+            &mut monitoring.watch_failed_restarts,
+        );
+        count(
+            self.task_failure_percent,
+            &mut monitoring.task_failure_percent,
+        );
+        count(
+            self.task_failure_min_tasks,
+            &mut monitoring.task_failure_min_tasks,
+        );
+        count(
+            self.reconcile_error_percent,
+            &mut monitoring.reconcile_error_percent,
+        );
+        if let Some(url) = &self.runbook_url {
+            monitoring.runbook_url.clone_from(url);
+        }
+    }
+}
+
+/// A threshold: a whole number of seconds, 1 or more (`90s`, `5m`, `1h`).
+fn threshold(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.as_secs() == 0 || d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{text}: expected whole seconds, 1s or more (30s, 5m, 1h)"
+        ));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]

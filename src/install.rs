@@ -482,6 +482,24 @@ pub fn watched_namespaces(pools: &[AgentPool], apply_namespace: &str) -> Vec<Str
     out.into_iter().collect()
 }
 
+/// What `manifests --monitoring` adds, in the daemon's namespace: a
+/// ServiceMonitor for its metrics, the alert rules as a PrometheusRule and
+/// the dashboard as a ConfigMap for Grafana's sidecar.
+pub fn monitoring_documents(opts: &InstallOptions) -> Vec<Value> {
+    let m = &opts.config.monitoring;
+    let ns = opts.namespace.as_str();
+    vec![
+        crate::monitoring::service_monitor(m, ns, &labels()),
+        crate::monitoring::prometheus_rule(m, ns, &labels()),
+        crate::monitoring::dashboard_config_map(m, ns, &labels()),
+    ]
+}
+
+/// One document as YAML.
+pub fn to_yaml(doc: &Value) -> Result<String, InstallError> {
+    serde_saphyr::to_string(doc).map_err(|e| InstallError::Render(e.to_string()))
+}
+
 /// Documents as one YAML stream (`---` separated).
 pub fn to_yaml_stream(docs: &[Value]) -> Result<String, InstallError> {
     let mut out = String::new();

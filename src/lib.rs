@@ -13,6 +13,7 @@ pub mod demo;
 pub mod error;
 pub mod health;
 pub mod install;
+pub mod monitoring;
 pub mod ops;
 pub mod plan;
 pub mod redact;

@@ -64,7 +64,7 @@ fn run(cli: Cli) -> Result<()> {
                     .unwrap_or_else(|| "default".to_owned());
                 config.namespaces = install::watched_namespaces(&pools, &apply_namespace);
             }
-            let opts = install::InstallOptions {
+            let mut opts = install::InstallOptions {
                 namespace: args
                     .install_namespace
                     .unwrap_or_else(|| config.controller_namespace.clone()),
@@ -72,9 +72,27 @@ fn run(cli: Cli) -> Result<()> {
                 config,
                 cluster_wide: args.cluster_wide_rbac,
             };
-            print(&install::to_yaml_stream(&install::install_documents(
-                &opts, &pools,
-            )?)?)
+            let mut docs = install::install_documents(&opts, &pools)?;
+            if args.monitoring {
+                args.thresholds.apply(&mut opts.config.monitoring);
+                docs.extend(install::monitoring_documents(&opts));
+            }
+            print(&install::to_yaml_stream(&docs)?)
+        }
+        Some(Command::Monitoring(args)) => {
+            let (mut config, _) =
+                Config::load(&ConfigSources::from_process(cli.global.config.clone()))?;
+            match args.command {
+                agentdeck::cli::MonitoringCommand::Rules(thresholds) => {
+                    thresholds.apply(&mut config.monitoring);
+                    print(&install::to_yaml(&agentdeck::monitoring::rules(
+                        &config.monitoring,
+                    ))?)
+                }
+                agentdeck::cli::MonitoringCommand::Dashboard => {
+                    print(&format!("{:#}\n", agentdeck::monitoring::dashboard()))
+                }
+            }
         }
         Some(Command::Completions { shell }) => {
             let mut out = Vec::new();

@@ -45,6 +45,8 @@ pub struct Config {
     /// Console: a Running task is flagged in its row, and counted in its
     /// pool's verdict, once it has run this many seconds (0: never).
     pub long_running_task_seconds: u64,
+    /// Thresholds of the alert rules `agentdeck monitoring rules` renders.
+    pub monitoring: super::MonitoringConfig,
 }
 
 impl Default for Config {
@@ -63,6 +65,7 @@ impl Default for Config {
             keymap: BTreeMap::new(),
             default_timezone: "UTC".to_owned(),
             long_running_task_seconds: 3600,
+            monitoring: super::MonitoringConfig::default(),
         }
     }
 }
@@ -403,7 +406,7 @@ impl Config {
                 "a time zone name from the tz database, such as UTC or Europe/Berlin",
             ));
         }
-        Ok(())
+        self.monitoring.validate()
     }
 
     /// Time between full reconciles.

@@ -45,6 +45,7 @@
 mod agent;
 mod controller;
 mod load;
+mod monitoring;
 mod sources;
 mod validate;
 
@@ -55,6 +56,7 @@ pub use agent::{AgentConfig, AgentLogConfig};
 pub use controller::{
     Config, HealthProbeConfig, LeaderElectionConfig, LogConfig, ServerConfig, TaskRecoveryConfig,
 };
+pub use monitoring::MonitoringConfig;
 pub use sources::ConfigSources;
 pub use validate::InvalidField;
 pub(crate) use validate::namespace as check_namespace;

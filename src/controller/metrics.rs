@@ -61,9 +61,38 @@ struct ScaleLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    namespace: String,
+    pool: String,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    namespace: String,
+    pool: String,
+    phase: &'static str,
+}
+
+/// What a pool's verdict and spec say, as of its last status write: the
+/// series the alert rules join on (see `crate::monitoring`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolState {
+    /// The verdict's level (`OK`, `Degraded`, `Stuck`).
+    pub verdict: &'static str,
+    /// The freeze window holds the replica count.
+    pub frozen: bool,
+    /// `spec.slo.queueWaitSeconds`, when the pool sets one.
+    pub queue_wait_target_seconds: Option<f64>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CodeLabels {
     code: String,
 }
+
+/// A histogram family per pool, each made with the same buckets.
+type PoolHistograms = Family<PoolLabels, Histogram, fn() -> Histogram>;
 
 /// Reads one per-pool gauge out of [`PoolGauges`].
 type GetGauge = fn(&PoolGauges) -> i64;
@@ -86,8 +115,12 @@ pub struct Metrics {
     pool_gauges: Vec<PoolGauge>,
     health: Family<HealthLabels, Gauge>,
     scale_events: Family<ScaleLabels, Counter>,
-    task_duration: Histogram,
-    queue_to_start: Histogram,
+    task_duration: PoolHistograms,
+    queue_to_start: PoolHistograms,
+    verdict: Family<VerdictLabels, Gauge>,
+    frozen: Family<PoolLabels, Gauge>,
+    queue_wait_target: Family<PoolLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    tasks_finished: Family<OutcomeLabels, Counter>,
     reconciles: Counter,
     reconcile_errors: Counter,
     reconcile_duration: Histogram,
@@ -173,24 +206,50 @@ impl Default for Metrics {
             "Replica changes made by the autoscaler.",
             Family::<ScaleLabels, Counter>::default(),
         );
-        let histogram = |buckets: &[f64]| Histogram::new(buckets.iter().copied());
+        let task_histograms = || -> PoolHistograms {
+            Family::new_with_constructor(|| Histogram::new(TASK_BUCKETS.iter().copied()))
+        };
         let task_duration = registered(
             r,
             "agentdeck_task_duration_seconds",
-            "Time from a task's start to its end.",
-            histogram(TASK_BUCKETS),
+            "Time from a task's start to its end, by pool.",
+            task_histograms(),
         );
         let queue_to_start = registered(
             r,
             "agentdeck_task_queue_to_start_seconds",
-            "Time from a task's creation to its start (claim).",
-            histogram(TASK_BUCKETS),
+            "Time from a task's creation to its start (claim), by pool.",
+            task_histograms(),
+        );
+        let tasks_finished = registered(
+            r,
+            "agentdeck_tasks_finished",
+            "Tasks that ended, by pool and phase (Succeeded, Failed, Errored, Cancelled).",
+            Family::<OutcomeLabels, Counter>::default(),
+        );
+        let verdict = registered(
+            r,
+            "agentdeck_pool_verdict",
+            "1 for the pool's verdict (OK, Degraded, Stuck; as `agentdeck status`), 0 for the others.",
+            Family::<VerdictLabels, Gauge>::default(),
+        );
+        let frozen = registered(
+            r,
+            "agentdeck_pool_frozen",
+            "1 while a freeze window holds the pool's replica count.",
+            Family::<PoolLabels, Gauge>::default(),
+        );
+        let queue_wait_target = registered(
+            r,
+            "agentdeck_pool_queue_wait_target_seconds",
+            "The pool's spec.slo.queueWaitSeconds: the p95 created-to-claimed wait it aims for.",
+            Family::<PoolLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default(),
         );
         let reconcile_duration = registered(
             r,
             "agentdeck_reconcile_duration_seconds",
             "Time one pool reconcile takes.",
-            histogram(RECONCILE_BUCKETS),
+            Histogram::new(RECONCILE_BUCKETS.iter().copied()),
         );
         let reconciles = registered(
             r,
@@ -210,6 +269,13 @@ impl Default for Metrics {
             "Kubernetes API errors by HTTP code.",
             Family::<CodeLabels, Counter>::default(),
         );
+        // The codes the runbook tells apart, at zero from the start (an
+        // error's first occurrence is then seen by `rate()`).
+        for code in ["403", "409", "429", "500", "503", "transport"] {
+            drop(api_errors.get_or_create(&CodeLabels {
+                code: code.to_owned(),
+            }));
+        }
         let leader = registered(
             r,
             "agentdeck_leader",
@@ -244,6 +310,10 @@ impl Default for Metrics {
             scale_events,
             task_duration,
             queue_to_start,
+            verdict,
+            frozen,
+            queue_wait_target,
+            tasks_finished,
             reconciles,
             reconcile_errors,
             reconcile_duration,
@@ -255,6 +325,10 @@ impl Default for Metrics {
 }
 
 const FRESHNESS: [&str; 3] = ["fresh", "stale", "offline"];
+/// The verdict levels, as `VerdictLevel::as_str` names them.
+const VERDICTS: [&str; 3] = ["OK", "Degraded", "Stuck"];
+/// The phases a task ends in.
+const OUTCOMES: [&str; 4] = ["Succeeded", "Failed", "Errored", "Cancelled"];
 const DIRECTIONS: [&str; 2] = ["up", "down"];
 
 impl Metrics {
@@ -287,6 +361,52 @@ impl Metrics {
         self.seen().pools.insert(labels);
     }
 
+    /// Records a pool's verdict, freeze and targets after its status is
+    /// computed. Also makes its task histograms and outcome counters
+    /// exist at zero, so that rates over them start with the pool.
+    pub fn set_pool_state(&self, namespace: &str, pool: &str, state: PoolState) {
+        let labels = PoolLabels {
+            namespace: namespace.to_owned(),
+            pool: pool.to_owned(),
+        };
+        for verdict in VERDICTS {
+            self.verdict
+                .get_or_create(&VerdictLabels {
+                    namespace: namespace.to_owned(),
+                    pool: pool.to_owned(),
+                    verdict,
+                })
+                .set(i64::from(verdict == state.verdict));
+        }
+        self.frozen
+            .get_or_create(&labels)
+            .set(i64::from(state.frozen));
+        match state.queue_wait_target_seconds {
+            Some(target) => {
+                self.queue_wait_target.get_or_create(&labels).set(target);
+            }
+            None => {
+                self.queue_wait_target.remove(&labels);
+            }
+        }
+        drop(self.queue_to_start.get_or_create(&labels));
+        drop(self.task_duration.get_or_create(&labels));
+        for phase in OUTCOMES {
+            self.outcome(namespace, pool, phase);
+        }
+        self.seen().pools.insert(labels);
+    }
+
+    fn outcome(&self, namespace: &str, pool: &str, phase: &'static str) -> Counter {
+        self.tasks_finished
+            .get_or_create(&OutcomeLabels {
+                namespace: namespace.to_owned(),
+                pool: pool.to_owned(),
+                phase,
+            })
+            .clone()
+    }
+
     /// Forgets a deleted pool: every series labelled with it goes.
     pub fn remove_pool(&self, namespace: &str, pool: &str) {
         let labels = PoolLabels {
@@ -309,6 +429,24 @@ impl Metrics {
             });
         }
         self.tasks_deleted.remove(labels);
+        self.frozen.remove(labels);
+        self.queue_wait_target.remove(labels);
+        self.queue_to_start.remove(labels);
+        self.task_duration.remove(labels);
+        for verdict in VERDICTS {
+            self.verdict.remove(&VerdictLabels {
+                namespace: labels.namespace.clone(),
+                pool: labels.pool.clone(),
+                verdict,
+            });
+        }
+        for phase in OUTCOMES {
+            self.tasks_finished.remove(&OutcomeLabels {
+                namespace: labels.namespace.clone(),
+                pool: labels.pool.clone(),
+                phase,
+            });
+        }
         for direction in DIRECTIONS {
             self.scale_events.remove(&ScaleLabels {
                 namespace: labels.namespace.clone(),
@@ -363,16 +501,40 @@ impl Metrics {
     }
 
     /// Observes a task's queue-to-start latency once per task uid.
-    pub fn task_started(&self, uid: &str, latency_seconds: f64) {
+    pub fn task_started(&self, namespace: &str, pool: &str, uid: &str, latency_seconds: f64) {
         if self.seen().started.insert(uid.to_owned()) {
-            self.queue_to_start.observe(latency_seconds.max(0.0));
+            self.queue_to_start
+                .get_or_create(&PoolLabels {
+                    namespace: namespace.to_owned(),
+                    pool: pool.to_owned(),
+                })
+                .observe(latency_seconds.max(0.0));
         }
     }
 
-    /// Observes a task's run duration once per task uid.
-    pub fn task_finished(&self, uid: &str, duration_seconds: f64) {
-        if self.seen().finished.insert(uid.to_owned()) {
-            self.task_duration.observe(duration_seconds.max(0.0));
+    /// Counts a task's end once per task uid, by the phase it ended in
+    /// (`TaskPhase::as_str`), with its run duration when it ran.
+    pub fn task_finished(
+        &self,
+        namespace: &str,
+        pool: &str,
+        uid: &str,
+        phase: &'static str,
+        duration_seconds: Option<f64>,
+    ) {
+        if !self.seen().finished.insert(uid.to_owned()) {
+            return;
+        }
+        if let Some(phase) = OUTCOMES.into_iter().find(|p| *p == phase) {
+            self.outcome(namespace, pool, phase).inc();
+        }
+        if let Some(seconds) = duration_seconds {
+            self.task_duration
+                .get_or_create(&PoolLabels {
+                    namespace: namespace.to_owned(),
+                    pool: pool.to_owned(),
+                })
+                .observe(seconds.max(0.0));
         }
     }
 
@@ -418,13 +580,30 @@ mod tests {
     #[test]
     fn histograms_are_cumulative_and_tasks_are_observed_once() {
         let m = Metrics::default();
-        m.task_started("u1", 2.0);
-        m.task_started("u1", 2.0);
-        m.task_started("u2", 40.0);
+        m.task_started("ns", "p", "u1", 2.0);
+        m.task_started("ns", "p", "u1", 2.0);
+        m.task_started("ns", "p", "u2", 40.0);
+        m.task_finished("ns", "p", "u1", "Failed", Some(3.0));
+        m.task_finished("ns", "p", "u1", "Failed", Some(3.0));
+        m.task_finished("ns", "p", "u3", "Errored", None);
         let text = m.render(true);
-        assert!(text.contains("agentdeck_task_queue_to_start_seconds_bucket{le=\"5.0\"} 1"));
-        assert!(text.contains("agentdeck_task_queue_to_start_seconds_bucket{le=\"60.0\"} 2"));
-        assert!(text.contains("agentdeck_task_queue_to_start_seconds_count 2"));
+        let q = "agentdeck_task_queue_to_start_seconds";
+        let pool = "namespace=\"ns\",pool=\"p\"";
+        assert!(
+            text.contains(&format!("{q}_bucket{{le=\"5.0\",{pool}}} 1")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{q}_bucket{{le=\"60.0\",{pool}}} 2")));
+        assert!(text.contains(&format!("{q}_count{{{pool}}} 2")));
+        assert!(text.contains(&format!(
+            "agentdeck_task_duration_seconds_count{{{pool}}} 1"
+        )));
+        assert!(text.contains(&format!(
+            "agentdeck_tasks_finished_total{{{pool},phase=\"Failed\"}} 1"
+        )));
+        assert!(text.contains(&format!(
+            "agentdeck_tasks_finished_total{{{pool},phase=\"Errored\"}} 1"
+        )));
         assert!(text.contains("agentdeck_leader 1"));
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
@@ -455,10 +634,71 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_state_is_one_verdict_series_at_1_and_its_targets() {
+        let m = Metrics::default();
+        let state = PoolState {
+            verdict: "Stuck",
+            frozen: true,
+            queue_wait_target_seconds: Some(90.0),
+        };
+        m.set_pool_state("ns", "p", state);
+        let text = m.render(false);
+        let pool = "namespace=\"ns\",pool=\"p\"";
+        for (verdict, v) in [("OK", 0), ("Degraded", 0), ("Stuck", 1)] {
+            let line = format!("agentdeck_pool_verdict{{{pool},verdict=\"{verdict}\"}} {v}\n");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(text.contains(&format!("agentdeck_pool_frozen{{{pool}}} 1\n")));
+        assert!(
+            text.contains(&format!(
+                "agentdeck_pool_queue_wait_target_seconds{{{pool}}} 90.0\n"
+            )),
+            "{text}"
+        );
+        assert!(text.contains(&format!(
+            "agentdeck_tasks_finished_total{{{pool},phase=\"Succeeded\"}} 0\n"
+        )));
+        assert!(text.contains(&format!(
+            "agentdeck_task_queue_to_start_seconds_count{{{pool}}} 0\n"
+        )));
+        // A target taken out of the spec takes its series with it.
+        m.set_pool_state(
+            "ns",
+            "p",
+            PoolState {
+                verdict: "OK",
+                frozen: false,
+                queue_wait_target_seconds: None,
+            },
+        );
+        let text = m.render(false);
+        assert!(
+            !text.contains("agentdeck_pool_queue_wait_target_seconds{"),
+            "{text}"
+        );
+        assert!(text.contains(&format!(
+            "agentdeck_pool_verdict{{{pool},verdict=\"OK\"}} 1\n"
+        )));
+        assert!(text.contains(&format!(
+            "agentdeck_pool_verdict{{{pool},verdict=\"Stuck\"}} 0\n"
+        )));
+    }
+
+    #[test]
     fn a_gone_pool_leaves_no_series_behind() {
         let m = Metrics::default();
         for pool in ["kept", "gone"] {
             m.set_pool("ns", pool, PoolGauges::default());
+            m.set_pool_state(
+                "ns",
+                pool,
+                PoolState {
+                    verdict: "OK",
+                    frozen: false,
+                    queue_wait_target_seconds: Some(60.0),
+                },
+            );
+            m.task_started("ns", pool, pool, 1.0);
             m.scaled("ns", pool, "up");
         }
         m.retain_pools(&HashSet::from([("ns".to_owned(), "kept".to_owned())]));

@@ -130,7 +130,7 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
     // One pool's objects by the index kept beside the stores: a reconcile
     // costs its own pool, not every pool's tasks and pods.
     let mut tasks: Vec<Arc<AgentTask>> = shared.view.pool_tasks(&ns, &name);
-    observe_task_metrics(shared, &tasks);
+    observe_task_metrics(shared, &ns, &name, &tasks);
     let pool_pods: Vec<Arc<CachedPod>> = shared.view.pool_pods(&ns, &label_value(&name));
     let mut ctx = PoolCtx {
         pool,
@@ -276,7 +276,7 @@ async fn publish(
     }
 }
 
-fn observe_task_metrics(shared: &Shared, tasks: &[Arc<AgentTask>]) {
+fn observe_task_metrics(shared: &Shared, ns: &str, pool: &str, tasks: &[Arc<AgentTask>]) {
     for task in tasks {
         let (Some(uid), Some(created), Some(status)) = (
             task.metadata.uid.as_deref(),
@@ -289,17 +289,25 @@ fn observe_task_metrics(shared: &Shared, tasks: &[Arc<AgentTask>]) {
         if let Some(start) = start
             && start.0 > shared.started
         {
-            shared
-                .metrics
-                .task_started(uid, start.0.duration_since(created.0).as_secs_f64());
+            shared.metrics.task_started(
+                ns,
+                pool,
+                uid,
+                start.0.duration_since(created.0).as_secs_f64(),
+            );
         }
-        if let (Some(start), Some(end)) = (start, status.finished_at.as_ref())
+        // Ended since this controller started (one that ended before was
+        // counted by its predecessor); a task that never started (Errored
+        // before scheduling, Cancelled while Pending) counts without a
+        // duration.
+        if let Some(end) = status.finished_at.as_ref()
             && status.phase.is_finished()
             && end.0 > shared.started
         {
+            let ran = start.map(|start| end.0.duration_since(start.0).as_secs_f64());
             shared
                 .metrics
-                .task_finished(uid, end.0.duration_since(start.0).as_secs_f64());
+                .task_finished(ns, pool, uid, status.phase.as_str(), ran);
         }
     }
 }
@@ -467,12 +475,41 @@ fn status_equal(a: &AgentPoolStatus, b: &AgentPoolStatus) -> bool {
     strip(a) == strip(b) && same_conditions(&a.conditions, &b.conditions)
 }
 
+/// The pool's verdict on `status` (as `agentdeck status` would tell it
+/// once written), its freeze and aims, as metrics.
+fn record_pool_state(pool: &AgentPool, shared: &Shared, status: &AgentPoolStatus) {
+    let (Some(ns), name) = (pool.namespace(), pool.name_any()) else {
+        return;
+    };
+    let mut seen = pool.clone();
+    seen.status = Some(status.clone());
+    let unclaimed = crate::plan::verdict::unclaimed_tasks(
+        &name,
+        shared.view.pool_tasks(&ns, &name).iter().map(AsRef::as_ref),
+    );
+    let verdict = crate::plan::verdict::verdict(&seen, unclaimed, Timestamp::now());
+    shared.metrics.set_pool_state(
+        &ns,
+        &name,
+        super::metrics::PoolState {
+            verdict: verdict.level.as_str(),
+            frozen: status.frozen,
+            queue_wait_target_seconds: pool
+                .spec
+                .slo
+                .and_then(|slo| slo.queue_wait_seconds)
+                .map(|s| s as f64),
+        },
+    );
+}
+
 async fn write_pool_status(
     pool: &AgentPool,
     shared: &Shared,
     old: &AgentPoolStatus,
     status: AgentPoolStatus,
 ) -> Result<()> {
+    record_pool_state(pool, shared, &status);
     if pool.status.is_some() && status_equal(old, &status) {
         return Ok(());
     }

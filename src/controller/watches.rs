@@ -162,6 +162,21 @@ impl WatchBoard {
 
     /// A cell for the watch of `kind` (listing until it says otherwise).
     pub fn cell(&self, kind: &str) -> WatchCell {
+        // Every reason at zero from the start: `increase()` over a series
+        // that appears at 1 does not see that first restart.
+        for reason in [
+            Restart::Ended,
+            Restart::Idle,
+            Restart::Gone,
+            Restart::ListFailed,
+            Restart::StartFailed,
+            Restart::StreamFailed,
+        ] {
+            drop(self.metrics.restarts.get_or_create(&RestartLabels {
+                kind: kind.to_owned(),
+                reason: reason.as_str(),
+            }));
+        }
         let cell = WatchCell {
             board: self.clone(),
             kind: kind.to_owned(),

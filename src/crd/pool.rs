@@ -163,6 +163,22 @@ pub struct AgentPoolSpec {
     /// CronJob's history limits); older ones are deleted by the controller.
     #[serde(default)]
     pub task_history: TaskHistory,
+    /// What the pool aims for, exported as metrics so that one alert rule
+    /// serves pools with different aims (`agentdeck monitoring rules`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<PoolSlo>,
+}
+
+/// A pool's service-level aims.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSlo {
+    /// The p95 wait from a task's creation to its claim by an agent, in
+    /// seconds; `AgentdeckQueueWaitHigh` fires above it (pools without
+    /// one: the rule's default, `monitoring.queueWaitSeconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub queue_wait_seconds: Option<i64>,
 }
 
 /// Retention of finished AgentTasks (`Succeeded`, `Failed`, `Errored`,
