@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use agentdeck::install::{crd_documents, to_yaml_stream};
 use agentdeck::ops::access::{self, Feature};
+use common::tmux::Tmux;
 use common::{TestSandbox, err, out};
 use serde_json::Value;
 
@@ -369,4 +370,58 @@ fn a_bundle_records_what_its_taker_may_do_so_its_reader_knows_why_things_are_abs
         "{lacks:?}"
     );
     assert!(!lacks.iter().any(|l| l.contains("agentpools")), "{lacks:?}");
+}
+
+/// The check, in the console: the viewer opens it and is told
+/// what is forbidden (never `syncing` or `loading…`), and an action the
+/// viewer may not take is refused before any dialog. On the main of
+/// before, the header still said `syncing` 8 s in.
+#[test]
+fn the_viewers_console_says_what_is_forbidden_and_refuses_scale_before_a_dialog() {
+    let (sb, _) = with_viewer();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let started = std::time::Instant::now();
+    let t = Tmux::start(
+        &["--context", "viewer"],
+        &[("KUBECONFIG", &kubeconfig)],
+        150,
+        40,
+    );
+    let s = t.wait(
+        "the pool, and the header saying the watch is partial",
+        |s| s.contains("alpha") && s.contains("watch partial: pods, events"),
+    );
+    assert!(s.contains("forbidden"), "{s}");
+    // 8 s in, the header has not gone back to syncing.
+    if let Some(left) = std::time::Duration::from_secs(8).checked_sub(started.elapsed()) {
+        std::thread::sleep(left);
+    }
+    let s = t.screen();
+    assert!(!s.contains("syncing"), "8 s in:\n{s}");
+    t.send(&["2"]);
+    let s = t.wait_for("you may not list pods in team-a — agents need get/list/watch pods");
+    assert!(!s.contains("loading…"), "{s}");
+    t.send(&["4"]);
+    let s = t.wait_for("you may not list events in team-a — events need get/list/watch events");
+    assert!(!s.contains("loading…"), "{s}");
+    // `s` on the pool: refused at once, no prompt.
+    t.send(&["1"]);
+    t.wait_for("Pools [1/1]");
+    let s = t.wait("scale refused without a dialog", |s| {
+        // The rights arrive shortly after the first screen: press until
+        // the answer is the refusal (a dialog would be closed by esc).
+        if s.contains("Scale pool alpha") {
+            t.send(&["Escape"]);
+        }
+        t.send(&["s"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let now = t.screen();
+        now.contains("you may not patch agentpools in team-a") && !now.contains("Scale pool alpha")
+    });
+    assert!(!s.contains("min-max bounds"), "{s}");
+    // Help shows scaling dimmed, with the reason.
+    t.send(&["?"]);
+    t.wait("help naming why scale is unavailable", |s| {
+        s.contains("scale: you may not patch agentpools in team-a")
+    });
 }

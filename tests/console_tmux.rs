@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentdeck::crd::{AgentPool, AgentTask};
-use common::{TestSandbox, eventually_blocking};
 use common::tmux::Tmux;
+use common::{TestSandbox, eventually_blocking};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::PostParams;
 use kube::{Api, CustomResourceExt};

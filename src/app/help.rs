@@ -2,15 +2,15 @@
 //! laid out (columns side by side when the terminal is wide, scrolled when
 //! they do not fit), shared by `update` (scrolling) and `ui` (drawing).
 
-use super::keymap::{Keymap, Scope};
+use super::keymap::{Action, Keymap, Scope};
 
 /// One line of help.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HelpLine {
     /// A scope's title (Global, Tables, Logs).
     Title(Scope),
-    /// Keys and what they do.
-    Entry(String, &'static str),
+    /// Keys and the action they take.
+    Entry(String, Action),
     Blank,
 }
 
@@ -23,7 +23,7 @@ pub const COLUMN_WIDTH: u16 = 66;
 pub fn lines(keymap: &Keymap, read_only: bool) -> Vec<HelpLine> {
     let mut out = Vec::new();
     let mut scope = None;
-    for (s, keys, what) in keymap.help(read_only) {
+    for (s, keys, what) in keymap.help_actions(read_only) {
         if scope != Some(s) {
             if scope.is_some() {
                 out.push(HelpLine::Blank);

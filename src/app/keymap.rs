@@ -311,6 +311,14 @@ impl Keymap {
     /// Help lines: (scope, keys, what) for every bound action, in order;
     /// actions that write are left out in read-only mode.
     pub fn help(&self, read_only: bool) -> Vec<(Scope, String, &'static str)> {
+        self.help_actions(read_only)
+            .into_iter()
+            .map(|(s, keys, a)| (s, keys, a.help()))
+            .collect()
+    }
+
+    /// [`Keymap::help`], each line with its action.
+    pub fn help_actions(&self, read_only: bool) -> Vec<(Scope, String, Action)> {
         let mut out = Vec::new();
         for &a in Action::ALL {
             if read_only && a.writes() {
@@ -321,7 +329,7 @@ impl Keymap {
                 continue;
             }
             let keys = keys.iter().map(Key::label).collect::<Vec<_>>().join(" ");
-            out.push((a.scope(), keys, a.help()));
+            out.push((a.scope(), keys, a));
         }
         out.sort_by_key(|(s, _, _)| *s);
         out

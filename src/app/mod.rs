@@ -14,6 +14,7 @@ pub mod help;
 pub mod history;
 pub mod keymap;
 pub mod logs;
+pub mod rights;
 pub mod rows;
 mod shell;
 pub mod text;
@@ -277,6 +278,12 @@ pub enum Msg {
     Status(ClusterStatus),
     /// AgentPools outside the namespace shown, looked for while it has none.
     PoolsElsewhere(Elsewhere),
+    /// What this identity may do in `context` (empty: the console's only
+    /// one), as the API answered.
+    Rights {
+        context: String,
+        table: crate::ops::access::AccessTable,
+    },
     /// The status of one context of a console over several.
     ContextStatus {
         context: String,
@@ -499,6 +506,8 @@ pub struct App {
     pub narrow: Option<String>,
     /// Pools in other namespaces, for an empty pools view.
     pub elsewhere: Elsewhere,
+    /// What this identity may do, per context, as the API last answered.
+    pub rights: std::collections::BTreeMap<String, crate::ops::access::AccessTable>,
     next_stream: StreamId,
     matcher: nucleo_matcher::Matcher,
 }
@@ -553,6 +562,7 @@ impl App {
             contexts,
             narrow: None,
             elsewhere: Elsewhere::NotLooked,
+            rights: std::collections::BTreeMap::new(),
             next_stream: 1,
             matcher: filter::matcher(),
         }
@@ -632,6 +642,10 @@ impl App {
                     },
                     ..s
                 };
+                Vec::new()
+            }
+            Msg::Rights { context, table } => {
+                self.rights.insert(context, table);
                 Vec::new()
             }
             Msg::PoolsElsewhere(found) => {
@@ -765,6 +779,21 @@ impl App {
     }
 
     fn act(&mut self, action: Action) -> Vec<Command> {
+        // An action the API said this identity may not take answers at
+        // once, without a dialog that could only end in a 403.
+        if matches!(
+            action,
+            Action::Scale
+                | Action::Drain
+                | Action::DebugLogs
+                | Action::CancelTask
+                | Action::RetryTask
+                | Action::DebugPod
+        ) && let Some(why) = self.action_refused(action)
+        {
+            self.toast(why, true);
+            return Vec::new();
+        }
         match action {
             Action::Quit => vec![Command::Quit],
             Action::Help => {

@@ -869,10 +869,7 @@ mod tests {
 
     /// A list refused `refusals` times with `code`, then three pages; the
     /// lists started (first pages asked for) are counted.
-    fn refusing(
-        code: u16,
-        refusals: usize,
-    ) -> (Client, Arc<Mutex<usize>>) {
+    fn refusing(code: u16, refusals: usize) -> (Client, Arc<Mutex<usize>>) {
         let lists = Arc::new(Mutex::new(0));
         let seen = lists.clone();
         let (client, _) = client(move |uri| {

@@ -203,6 +203,8 @@ pub struct Workers {
     shell: Option<crate::app::ShellRequest>,
     /// The watches' board, to ask refused watches again.
     board: controller::watches::WatchBoard,
+    /// Asks the rights worker to ask the API again.
+    rights_asked: Arc<tokio::sync::Notify>,
 }
 
 impl Workers {
@@ -243,6 +245,20 @@ impl Workers {
             handle.clone(),
             (setup.app.read_only, setup.all_namespaces),
             tx.clone(),
+            cancel.clone(),
+        ));
+        let rights_asked = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(rights(
+            client.clone(),
+            (!setup.all_namespaces).then(|| context.conn.namespace.clone()),
+            setup.config.controller_namespace.clone(),
+            // Rows of a console of one context name none.
+            if setup.contexts.len() > 1 {
+                context.name.clone()
+            } else {
+                String::new()
+            },
+            (tx.clone(), rights_asked.clone()),
             cancel.clone(),
         ));
         if !setup.all_namespaces {
@@ -297,6 +313,7 @@ impl Workers {
             client,
             shell: None,
             board: handle_board,
+            rights_asked,
         };
         (workers, rx)
     }
@@ -328,7 +345,10 @@ impl Workers {
             Command::TakeBundle { namespace, pool } => self.jobs.bundle(namespace, pool),
             Command::CreateDebugPod { namespace, pod } => self.jobs.debug_pod(namespace, pod),
             Command::Shell(req) => self.shell = Some(req),
-            Command::Recheck => self.board.recheck(),
+            Command::Recheck => {
+                self.board.recheck();
+                self.rights_asked.notify_one();
+            }
         }
         true
     }
@@ -727,6 +747,42 @@ async fn status(
             // Said as soon as it is so, not at the next ask up to 500 ms on.
             _ = handle.synced(), if syncing => continue,
             r = async { tokio::time::sleep(every).await; ask.await } => last = Some(r),
+        }
+    }
+}
+
+/// How often the console asks the API again what this identity may do.
+const RIGHTS_EVERY: Duration = Duration::from_secs(60);
+
+/// Asks the API what this identity may do (one SelfSubjectAccessReview
+/// per permission agentdeck uses, see `ops::access`) at start, every
+/// [`RIGHTS_EVERY`] and when asked (ctrl-r), and tells the app.
+async fn rights(
+    client: Client,
+    namespace: Option<String>,
+    lease_namespace: String,
+    context: String,
+    (tx, asked): (mpsc::Sender<Msg>, Arc<tokio::sync::Notify>),
+    cancel: CancellationToken,
+) {
+    loop {
+        match crate::ops::access::review(&client, namespace.as_deref(), &lease_namespace).await {
+            Ok(table) => {
+                let msg = Msg::Rights {
+                    context: context.clone(),
+                    table,
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            // Not known is not refused: actions go to the API, which answers.
+            Err(e) => tracing::debug!(error = %e, "cannot ask the API what this identity may do"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(RIGHTS_EVERY) => {}
+            _ = asked.notified() => {}
         }
     }
 }

@@ -1542,15 +1542,29 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     }
     let inner = block.inner(r);
     frame.render_widget(block, r);
+    let view = app.table_kind().map(|(v, _)| v);
     let line = |l: &HelpLine| match l {
         HelpLine::Title(s) => Line::styled(s.as_str(), theme.style(Role::Title)),
-        HelpLine::Entry(keys, what) => Line::from(vec![
-            Span::styled(
+        HelpLine::Entry(keys, action) => {
+            let keys = Span::styled(
                 format!(" {keys:<w$} ", w = help::KEYS_WIDTH - 2),
                 theme.style(Role::Key),
-            ),
-            Span::styled(*what, theme.style(Role::Text)),
-        ]),
+            );
+            // An action this identity may not take here: dimmed, and why.
+            match view.and_then(|v| app.help_refusal(*action, v)) {
+                Some(why) => Line::from(vec![
+                    keys.style(theme.style(Role::Muted)),
+                    Span::styled(
+                        format!("{}: {why}", action.name()),
+                        theme.style(Role::Muted),
+                    ),
+                ]),
+                None => Line::from(vec![
+                    keys,
+                    Span::styled(action.help(), theme.style(Role::Text)),
+                ]),
+            }
+        }
         HelpLine::Blank => Line::raw(""),
     };
     let areas =
