@@ -359,6 +359,41 @@ fn daemon(cli: &Cli) -> Result<()> {
     result
 }
 
+/// `-A`: every namespace when this identity may list AgentPools in all
+/// of them; else the first namespace it may read them in (the kube
+/// context's when none can be found), with a note that says so.
+async fn all_namespaces_or_readable(
+    conn: &mut agentdeck::cluster::Connection,
+) -> (bool, Option<String>) {
+    use agentdeck::ops::access::readable_namespaces;
+    match readable_namespaces(&conn.client, &conn.namespace).await {
+        Ok(None) => (true, None),
+        Ok(Some(readable)) => {
+            let note = match readable.split_first() {
+                Some((first, rest)) => {
+                    let also = if rest.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (also readable: {}; -n NAME for one)", rest.join(", "))
+                    };
+                    let note = format!(
+                        "-A: you may not list agentpools in all namespaces; showing {first}, where you may{also}"
+                    );
+                    conn.namespace = first.clone();
+                    note
+                }
+                None => format!(
+                    "-A: you may not list agentpools in all namespaces, nor in any namespace found; showing {}",
+                    conn.namespace
+                ),
+            };
+            (false, Some(note))
+        }
+        // Not known: ask for all, and let the watches say what they get.
+        Err(_) => (true, None),
+    }
+}
+
 /// `agentdeck` (and `--demo`): the console, embedding the controller.
 fn console(cli: &Cli) -> Result<()> {
     use agentdeck::app::AppOptions;
@@ -449,6 +484,14 @@ fn console(cli: &Cli) -> Result<()> {
             }
             (contexts, None)
         };
+        let mut contexts = contexts;
+        // `-A` for someone who may not list pools everywhere: the
+        // namespaces they may read, said so.
+        let (all_namespaces, fallback_note) = if cli.all_namespaces && contexts.len() == 1 {
+            all_namespaces_or_readable(&mut contexts[0].conn).await
+        } else {
+            (cli.all_namespaces, None)
+        };
         // Every context, in the order given: those that could not be
         // used among them, as the header shows them.
         let names: Vec<String> = match &demo {
@@ -458,7 +501,7 @@ fn console(cli: &Cli) -> Result<()> {
         let mut namespaces: Vec<&str> =
             contexts.iter().map(|c| c.conn.namespace.as_str()).collect();
         namespaces.dedup();
-        let namespace = if cli.all_namespaces {
+        let namespace = if all_namespaces {
             "(all)".to_owned()
         } else if config.namespaces.is_empty() {
             namespaces.join(",")
@@ -467,7 +510,7 @@ fn console(cli: &Cli) -> Result<()> {
         };
         // Nobody chose the namespace: say which default was taken.
         let namespace_note = (demo.is_none()
-            && !cli.all_namespaces
+            && !all_namespaces
             && cli.global.namespace.is_none()
             && config.namespaces.is_empty()
             && contexts.len() == 1
@@ -489,11 +532,11 @@ fn console(cli: &Cli) -> Result<()> {
                 read_only: cli.read_only,
                 keymap,
                 kubeconfig: demo.as_ref().map(|d| d.kubeconfig.display().to_string()),
-                namespace_note,
+                namespace_note: fallback_note.or(namespace_note),
                 ..AppOptions::default()
             },
             theme,
-            all_namespaces: cli.all_namespaces,
+            all_namespaces,
             contexts,
             unusable,
         };

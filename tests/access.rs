@@ -425,3 +425,25 @@ fn the_viewers_console_says_what_is_forbidden_and_refuses_scale_before_a_dialog(
         s.contains("scale: you may not patch agentpools in team-a")
     });
 }
+
+/// `-A` for the viewer, who may not list pools in every namespace: the
+/// console falls back to the namespace the viewer may read, and says so.
+#[test]
+fn all_namespaces_for_a_viewer_of_one_falls_back_to_that_one() {
+    let (sb, _) = with_viewer();
+    let kubeconfig = sb.kubeconfig.display().to_string();
+    let t = Tmux::start(
+        &["--context", "viewer", "-A"],
+        &[("KUBECONFIG", &kubeconfig)],
+        150,
+        30,
+    );
+    let s = t.wait("the pool of team-a, in team-a", |s| {
+        s.contains("ns team-a") && s.contains("alpha") && s.contains("watch partial")
+    });
+    // One namespace: no NAMESPACE column, and no watch refused for want of
+    // a cluster-wide list.
+    assert!(!s.contains("NAMESPACE"), "{s}");
+    let header = s.lines().next().unwrap_or_default();
+    assert!(!header.contains("agentpools"), "{s}");
+}

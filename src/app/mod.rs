@@ -531,7 +531,7 @@ impl App {
         } else {
             Vec::new()
         };
-        App {
+        let mut app = App {
             opts,
             now,
             size: (100, 30),
@@ -565,7 +565,14 @@ impl App {
             rights: std::collections::BTreeMap::new(),
             next_stream: 1,
             matcher: filter::matcher(),
+        };
+        // How the namespace came to be, when nobody chose it (or `-A`
+        // could not have it all): said once at start, and by an empty
+        // pools view.
+        if let Some(note) = app.opts.namespace_note.clone() {
+            app.toast(note, false);
         }
+        app
     }
 
     /// The screen shown.

@@ -850,6 +850,51 @@ pub async fn review_as(
     }
 }
 
+/// For `-A` without a cluster-wide list of AgentPools: the namespaces
+/// this identity may list AgentPools in, as far as they can be found
+/// (the namespaces it may list, each asked; else only `fallback`, the
+/// kube context's). `Ok(None)`: it may list them everywhere.
+pub async fn readable_namespaces(
+    client: &kube::Client,
+    fallback: &str,
+) -> Result<Option<Vec<String>>> {
+    let pools = |namespace: Option<&str>| Need {
+        verb: "list",
+        group: AGENTDECK,
+        resource: "agentpools",
+        subresource: None,
+        namespace: namespace.map(str::to_owned),
+        part: None,
+    };
+    if allowed(client, &pools(None)).await? {
+        return Ok(None);
+    }
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let candidates: Vec<String> = match api.list_metadata(&kube::api::ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect(),
+        Err(_) => vec![fallback.to_owned()],
+    };
+    let answers = futures::stream::iter(candidates)
+        .map(|ns| async move {
+            let ok = allowed(client, &pools(Some(&ns))).await;
+            (ns, ok)
+        })
+        .buffered(REVIEWS_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    let mut readable = Vec::new();
+    for (ns, ok) in answers {
+        if ok? {
+            readable.push(ns);
+        }
+    }
+    Ok(Some(readable))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

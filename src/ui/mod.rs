@@ -1082,6 +1082,17 @@ fn watch_words(watch: &WatchState) -> (String, Role) {
     match watch {
         WatchState::Synced => ("synced".to_owned(), Role::Ok),
         WatchState::Syncing => ("syncing".to_owned(), Role::Pending),
+        // Neither pools nor tasks: this identity sees nothing of
+        // agentdeck here, which is not the same as a cluster that is down.
+        WatchState::Partial(kinds)
+            if kinds.iter().any(|k| k == "agentpools")
+                && kinds.iter().any(|k| k == "agenttasks") =>
+        {
+            (
+                format!("no access: {} forbidden", kinds.join(", ")),
+                Role::Warn,
+            )
+        }
         WatchState::Partial(kinds) => (
             format!("partial: {} forbidden", kinds.join(", ")),
             Role::Warn,
