@@ -815,6 +815,12 @@ impl Api {
             )?;
         }
         self.admit_create(&s, &ns, &mut obj)?;
+        if s.crd.is_none() {
+            // Its status holds what Go always writes of the status struct
+            // (a new DaemonSet's four counts at 0, a ReplicaSet's replicas),
+            // under what the kind's strategy set.
+            super::gotypes::fill_status(&mut obj);
+        }
         if let Some(extras) = &s.crd {
             let unknown =
                 super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
@@ -1228,7 +1234,11 @@ impl Api {
                 // Only status (and metadata labels/annotations) changes through /status.
                 let mut merged = old.clone();
                 merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-                if merged["status"].is_null()
+                if s.crd.is_none() {
+                    // Decoded into the status struct and written back: what
+                    // Go always writes is there, at zero if not sent.
+                    super::gotypes::fill_status(&mut merged);
+                } else if merged["status"].is_null()
                     && let Some(o) = merged.as_object_mut()
                 {
                     o.remove("status");

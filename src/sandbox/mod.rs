@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod exec;
 pub mod faults;
 pub mod gnostic;
+pub mod gotypes;
 pub mod jsonpath;
 pub mod kubelet;
 pub mod managed;

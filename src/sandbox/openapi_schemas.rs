@@ -215,7 +215,7 @@ pub fn prune_unknown_fields(
 
 /// Every built-in kind's definitions, generated once per process (tens of
 /// milliseconds in a debug build, which a first write should not pay).
-fn all_builtin_definitions() -> &'static Map<String, Value> {
+pub(crate) fn all_builtin_definitions() -> &'static Map<String, Value> {
     static ALL: OnceLock<Map<String, Value>> = OnceLock::new();
     ALL.get_or_init(|| {
         let mut generator = SchemaSettings::openapi3().into_generator();
