@@ -273,3 +273,109 @@ fn the_python_client_decodes_new_workloads_and_their_statuses() {
     assert_eq!(seen["sts"]["replicas"], json!(0), "{seen}");
     assert!(seen["pdb"]["expected_pods"].is_number(), "{seen}");
 }
+
+fn names_of(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Issue 43's DaemonSet: created with `kubectl create -o json` it returns
+/// its four counts as integers, then gets one pod on each node, counted in
+/// its status; a deleted pod is replaced; a template change rolls through
+/// every node.
+#[test]
+fn a_daemon_set_runs_one_pod_per_node_replaces_them_and_rolls_updates() {
+    let sb = TestSandbox::start();
+    let nodes = json_of(&sb.kubectl_ok(&["get", "nodes", "-o", "json"]));
+    let node_names = names_of(&nodes);
+    assert!(!node_names.is_empty());
+    let ds = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/created/daemonsets.apps.json"),
+    )
+    .expect("fixture");
+    let created = json_of(&sb.kubectl_in_ok(&["create", "-f", "-", "-o", "json"], &ds));
+    for count in [
+        "currentNumberScheduled",
+        "numberMisscheduled",
+        "desiredNumberScheduled",
+        "numberReady",
+    ] {
+        assert!(created["status"][count].is_i64(), "{count}: {created}");
+    }
+    let pods_by_node = |sb: &TestSandbox| -> Vec<(String, String, String)> {
+        let pods = json_of(&sb.kubectl_ok(&["get", "pods", "-l", "app=fx", "-o", "json"]));
+        let mut out: Vec<(String, String, String)> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| {
+                (
+                    p["spec"]["nodeName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    p["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    p["metadata"]["labels"]["controller-revision-hash"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let ready_everywhere = |sb: &TestSandbox, what: &str| {
+        common::eventually_blocking(what, || {
+            let ds = json_of(&sb.kubectl_ok(&["get", "ds", "fx", "-o", "json"]));
+            let n = node_names.len() as i64;
+            let st = &ds["status"];
+            let pods = pods_by_node(sb);
+            let on: Vec<&str> = pods.iter().map(|(n, _, _)| n.as_str()).collect();
+            let one_each =
+                on.len() == node_names.len() && node_names.iter().all(|n| on.contains(&n.as_str()));
+            (one_each
+                && st["desiredNumberScheduled"] == json!(n)
+                && st["currentNumberScheduled"] == json!(n)
+                && st["numberReady"] == json!(n)
+                && st["updatedNumberScheduled"] == json!(n)
+                && st["observedGeneration"] == ds["metadata"]["generation"])
+                .then_some(pods)
+        })
+    };
+    let first = ready_everywhere(&sb, "one ready pod on each node");
+
+    // A deleted pod is replaced on its node.
+    let (node, victim, _) = first[0].clone();
+    sb.kubectl_ok(&["delete", "pod", &victim, "--wait=false"]);
+    let again = ready_everywhere(&sb, "the deleted pod replaced");
+    assert!(
+        again.iter().any(|(n, p, _)| *n == node && *p != victim),
+        "{again:?}"
+    );
+
+    // A template change replaces every pod, one node at a time.
+    sb.kubectl_ok(&[
+        "patch",
+        "ds",
+        "fx",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"template":{"metadata":{"annotations":{"rev":"2"}}}}}"#,
+    ]);
+    let rolled = common::eventually_blocking("every pod of the new template", || {
+        let pods = ready_everywhere(&sb, "ready after the update");
+        let old = &again[0].2;
+        pods.iter().all(|(_, _, h)| h != old).then_some(pods)
+    });
+    assert_eq!(rolled.len(), node_names.len(), "{rolled:?}");
+}

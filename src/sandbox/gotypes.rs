@@ -315,28 +315,24 @@ impl GoTypes {
         &'a self,
         id: TypeId,
         map: &'a Map<String, Value>,
-    ) -> Vec<(&'a str, &'a Value, Option<&'a Ty>)> {
+    ) -> impl Iterator<Item = (&'a str, &'a Value, Option<&'a Ty>)> + 'a {
         let s = self.get(id);
         // Both the map's keys and `by_name` are sorted: one merge, no
-        // hashing, then a sort of the few entries by declaration index.
-        let mut known: Vec<(u16, &str, &Value, &Ty)> = Vec::with_capacity(map.len());
-        let mut unknown: Vec<(&str, &Value)> = Vec::new();
+        // hashing, then a stable sort of the entries by declaration index
+        // (unknown keys last, still sorted). One allocation per object.
+        let mut entries: Vec<(u16, &str, &Value, Option<&Ty>)> = Vec::with_capacity(map.len());
         let mut names = s.by_name.iter().peekable();
         for (k, v) in map {
             while names.next_if(|(n, _)| n.as_ref() < k.as_str()).is_some() {}
             match names.peek() {
                 Some((n, i)) if n.as_ref() == k.as_str() => {
-                    known.push((*i, k, v, &s.fields[usize::from(*i)].ty));
+                    entries.push((*i, k, v, Some(&s.fields[usize::from(*i)].ty)));
                 }
-                _ => unknown.push((k, v)),
+                _ => entries.push((u16::MAX, k, v, None)),
             }
         }
-        known.sort_unstable_by_key(|e| e.0);
-        known
-            .into_iter()
-            .map(|(_, k, v, t)| (k, v, Some(t)))
-            .chain(unknown.into_iter().map(|(k, v)| (k, v, None)))
-            .collect()
+        entries.sort_by_key(|e| e.0);
+        entries.into_iter().map(|(_, k, v, t)| (k, v, t))
     }
 }
 
@@ -450,7 +446,6 @@ mod tests {
         let map = json!({"kind": "configmaps", "name": "dup", "zz": 1, "aa": 2});
         let keys: Vec<&str> = t
             .order(details, map.as_object().expect("object"))
-            .into_iter()
             .map(|(k, _, _)| k)
             .collect();
         assert_eq!(keys, ["name", "kind", "aa", "zz"]);
