@@ -379,3 +379,88 @@ fn a_daemon_set_runs_one_pod_per_node_replaces_them_and_rolls_updates() {
     });
     assert_eq!(rolled.len(), node_names.len(), "{rolled:?}");
 }
+
+/// Field order at every depth, as Go writes each struct: a 409's `details`
+/// is `metav1.StatusDetails` (`name` before `kind`), a Deployment's spec
+/// and its template's containers are in their structs' order, not sorted;
+/// a map (labels) stays sorted, as Go writes a map.
+#[test]
+fn a_409s_details_start_with_name_and_nested_fields_are_in_go_struct_order() {
+    let sb = TestSandbox::start();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dup"}});
+    let path = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(call(&sb, "POST", path, Some(&cm)).0, 201);
+    let (code, text) = call(&sb, "POST", path, Some(&cm));
+    assert_eq!(code, 409, "{text}");
+    assert!(
+        text.contains(r#""details":{"name":"dup","kind":"configmaps"},"code":409}"#),
+        "{text}"
+    );
+
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/created");
+    let mut d =
+        json_of(&std::fs::read_to_string(dir.join("deployments.apps.json")).expect("fixture"));
+    d["metadata"]["labels"] = json!({"b": "2", "a": "1"});
+    let (code, text) = call(
+        &sb,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        Some(&d),
+    );
+    assert_eq!(code, 201, "{text}");
+    let (_, text) = call(
+        &sb,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/fx",
+        None,
+    );
+    assert!(
+        text.contains(r#""spec":{"replicas":0,"selector":{"matchLabels":{"app":"fx"}},"template":{"metadata":{"labels":{"app":"fx"}},"spec":{"containers":[{"name":"c","image":"busybox","command":["sleep","3600"]}]}},"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"25%","maxSurge":"25%"}},"revisionHistoryLimit":10,"progressDeadlineSeconds":600}"#),
+        "{text}"
+    );
+    assert!(text.contains(r#""labels":{"a":"1","b":"2"}"#), "{text}");
+    // The same order in a list and in a watch event.
+    let (_, list) = call(
+        &sb,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments",
+        None,
+    );
+    assert!(
+        list.contains(r#"{"name":"c","image":"busybox","command":["sleep","3600"]}"#),
+        "{list}"
+    );
+}
+
+/// Nodes carry the labels a kubelet writes, with Go's architecture names
+/// (`amd64`, not `x86_64`), as `/version`'s platform says, and the
+/// kubelet's endpoint.
+#[test]
+fn nodes_are_labelled_with_go_architecture_names_as_a_kubelet_writes_them() {
+    let sb = TestSandbox::start();
+    let (_, version) = call(&sb, "GET", "/version", None);
+    let platform = json_of(&version)["platform"]
+        .as_str()
+        .expect("platform")
+        .to_owned();
+    let arch = platform.split('/').nth(1).expect("os/arch").to_owned();
+    assert!(
+        !["x86_64", "aarch64"].contains(&arch.as_str()),
+        "{platform}"
+    );
+    let (_, nodes) = call(&sb, "GET", "/api/v1/nodes", None);
+    let nodes = json_of(&nodes);
+    let items = nodes["items"].as_array().expect("items");
+    assert!(!items.is_empty());
+    for n in items {
+        let labels = &n["metadata"]["labels"];
+        assert_eq!(labels["kubernetes.io/arch"], json!(arch), "{n}");
+        assert_eq!(labels["beta.kubernetes.io/arch"], json!(arch), "{n}");
+        assert_eq!(n["status"]["nodeInfo"]["architecture"], json!(arch), "{n}");
+        assert_eq!(
+            n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],
+            json!(10250),
+            "{n}"
+        );
+    }
+}
