@@ -464,3 +464,51 @@ fn nodes_are_labelled_with_go_architecture_names_as_a_kubelet_writes_them() {
         );
     }
 }
+
+/// A pod the API server's validation refuses is refused with its field
+/// paths and reasons (a container without a name, a duplicate name, no
+/// image); a pod that is created gets the DefaultTolerationSeconds
+/// admission plugin's tolerations.
+#[test]
+fn an_invalid_pod_is_refused_with_422_and_a_valid_one_gets_default_tolerations() {
+    let sb = TestSandbox::start();
+    let path = "/api/v1/namespaces/default/pods";
+    let bad = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"},
+        "spec": {"containers": [{"image": "busybox"}]}});
+    let (code, text) = call(&sb, "POST", path, Some(&bad));
+    assert_eq!(code, 422, "{text}");
+    let st = json_of(&text);
+    assert_eq!(
+        st["message"],
+        json!("Pod \"bad\" is invalid: spec.containers[0].name: Required value")
+    );
+    assert_eq!(
+        st["details"]["causes"],
+        json!([{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].name"}])
+    );
+    let dup = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dup"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}, {"name": "c"}]}});
+    let (code, text) = call(&sb, "POST", path, Some(&dup));
+    assert_eq!(code, 422, "{text}");
+    assert!(
+        text.contains(r#"spec.containers[1].name: Duplicate value: \"c\", spec.containers[1].image: Required value"#),
+        "{text}"
+    );
+
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/created");
+    let good = json_of(&std::fs::read_to_string(dir.join("pods.json")).expect("fixture"));
+    let (code, text) = call(&sb, "POST", path, Some(&good));
+    assert_eq!(code, 201, "{text}");
+    let pod = json_of(&text);
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        assert!(
+            pod["spec"]["tolerations"].as_array().is_some_and(|t| t.contains(
+                &json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+            )),
+            "{key}: {text}"
+        );
+    }
+}
