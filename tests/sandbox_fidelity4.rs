@@ -512,3 +512,44 @@ fn an_invalid_pod_is_refused_with_422_and_a_valid_one_gets_default_tolerations()
         );
     }
 }
+
+/// Issue 43's StatefulSet: 3 replicas reach 3 ready pods named `NAME-0…2`,
+/// counted in its status; scaled to 1 it keeps `NAME-0`.
+#[test]
+fn a_stateful_set_of_three_reaches_three_ready_pods_in_order_and_scales_down_from_the_top() {
+    let sb = TestSandbox::start();
+    let sts = r#"{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+      "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+               "template": {"metadata": {"labels": {"app": "db"}},
+                            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}}}"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], sts);
+    let live_pods = |sb: &TestSandbox| -> Vec<String> {
+        let pods = json_of(&sb.kubectl_ok(&["get", "pods", "-l", "app=db", "-o", "json"]));
+        let mut names: Vec<String> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    };
+    let settled = |sb: &TestSandbox, n: i64, what: &str| {
+        common::eventually_blocking(what, || {
+            let st = json_of(&sb.kubectl_ok(&["get", "sts", "db", "-o", "json"]))["status"].clone();
+            (st["replicas"] == json!(n)
+                && st["readyReplicas"] == json!(n)
+                && st["availableReplicas"] == json!(n)
+                && st["updatedReplicas"] == json!(n))
+            .then(|| live_pods(sb))
+            .filter(|pods| pods.len() as i64 == n)
+        })
+    };
+    assert_eq!(
+        settled(&sb, 3, "three ready pods"),
+        ["db-0", "db-1", "db-2"]
+    );
+    sb.kubectl_ok(&["scale", "sts", "db", "--replicas=1"]);
+    assert_eq!(settled(&sb, 1, "one pod left"), ["db-0"]);
+}

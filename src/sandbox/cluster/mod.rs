@@ -1,5 +1,5 @@
 //! The sandbox's control plane: what kube-controller-manager (Deployment,
-//! ReplicaSet, DaemonSet, Job and TTL-after-finished controllers) and kube-scheduler do,
+//! ReplicaSet, DaemonSet, StatefulSet, Job and TTL-after-finished controllers) and kube-scheduler do,
 //! as in-process tasks that call the [`Api`] directly, with no HTTP between.
 //!
 //! Every controller is level-triggered: a pass reads the whole store, decides
@@ -25,6 +25,7 @@ mod replicaset;
 pub(crate) mod rootca;
 mod scheduler;
 mod serviceaccounts;
+mod statefulset;
 #[cfg(test)]
 mod tests;
 
@@ -70,6 +71,11 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 api.clone(),
                 cancel.clone(),
                 daemonset::DaemonSetController,
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                statefulset::StatefulSetController,
             )),
             tokio::spawn(run(
                 api.clone(),
