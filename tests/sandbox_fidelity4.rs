@@ -553,3 +553,34 @@ fn a_stateful_set_of_three_reaches_three_ready_pods_in_order_and_scales_down_fro
     sb.kubectl_ok(&["scale", "sts", "db", "--replicas=1"]);
     assert_eq!(settled(&sb, 1, "one pod left"), ["db-0"]);
 }
+
+/// `storage.k8s.io/v1` serves all its kinds beside `storageclasses`, as a
+/// real server's discovery lists them, and kubectl reads and writes them.
+#[test]
+fn the_storage_group_serves_csi_kinds_and_volume_attachments() {
+    let sb = TestSandbox::start();
+    let resources = sb.kubectl_ok(&["api-resources", "--api-group=storage.k8s.io", "-o", "name"]);
+    for r in [
+        "csidrivers.storage.k8s.io",
+        "csinodes.storage.k8s.io",
+        "csistoragecapacities.storage.k8s.io",
+        "storageclasses.storage.k8s.io",
+        "volumeattachments.storage.k8s.io",
+    ] {
+        assert!(resources.lines().any(|l| l == r), "{r}: {resources}");
+    }
+    let driver = r#"{"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+      "metadata": {"name": "fx.example.com"}, "spec": {"attachRequired": false}}"#;
+    sb.kubectl_in_ok(&["create", "-f", "-"], driver);
+    let got = json_of(&sb.kubectl_ok(&["get", "csidriver", "fx.example.com", "-o", "json"]));
+    assert_eq!(got["spec"]["attachRequired"], json!(false), "{got}");
+    let va = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/created/volumeattachments.storage.k8s.io.json"),
+    )
+    .expect("fixture");
+    let created = json_of(&sb.kubectl_in_ok(&["create", "-f", "-", "-o", "json"], &va));
+    assert_eq!(created["status"], json!({"attached": false}), "{created}");
+    let listed = sb.kubectl_ok(&["get", "volumeattachments", "-o", "name"]);
+    assert_eq!(listed.trim(), "volumeattachment.storage.k8s.io/fx-va");
+}
