@@ -123,7 +123,7 @@ impl ApiError {
         d["causes"] = Value::Array(
             causes
                 .into_iter()
-                .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+                .map(|(field, message)| json!({"reason": cause_reason(&message), "message": message, "field": field}))
                 .collect(),
         );
         ApiError {
@@ -176,6 +176,23 @@ impl ApiError {
         }
         s
     }
+}
+
+/// The `reason` of a field error, from its message as field.Error words it
+/// (`Required value` is `FieldValueRequired` …).
+fn cause_reason(message: &str) -> &'static str {
+    const REASONS: [(&str, &str); 6] = [
+        ("Required value", "FieldValueRequired"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+    ];
+    REASONS
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 fn details(info: &ResourceInfo, name: &str) -> Value {
@@ -815,6 +832,12 @@ impl Api {
             )?;
         }
         self.admit_create(&s, &ns, &mut obj)?;
+        if s.crd.is_none() {
+            // Its status holds what Go always writes of the status struct
+            // (a new DaemonSet's four counts at 0, a ReplicaSet's replicas),
+            // under what the kind's strategy set.
+            super::gotypes::fill_status(&mut obj);
+        }
         if let Some(extras) = &s.crd {
             let unknown =
                 super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
@@ -880,6 +903,19 @@ impl Api {
                         vec![("spec.containers".into(), "Required value".into())],
                     ));
                 };
+                let causes = pod_spec_causes(spec);
+                if !causes.is_empty() {
+                    let name = obj
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    return Err(ApiError::invalid(&s.info, &name, causes));
+                }
+                let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+                    return Ok(());
+                };
+                default_toleration_seconds(spec);
                 spec.entry("restartPolicy").or_insert(json!("Always"));
                 spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
                 spec.entry("schedulerName")
@@ -1228,7 +1264,11 @@ impl Api {
                 // Only status (and metadata labels/annotations) changes through /status.
                 let mut merged = old.clone();
                 merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-                if merged["status"].is_null()
+                if s.crd.is_none() {
+                    // Decoded into the status struct and written back: what
+                    // Go always writes is there, at zero if not sent.
+                    super::gotypes::fill_status(&mut merged);
+                } else if merged["status"].is_null()
                     && let Some(o) = merged.as_object_mut()
                 {
                     o.remove("status");
@@ -2241,6 +2281,73 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// What the API server's validation says of a pod's containers: each has
+/// a name, unique among them, and an image (`validateContainers`).
+fn pod_spec_causes(spec: &Map<String, Value>) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let containers = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if containers.is_empty() {
+        causes.push(("spec.containers".into(), "Required value".into()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for list in ["initContainers", "containers"] {
+        let items = spec
+            .get(list)
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for (i, c) in items.iter().enumerate() {
+            let field = format!("spec.{list}[{i}]");
+            match c
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                None => causes.push((format!("{field}.name"), "Required value".into())),
+                Some(n) if !seen.insert(n.to_owned()) => {
+                    causes.push((format!("{field}.name"), format!("Duplicate value: \"{n}\"")))
+                }
+                Some(_) => {}
+            }
+            if c.get("image")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                causes.push((format!("{field}.image"), "Required value".into()));
+            }
+        }
+    }
+    causes
+}
+
+/// The DefaultTolerationSeconds admission plugin: a pod that does not
+/// already tolerate the not-ready and unreachable NoExecute taints
+/// tolerates them for 300 s.
+fn default_toleration_seconds(spec: &mut Map<String, Value>) {
+    let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+    let Some(list) = tolerations.as_array_mut() else {
+        return;
+    };
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = list.iter().any(|t| {
+            let k = t.get("key").and_then(Value::as_str).unwrap_or_default();
+            let effect = t.get("effect").and_then(Value::as_str).unwrap_or_default();
+            (k == key || (k.is_empty() && t["operator"] == "Exists"))
+                && (effect.is_empty() || effect == "NoExecute")
+        });
+        if !tolerated {
+            list.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+        }
+    }
 }
 
 /// Did anything outside metadata and status change?

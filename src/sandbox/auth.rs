@@ -1094,6 +1094,8 @@ pub fn review(
         obj["metadata"] = json!({});
     }
     obj["status"] = status;
+    // What Go always writes of the status struct (a TokenReview's `user`).
+    super::gotypes::fill_status(&mut obj);
     Some(obj)
 }
 

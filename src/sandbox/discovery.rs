@@ -231,12 +231,19 @@ pub fn version() -> Value {
 }
 
 fn platform() -> String {
-    let arch = match std::env::consts::ARCH {
+    format!("{}/{}", std::env::consts::OS, go_arch())
+}
+
+/// This machine's architecture as Go names it (`GOARCH`): what a kubelet
+/// writes in `kubernetes.io/arch` and `nodeInfo.architecture`.
+pub(crate) fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
         other => other,
-    };
-    format!("{}/{arch}", std::env::consts::OS)
+    }
 }
 
 /// `GET /api` (legacy): `APIVersions`. `server_address` is the `host:port`

@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod exec;
 pub mod faults;
 pub mod gnostic;
+pub mod gotypes;
 pub mod jsonpath;
 pub mod kubelet;
 pub mod managed;
@@ -472,7 +473,9 @@ fn node(i: u32) -> serde_json::Value {
         "metadata": {"name": format!("sandbox-node-{i}"), "labels": {
             "kubernetes.io/hostname": format!("sandbox-node-{i}"),
             "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": std::env::consts::ARCH,
+            "kubernetes.io/arch": discovery::go_arch(),
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": discovery::go_arch(),
         }},
         "spec": {},
         "status": {
@@ -481,10 +484,11 @@ fn node(i: u32) -> serde_json::Value {
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "agentdeck sandbox kubelet is posting ready status",
                             "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
                           {"type": "Hostname", "address": format!("sandbox-node-{i}")}],
             "nodeInfo": {"kubeletVersion": "v1.33.0-agentdeck", "containerRuntimeVersion": "agentdeck://0",
-                         "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+                         "operatingSystem": "linux", "architecture": discovery::go_arch(),
                          "osImage": "agentdeck sandbox", "kernelVersion": "", "kubeProxyVersion": "",
                          "machineID": "", "systemUUID": "", "bootID": ""}
         }

@@ -48,6 +48,10 @@ fn add_builtin(generator: &mut SchemaGenerator, group: &str, kind: &str) -> bool
         ("", "PersistentVolume") => add!(core::PersistentVolume),
         ("", "ReplicationController") => add!(core::ReplicationController),
         ("storage.k8s.io", "StorageClass") => add!(storage::StorageClass),
+        ("storage.k8s.io", "CSIDriver") => add!(storage::CSIDriver),
+        ("storage.k8s.io", "CSINode") => add!(storage::CSINode),
+        ("storage.k8s.io", "CSIStorageCapacity") => add!(storage::CSIStorageCapacity),
+        ("storage.k8s.io", "VolumeAttachment") => add!(storage::VolumeAttachment),
         ("", "ComponentStatus") => add!(core::ComponentStatus),
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             add!(k8s_openapi::api::certificates::v1::CertificateSigningRequest)
@@ -215,7 +219,7 @@ pub fn prune_unknown_fields(
 
 /// Every built-in kind's definitions, generated once per process (tens of
 /// milliseconds in a debug build, which a first write should not pay).
-fn all_builtin_definitions() -> &'static Map<String, Value> {
+pub(crate) fn all_builtin_definitions() -> &'static Map<String, Value> {
     static ALL: OnceLock<Map<String, Value>> = OnceLock::new();
     ALL.get_or_init(|| {
         let mut generator = SchemaSettings::openapi3().into_generator();

@@ -1320,22 +1320,12 @@ impl Listed {
 
     /// The JSON bytes, written item by item from the shared objects.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256 + self.items.len() * 1024);
-        out.extend_from_slice(b"{\"kind\":");
-        let _ = serde_json::to_writer(&mut out, &self.kind);
-        out.extend_from_slice(b",\"apiVersion\":");
-        let _ = serde_json::to_writer(&mut out, &self.api_version);
-        out.extend_from_slice(b",\"metadata\":");
-        wire::write(&mut out, &self.metadata);
-        out.extend_from_slice(b",\"items\":[");
-        for (i, item) in self.items.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            wire::write(&mut out, item.as_ref());
-        }
-        out.extend_from_slice(b"]}\n");
-        out
+        wire::list(
+            &self.kind,
+            &self.api_version,
+            &self.metadata,
+            self.items.iter().map(|i| i.as_ref()),
+        )
     }
 }
 

@@ -1,67 +1,33 @@
-//! How objects go out on the wire: in the key order kube-apiserver writes
+//! How objects go out on the wire: in the field order kube-apiserver writes
 //! them, and as its JSON encoder ends a document, with a newline.
 //!
 //! The store keeps `serde_json::Value`s whose maps are sorted by key (the
 //! crate does not enable serde_json's `preserve_order`: every map in the
 //! product would pay for it, and an insertion order is not the schema's
-//! order either). The apiserver writes Go structs, so their field order:
-//! `kind`, `apiVersion`, `metadata` (in `ObjectMeta`'s own order), then the
-//! body with `status` last; a `Status` as `metav1.Status` declares it; a
-//! watch event as `type` then `object`. Deeper fields stay sorted, which is
-//! as close to schema order as the data here can say.
+//! order either). The apiserver writes Go structs: each struct's fields in
+//! declaration order, at every depth, and each Go map sorted. `gotypes`
+//! holds those structs, read from the API's Go sources, so an object of a
+//! built-in kind (found by its `apiVersion` and `kind`), a list, a `Status`
+//! and its `details`, a Table or a discovery document are written in their
+//! structs' order; a watch event as `type` then `object`. A custom resource
+//! is an unstructured map to the apiserver, so written sorted, as Go writes
+//! a map. Keys a struct does not have come after its fields, sorted.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-/// `ObjectMeta`'s fields in declaration order.
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
-
-/// `ListMeta`'s fields in declaration order.
-const LIST_META: &[&str] = &[
-    "selfLink",
-    "resourceVersion",
-    "continue",
-    "remainingItemCount",
-];
-
-/// `metav1.Status`'s fields in declaration order.
-const STATUS: &[&str] = &[
-    "kind",
-    "apiVersion",
-    "metadata",
-    "status",
-    "message",
-    "reason",
-    "details",
-    "code",
-];
+use super::gotypes::{self, Ty, TypeId};
 
 /// The JSON of `value` in the apiserver's order, ending with a newline.
 pub fn to_vec(value: &Value) -> Vec<u8> {
-    let mut out = serde_json::to_vec(&Ordered(value)).unwrap_or_default();
+    let mut out = serde_json::to_vec(&Ordered(value, top_shape(value))).unwrap_or_default();
     out.push(b'\n');
     out
 }
 
 /// Appends the JSON of `value` in the apiserver's order (no newline).
 pub fn write(out: &mut Vec<u8>, value: &Value) {
-    let _ = serde_json::to_writer(out, &Ordered(value));
+    let _ = serde_json::to_writer(out, &Ordered(value, top_shape(value)));
 }
 
 /// One watch event line: `{"type":…,"object":…}` and a newline.
@@ -75,32 +41,124 @@ pub fn event(kind: &str, object: &Value) -> Vec<u8> {
     out
 }
 
-/// A value serialized in the apiserver's key order.
-struct Ordered<'a>(&'a Value);
-
-/// Which order a map's keys go out in.
-#[derive(Clone, Copy)]
-enum Shape {
-    /// Sorted, except that an object (a map with `metadata`) leads with its
-    /// type and metadata and ends with `status`.
-    Any,
-    /// `ObjectMeta` or `ListMeta`.
-    Meta,
+/// A list answer, written item by item from shared objects (a list of 10k
+/// pods copies nothing): a built-in kind's List in its struct's order
+/// (`kind`, `apiVersion`, `metadata`, `items`), a custom resource's as the
+/// apiserver writes an unstructured list, sorted (`apiVersion`, `items`,
+/// `kind`, `metadata`).
+pub fn list<'a>(
+    kind: &str,
+    api_version: &str,
+    metadata: &Value,
+    items: impl ExactSizeIterator<Item = &'a Value>,
+) -> Vec<u8> {
+    let t = gotypes::types();
+    let typed = t.of_kind(api_version, kind).map(|list| {
+        let field = |name: &str| {
+            t.get(list)
+                .field(name)
+                .map_or(Shape::Untyped, |f| shape_of(&f.ty))
+        };
+        (field("metadata"), field("items"))
+    });
+    let mut out = Vec::with_capacity(256 + items.len() * 1024);
+    let write_items = |out: &mut Vec<u8>, shape: Shape| {
+        out.extend_from_slice(b"\"items\":[");
+        for (i, item) in items.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let _ = serde_json::to_writer(&mut *out, &Ordered(item, shape));
+        }
+        out.push(b']');
+    };
+    let string = |out: &mut Vec<u8>, s: &str| {
+        let _ = serde_json::to_writer(out, s);
+    };
+    match typed {
+        Some((meta, items)) => {
+            out.extend_from_slice(b"{\"kind\":");
+            string(&mut out, kind);
+            out.extend_from_slice(b",\"apiVersion\":");
+            string(&mut out, api_version);
+            out.extend_from_slice(b",\"metadata\":");
+            let _ = serde_json::to_writer(&mut out, &Ordered(metadata, meta));
+            out.push(b',');
+            write_items(&mut out, items);
+        }
+        None => {
+            out.extend_from_slice(b"{\"apiVersion\":");
+            string(&mut out, api_version);
+            out.push(b',');
+            write_items(&mut out, Shape::Sorted);
+            out.extend_from_slice(b",\"kind\":");
+            string(&mut out, kind);
+            out.extend_from_slice(b",\"metadata\":");
+            let _ = serde_json::to_writer(&mut out, &Ordered(metadata, Shape::Sorted));
+        }
+    }
+    out.extend_from_slice(b"}\n");
+    out
 }
 
-struct OrderedIn<'a>(&'a Value, Shape);
+/// Which order a value's keys go out in.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// An object of this struct (or an array of them).
+    Struct(TypeId),
+    /// A Go map whose values are of this struct: keys sorted.
+    MapOf(TypeId),
+    /// Not known from where it sits: a built-in object (with `apiVersion`
+    /// and `kind`) in its struct's order, anything else sorted.
+    Untyped,
+    /// A Go map all the way down (a custom resource): sorted.
+    Sorted,
+}
 
-impl Serialize for Ordered<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        OrderedIn(self.0, Shape::Any).serialize(s)
+fn shape_of(ty: &Ty) -> Shape {
+    match ty.shape() {
+        Some((t, false)) => Shape::Struct(t),
+        Some((t, true)) => Shape::MapOf(t),
+        None => Shape::Untyped,
     }
 }
 
-impl Serialize for OrderedIn<'_> {
+/// The shape of a document: what its `apiVersion` and `kind` say; the
+/// version document (`/version`, which has neither) as `version.Info`.
+fn top_shape(value: &Value) -> Shape {
+    let Some(map) = value.as_object() else {
+        return Shape::Untyped;
+    };
+    if let Some(t) = object_type(map) {
+        return Shape::Struct(t);
+    }
+    if map.contains_key("gitVersion")
+        && !map.contains_key("kind")
+        && let Some(t) = gotypes::types().named("version.Info")
+    {
+        return Shape::Struct(t);
+    }
+    if map.contains_key("apiVersion") && map.contains_key("kind") {
+        // A custom resource (or its list).
+        return Shape::Sorted;
+    }
+    Shape::Untyped
+}
+
+fn object_type(map: &Map<String, Value>) -> Option<TypeId> {
+    let api_version = map.get("apiVersion")?.as_str()?;
+    let kind = map.get("kind")?.as_str()?;
+    gotypes::types().of_kind(api_version, kind)
+}
+
+/// A value serialized in the apiserver's key order.
+struct Ordered<'a>(&'a Value, Shape);
+
+impl Serialize for Ordered<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.0 {
             Value::Object(map) => serialize_map(map, self.1, s),
-            Value::Array(items) => s.collect_seq(items.iter().map(Ordered)),
+            Value::Array(items) => s.collect_seq(items.iter().map(|i| Ordered(i, self.1))),
             other => other.serialize(s),
         }
     }
@@ -111,43 +169,30 @@ fn serialize_map<S: Serializer>(
     shape: Shape,
     s: S,
 ) -> Result<S::Ok, S::Error> {
-    let keys = key_order(map, shape);
-    let mut m = s.serialize_map(Some(keys.len()))?;
-    for k in keys {
-        let v = &map[k];
-        let inner = if k == "metadata" && matches!(shape, Shape::Any) {
-            Shape::Meta
-        } else {
-            Shape::Any
-        };
-        m.serialize_entry(k, &OrderedIn(v, inner))?;
+    let shape = match shape {
+        Shape::Untyped => object_type(map).map_or(Shape::Untyped, Shape::Struct),
+        other => other,
+    };
+    let mut m = s.serialize_map(Some(map.len()))?;
+    match shape {
+        Shape::Struct(t) => {
+            for (k, v, ty) in gotypes::types().order(t, map) {
+                let inner = ty.map_or(Shape::Untyped, shape_of);
+                m.serialize_entry(k, &Ordered(v, inner))?;
+            }
+        }
+        Shape::MapOf(t) => {
+            for (k, v) in map {
+                m.serialize_entry(k, &Ordered(v, Shape::Struct(t)))?;
+            }
+        }
+        Shape::Untyped | Shape::Sorted => {
+            for (k, v) in map {
+                m.serialize_entry(k, &Ordered(v, shape))?;
+            }
+        }
     }
     m.end()
-}
-
-fn key_order(map: &Map<String, Value>, shape: Shape) -> Vec<&str> {
-    let lead: &[&str] = match shape {
-        Shape::Meta if map.contains_key("name") || map.contains_key("uid") => OBJECT_META,
-        Shape::Meta => LIST_META,
-        Shape::Any if map.get("kind").and_then(Value::as_str) == Some("Status") => STATUS,
-        Shape::Any if map.contains_key("metadata") => &["kind", "apiVersion", "metadata"],
-        Shape::Any => &[],
-    };
-    let mut keys: Vec<&str> = lead
-        .iter()
-        .copied()
-        .filter(|k| map.contains_key(*k))
-        .collect();
-    let object = matches!(shape, Shape::Any) && map.contains_key("metadata");
-    let rest = map
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !(lead.contains(k) || (object && *k == "status")));
-    keys.extend(rest);
-    if object && !lead.contains(&"status") && map.contains_key("status") {
-        keys.push("status");
-    }
-    keys
 }
 
 #[cfg(test)]
@@ -160,38 +205,65 @@ mod tests {
     }
 
     #[test]
-    fn objects_lead_with_kind_api_version_and_metadata_and_end_with_status() {
-        let pod = json!({"status": {"phase": "Running"}, "spec": {"containers": []},
-            "metadata": {"uid": "u", "name": "p", "namespace": "ns", "labels": {"a": "b"}, "resourceVersion": "3"},
+    fn objects_are_written_in_their_structs_order_at_every_depth() {
+        let pod = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t"}]},
+            "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i", "ports": [{"protocol": "TCP", "containerPort": 80}]}]},
+            "metadata": {"uid": "u", "name": "p", "namespace": "ns", "labels": {"b": "1", "a": "2"}, "resourceVersion": "3"},
             "kind": "Pod", "apiVersion": "v1"});
         assert_eq!(
             text(&pod),
-            "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\",\"resourceVersion\":\"3\",\"labels\":{\"a\":\"b\"}},\"spec\":{\"containers\":[]},\"status\":{\"phase\":\"Running\"}}\n"
+            concat!(
+                r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns","uid":"u","resourceVersion":"3","labels":{"a":"2","b":"1"}},"#,
+                r#""spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80,"protocol":"TCP"}]}],"nodeName":"n"},"#,
+                r#""status":{"phase":"Running","conditions":[{"type":"Ready","status":"True","lastTransitionTime":"t"}]}}"#,
+                "\n"
+            )
         );
     }
 
     #[test]
-    fn a_status_is_written_in_metav1_status_order() {
-        let st = json!({"code": 404, "details": {"name": "x"}, "reason": "NotFound", "message": "m",
+    fn a_status_and_its_details_are_written_in_metav1_order() {
+        let st = json!({"code": 409, "details": {"kind": "configmaps", "name": "dup"}, "reason": "AlreadyExists", "message": "m",
             "status": "Failure", "metadata": {}, "apiVersion": "v1", "kind": "Status"});
         assert_eq!(
             text(&st),
-            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"m\",\"reason\":\"NotFound\",\"details\":{\"name\":\"x\"},\"code\":404}\n"
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"m\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"dup\",\"kind\":\"configmaps\"},\"code\":409}\n"
         );
     }
 
     #[test]
-    fn list_items_and_pod_templates_are_ordered_too() {
-        let list = json!({"items": [{"spec": {"template": {"spec": {}, "metadata": {"labels": {}}}}, "metadata": {"name": "d"}, "kind": "Deployment", "apiVersion": "apps/v1"}],
-            "metadata": {"resourceVersion": "9", "continue": "c"}, "kind": "DeploymentList", "apiVersion": "apps/v1"});
+    fn lists_are_written_in_their_structs_order_and_custom_resources_sorted() {
+        let d = json!({"spec": {"template": {"spec": {}, "metadata": {"labels": {}}}, "replicas": 1}, "metadata": {"name": "d"}, "kind": "Deployment", "apiVersion": "apps/v1"});
+        let bytes = list(
+            "DeploymentList",
+            "apps/v1",
+            &json!({"resourceVersion": "9", "continue": "c"}),
+            [&d].into_iter(),
+        );
         assert_eq!(
-            text(&list),
-            "{\"kind\":\"DeploymentList\",\"apiVersion\":\"apps/v1\",\"metadata\":{\"resourceVersion\":\"9\",\"continue\":\"c\"},\"items\":[{\"kind\":\"Deployment\",\"apiVersion\":\"apps/v1\",\"metadata\":{\"name\":\"d\"},\"spec\":{\"template\":{\"metadata\":{\"labels\":{}},\"spec\":{}}}}]}\n"
+            String::from_utf8(bytes).expect("utf-8"),
+            "{\"kind\":\"DeploymentList\",\"apiVersion\":\"apps/v1\",\"metadata\":{\"resourceVersion\":\"9\",\"continue\":\"c\"},\"items\":[{\"kind\":\"Deployment\",\"apiVersion\":\"apps/v1\",\"metadata\":{\"name\":\"d\"},\"spec\":{\"replicas\":1,\"template\":{\"metadata\":{\"labels\":{}},\"spec\":{}}}}]}\n"
+        );
+        let w = json!({"spec": {"z": 1, "a": 2}, "metadata": {"name": "w", "namespace": "ns"}, "kind": "Widget", "apiVersion": "fx.example.com/v1"});
+        assert_eq!(
+            text(&w),
+            "{\"apiVersion\":\"fx.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"w\",\"namespace\":\"ns\"},\"spec\":{\"a\":2,\"z\":1}}\n"
+        );
+        let bytes = list(
+            "WidgetList",
+            "fx.example.com/v1",
+            &json!({"resourceVersion": "9", "continue": ""}),
+            [&w].into_iter(),
+        );
+        assert!(
+            String::from_utf8(bytes)
+                .expect("utf-8")
+                .starts_with("{\"apiVersion\":\"fx.example.com/v1\",\"items\":[{\"apiVersion\""),
         );
     }
 
     #[test]
-    fn watch_events_lead_with_their_type() {
+    fn watch_events_lead_with_their_type_and_embedded_objects_keep_their_order() {
         let line = event(
             "ADDED",
             &json!({"metadata": {"name": "a"}, "kind": "Pod", "apiVersion": "v1"}),
@@ -199,6 +271,22 @@ mod tests {
         assert_eq!(
             String::from_utf8(line).expect("utf-8"),
             "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}}}\n"
+        );
+        // A Table row's object (a RawExtension) is a whole object.
+        let table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": "1"},
+            "columnDefinitions": [], "rows": [{"object": {"metadata": {"name": "x"}, "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}, "cells": ["x"]}]});
+        assert_eq!(
+            text(&table),
+            "{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"1\"},\"columnDefinitions\":[],\"rows\":[{\"cells\":[\"x\"],\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"x\"}}}]}\n"
+        );
+    }
+
+    #[test]
+    fn the_version_document_is_written_as_version_info() {
+        let v = json!({"platform": "linux/amd64", "gitVersion": "v1.33.0", "minor": "33", "major": "1"});
+        assert_eq!(
+            text(&v),
+            "{\"major\":\"1\",\"minor\":\"33\",\"gitVersion\":\"v1.33.0\",\"platform\":\"linux/amd64\"}\n"
         );
     }
 }

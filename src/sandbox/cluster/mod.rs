@@ -1,5 +1,5 @@
 //! The sandbox's control plane: what kube-controller-manager (Deployment,
-//! ReplicaSet, Job and TTL-after-finished controllers) and kube-scheduler do,
+//! ReplicaSet, DaemonSet, StatefulSet, Job and TTL-after-finished controllers) and kube-scheduler do,
 //! as in-process tasks that call the [`Api`] directly, with no HTTP between.
 //!
 //! Every controller is level-triggered: a pass reads the whole store, decides
@@ -14,6 +14,7 @@
 //! controllers need none of client-go's "expectations": what a pass created
 //! is in the store when the next pass looks.
 
+mod daemonset;
 mod deployment;
 pub(crate) mod disruption;
 pub(crate) mod events;
@@ -24,6 +25,7 @@ mod replicaset;
 pub(crate) mod rootca;
 mod scheduler;
 mod serviceaccounts;
+mod statefulset;
 #[cfg(test)]
 mod tests;
 
@@ -64,6 +66,16 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 api.clone(),
                 cancel.clone(),
                 job::JobController::default(),
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                daemonset::DaemonSetController,
+            )),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                statefulset::StatefulSetController,
             )),
             tokio::spawn(run(
                 api.clone(),

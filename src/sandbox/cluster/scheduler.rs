@@ -204,7 +204,7 @@ fn tolerates(toleration: &Value, taint: &Value) -> bool {
     }
 }
 
-fn tolerated(pod: &Value, taint: &Value) -> bool {
+pub(crate) fn tolerated(pod: &Value, taint: &Value) -> bool {
     meta::array_at(pod, "/spec/tolerations")
         .iter()
         .any(|t| tolerates(t, taint))
@@ -234,7 +234,7 @@ fn requirement_matches(req: &Value, value: Option<&str>) -> bool {
 }
 
 /// `nodeSelector` and required node affinity (terms ORed, requirements ANDed).
-fn affinity_matches(pod: &Value, node: &NodeInfo) -> bool {
+pub(crate) fn affinity_matches(pod: &Value, node: &NodeInfo) -> bool {
     let label = |k: &str| node.labels.get(k).and_then(Value::as_str);
     let selector_ok = pod
         .pointer("/spec/nodeSelector")
