@@ -119,3 +119,63 @@ fn a_console_opened_where_there_are_no_pools_names_the_namespace_that_has_them()
     // Read-only says so as the reason it does not lead.
     assert!(s.contains("this console is read-only: --read-only"), "{s}");
 }
+
+/// A daemon on a cluster without the CRDs is not ready, and `/readyz`
+/// says why (what is not served, and the command that installs it), not
+/// only that its watches have not synced.
+#[test]
+fn a_daemon_without_the_crds_names_them_in_readyz() {
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&["create", "namespace", "agentdeck-system"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let home = tempfile::tempdir().expect("temp dir");
+    let _daemon = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+            .arg("--daemon")
+            .env("KUBECONFIG", &sb.kubeconfig)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env("AGENTDECK_SERVER__PORT", port.to_string())
+            .current_dir(home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("daemon starts"),
+    );
+    let http = reqwest::Client::new();
+    let readyz = || async {
+        let r = http
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            .ok()?;
+        Some((r.status().as_u16(), r.text().await.ok()?))
+    };
+    let (code, body) = sb.rt.block_on(common::eventually(
+        "/readyz naming the AgentPools not served",
+        || async {
+            readyz()
+                .await
+                .filter(|(_, b)| b.contains("not served: AgentPool"))
+        },
+    ));
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains(INSTALL), "{body}");
+    // Installed: ready, without a restart.
+    sb.kubectl_in_ok(&["apply", "-f", "-"], &crds());
+    let (_, body) = sb.rt.block_on(common::eventually("/readyz ok", || async {
+        readyz().await.filter(|(c, _)| *c == 200)
+    }));
+    assert_eq!(body, "ok\n");
+}

@@ -1428,6 +1428,74 @@ mod tests {
     use crate::app::rows;
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+    /// A board where each `(kind, phase, listed once)` is so.
+    fn board(
+        cells: &[(&str, controller::watches::Phase, bool)],
+    ) -> std::collections::BTreeMap<String, controller::watches::WatchStatus> {
+        cells
+            .iter()
+            .map(|(k, phase, listed_once)| {
+                (
+                    (*k).to_owned(),
+                    controller::watches::WatchStatus {
+                        phase: *phase,
+                        reason: None,
+                        failures_in_row: 0,
+                        since: Instant::now(),
+                        listed_once: *listed_once,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_header_says_what_the_api_refused_rather_than_syncing() {
+        use controller::watches::Phase::{Listing, Refused, Watching};
+        let ok = Ok(Duration::from_millis(1));
+        // Pods and events forbidden, the rest followed: partial.
+        let b = board(&[
+            ("AgentPool", Watching, true),
+            ("AgentTask", Watching, true),
+            ("Pod", Refused(Refusal::Forbidden("list")), false),
+            ("Event", Refused(Refusal::Forbidden("list")), false),
+        ]);
+        let (watch, loading, refused) = watch_state(&b, Some(&ok));
+        assert_eq!(
+            watch,
+            WatchState::Partial(vec!["pods".into(), "events".into()])
+        );
+        assert!(loading.is_empty());
+        assert_eq!(refused.len(), 2);
+        // The CRDs not served: not installed, whatever else is listing.
+        let b = board(&[
+            ("AgentPool", Refused(Refusal::NotServed), false),
+            ("AgentTask", Refused(Refusal::NotServed), false),
+            ("Pod", Listing, false),
+        ]);
+        assert_eq!(watch_state(&b, Some(&ok)).0, WatchState::NotInstalled);
+        // A first list is the sync; the events' first list (a view away)
+        // is that view's loading, not the console's.
+        let b = board(&[("AgentPool", Watching, true), ("Pod", Listing, false)]);
+        assert_eq!(watch_state(&b, Some(&ok)).0, WatchState::Syncing);
+        let b = board(&[("AgentPool", Watching, true), ("Event", Listing, false)]);
+        let (watch, loading, _) = watch_state(&b, Some(&ok));
+        assert_eq!(watch, WatchState::Synced);
+        assert_eq!(loading, vec!["Event".to_owned()]);
+        // Listing again after following once is a resync.
+        let b = board(&[("AgentPool", Listing, true)]);
+        assert!(matches!(
+            watch_state(&b, Some(&ok)).0,
+            WatchState::Resyncing(_)
+        ));
+        // An API that does not answer says so first.
+        let down = Err("connection refused".to_owned());
+        assert!(matches!(
+            watch_state(&b, Some(&down)).0,
+            WatchState::Disconnected(_)
+        ));
+    }
+
     /// Counts the writes that reach it: (calls, bytes).
     #[derive(Clone, Default)]
     struct Writes(std::rc::Rc<std::cell::Cell<(usize, usize)>>);

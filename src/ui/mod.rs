@@ -1653,6 +1653,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_context_where_nothing_of_agentdeck_may_be_seen_says_no_access_not_down() {
+        let nothing = WatchState::Partial(vec!["agentpools".into(), "agenttasks".into()]);
+        let (words, role) = watch_words(&nothing);
+        assert_eq!(words, "no access: agentpools, agenttasks forbidden");
+        assert_eq!(role, Role::Warn);
+        let some = WatchState::Partial(vec!["pods".into(), "events".into()]);
+        assert_eq!(watch_words(&some).0, "partial: pods, events forbidden");
+    }
+
+    #[test]
     fn ages_read_like_kubectl() {
         let cases = [
             (0, "0s"),
