@@ -867,6 +867,27 @@ mod tests {
         )
     }
 
+    /// A watch of config maps over `client`, reporting to a board of its
+    /// own, taken up to its first refusal (`code`, said once).
+    async fn refused_once(
+        client: Client,
+        code: u16,
+    ) -> (
+        WatchBoard,
+        impl Stream<Item = watcher::Result<Event<ConfigMap>>> + Unpin + Send,
+    ) {
+        let board = WatchBoard::default();
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let mut stream = Box::pin(watcher_reporting(
+            api,
+            watcher::Config::default(),
+            board.cell("ConfigMap"),
+        ));
+        assert_eq!(next_said(&mut stream).await, "init");
+        assert_eq!(next_said(&mut stream).await, format!("list failed {code}"));
+        (board, stream)
+    }
+
     /// A list refused `refusals` times with `code`, then three pages; the
     /// lists started (first pages asked for) are counted.
     fn refusing(code: u16, refusals: usize) -> (Client, Arc<Mutex<usize>>) {
@@ -894,15 +915,7 @@ mod tests {
     async fn a_forbidden_list_is_said_once_reported_as_refused_and_asked_again_only_after_a_minute()
     {
         let (client, lists) = refusing(403, 2);
-        let board = WatchBoard::default();
-        let api: Api<ConfigMap> = Api::namespaced(client, "default");
-        let mut stream = Box::pin(watcher_reporting(
-            api,
-            watcher::Config::default(),
-            board.cell("ConfigMap"),
-        ));
-        assert_eq!(next_said(&mut stream).await, "init");
-        assert_eq!(next_said(&mut stream).await, "list failed 403");
+        let (board, mut stream) = refused_once(client, 403).await;
         let summary = board.summary();
         assert_eq!(
             summary.refused,
@@ -925,15 +938,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_recheck_asks_a_forbidden_watch_again_at_once() {
         let (client, lists) = refusing(403, 1);
-        let board = WatchBoard::default();
-        let api: Api<ConfigMap> = Api::namespaced(client, "default");
-        let mut stream = Box::pin(watcher_reporting(
-            api,
-            watcher::Config::default(),
-            board.cell("ConfigMap"),
-        ));
-        assert_eq!(next_said(&mut stream).await, "init");
-        assert_eq!(next_said(&mut stream).await, "list failed 403");
+        let (board, mut stream) = refused_once(client, 403).await;
         let next = tokio::spawn(async move {
             let said = next_said_within(&mut stream, 300).await;
             (said, stream)
@@ -952,15 +957,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_resource_not_served_is_asked_again_within_seconds_and_followed_once_it_is() {
         let (client, _) = refusing(404, 3);
-        let board = WatchBoard::default();
-        let api: Api<ConfigMap> = Api::namespaced(client, "default");
-        let mut stream = Box::pin(watcher_reporting(
-            api,
-            watcher::Config::default(),
-            board.cell("ConfigMap"),
-        ));
-        assert_eq!(next_said(&mut stream).await, "init");
-        assert_eq!(next_said(&mut stream).await, "list failed 404");
+        let (board, mut stream) = refused_once(client, 404).await;
         assert_eq!(
             board.summary().refused,
             vec![("ConfigMap".to_owned(), Refusal::NotServed)]

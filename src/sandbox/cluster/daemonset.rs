@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::meta::{self, Claim, Claimable, Gvr, NODES, PODS, Writer};
+use super::meta::{self, Claimable, Gvr, NODES, PODS, Writer};
 use super::pods;
 use super::replicaset::pod_from_template;
 use super::scheduler::{self, NodeInfo};
@@ -303,11 +303,7 @@ impl Controller for DaemonSetController {
         }
         let (nodes, _) = api.store.list(&NODES.key(), None);
         let (all_pods, _) = api.store.list(&PODS.key(), None);
-        let by_ns: HashMap<&str, Claimable<'_>> =
-            meta::by_namespace(all_pods.iter().map(Arc::as_ref))
-                .into_iter()
-                .map(|(ns, pods)| (ns, Claimable::new(pods)))
-                .collect();
+        let by_ns = Claimable::by_namespace(&all_pods);
         let none = Claimable::new(Vec::new());
         let mut w = Writer::new(api, COMPONENT);
         for ds in &sets {
@@ -329,26 +325,16 @@ fn sync_one(
         return;
     };
     let mut adopted: Vec<Value> = Vec::new();
-    let mut active: Vec<&Value> = Vec::new();
-    for p in ns_pods
-        .candidates(ds)
-        .into_iter()
-        .filter(|p| pods::is_active(p))
-    {
-        match meta::claim(ds, &selector, p) {
-            Claim::Owned => active.push(p),
-            Claim::Adopt => {
-                if let Some(taken) = w.adopt(PODS, p, ds, DAEMON_SETS) {
-                    adopted.push(taken);
-                }
-            }
-            Claim::Release => {
-                let _ = w.release(PODS, p, meta::uid(ds));
-            }
-            Claim::Ignore => {}
-        }
-    }
-    active.extend(adopted.iter());
+    let active = meta::claim_all(
+        w,
+        (ds, DAEMON_SETS),
+        (PODS, &selector),
+        ns_pods
+            .candidates(ds)
+            .into_iter()
+            .filter(|p| pods::is_active(p)),
+        &mut adopted,
+    );
     let runs: BTreeMap<String, bool> = nodes
         .iter()
         .filter(|n| !meta::is_deleting(n))

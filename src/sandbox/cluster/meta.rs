@@ -249,6 +249,38 @@ pub(crate) fn claim(owner: &Value, selector: &LabelSelector, obj: &Value) -> Cla
     }
 }
 
+/// The claim pass of kube-controller-manager's ref manager over
+/// `candidates` of kind `gvr`: `owner` (of kind `owner_gvr`) keeps those it
+/// controls and selects, adopts the orphans it selects (their adopted
+/// copies go into `adopted`) and releases those it no longer selects. The
+/// claimed objects: its own first, then the adopted.
+pub(crate) fn claim_all<'v>(
+    w: &mut Writer<'_>,
+    (owner, owner_gvr): (&Value, Gvr),
+    (gvr, selector): (Gvr, &LabelSelector),
+    candidates: impl IntoIterator<Item = &'v Value>,
+    adopted: &'v mut Vec<Value>,
+) -> Vec<&'v Value> {
+    let mut claimed: Vec<&'v Value> = Vec::new();
+    for o in candidates {
+        match claim(owner, selector, o) {
+            Claim::Owned => claimed.push(o),
+            Claim::Adopt => {
+                if let Some(taken) = w.adopt(gvr, o, owner, owner_gvr) {
+                    adopted.push(taken);
+                }
+            }
+            Claim::Release => {
+                let _ = w.release(gvr, o, uid(owner));
+            }
+            Claim::Ignore => {}
+        }
+    }
+    let adopted: &'v Vec<Value> = adopted;
+    claimed.extend(adopted.iter());
+    claimed
+}
+
 /// Objects of one namespace as an owner's pass looks for what it can
 /// claim: by the uid of their controller, and those with none. [`claim`]
 /// ignores an object another controller holds, so an owner need look only
@@ -277,6 +309,17 @@ impl<'a> Claimable<'a> {
             by_controller,
             orphans,
         }
+    }
+
+    /// The objects of `objects` by namespace, each namespace's claimable
+    /// (the start of every workload controller's pass).
+    pub fn by_namespace(
+        objects: &'a [std::sync::Arc<Value>],
+    ) -> std::collections::HashMap<&'a str, Claimable<'a>> {
+        by_namespace(objects.iter().map(std::sync::Arc::as_ref))
+            .into_iter()
+            .map(|(ns, objects)| (ns, Claimable::new(objects)))
+            .collect()
     }
 
     /// Every object of the namespace, in the order given.

@@ -7,12 +7,11 @@
 //! "relabel a pod to take it out of service"); pods being deleted or
 //! already terminal are neither counted nor adopted.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::meta::{self, Claim, Claimable, PODS, REPLICA_SETS, Writer};
+use super::meta::{self, Claimable, PODS, REPLICA_SETS, Writer};
 use super::pods;
 use super::{Controller, Pass};
 use crate::sandbox::api::Api;
@@ -153,11 +152,7 @@ impl Controller for ReplicaSetController {
     fn reconcile(&mut self, api: &Api, now: i64) -> Pass {
         let (sets, _) = api.store.list(&REPLICA_SETS.key(), None);
         let (all_pods, _) = api.store.list(&PODS.key(), None);
-        let by_ns: HashMap<&str, Claimable<'_>> =
-            meta::by_namespace(all_pods.iter().map(Arc::as_ref))
-                .into_iter()
-                .map(|(ns, pods)| (ns, Claimable::new(pods)))
-                .collect();
+        let by_ns = Claimable::by_namespace(&all_pods);
         let none = Claimable::new(Vec::new());
         let mut w = Writer::new(api, COMPONENT);
         for rs in &sets {
@@ -179,26 +174,16 @@ fn sync_one(
         return;
     };
     let mut adopted: Vec<Value> = Vec::new();
-    let mut active: Vec<&Value> = Vec::new();
-    for p in ns_pods
-        .candidates(rs)
-        .into_iter()
-        .filter(|p| pods::is_active(p))
-    {
-        match meta::claim(rs, &selector, p) {
-            Claim::Owned => active.push(p),
-            Claim::Adopt => {
-                if let Some(taken) = w.adopt(PODS, p, rs, REPLICA_SETS) {
-                    adopted.push(taken);
-                }
-            }
-            Claim::Release => {
-                let _ = w.release(PODS, p, meta::uid(rs));
-            }
-            Claim::Ignore => {}
-        }
-    }
-    active.extend(adopted.iter());
+    let active = meta::claim_all(
+        w,
+        (rs, REPLICA_SETS),
+        (PODS, &selector),
+        ns_pods
+            .candidates(rs)
+            .into_iter()
+            .filter(|p| pods::is_active(p)),
+        &mut adopted,
+    );
 
     let mut create_error = None;
     if !meta::is_deleting(rs) {

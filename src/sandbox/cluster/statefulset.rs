@@ -9,13 +9,12 @@
 //! The revision is a hash of the template (`controller-revision-hash`
 //! `NAME-<hash>`); the sandbox keeps no ControllerRevisions.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
 use super::daemonset::template_hash;
-use super::meta::{self, Claim, Claimable, Gvr, PODS, Writer};
+use super::meta::{self, Claimable, Gvr, PODS, Writer};
 use super::pods;
 use super::replicaset::pod_from_template;
 use super::{Controller, Pass};
@@ -229,11 +228,7 @@ impl Controller for StatefulSetController {
             return Pass::default();
         }
         let (all_pods, _) = api.store.list(&PODS.key(), None);
-        let by_ns: HashMap<&str, Claimable<'_>> =
-            meta::by_namespace(all_pods.iter().map(Arc::as_ref))
-                .into_iter()
-                .map(|(ns, pods)| (ns, Claimable::new(pods)))
-                .collect();
+        let by_ns = Claimable::by_namespace(&all_pods);
         let none = Claimable::new(Vec::new());
         let mut w = Writer::new(api, COMPONENT);
         for sts in &sets {
@@ -250,25 +245,16 @@ fn sync_one(w: &mut Writer<'_>, api: &Api, sts: &Value, ns_pods: &Claimable<'_>,
     };
     let set = meta::name(sts);
     let mut adopted: Vec<Value> = Vec::new();
-    let mut owned: Vec<&Value> = Vec::new();
-    for p in ns_pods.candidates(sts) {
-        if ordinal(set, p).is_none() {
-            continue;
-        }
-        match meta::claim(sts, &selector, p) {
-            Claim::Owned => owned.push(p),
-            Claim::Adopt => {
-                if let Some(taken) = w.adopt(PODS, p, sts, STATEFUL_SETS) {
-                    adopted.push(taken);
-                }
-            }
-            Claim::Release => {
-                let _ = w.release(PODS, p, meta::uid(sts));
-            }
-            Claim::Ignore => {}
-        }
-    }
-    owned.extend(adopted.iter());
+    let owned = meta::claim_all(
+        w,
+        (sts, STATEFUL_SETS),
+        (PODS, &selector),
+        ns_pods
+            .candidates(sts)
+            .into_iter()
+            .filter(|p| ordinal(set, p).is_some()),
+        &mut adopted,
+    );
     let by_ordinal: BTreeMap<i64, &Value> = owned
         .into_iter()
         .filter_map(|p| ordinal(set, p).map(|i| (i, p)))
