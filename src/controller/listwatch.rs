@@ -924,6 +924,7 @@ mod tests {
         // Refused is an answer: not a sync in progress.
         assert!(summary.answered);
         assert!(summary.worst.is_none());
+        // The paused test clock: virtual time, the same on any machine.
         let started = tokio::time::Instant::now();
         // Each list starts with `init`: the second is refused again, and
         // that is not said again; the third lists.
@@ -945,6 +946,7 @@ mod tests {
         });
         // Let the watch reach its wait, then ask.
         tokio::time::sleep(Duration::from_secs(5)).await;
+        // The paused test clock: virtual time, the same on any machine.
         let asked_at = tokio::time::Instant::now();
         board.recheck();
         let (said, mut stream) = next.await.unwrap();
@@ -962,6 +964,7 @@ mod tests {
             board.summary().refused,
             vec![("ConfigMap".to_owned(), Refusal::NotServed)]
         );
+        // The paused test clock: virtual time, the same on any machine.
         let started = tokio::time::Instant::now();
         // Two more refusals, not said again, then the list.
         for _ in 0..3 {
