@@ -109,7 +109,8 @@ pub enum Command {
     Sandbox(SandboxArgs),
     /// Run the agent runtime (inside a pool's pod).
     Agent(AgentArgs),
-    /// Zip a namespace's (or one pool's) logs, events and objects into a redacted support bundle.
+    /// Zip a namespace's (or one pool's) logs, events and objects into a redacted support bundle
+    /// (`bundle redact` hides more in one already taken).
     Bundle(BundleArgs),
     /// Launch a debug pod: a copy of an agent pod, cleaned up after a TTL.
     Debug(DebugArgs),
@@ -184,7 +185,11 @@ pub struct AgentArgs {
 
 /// `agentdeck bundle`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BundleArgs {
+    /// Work on a bundle already taken instead of taking one.
+    #[command(subcommand)]
+    pub command: Option<BundleCommand>,
     /// Only this pool's objects and pods.
     #[arg(long)]
     pub pool: Option<String>,
@@ -215,6 +220,48 @@ pub struct BundleArgs {
     /// The controller's base URL, to add its /healthz and /metrics (e.g. http://127.0.0.1:8080).
     #[arg(long, value_name = "URL")]
     pub controller_url: Option<String>,
+}
+
+/// What `agentdeck bundle` does to a bundle already taken.
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Re-redact a bundle: keep the rules already applied and hide more (literal values, patterns)
+    /// in a new zip; redactions.json records the pass.
+    Redact(BundleRedactArgs),
+}
+
+/// `agentdeck bundle redact`.
+#[derive(Debug, Args)]
+pub struct BundleRedactArgs {
+    /// The bundle to read (never written to).
+    #[arg(value_name = "IN.zip")]
+    pub input: PathBuf,
+    /// The bundle to write; not the input (nor a link to it).
+    #[arg(long, short = 'o', value_name = "OUT.zip")]
+    pub output: PathBuf,
+    /// Values to hide (rule `literal`), one per line: a trailing newline and
+    /// CR are stripped, empty and blank lines ignored, other spaces kept;
+    /// at least 6 bytes each; ASCII letters match in either case.
+    /// Repeatable.
+    #[arg(long = "literal-file", value_name = "FILE")]
+    pub literal_files: Vec<PathBuf>,
+    /// A regular expression to hide (rule `regex`; Rust regex syntax,
+    /// matched within a line, case-sensitive unless it starts with (?i)).
+    /// Repeatable.
+    #[arg(long = "regex", value_name = "RE", allow_hyphen_values = true,
+          value_parser = parse_regex)]
+    pub regexes: Vec<regex::bytes::Regex>,
+}
+
+/// A `--regex`, compiled (so that a bad one is refused before anything is
+/// read).
+pub fn parse_regex(s: &str) -> Result<regex::bytes::Regex, String> {
+    if s.is_empty() {
+        return Err("an empty pattern matches nothing worth hiding".into());
+    }
+    regex::bytes::Regex::new(s).map_err(|e| {
+        format!("not a regular expression in Rust's syntax (https://docs.rs/regex/#syntax): {e}")
+    })
 }
 
 /// Profiles of `kubectl debug`.
@@ -869,6 +916,66 @@ mod tests {
     }
 
     #[test]
+    fn bundle_redact_takes_literal_files_and_patterns_and_refuses_a_bad_pattern() {
+        let cli = Cli::try_parse_from([
+            "agentdeck",
+            "bundle",
+            "redact",
+            "b.zip",
+            "-o",
+            "c.zip",
+            "--literal-file",
+            "names.txt",
+            "--literal-file",
+            "more.txt",
+            "--regex",
+            r"order-\d+",
+            "--regex",
+            "-starts-with-a-dash",
+        ])
+        .expect("parses");
+        let Some(Command::Bundle(BundleArgs {
+            command: Some(BundleCommand::Redact(r)),
+            ..
+        })) = cli.command
+        else {
+            panic!("bundle redact expected");
+        };
+        assert_eq!(r.input, PathBuf::from("b.zip"));
+        assert_eq!(r.output, PathBuf::from("c.zip"));
+        assert_eq!(r.literal_files.len(), 2);
+        assert_eq!(r.regexes.len(), 2);
+        let e = Cli::try_parse_from([
+            "agentdeck",
+            "bundle",
+            "redact",
+            "b.zip",
+            "-o",
+            "c.zip",
+            "--regex",
+            "(unclosed",
+        ])
+        .expect_err("a bad pattern");
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(e.to_string().contains("not a regular expression"), "{e}");
+        // -o is required; the bundle's own flags are not redact's.
+        assert!(Cli::try_parse_from(["agentdeck", "bundle", "redact", "b.zip"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "agentdeck",
+                "bundle",
+                "--pool",
+                "p",
+                "redact",
+                "b.zip",
+                "-o",
+                "c.zip"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
     fn bundle_and_debug_flags_parse() {
         let cli = Cli::try_parse_from([
             "agentdeck",
@@ -892,6 +999,7 @@ mod tests {
         assert_eq!(b.max_bytes_per_log, 1 << 20);
         assert!(b.no_redact);
         assert_eq!(b.since, Some(std::time::Duration::from_secs(3600)));
+        assert!(b.command.is_none());
         assert!(Cli::try_parse_from(["agentdeck", "debug"]).is_err());
         assert!(Cli::try_parse_from(["agentdeck", "debug", "--list"]).is_ok());
         assert!(

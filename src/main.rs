@@ -137,7 +137,12 @@ fn run(cli: Cli) -> Result<()> {
             ))?;
             Ok(())
         }
-        Some(Command::Bundle(args)) => bundle(&cli.global, args),
+        Some(Command::Bundle(args)) => match args.command {
+            Some(agentdeck::cli::BundleCommand::Redact(redact)) => {
+                bundle_redact(&cli.global, redact)
+            }
+            None => bundle(&cli.global, args),
+        },
         Some(Command::Debug(args)) => debug(&cli.global, args),
         Some(Command::Scale(args)) => {
             let action = ops::cli::scale_action(&args);
@@ -658,6 +663,15 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
         summary.redactions,
         summary.elapsed.as_secs_f64()
     );
+    // Per rule, never a value (per file: redactions.json).
+    out.push_str(&if args.no_redact {
+        "hidden: nothing (--no-redact)\n".to_owned()
+    } else {
+        format!(
+            "hidden: {}\n",
+            bundle::redact::describe_counts(&summary.hidden)
+        )
+    });
     if !summary.errors.is_empty() {
         out.push_str(&format!(
             "{} things could not be collected (all listed in manifest.json){}:\n",
@@ -706,6 +720,53 @@ fn bundle(global: &agentdeck::cli::GlobalArgs, args: agentdeck::cli::BundleArgs)
         .into());
     }
     Ok(())
+}
+
+/// `agentdeck bundle redact`: one more redaction pass over a bundle, with a
+/// progress bar on a terminal; prints what it hid per rule.
+fn bundle_redact(
+    global: &agentdeck::cli::GlobalArgs,
+    args: agentdeck::cli::BundleRedactArgs,
+) -> Result<()> {
+    use agentdeck::ops::bundle::reredact::{self, RedactOptions};
+    use std::io::IsTerminal;
+    check_config(global)?;
+    let mut literals = Vec::new();
+    for file in &args.literal_files {
+        literals.extend(
+            reredact::read_literal_file(file).map_err(agentdeck::ops::bundle::BundleError::from)?,
+        );
+    }
+    let opts = RedactOptions {
+        input: args.input,
+        output: args.output,
+        literals,
+        patterns: args.regexes,
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(0)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg:12} [{bar:30}] {pos}/{len} entries, {prefix}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let b = bar.clone();
+    let summary = reredact::run(&opts, move |p| {
+        b.set_length(p.files_expected.max(p.files_done));
+        b.set_position(p.files_done);
+        b.set_prefix(format!("{:.1} MB read", p.bytes_written as f64 / 1e6));
+        b.set_message(match p.phase {
+            agentdeck::ops::bundle::Phase::Finishing => "finishing",
+            agentdeck::ops::bundle::Phase::Done => "done",
+            _ => "redacting",
+        });
+    });
+    bar.finish_and_clear();
+    print(&summary?.report(&opts.input))
 }
 
 /// `agentdeck debug`: makes, lists or removes debug pods.

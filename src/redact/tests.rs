@@ -731,3 +731,80 @@ fn relabelling_touches_only_placeholders_of_known_values() {
         )
     );
 }
+
+fn added(literals: &[&str], patterns: &[&str]) -> Redactor {
+    Redactor::with_added_rules_and_key(
+        &literals
+            .iter()
+            .map(|l| l.as_bytes().to_vec())
+            .collect::<Vec<_>>(),
+        patterns
+            .iter()
+            .map(|p| Regex::new(p).expect("pattern"))
+            .collect(),
+        b"pass key",
+    )
+}
+
+#[test]
+fn added_rules_hide_literals_and_patterns_and_nothing_the_built_in_rules_would() {
+    let r = added(&["Acme Widgets"], &[r"order-\d{4}"]);
+    let input = b"shipping order-1234 to ACME WIDGETS GmbH\nDB_PASSWORD=hunter2planted\n";
+    let (out, counts) = run(&r, input);
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(!text.to_lowercase().contains("acme widgets"), "{text}");
+    assert!(!text.contains("order-1234"), "{text}");
+    assert!(text.contains("***REDACTED:literal:"), "{text}");
+    assert!(text.contains("***REDACTED:regex:"), "{text}");
+    assert!(text.contains(" GmbH\n"), "{text}");
+    // Only the added rules run: the password is left to the bundle's own pass.
+    assert!(text.contains("DB_PASSWORD=hunter2planted\n"), "{text}");
+    assert_eq!(
+        counts,
+        RedactionCounts::from([(LITERAL_RULE, 1), (REGEX_RULE, 1)])
+    );
+}
+
+#[test]
+fn an_added_pattern_matches_within_one_line_and_never_across() {
+    let r = added(&[], &[r"^start.*end$", r"a\sb"]);
+    let (out, counts) = run(&r, b"start one end\r\nstart two\nend\na\nb\n");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(text.starts_with("***REDACTED:regex:"), "{text}");
+    assert!(text.contains("\r\nstart two\nend\na\nb\n"), "{text}");
+    assert_eq!(counts.get(REGEX_RULE), Some(&1), "{text}");
+}
+
+#[test]
+fn a_second_pass_of_added_rules_finds_nothing_in_its_own_output() {
+    // Patterns that would match inside placeholders (their rule names,
+    // hex hashes, the stars) do not touch them.
+    let r = added(
+        &["Acme Widgets", "REDACTED:literal"],
+        &[r"[0-9a-f]{6,}", r"\*+", "regex", r"Acme\S*"],
+    );
+    let input = b"Acme Widgets paid 0xdeadbeef; see ***REDACTED:jwt:0123456789***\nAcmeCorp\n";
+    let (once, first) = run(&r, input);
+    assert!(!first.is_empty());
+    let (twice, second) = run(&r, &once);
+    assert_eq!(
+        String::from_utf8_lossy(&twice),
+        String::from_utf8_lossy(&once)
+    );
+    assert!(second.is_empty(), "{second:?}");
+    assert!(
+        contains(&once, b"***REDACTED:jwt:0123456789***"),
+        "{}",
+        String::from_utf8_lossy(&once)
+    );
+}
+
+#[test]
+fn counts_are_described_most_first_without_values() {
+    let counts = RedactionCounts::from([("jwt", 1), (LITERAL_RULE, 12), ("aws-access-key", 3)]);
+    assert_eq!(
+        describe_counts(&counts),
+        "12 × literal, 3 × aws-access-key, 1 × jwt"
+    );
+    assert_eq!(describe_counts(&RedactionCounts::new()), "nothing");
+}

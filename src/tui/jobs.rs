@@ -191,11 +191,11 @@ async fn take_bundle(
         .map_err(|e| e.to_string())?;
     let path = std::path::absolute(&summary.path).unwrap_or(summary.path.clone());
     let mut said = format!(
-        "{} ({} files, {:.1} MB, {} secrets hidden)",
+        "{} ({} files, {:.1} MB; hidden: {})",
         path.display(),
         summary.files,
         summary.zip_bytes as f64 / 1e6,
-        summary.redactions
+        bundle::redact::describe_counts(&summary.hidden)
     );
     if !summary.errors.is_empty() {
         said.push_str(&format!(

@@ -25,6 +25,7 @@
 
 pub mod objects;
 pub use crate::redact;
+pub mod reredact;
 pub mod zipper;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -102,6 +103,9 @@ pub enum BundleError {
     /// A bad option.
     #[error("{0}")]
     Invalid(String),
+    /// `agentdeck bundle redact` refused what it was given.
+    #[error(transparent)]
+    Redact(#[from] reredact::RedactError),
     /// The zip was written but nothing could be listed from the cluster.
     #[error(
         "{} holds nothing from the cluster: no list succeeded ({first}; all {count} failures are in its manifest.json)",
@@ -120,7 +124,7 @@ pub enum BundleError {
 impl BundleError {
     /// A mistake in what the user gave.
     pub fn is_user_error(&self) -> bool {
-        matches!(self, BundleError::Invalid(_))
+        matches!(self, BundleError::Invalid(_) | BundleError::Redact(_))
     }
 }
 
@@ -247,6 +251,9 @@ pub struct Summary {
     pub errors: Vec<CollectionError>,
     /// Matches hidden, over all files.
     pub redactions: u64,
+    /// Matches hidden per rule, over all files (the per-file counts are in
+    /// `redactions.json`): what `agentdeck bundle` prints at its end.
+    pub hidden: redact::RedactionCounts,
     /// The overall deadline cut the collection short.
     pub deadline_reached: bool,
     /// Lists of objects that succeeded (0: nothing came from the cluster).
@@ -498,6 +505,7 @@ pub async fn collect(
     });
     let errors = std::mem::take(&mut *record.errors.lock().unwrap_or_else(PoisonError::into_inner));
     let redactions: u64 = written.redactions.values().flat_map(|c| c.values()).sum();
+    let hidden = per_rule(&written.redactions);
     let bytes: u64 = written.files.iter().map(|f| f.bytes).sum();
     let access = access.await.unwrap_or_else(
         |e| serde_json::json!({"error": format!("the access review stopped: {e}")}),
@@ -574,11 +582,25 @@ pub async fn collect(
         bytes,
         errors,
         redactions,
+        hidden,
         deadline_reached,
         listed: record.listed.load(Ordering::Relaxed),
         lacks,
         elapsed: started.elapsed(),
     })
+}
+
+/// Per-file per-rule counts summed per rule.
+pub fn per_rule<'a>(
+    files: impl IntoIterator<Item = (&'a String, &'a redact::RedactionCounts)>,
+) -> redact::RedactionCounts {
+    let mut out = redact::RedactionCounts::new();
+    for (_, counts) in files {
+        for (rule, n) in counts {
+            *out.entry(rule).or_default() += n;
+        }
+    }
+    out
 }
 
 /// What the identity taking the bundle may do in `namespace`, as the

@@ -119,7 +119,7 @@ struct Compressed {
 
 /// How many threads redact and compress: one per core, at most four (the
 /// API is read at the same time).
-fn workers() -> usize {
+pub(super) fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
