@@ -819,9 +819,7 @@ impl Redactor {
         complete: bool,
         found: &mut Vec<Found>,
     ) -> Option<usize> {
-        let Some(rule) = self.pem.map(|i| &self.rules[i]) else {
-            return None;
-        };
+        let rule = self.pem.map(|i| &self.rules[i])?;
         let mut from = span.0;
         while let Some(b) = rule.regex.find_at(chunk, from) {
             if b.start() > span.1 {

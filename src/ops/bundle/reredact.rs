@@ -247,13 +247,18 @@ fn refuse_overwrite(input: &Path, output: &Path) -> Result<(), RedactError> {
     };
     let input_path = std::fs::canonicalize(input).map_err(read)?;
     let input_meta = std::fs::metadata(input).map_err(read)?;
+    let symlink = std::fs::symlink_metadata(output).is_ok_and(|m| m.file_type().is_symlink());
     if std::fs::canonicalize(output).is_ok_and(|o| o == input_path) {
-        return Err(same("the same path"));
+        return Err(same(if symlink {
+            "a symbolic link to it"
+        } else {
+            "the same path"
+        }));
     }
     if let Ok(out) = std::fs::metadata(output)
         && (out.dev(), out.ino()) == (input_meta.dev(), input_meta.ino())
     {
-        return Err(same("the same file, through a hard or symbolic link"));
+        return Err(same("the same file: a hard link to it"));
     }
     Ok(())
 }
@@ -371,78 +376,127 @@ enum Fault {
     Write { entry: String, source: io::Error },
 }
 
+/// The output being written, and the input it copies from.
+struct Writing<'a> {
+    opts: &'a RedactOptions,
+    bundle: Bundle,
+    out: ZipWriter<File>,
+    partial: &'a Path,
+    /// Entries written so far.
+    entries: usize,
+}
+
+/// What the entries other than the manifest and the report became.
+#[derive(Default)]
+struct Body {
+    /// Per rewritten file, its size before and after.
+    sizes: BTreeMap<String, (u64, u64)>,
+    /// Per rewritten file, per rule, what this pass hid.
+    files: BTreeMap<String, RedactionCounts>,
+    /// Binary entries copied.
+    binary: usize,
+}
+
+impl Writing<'_> {
+    fn write_err(&self, entry: &str, source: io::Error) -> BundleError {
+        BundleError::Write {
+            path: self.partial.to_path_buf(),
+            entry: entry.to_owned(),
+            source,
+        }
+    }
+
+    fn damaged(&self, entry: &str, why: String) -> BundleError {
+        RedactError::Damaged {
+            path: self.opts.input.clone(),
+            entry: entry.to_owned(),
+            why,
+        }
+        .into()
+    }
+
+    /// Copies the input's entry `index` as it is (compressed).
+    fn copy_raw(&mut self, index: usize, name: &str) -> Result<(), BundleError> {
+        let entry = self
+            .bundle
+            .zip
+            .by_index_raw(index)
+            .map_err(|e| RedactError::Damaged {
+                path: self.opts.input.clone(),
+                entry: name.to_owned(),
+                why: e.to_string(),
+            })?;
+        let copied = self.out.raw_copy_file(entry);
+        copied.map_err(|e| self.write_err(name, io::Error::other(e)))?;
+        self.entries += 1;
+        Ok(())
+    }
+}
+
 fn write_pass(
     opts: &RedactOptions,
-    mut bundle: Bundle,
+    bundle: Bundle,
     redactor: &Redactor,
     partial: &Path,
     progress: &dyn Fn(Progress),
 ) -> Result<PassSummary, BundleError> {
-    let write_err = |entry: &str, source: io::Error| BundleError::Write {
-        path: partial.to_path_buf(),
-        entry: entry.to_owned(),
-        source,
-    };
-    let damaged = |entry: String, why: String| -> BundleError {
-        RedactError::Damaged {
-            path: opts.input.clone(),
-            entry,
-            why,
-        }
-        .into()
-    };
     let file = File::create(partial).map_err(|source| BundleError::CreateOutput {
         path: partial.to_path_buf(),
         source,
     })?;
-    let mut out = ZipWriter::new(file);
-    let jobs: Vec<usize> = (0..bundle.zip.len())
+    let mut w = Writing {
+        opts,
+        bundle,
+        out: ZipWriter::new(file),
+        partial,
+        entries: 0,
+    };
+    let body = write_body(&mut w, redactor, progress)?;
+    finish_pass(w, redactor, body)
+}
+
+/// Every entry but the manifest and the report, in the input's order.
+fn write_body(
+    w: &mut Writing<'_>,
+    redactor: &Redactor,
+    progress: &dyn Fn(Progress),
+) -> Result<Body, BundleError> {
+    let zip = &w.bundle.zip;
+    let jobs: Vec<usize> = (0..zip.len())
         .filter(|i| {
             !matches!(
-                bundle
-                    .zip
-                    .name_for_index(*i)
-                    .and_then(Result::ok)
-                    .as_deref(),
+                zip.name_for_index(*i).and_then(Result::ok).as_deref(),
                 Some(MANIFEST | REPORT)
             )
         })
         .collect();
     let total = jobs.len() as u64 + 2;
-    let mut sizes: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut pass_files: BTreeMap<String, RedactionCounts> = BTreeMap::new();
-    let mut binary = 0;
+    let mut body = Body::default();
     let mut bytes_read = 0u64;
     let mut done_count = 0u64;
-    let mut entries = 0usize;
-    each_entry(&opts.input, &jobs, redactor, |done| {
+    each_entry(&w.opts.input, &jobs, redactor, |done| {
         let done = done.map_err(|f| match f {
-            Fault::Read { entry, why } => damaged(entry, why),
-            Fault::Write { entry, source } => write_err(&entry, source),
+            Fault::Read { entry, why } => w.damaged(&entry, why),
+            Fault::Write { entry, source } => w.write_err(&entry, source),
         })?;
         match done.outcome {
-            Outcome::Copy { binary: b } => {
-                binary += usize::from(b);
-                let entry = bundle
-                    .zip
-                    .by_index_raw(done.index)
-                    .map_err(|e| damaged(done.name.clone(), e.to_string()))?;
-                out.raw_copy_file(entry)
-                    .map_err(|e| write_err(&done.name, io::Error::other(e)))?;
+            Outcome::Copy { binary } => {
+                body.binary += usize::from(binary);
+                w.copy_raw(done.index, &done.name)?;
             }
             Outcome::Rewritten {
                 part,
                 bytes,
                 counts,
             } => {
-                copy_part(&mut out, part).map_err(|e| write_err(&done.name, e))?;
-                sizes.insert(done.name.clone(), (done.size, bytes));
-                pass_files.insert(done.name.clone(), counts);
+                copy_part(&mut w.out, part).map_err(|e| w.write_err(&done.name, e))?;
+                w.entries += 1;
+                body.sizes.insert(done.name.clone(), (done.size, bytes));
+                body.files.insert(done.name.clone(), counts);
             }
         }
         bytes_read += done.size;
         done_count += 1;
-        entries += 1;
         progress(Progress {
             phase: Phase::Collecting,
             files_done: done_count,
@@ -459,17 +513,26 @@ fn write_pass(
         bytes_written: bytes_read,
         current: MANIFEST.into(),
     });
+    Ok(body)
+}
 
+/// The manifest and the report, each copied when unchanged, then the zip
+/// closed and renamed into place.
+fn finish_pass(
+    mut w: Writing<'_>,
+    redactor: &Redactor,
+    mut body: Body,
+) -> Result<PassSummary, BundleError> {
+    let opts = w.opts;
     // The manifest: strings that hold what is to be hidden, then the sizes.
-    let mut manifest = bundle.manifest.clone();
+    let mut manifest = w.bundle.manifest.clone();
     let mut manifest_counts = RedactionCounts::new();
     redact_manifest(redactor, &mut manifest, &mut manifest_counts);
     if !manifest_counts.is_empty() {
-        pass_files.insert(MANIFEST.into(), manifest_counts);
+        body.files.insert(MANIFEST.into(), manifest_counts);
     }
-    let hidden = super::per_rule(&pass_files);
-    let pass_total: u64 = hidden.values().sum();
-    update_manifest(&mut manifest, &sizes, pass_total);
+    let hidden = super::per_rule(&body.files);
+    update_manifest(&mut manifest, &body.sizes, hidden.values().sum());
 
     let mut kinds = Vec::new();
     if !opts.literals.is_empty() {
@@ -478,7 +541,8 @@ fn write_pass(
     if !opts.patterns.is_empty() {
         kinds.push(REGEX_RULE);
     }
-    let mut report = bundle
+    let mut report = w
+        .bundle
         .report
         .clone()
         .unwrap_or_else(|| serde_json::json!({"rules": [], "files": {}}));
@@ -487,40 +551,36 @@ fn write_pass(
         &kinds,
         opts.literals.len(),
         opts.patterns.len(),
-        &pass_files,
+        &body.files,
         jiff::Timestamp::now(),
     );
 
-    // Unchanged last entries are copied as they are, the others written.
+    let manifest_changed = manifest != w.bundle.manifest;
     let mut last = Vec::new();
-    for (name, before, after) in [
-        (MANIFEST, Some(&bundle.manifest), &manifest),
-        (REPORT, bundle.report.as_ref(), &report),
+    for (name, changed, value, present) in [
+        (MANIFEST, manifest_changed, &manifest, true),
+        (REPORT, recorded, &report, w.bundle.report.is_some()),
     ] {
-        match before {
-            Some(b) if b == after || (name == REPORT && !recorded) => {
-                let entry = bundle
-                    .zip
-                    .by_name_raw(name.as_bytes())
-                    .map_err(|e| damaged(name.into(), e.to_string()))?;
-                out.raw_copy_file(entry)
-                    .map_err(|e| write_err(name, io::Error::other(e)))?;
-                entries += 1;
-            }
-            None if name == REPORT && !recorded => {}
-            _ => last.push((
+        if changed {
+            last.push((
                 name.to_owned(),
-                serde_json::to_vec_pretty(after).unwrap_or_default(),
-            )),
+                serde_json::to_vec_pretty(value).unwrap_or_default(),
+            ));
+        } else if present {
+            let index =
+                w.bundle.zip.index_for_name(name).ok_or_else(|| {
+                    w.damaged(name, "the entry is gone from its directory".into())
+                })?;
+            w.copy_raw(index, name)?;
         }
     }
-    let entries = entries + last.len();
-    let zip_bytes = zipper::finish(out, last, partial, &opts.output)?;
+    let entries = w.entries + last.len();
+    let zip_bytes = zipper::finish(w.out, last, w.partial, &opts.output)?;
     Ok(PassSummary {
         path: opts.output.clone(),
         entries,
-        rewritten: sizes.len() + usize::from(manifest != bundle.manifest),
-        binary,
+        rewritten: body.sizes.len() + usize::from(manifest_changed),
+        binary: body.binary,
         hidden,
         recorded,
         zip_bytes,
@@ -939,8 +999,7 @@ fn redact_manifest(r: &Redactor, manifest: &mut Value, counts: &mut RedactionCou
             for f in files {
                 match f.as_object_mut() {
                     Some(f) => {
-                        for (fk, fv) in f.iter_mut().filter(|(fk, _)| *fk != "path") {
-                            let _ = fk;
+                        for (_, fv) in f.iter_mut().filter(|(k, _)| *k != "path") {
                             redact_tree(r, fv, false, counts);
                         }
                     }

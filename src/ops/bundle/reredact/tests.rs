@@ -281,7 +281,12 @@ fn the_input_is_never_written_over_by_path_hard_link_or_symbolic_link() {
     let soft = dir.path().join("soft.zip");
     std::os::unix::fs::symlink(&input, &soft).expect("symlink");
     let dotted = dir.path().join(".").join("b.zip");
-    for output in [&input, &dotted, &hard, &soft] {
+    for (output, how) in [
+        (&input, "(the same path)"),
+        (&dotted, "(the same path)"),
+        (&hard, "a hard link to it"),
+        (&soft, "a symbolic link to it"),
+    ] {
         let e = run(&opts(&input, output, &[NAME], &[]), |_| {}).expect_err("refused");
         assert!(e.is_user_error(), "{e}");
         assert!(
@@ -289,6 +294,7 @@ fn the_input_is_never_written_over_by_path_hard_link_or_symbolic_link() {
             "{e}"
         );
         assert!(e.to_string().contains("would write over the input"), "{e}");
+        assert!(e.to_string().contains(how), "{e}");
     }
     assert_eq!(std::fs::read(&input).expect("read"), original);
     let names: Vec<String> = std::fs::read_dir(dir.path())
