@@ -189,6 +189,12 @@ async fn take_bundle(
     let summary = bundle::collect(client, opts, report)
         .await
         .map_err(|e| e.to_string())?;
+    Ok(bundle_written(&summary))
+}
+
+/// What the console says of a bundle written: where, how big, what was
+/// hidden per rule (never a value), what could not be collected.
+fn bundle_written(summary: &bundle::Summary) -> String {
     let path = std::path::absolute(&summary.path).unwrap_or(summary.path.clone());
     let mut said = format!(
         "{} ({} files, {:.1} MB; hidden: {})",
@@ -203,7 +209,7 @@ async fn take_bundle(
             summary.errors.len()
         ));
     }
-    Ok(said)
+    said
 }
 
 /// The audit line of a debug pod made (or not) from the console.
@@ -290,6 +296,27 @@ fn read_audit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bundle_written_is_said_with_what_each_rule_hid() {
+        let summary = bundle::Summary {
+            path: "/tmp/b.zip".into(),
+            files: 12,
+            zip_bytes: 2_400_000,
+            bytes: 9_000_000,
+            errors: Vec::new(),
+            redactions: 16,
+            hidden: [("known-secret", 12), ("aws-access-key", 3), ("jwt", 1)].into(),
+            deadline_reached: false,
+            listed: 11,
+            lacks: Vec::new(),
+            elapsed: std::time::Duration::from_secs(2),
+        };
+        assert_eq!(
+            bundle_written(&summary),
+            "/tmp/b.zip (12 files, 2.4 MB; hidden: 12 × known-secret, 3 × aws-access-key, 1 × jwt)"
+        );
+    }
 
     #[test]
     fn the_gauge_follows_the_bundles_progress_reports() {

@@ -733,11 +733,13 @@ impl<W: Write> Write for Counted<W> {
 
 /// Options of a rewritten entry: the bundle's compression, the original's
 /// date and mode (the content is still what was collected then).
+/// An entry near 4 GiB is written as ZIP64: placeholders can make it grow.
 fn options_like(entry: &zip::read::ZipFile<'_, File>) -> SimpleFileOptions {
     let mut o = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated)
         .compression_level(Some(1))
-        .unix_permissions(entry.unix_mode().map_or(0o644, |m| m & 0o777));
+        .unix_permissions(entry.unix_mode().map_or(0o644, |m| m & 0o777))
+        .large_file(entry.size() >= 1 << 31);
     if let Some(t) = entry.last_modified() {
         o = o.last_modified_time(t);
     }
@@ -747,7 +749,7 @@ fn options_like(entry: &zip::read::ZipFile<'_, File>) -> SimpleFileOptions {
 /// One entry: redacted into a part when something is found, else left to
 /// be copied.
 fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Done, Fault> {
-    let (name, size, is_dir, options) = {
+    let (name, size, not_a_file, options) = {
         let e = zip.by_index(index).map_err(|e| Fault::Read {
             entry: format!("entry {index}"),
             why: e.to_string(),
@@ -756,7 +758,7 @@ fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Don
             entry: format!("entry {index}"),
             why: e.to_string(),
         })?;
-        (name, e.size(), e.is_dir(), options_like(&e))
+        (name, e.size(), !e.is_file(), options_like(&e))
     };
     let done = |outcome| Done {
         index,
@@ -764,7 +766,8 @@ fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Don
         size,
         outcome,
     };
-    if is_dir {
+    // A directory or a symbolic link has no content to redact.
+    if not_a_file {
         return Ok(done(Outcome::Copy { binary: false }));
     }
     let read_fault = |why: String| Fault::Read {
