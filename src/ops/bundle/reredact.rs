@@ -174,7 +174,9 @@ impl PassSummary {
             self.zip_bytes as f64 / 1e6,
             self.elapsed.as_secs_f64()
         );
-        if self.recorded {
+        if self.recorded && self.hidden.is_empty() {
+            out.push_str("hidden by this pass: nothing found; redactions.json records the pass and its rules\n");
+        } else if self.recorded {
             out.push_str(&format!(
                 "hidden by this pass: {} (per file in redactions.json)\n",
                 super::redact::describe_counts(&self.hidden)

@@ -251,6 +251,36 @@ fn a_second_pass_with_the_same_rules_gives_the_same_contents() {
 }
 
 #[test]
+fn a_pass_that_finds_nothing_still_records_its_new_rule_and_changes_no_entry() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = bundle_in(dir.path());
+    let output = dir.path().join("c.zip");
+    let summary = run(&opts(&input, &output, &["Nobody Known Here"], &[]), |_| {}).expect("pass");
+    assert!(summary.recorded && summary.hidden.is_empty());
+    assert!(
+        summary.report(&input).contains("nothing found"),
+        "{}",
+        summary.report(&input)
+    );
+    let (before, after) = (entries_of(&input), entries_of(&output));
+    for (name, bytes) in &before {
+        if name != REPORT {
+            assert_eq!(&after[name], bytes, "{name}");
+        }
+    }
+    let r = json_of(&after, REPORT);
+    assert!(
+        r["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|k| k == LITERAL_RULE)
+    );
+    assert_eq!(r["passes"][0]["hidden"], 0);
+    assert_eq!(r["files"], json_of(&before, REPORT)["files"]);
+}
+
+#[test]
 fn a_pattern_hides_its_matches_and_counts_them_as_regex() {
     let dir = tempfile::tempdir().expect("dir");
     let input = bundle_in(dir.path());
