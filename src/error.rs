@@ -69,6 +69,9 @@ pub enum Error {
     /// The demo cluster could not be set up.
     #[error(transparent)]
     Demo(#[from] crate::demo::DemoError),
+    /// A support bundle could not be opened or served.
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ReplayError),
     /// The terminal could not be used.
     #[error("terminal: {0}")]
     Terminal(#[source] std::io::Error),
@@ -92,6 +95,7 @@ impl Error {
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             Error::Theme(_) | Error::Keymap { .. } => EXIT_USAGE,
             Error::Bundle(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Replay(e) if e.is_user_error() => EXIT_USAGE,
             Error::Debug(crate::ops::debug::DebugError::ShellExited(code)) => *code,
             Error::Debug(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,
