@@ -143,14 +143,11 @@ impl Replay {
     }
 
     /// The bundle's audit trail in a file of its own (removed when the
-    /// returned path is dropped), for the console's audit view; `None`
-    /// when it has none.
+    /// returned path is dropped), for the console's audit view: empty when
+    /// the bundle has none, never the receiver's own trail.
     pub fn audit_file(&self) -> Option<tempfile::TempPath> {
         use std::io::Write;
         let records = self.bundle.audit();
-        if records.is_empty() {
-            return None;
-        }
         let mut f = tempfile::NamedTempFile::new().ok()?;
         for r in &records {
             let line = serde_json::to_string(r).ok()?;

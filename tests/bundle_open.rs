@@ -194,6 +194,7 @@ fn a_bundle_opens_in_the_console_and_serves_kubectl_after_the_cluster_is_gone() 
     assert!(e.contains("support bundle B.zip"), "{e}");
     let o = served.kubectl(&["get", "agenttask", "plan-1"]);
     assert!(o.status.success(), "still there after the refused delete");
+    python_client_reads(&served, &agent);
     drop(served);
 
     // The console on the bundle.
@@ -215,6 +216,74 @@ fn a_bundle_opens_in_the_console_and_serves_kubectl_after_the_cluster_is_gone() 
     });
     t.send(&["q"]);
     t.wait("the console to exit 0", |s| s.contains("EXIT=0"));
+}
+
+/// The official Python client (strict models: every field a real server
+/// always writes must be there) reads the served bundle too, and is refused
+/// a write with 405. Skipped, with a note, without the client.
+fn python_client_reads(served: &Served, agent: &str) {
+    let have = Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        eprintln!(
+            "note: skipped: the Python Kubernetes client is not installed (pip install kubernetes)"
+        );
+        return;
+    }
+    const SCRIPT: &str = r#"
+import json, sys
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+custom = client.CustomObjectsApi()
+seen = {}
+seen["tasks"] = sorted(t["metadata"]["name"] for t in custom.list_namespaced_custom_object(
+    "agentdeck.dev", "v1alpha1", "default", "agenttasks")["items"])
+seen["pods"] = [p.metadata.name for p in v1.list_namespaced_pod("default").items]
+seen["deployments"] = [d.metadata.name for d in client.AppsV1Api().list_namespaced_deployment("default").items]
+seen["log"] = v1.read_namespaced_pod_log(sys.argv[2], "default")
+try:
+    v1.delete_namespaced_pod(sys.argv[2], "default")
+except ApiException as e:
+    seen["delete"] = [e.status, json.loads(e.body)["reason"]]
+print(json.dumps(seen))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", SCRIPT])
+        .arg(&served.kubeconfig)
+        .arg(agent)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}\n{}", out(&o), common::err(&o));
+    let seen: Value = serde_json::from_str(out(&o).trim()).expect("script prints JSON");
+    assert_eq!(
+        seen["tasks"],
+        serde_json::json!(["plan-1", "plan-2", "plan-3"]),
+        "{seen}"
+    );
+    assert!(
+        seen["pods"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|n| n == agent)),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["deployments"],
+        serde_json::json!(["iac-agent-quickstart"]),
+        "{seen}"
+    );
+    assert!(
+        seen["log"].as_str().is_some_and(|l| !l.is_empty()),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["delete"],
+        serde_json::json!([405, "MethodNotAllowed"]),
+        "{seen}"
+    );
 }
 
 #[test]

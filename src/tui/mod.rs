@@ -327,7 +327,7 @@ impl Workers {
             client.clone(),
             view.clone(),
             logs_rx,
-            setup.app.log_capacity,
+            (setup.app.log_capacity, setup.replay.is_some()),
             tx.clone(),
             cancel.clone(),
         ));
@@ -1011,7 +1011,8 @@ async fn log_streamer(
     client: Client,
     view: ClusterView,
     mut rx: watch::Receiver<Option<(StreamId, LogSource, bool)>>,
-    capacity: usize,
+    // Lines kept; whether the logs are a bundle's (they end where it was taken).
+    (capacity, collected): (usize, bool),
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 ) {
@@ -1032,7 +1033,7 @@ async fn log_streamer(
                 id,
                 source,
                 previous,
-                capacity,
+                (capacity, collected),
                 tx.clone(),
             )));
         }
@@ -1208,7 +1209,7 @@ async fn stream_logs(
     id: StreamId,
     source: LogSource,
     previous: bool,
-    capacity: usize,
+    (capacity, collected): (usize, bool),
     tx: mpsc::Sender<Msg>,
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &source.namespace);
@@ -1354,6 +1355,9 @@ async fn stream_logs(
         (false, _, _, _) if previous => "end of the previous container's log".to_owned(),
         (false, _, Some((phase, at)), _) => {
             task_end_line(source.task.as_deref().unwrap_or_default(), phase, at)
+        }
+        (false, _, None, _) if collected => {
+            "end of the log as collected when the bundle was taken".to_owned()
         }
         (false, _, None, _) => "the container ended; end of log".to_owned(),
     };
