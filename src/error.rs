@@ -17,14 +17,6 @@ pub enum Error {
     /// Install manifests could not be rendered.
     #[error(transparent)]
     Install(#[from] InstallError),
-    /// The mode exists on the command line but is not built yet.
-    #[error("`agentdeck {mode}` is not built yet (it will be {what}); nothing was done")]
-    NotBuilt {
-        /// The mode as typed.
-        mode: &'static str,
-        /// What it will do.
-        what: &'static str,
-    },
     /// No Kubernetes client could be made.
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),
@@ -86,7 +78,6 @@ impl Error {
         match self {
             Error::Config(e) if e.is_user_error() => EXIT_USAGE,
             Error::Install(e) if e.is_user_error() => EXIT_USAGE,
-            Error::NotBuilt { .. } => EXIT_USAGE,
             Error::Sandbox(e) if e.is_user_error() => EXIT_USAGE,
             Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,

@@ -14,7 +14,8 @@ fn main() -> ExitCode {
     if let Some(code) = agentdeck::sandbox::kubelet::mountns::entry_point() {
         return code;
     }
-    // kube's client needs one process-wide rustls provider (CRATES.md: ring only).
+    // kube's client needs one process-wide rustls provider: ring, the one
+    // crypto backend built in (no aws-lc and its C build).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = match Cli::parse().settle() {
         Ok(cli) => cli,

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::convert;
 use super::managed::{self, field_path, leaves as apply_leaves, remove_leaf};
 use super::registry::{ResourceInfo, SubresourceInfo};
-use super::store::{EventType, Store, StoreError, rv_of};
+use super::store::{Store, StoreError, rv_of};
 use crate::plan::strategic_merge;
 
 /// An API error, answered as a `Status` object.
@@ -2738,9 +2738,6 @@ pub fn empty_labels() -> BTreeMap<String, String> {
 
 /// The event types, re-exported for the server's watch encoding.
 pub use super::store::EventType as WatchEventType;
-
-#[allow(dead_code)]
-fn _event_type_is_used(_: EventType) {}
 
 /// rv helper re-exported.
 pub fn resource_version(obj: &Value) -> u64 {
