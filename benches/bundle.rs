@@ -1,7 +1,10 @@
 //! Support-bundle figures: redaction throughput on one core, then
 //! `agentdeck bundle` against the shell loop the chart's documentation
 //! gives, side by side on one sandbox namespace (wall time, peak RSS, what
-//! each captured).
+//! each captured), then that bundle opened by its receiver: the console
+//! (`agentdeck --bundle`, under tmux) until its pools are on screen, and
+//! the bundle served (`agentdeck sandbox --from-bundle`'s server) until a
+//! client lists its pools.
 //!
 //! ```text
 //! cargo bench --bench bundle
@@ -139,6 +142,23 @@ fn compare() {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sandbox.kubeconfig(NS)).expect("kubeconfig");
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    // A pool, so that the bundle's receiver has one to see.
+    rt.block_on(async {
+        use agentdeck::crd::{AgentPool, AgentTask};
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::CustomResourceExt;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [AgentPool::crd(), AgentTask::crd()] {
+            crds.create(&PostParams::default(), &crd).await.expect("crd");
+        }
+        let pools: Api<AgentPool> = Api::namespaced(client.clone(), NS);
+        let pool: AgentPool = serde_json::from_value(json!({
+            "metadata": {"name": "bench"},
+            "spec": {"image": "ghcr.io/agentdeck/agentdeck:0.1.0", "minReplicas": 0, "maxReplicas": 2}
+        }))
+        .expect("pool");
+        pools.create(&PostParams::default(), &pool).await.expect("pool created");
+    });
     // Agent-like output: the lines of the redaction benchmark, one in 16
     // with a secret.
     let block: String = LINES
@@ -239,6 +259,82 @@ fn compare() {
         loop_secs / bundle_secs.max(1e-9)
     );
     rt.block_on(sandbox.stop());
+    open_bundle(&rt, &zip, total_mb);
+}
+
+/// The bundle just taken, opened as its receiver does, with the cluster it
+/// came from stopped: the console until the pools view shows the pool (tmux
+/// polled every 5 ms), and the served bundle until a client has listed the
+/// pools.
+fn open_bundle(rt: &tokio::runtime::Runtime, zip: &std::path::Path, total_mb: f64) {
+    let home = tempfile::tempdir().expect("dir");
+    let socket = format!("agentdeck-bench-{}", std::process::id());
+    let started = Instant::now();
+    let line = format!(
+        "env HOME={h} XDG_CONFIG_HOME={h} {} --bundle {}; sleep 600",
+        env!("CARGO_BIN_EXE_agentdeck"),
+        zip.display(),
+        h = home.path().display()
+    );
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .output()
+    };
+    let ok = tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "b",
+        "-x",
+        "160",
+        "-y",
+        "30",
+        &line,
+    ])
+    .is_ok_and(|o| o.status.success());
+    let mut shown = None;
+    while ok && started.elapsed() < Duration::from_secs(60) {
+        let screen = tmux(&["capture-pane", "-p", "-t", "b"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if screen.contains("Pools [1/1]") && screen.contains("bench") {
+            shown = Some(started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = tmux(&["kill-server"]);
+    match shown {
+        Some(d) => println!(
+            "bundle opened (agentdeck --bundle, {total_mb:.0} MiB of logs in the zip): pools on screen in {} ms",
+            d.as_millis()
+        ),
+        None => println!("bundle opened: the pools never showed within 60 s (tmux: {ok})"),
+    }
+    let served = rt.block_on(async {
+        let started = Instant::now();
+        let replay = agentdeck::replay::Replay::start(zip, 0)
+            .await
+            .expect("served");
+        let pools: Api<agentdeck::crd::AgentPool> = Api::namespaced(replay.conn.client.clone(), NS);
+        let n = pools
+            .list(&Default::default())
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+        let d = started.elapsed();
+        replay.sandbox.stop().await;
+        (d, n)
+    });
+    println!(
+        "bundle served (sandbox --from-bundle's server): {} pool(s) listed by a client in {} ms",
+        served.1,
+        served.0.as_millis()
+    );
 }
 
 /// Runs a child under `/usr/bin/time`: wall seconds and the peak RSS (KiB)

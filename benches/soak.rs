@@ -629,6 +629,7 @@ async fn observe(
         StartOptions {
             watch_only: true,
             all_namespaces: false,
+            ..StartOptions::default()
         },
         cancel.clone(),
     );

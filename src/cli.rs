@@ -21,6 +21,7 @@ use crate::telemetry::LogFormat;
     after_help = "Modes:\n  agentdeck            the terminal console (embeds the controller)\n  \
                   agentdeck --daemon   the controller, headless (serves /healthz, /readyz, /metrics)\n  \
                   agentdeck --demo     a sandbox cluster with live agents, and the console on it\n  \
+                  agentdeck --bundle B.zip  the console on a support bundle, read-only\n  \
                   agentdeck sandbox    a Kubernetes-API-compatible server on loopback\n  \
                   agentdeck agent      the agent runtime inside a pool's pods"
 )]
@@ -31,6 +32,10 @@ pub struct Cli {
     /// Start an in-process sandbox with live agents and open the console on it.
     #[arg(long)]
     pub demo: bool,
+    /// Console: open a support bundle (`agentdeck bundle`, `b`) as it was
+    /// when taken: the same views and keys, read-only, ages as of then.
+    #[arg(long, value_name = "FILE.zip", conflicts_with_all = ["daemon", "demo", "all_contexts", "all_namespaces"])]
+    pub bundle: Option<PathBuf>,
     /// Console: watch only — the embedded controller never writes and no
     /// action keys are bound (for production contexts).
     #[arg(long, conflicts_with = "daemon")]
@@ -65,6 +70,11 @@ impl Cli {
         if self.demo && !self.global.contexts.is_empty() {
             return Err(
                 "--demo makes its own cluster and context; --context is for a kubeconfig's".into(),
+            );
+        }
+        if self.bundle.is_some() && (!self.global.contexts.is_empty() || self.command.is_some()) {
+            return Err(
+                "--bundle opens the console on a bundle, which names its own context; it takes no --context or subcommand (agentdeck sandbox --from-bundle serves one to kubectl)".into(),
             );
         }
         if self.all_contexts && !self.global.contexts.is_empty() {
@@ -145,6 +155,11 @@ pub enum Command {
 /// `agentdeck sandbox`.
 #[derive(Debug, Args)]
 pub struct SandboxArgs {
+    /// Serve this support bundle, read-only, instead of an empty cluster:
+    /// `kubectl get`, `describe`, `logs` (and `--previous`) as when it was
+    /// taken; writes answer 405.
+    #[arg(long, value_name = "FILE.zip")]
+    pub from_bundle: Option<PathBuf>,
     /// Port on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,

@@ -233,7 +233,7 @@ impl Demo {
 }
 
 /// Writes `text` readable by its owner only (it holds an admin token).
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);

@@ -17,14 +17,6 @@ pub enum Error {
     /// Install manifests could not be rendered.
     #[error(transparent)]
     Install(#[from] InstallError),
-    /// The mode exists on the command line but is not built yet.
-    #[error("`agentdeck {mode}` is not built yet (it will be {what}); nothing was done")]
-    NotBuilt {
-        /// The mode as typed.
-        mode: &'static str,
-        /// What it will do.
-        what: &'static str,
-    },
     /// No Kubernetes client could be made.
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),
@@ -69,6 +61,9 @@ pub enum Error {
     /// The demo cluster could not be set up.
     #[error(transparent)]
     Demo(#[from] crate::demo::DemoError),
+    /// A support bundle could not be opened or served.
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ReplayError),
     /// The terminal could not be used.
     #[error("terminal: {0}")]
     Terminal(#[source] std::io::Error),
@@ -83,7 +78,6 @@ impl Error {
         match self {
             Error::Config(e) if e.is_user_error() => EXIT_USAGE,
             Error::Install(e) if e.is_user_error() => EXIT_USAGE,
-            Error::NotBuilt { .. } => EXIT_USAGE,
             Error::Sandbox(e) if e.is_user_error() => EXIT_USAGE,
             Error::Cluster(e) if e.is_user_error() => EXIT_USAGE,
             Error::Telemetry(e) if e.is_user_error() => EXIT_USAGE,
@@ -92,6 +86,7 @@ impl Error {
             Error::Server(crate::server::ServerError::Bind { .. }) => EXIT_USAGE,
             Error::Theme(_) | Error::Keymap { .. } => EXIT_USAGE,
             Error::Bundle(e) if e.is_user_error() => EXIT_USAGE,
+            Error::Replay(e) if e.is_user_error() => EXIT_USAGE,
             Error::Debug(crate::ops::debug::DebugError::ShellExited(code)) => *code,
             Error::Debug(e) if e.is_user_error() => EXIT_USAGE,
             _ => EXIT_FAILURE,

@@ -17,6 +17,7 @@ pub mod monitoring;
 pub mod ops;
 pub mod plan;
 pub mod redact;
+pub mod replay;
 pub mod sandbox;
 pub mod server;
 pub mod signal;

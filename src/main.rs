@@ -14,7 +14,8 @@ fn main() -> ExitCode {
     if let Some(code) = agentdeck::sandbox::kubelet::mountns::entry_point() {
         return code;
     }
-    // kube's client needs one process-wide rustls provider (CRATES.md: ring only).
+    // kube's client needs one process-wide rustls provider: ring, the one
+    // crypto backend built in (no aws-lc and its C build).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = match Cli::parse().settle() {
         Ok(cli) => cli,
@@ -98,6 +99,15 @@ fn run(cli: Cli) -> Result<()> {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "agentdeck", &mut out);
             std::io::stdout().write_all(&out).map_err(Error::Output)
+        }
+        Some(Command::Sandbox(args)) if args.from_bundle.is_some() => {
+            let path = args.from_bundle.clone().unwrap_or_default();
+            runtime()?.block_on(agentdeck::replay::run_cli(
+                &path,
+                args.port,
+                args.kubeconfig_out,
+            ))?;
+            Ok(())
         }
         Some(Command::Sandbox(args)) => {
             let namespace = cli
@@ -442,7 +452,21 @@ fn console(cli: &Cli) -> Result<()> {
         };
         let mut unusable = Vec::new();
         let mut given = Vec::new();
-        let (contexts, demo) = if cli.demo {
+        // A bundle: served read-only in this process, the console on it.
+        let replay = match &cli.bundle {
+            Some(path) => Some(agentdeck::replay::Replay::start(path, 0).await?),
+            None => None,
+        };
+        let (contexts, demo) = if let Some(r) = &replay {
+            // The bundle's namespaces, whatever the configuration watches.
+            config.namespaces = r.bundle.info.namespaces.clone();
+            let one = agentdeck::tui::ContextSetup {
+                name: r.context(),
+                conn: r.conn.clone(),
+                actions: None,
+            };
+            (vec![one], None)
+        } else if cli.demo {
             let demo = agentdeck::demo::Demo::start().await?;
             // Health probed often, so the colours move; idle agents poll
             // every 30 s, so they count as stale only after that.
@@ -499,9 +523,9 @@ fn console(cli: &Cli) -> Result<()> {
         };
         // Every context, in the order given: those that could not be
         // used among them, as the header shows them.
-        let names: Vec<String> = match &demo {
-            Some(_) => contexts.iter().map(|c| c.name.clone()).collect(),
-            None => given,
+        let names: Vec<String> = match (&demo, &replay) {
+            (None, None) => given,
+            _ => contexts.iter().map(|c| c.name.clone()).collect(),
         };
         let mut namespaces: Vec<&str> =
             contexts.iter().map(|c| c.conn.namespace.as_str()).collect();
@@ -515,6 +539,7 @@ fn console(cli: &Cli) -> Result<()> {
         };
         // Nobody chose the namespace: say which default was taken.
         let namespace_note = (demo.is_none()
+            && replay.is_none()
             && !all_namespaces
             && cli.global.namespace.is_none()
             && config.namespaces.is_empty()
@@ -528,16 +553,35 @@ fn console(cli: &Cli) -> Result<()> {
                 "the kube context names no namespace, so {namespace} was taken (-n NAME picks another)"
             )
         });
+        // What the bundle could not give is said at the start.
+        let bundle = replay.as_ref().map(|r| agentdeck::app::BundleOpened {
+            file: r.bundle.info.file.clone(),
+            taken_at: r.bundle.info.taken_at,
+            notes: r.notes().into_iter().chain(r.bundle.missing()).collect(),
+        });
+        let audit_file = replay.as_ref().and_then(|r| r.audit_file());
+        let replay_setup = replay.as_ref().map(|r| agentdeck::tui::ReplaySetup {
+            taken_at: r.bundle.info.taken_at,
+            health: r.health_samples(),
+            audit_path: audit_file.as_ref().map(|p| p.to_path_buf()),
+            history: r.bundle.history(),
+        });
+        let bundle_note = bundle
+            .as_ref()
+            .filter(|b| !b.notes.is_empty())
+            .map(|b| b.notes.join("; "));
         let setup = agentdeck::tui::ConsoleSetup {
             config,
+            replay: replay_setup,
             app: AppOptions {
                 context: names.join(", "),
                 contexts: names,
                 namespace,
-                read_only: cli.read_only,
+                read_only: cli.read_only || bundle.is_some(),
                 keymap,
                 kubeconfig: demo.as_ref().map(|d| d.kubeconfig.display().to_string()),
-                namespace_note: fallback_note.or(namespace_note),
+                namespace_note: bundle_note.or(fallback_note).or(namespace_note),
+                bundle,
                 ..AppOptions::default()
             },
             theme,
@@ -550,6 +594,10 @@ fn console(cli: &Cli) -> Result<()> {
         if let Some(demo) = demo {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(3), demo.stop()).await;
         }
+        if let Some(r) = replay {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(3), r.sandbox.stop()).await;
+        }
+        drop(audit_file);
         result.map_err(Error::Terminal)
     });
     rt.shutdown_timeout(std::time::Duration::from_millis(500));

@@ -33,7 +33,8 @@ pub enum ServerError {
 /// Where to listen: `server.bind` when set, else the pod's own IP when
 /// the pod says it (`POD_IP`, as the agents bind theirs), else every
 /// address inside a cluster and loopback outside one, where agents in the
-/// sandbox bind 127.x addresses of their own (DESIGN.md, Ports).
+/// sandbox bind 127.x addresses of their own: a wildcard bind there
+/// would collide with theirs on the same port.
 pub fn address(config: &ServerConfig) -> SocketAddr {
     let pod_ip = std::env::var("POD_IP").ok();
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();

@@ -60,6 +60,7 @@ fn watch_only(
     let options = StartOptions {
         watch_only: true,
         all_namespaces: false,
+        ..StartOptions::default()
     };
     (
         controller::start_with(conn, cfg, options, cancel.clone()),

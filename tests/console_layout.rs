@@ -367,6 +367,53 @@ fn a_refused_preview_offers_no_apply() {
 }
 
 #[test]
+fn on_a_bundle_the_header_names_it_and_when_it_was_taken() {
+    for w in [80u16, 160] {
+        let mut a = App::new(
+            AppOptions {
+                context: "prod-eu".into(),
+                namespace: fixtures::NS.into(),
+                read_only: true,
+                bundle: Some(agentdeck::app::BundleOpened {
+                    file: "agentdeck-bundle-team-a-20261130T100000Z.zip".into(),
+                    taken_at: fixtures::now(),
+                    notes: Vec::new(),
+                }),
+                ..AppOptions::default()
+            },
+            fixtures::now(),
+        );
+        a.update(Msg::Resize(w, 24));
+        a.update(Msg::Status(ClusterStatus {
+            role: AppRole::ReadOnly,
+            watch: WatchState::Synced,
+            ..Default::default()
+        }));
+        a.update(Msg::Snapshot(Arc::new(snapshot(40))));
+        let screen = text(&a);
+        let header = screen.lines().next().expect("header");
+        // Whole where it fits, else shortened in the middle.
+        let file = if w == 160 {
+            "bundle agentdeck-bundle-team-a-20261130T100000Z.zip"
+        } else {
+            "bundle agentdeck-bundle-t…-20261130T100000Z.zip"
+        };
+        assert!(header.contains(file), "{w}: {header}");
+        assert!(header.contains("watch synced"), "{w}: {header}");
+        assert!(
+            !header.contains("api "),
+            "{w}: the zip has no latency: {header}"
+        );
+        if w == 160 {
+            let taken = fixtures::now().strftime("%Y-%m-%d %H:%M:%SZ").to_string();
+            assert!(header.contains(&format!("taken {taken}")), "{header}");
+            assert!(header.contains("ctx prod-eu"), "{header}");
+        }
+        assert!(header.chars().count() <= usize::from(w), "{header}");
+    }
+}
+
+#[test]
 fn the_header_keeps_the_watch_state_at_80_columns() {
     let long_ctx = "arn:aws:eks:eu-west-1:123456789012:cluster/prod-platform";
     let states = [

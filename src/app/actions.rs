@@ -1229,7 +1229,16 @@ impl App {
             files_expected: 0,
             bytes: 0,
         });
-        vec![routed(&context, Command::TakeBundle { namespace, pool })]
+        // The pools' last hour as this console saw it goes in the bundle.
+        let history = Some(self.pool_history.export(&namespace, pool.as_deref()));
+        vec![routed(
+            &context,
+            Command::TakeBundle {
+                namespace,
+                pool,
+                history,
+            },
+        )]
     }
 
     /// `D` on an agent: a copy-mode debug pod of it.

@@ -94,6 +94,62 @@ impl History {
         }
     }
 
+    /// The samples of the pools in `namespace` (`pool`: that one only),
+    /// as a support bundle keeps them (`history/pools.json`): per pool
+    /// key, `[{at, queue, desired, ready, fresh}]`, `at` in RFC 3339.
+    pub fn export(&self, namespace: &str, pool: Option<&str>) -> serde_json::Value {
+        let pools: serde_json::Map<String, serde_json::Value> = self
+            .pools
+            .iter()
+            .filter(|(k, _)| match k.split_once('/') {
+                Some((ns, name)) => ns == namespace && pool.is_none_or(|p| p == name),
+                None => false,
+            })
+            .map(|(k, ring)| {
+                let samples = ring
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "at": Timestamp::from_second(s.at).map(|t| t.to_string()).unwrap_or_default(),
+                            "queue": s.queue, "desired": s.desired, "ready": s.ready, "fresh": s.fresh,
+                        })
+                    })
+                    .collect();
+                (k.clone(), serde_json::Value::Array(samples))
+            })
+            .collect();
+        serde_json::json!({"stepSeconds": STEP_SECS, "windowSeconds": WINDOW_SECS, "pools": pools})
+    }
+
+    /// The history [`History::export`] wrote; samples that do not read
+    /// are left out.
+    pub fn import(v: &serde_json::Value) -> History {
+        let mut h = History::default();
+        for (key, samples) in v["pools"].as_object().into_iter().flatten() {
+            for s in samples.as_array().into_iter().flatten() {
+                let Some(at) = s["at"].as_str().and_then(|t| t.parse::<Timestamp>().ok()) else {
+                    continue;
+                };
+                let n = |f: &str| {
+                    s[f].as_i64()
+                        .and_then(|v| i32::try_from(v).ok())
+                        .unwrap_or(0)
+                };
+                h.record(
+                    key,
+                    Sample {
+                        at: at.as_second(),
+                        queue: n("queue"),
+                        desired: n("desired"),
+                        ready: n("ready"),
+                        fresh: n("fresh"),
+                    },
+                );
+            }
+        }
+        h
+    }
+
     /// The samples of `key`, oldest first.
     pub fn samples(&self, key: &str) -> Option<&VecDeque<Sample>> {
         self.pools.get(key)
@@ -333,6 +389,43 @@ impl super::App {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_history_exported_for_a_bundle_imports_as_it_was() {
+        let mut h = History::default();
+        for (i, q) in [3, 5, 0].iter().enumerate() {
+            let at = 1_764_000_000 + i as i64 * STEP_SECS;
+            h.record(
+                "team-a/p",
+                Sample {
+                    at,
+                    queue: *q,
+                    desired: 2,
+                    ready: 1,
+                    fresh: 1,
+                },
+            );
+            h.record(
+                "team-b/q",
+                Sample {
+                    at,
+                    queue: 9,
+                    desired: 9,
+                    ready: 9,
+                    fresh: 9,
+                },
+            );
+        }
+        let v = h.export("team-a", None);
+        assert!(v["pools"].get("team-b/q").is_none(), "{v}");
+        let back = History::import(&v);
+        assert_eq!(back.samples("team-a/p"), h.samples("team-a/p"));
+        assert_eq!(back.len(), 1);
+        assert_eq!(
+            h.export("team-a", Some("other"))["pools"],
+            serde_json::json!({})
+        );
+    }
+
     use super::*;
 
     fn s(at: i64, queue: i32) -> Sample {

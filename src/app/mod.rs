@@ -253,6 +253,8 @@ pub enum Command {
     TakeBundle {
         namespace: String,
         pool: Option<String>,
+        /// The pools' last hour ([`history::History::export`]).
+        history: Option<serde_json::Value>,
     },
     /// Make a copy-mode debug pod of an agent pod.
     CreateDebugPod {
@@ -447,6 +449,30 @@ pub struct AppOptions {
     /// How the namespace was chosen when nobody chose it (`the kube
     /// context names no namespace: default was taken`).
     pub namespace_note: Option<String>,
+    /// The console is on a support bundle (`--bundle`), not a cluster.
+    pub bundle: Option<BundleOpened>,
+}
+
+/// A support bundle the console shows (`agentdeck --bundle B.zip`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BundleOpened {
+    /// Its file name.
+    pub file: String,
+    /// When it was taken: the console's clock stands there.
+    pub taken_at: Timestamp,
+    /// What it could not give (a newer format, no pool history …).
+    pub notes: Vec<String>,
+}
+
+impl BundleOpened {
+    /// What an action key answers on a bundle.
+    pub fn refusal(&self, what: &str) -> String {
+        format!(
+            "read-only: {} is a support bundle taken {}; {what} acts on a live cluster (open its context with agentdeck --context …)",
+            self.file,
+            self.taken_at.strftime("%Y-%m-%d %H:%M:%SZ")
+        )
+    }
 }
 
 impl Default for AppOptions {
@@ -461,6 +487,7 @@ impl Default for AppOptions {
             log_capacity: logs::DEFAULT_CAPACITY,
             kubeconfig: None,
             namespace_note: None,
+            bundle: None,
         }
     }
 }
@@ -747,6 +774,27 @@ impl App {
         let key = Key::from_event(&k);
         if self.help {
             self.help_key(key);
+            return Vec::new();
+        }
+        // On a bundle every action key answers that it is one, rather
+        // than doing nothing as an unbound key would.
+        if let Some(b) = &self.opts.bundle
+            && let Some(a) = self.opts.keymap.lookup(key, self.scope(), false)
+            && (a.writes() || a == Action::Bundle)
+        {
+            let what = match a {
+                Action::Bundle => "a new bundle".to_owned(),
+                Action::Scale
+                    if self
+                        .table_kind()
+                        .is_some_and(|(k, _)| k == ViewKind::Agents) =>
+                {
+                    "a shell".to_owned()
+                }
+                other => other.name().to_owned(),
+            };
+            let text = b.refusal(&what);
+            self.toast(text, true);
             return Vec::new();
         }
         let Some(action) = self
@@ -1386,6 +1434,21 @@ impl App {
         match cmd {
             "q" | "quit" | "q!" => vec![Command::Quit],
             "audit" => self.go(Screen::Audit),
+            "bundle" | "shell" | "sh" | "attach" if self.opts.bundle.is_some() => {
+                let what = if cmd == "bundle" {
+                    "a new bundle"
+                } else {
+                    "a shell"
+                };
+                let text = self
+                    .opts
+                    .bundle
+                    .as_ref()
+                    .map(|b| b.refusal(what))
+                    .unwrap_or_default();
+                self.toast(text, true);
+                Vec::new()
+            }
             "bundle" => self.take_bundle(arg),
             "shell" | "sh" | "attach" => self.shell_named(arg, words.next()),
             "help" => {

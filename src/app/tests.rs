@@ -484,6 +484,52 @@ fn scale_takes_bounds_in_its_dialog_and_refuses_bad_ones() {
 }
 
 #[test]
+fn on_a_bundle_every_action_key_says_it_is_read_only() {
+    let taken = fixtures::now();
+    let mut a = app_with(
+        AppOptions {
+            read_only: true,
+            bundle: Some(BundleOpened {
+                file: "B.zip".into(),
+                taken_at: taken,
+                notes: Vec::new(),
+            }),
+            ..AppOptions::default()
+        },
+        40,
+    );
+    for m in [
+        key('s'),
+        key('d'),
+        ctrl('g'),
+        ctrl('k'),
+        key('r'),
+        key('D'),
+        key('b'),
+    ] {
+        let text = format!("{m:?}");
+        a.toast = None;
+        assert!(send(&mut a, [m]).is_empty(), "{text}");
+        assert!(a.dialog.is_none(), "{text}");
+        let toast = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+        assert!(
+            toast.starts_with("read-only: B.zip is a support bundle taken"),
+            "{text}: {toast}"
+        );
+    }
+    for line in [":bundle", ":shell agent-0"] {
+        a.toast = None;
+        send(&mut a, typed(line));
+        assert!(send(&mut a, [code(KeyCode::Enter)]).is_empty(), "{line}");
+        let toast = a.toast.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+        assert!(toast.contains("is a support bundle"), "{line}: {toast}");
+    }
+    // Reading keys still work.
+    send(&mut a, [key('3')]);
+    assert_eq!(a.table_kind().map(|(k, _)| k), Some(ViewKind::Tasks));
+}
+
+#[test]
 fn read_only_binds_no_action_that_writes() {
     let mut a = app_with(
         AppOptions {
@@ -782,12 +828,11 @@ fn marked_pools_are_drained_and_held_together() {
 fn b_takes_a_bundle_with_a_gauge_and_a_toast_with_its_path() {
     let mut a = ns_app();
     send(&mut a, [key('j'), key('j')]);
-    assert_eq!(
-        send(&mut a, [key('b')]),
-        vec![Command::TakeBundle {
-            namespace: fixtures::NS.into(),
-            pool: Some("platform".into()),
-        }]
+    let cmds = send(&mut a, [key('b')]);
+    assert!(
+        matches!(&cmds[..], [Command::TakeBundle { namespace, pool: Some(p), history: Some(h) }]
+            if namespace == fixtures::NS && p == "platform" && h["pools"].is_object()),
+        "{cmds:?}"
     );
     assert!(
         a.bundle
@@ -842,12 +887,11 @@ fn b_takes_a_bundle_with_a_gauge_and_a_toast_with_its_path() {
     assert!(a.bundle.is_none());
     // `:bundle` is the whole namespace; an unknown pool lists the pools.
     send(&mut a, typed(":bundle"));
-    assert_eq!(
-        send(&mut a, [code(KeyCode::Enter)]),
-        vec![Command::TakeBundle {
-            namespace: fixtures::NS.into(),
-            pool: None,
-        }]
+    let cmds = send(&mut a, [code(KeyCode::Enter)]);
+    assert!(
+        matches!(&cmds[..], [Command::TakeBundle { namespace, pool: None, history: Some(_) }]
+            if namespace == fixtures::NS),
+        "{cmds:?}"
     );
     send(&mut a, [Msg::BundleWritten(Err("deadline".into()))]);
     send(&mut a, typed(":bundle nope"));

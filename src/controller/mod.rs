@@ -286,6 +286,11 @@ pub struct StartOptions {
     pub watch_only: bool,
     /// Watch every namespace the user can list instead of the configured ones.
     pub all_namespaces: bool,
+    /// The cluster is a snapshot (a support bundle): watch only, and run
+    /// nothing that reaches past the API — no probes of the agents (their
+    /// health is as recorded: [`prober::HealthSamples::load`]), no log
+    /// tails, retention or sweeps. Implies `watch_only`.
+    pub replay: bool,
 }
 
 /// State shared by the reconciler, the prober, the elector and the server.
@@ -797,8 +802,9 @@ pub fn start_with(
     let namespaces = watched_namespaces(&conn, config, options);
     let mut tasks = JoinSet::new();
     let identity = identity();
-    let elect = config.leader_election.enabled && !options.watch_only;
-    let leader = if options.watch_only || elect {
+    let watch_only = options.watch_only || options.replay;
+    let elect = config.leader_election.enabled && !watch_only;
+    let leader = if watch_only || elect {
         LeaderState::default()
     } else {
         LeaderState::always()
@@ -869,27 +875,17 @@ pub fn start_with(
     // An agent turning offline reconciles its pool at once, so its task is
     // requeued within a probe interval of the threshold, not at the resync.
     let (offline_tx, offline_rx) = tokio::sync::mpsc::channel::<ObjectRef<AgentPool>>(64);
-    tasks.spawn(prober::run(
-        view.pods.clone(),
-        view.health.clone(),
-        config.health_probe.clone(),
-        offline_tx,
-        pool_ref_of_pod,
-        cancel.clone(),
-    ));
-
-    // Tasks naming no pool are outside every pool's reconcile.
-    tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
-    // The final log lines of pods that terminate, for support bundles.
-    tasks.spawn(tails::run(
-        shared.clone(),
-        watches.tail_pods,
-        cancel.clone(),
-    ));
-    // Debug pods past their TTL.
-    tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
-    // Finished tasks past their pool's taskHistory.
-    tasks.spawn(retention::run(shared.clone(), cancel.clone()));
+    if !options.replay {
+        spawn_helpers(
+            &shared,
+            &view,
+            config,
+            watches.tail_pods,
+            offline_tx,
+            &cancel,
+            &mut tasks,
+        );
+    }
 
     // A new leader reconciles everything at once rather than at the next resync.
     let (all_tx, all_rx) = tokio::sync::mpsc::channel::<()>(1);
@@ -904,6 +900,37 @@ pub fn start_with(
         shared,
         tasks: tokio::sync::Mutex::new(tasks),
     }
+}
+
+/// What runs beside the watches and the reconciler, each reaching past the
+/// API (agents' health ports, logs) or writing on a timer: not on a
+/// snapshot.
+fn spawn_helpers(
+    shared: &Arc<Shared>,
+    view: &ClusterView,
+    config: &Config,
+    tail_pods: Subscriber<CachedPod>,
+    offline_tx: tokio::sync::mpsc::Sender<ObjectRef<AgentPool>>,
+    cancel: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) {
+    tasks.spawn(prober::run(
+        view.pods.clone(),
+        view.health.clone(),
+        config.health_probe.clone(),
+        offline_tx,
+        pool_ref_of_pod,
+        cancel.clone(),
+    ));
+
+    // Tasks naming no pool are outside every pool's reconcile.
+    tasks.spawn(orphans::run(shared.clone(), cancel.clone()));
+    // The final log lines of pods that terminate, for support bundles.
+    tasks.spawn(tails::run(shared.clone(), tail_pods, cancel.clone()));
+    // Debug pods past their TTL.
+    tasks.spawn(debugpods::run(shared.clone(), cancel.clone()));
+    // Finished tasks past their pool's taskHistory.
+    tasks.spawn(retention::run(shared.clone(), cancel.clone()));
 }
 
 /// kube-runtime's Controller over the pools, reconciling each pool the gate

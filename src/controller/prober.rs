@@ -41,6 +41,30 @@ pub struct AgentSample {
 }
 
 impl AgentSample {
+    /// A probe as a support bundle records it (`health/agents.json`:
+    /// `{pod, at, latencyMs, status, body, error}`), in `namespace`; the
+    /// pool is the pod's, found by the caller. `None` for a record without
+    /// a pod or a time.
+    pub fn from_record(
+        namespace: &str,
+        pool: Option<String>,
+        r: &serde_json::Value,
+    ) -> Option<AgentSample> {
+        let at: Timestamp = r["at"].as_str()?.parse().ok()?;
+        let report = serde_json::from_value::<HealthReport>(r["body"].clone()).ok();
+        Some(AgentSample {
+            namespace: namespace.to_owned(),
+            pod: r["pod"].as_str()?.to_owned(),
+            pool,
+            first_seen: at,
+            last_probe: Some(at),
+            last_report: report.map(|rep| (rep, at)),
+            http_status: r["status"].as_u64().and_then(|c| u16::try_from(c).ok()),
+            latency: r["latencyMs"].as_u64().map(Duration::from_millis),
+            error: r["error"].as_str().map(str::to_owned),
+        })
+    }
+
     /// Fresh, stale or offline at `now`.
     pub fn freshness(&self, now: Timestamp, thresholds: &FreshnessThresholds) -> Freshness {
         classify(
@@ -97,6 +121,14 @@ impl HealthSamples {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&(namespace.to_owned(), pod.to_owned()))
             .cloned()
+    }
+
+    /// Puts `samples` in place of the prober's (a snapshot's recorded
+    /// health, with no prober running).
+    pub fn load(&self, samples: Vec<AgentSample>) {
+        for s in samples {
+            self.update(s);
+        }
     }
 
     fn update(&self, sample: AgentSample) {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::convert;
 use super::managed::{self, field_path, leaves as apply_leaves, remove_leaf};
 use super::registry::{ResourceInfo, SubresourceInfo};
-use super::store::{EventType, Store, StoreError, rv_of};
+use super::store::{Store, StoreError, rv_of};
 use crate::plan::strategic_merge;
 
 /// An API error, answered as a `Status` object.
@@ -522,6 +522,9 @@ pub struct Api {
     server_url: RwLock<String>,
     /// The CA, serving certificate and token keys (see [`super::auth`]).
     pub security: super::auth::Security,
+    /// Set when the server serves a snapshot ([`super::snapshot`]): what
+    /// it serves, for the Status that refuses every write.
+    read_only: RwLock<Option<String>>,
 }
 
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -556,6 +559,7 @@ impl Api {
             server_url: RwLock::new(String::new()),
             security: super::auth::Security::generate()
                 .expect("a CA and serving certificate from fixed, valid parameters"),
+            read_only: RwLock::new(None),
         };
         for ns in SYSTEM_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -609,6 +613,59 @@ impl Api {
             };
             let _ = self.update(group, &version, plural, &target, created, &q);
         }
+    }
+
+    /// Refuses every write from now on, saying the server serves `what`.
+    pub fn set_read_only(&self, what: &str) {
+        *self.read_only.write().unwrap_or_else(|p| p.into_inner()) = Some(what.to_owned());
+    }
+
+    /// What the server serves read-only, if it does.
+    pub fn read_only(&self) -> Option<String> {
+        self.read_only
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stores `obj` as it is — uid, times, status and all, as an apiserver
+    /// restored from a backup serves them — under a new resourceVersion.
+    /// No admission, defaults or garbage collection: for a snapshot
+    /// ([`super::snapshot`]).
+    pub fn restore(&self, obj: Value) -> Result<(), String> {
+        let (group, _) = obj["apiVersion"]
+            .as_str()
+            .map(|v| v.rsplit_once('/').unwrap_or(("", v)))
+            .ok_or("no apiVersion")?;
+        let kind = obj["kind"].as_str().ok_or("no kind")?;
+        let s = self
+            .registry()
+            .find_kind(group, kind)
+            .cloned()
+            .ok_or_else(|| format!("the kind {kind} of {group:?} is not served"))?;
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .ok_or("no metadata.name")?
+            .to_owned();
+        let ns = if s.info.namespaced {
+            obj["metadata"]["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .ok_or("no metadata.namespace")?
+                .to_owned()
+        } else {
+            String::new()
+        };
+        self.store
+            .create(
+                &s.info.storage_resource(),
+                &ns,
+                &name,
+                convert::to_storage(&s.info, obj),
+            )
+            .map(|_| ())
+            .map_err(|_| "there are two of it".to_owned())
     }
 
     /// Records where the HTTP server listens (for in-cluster env of pods).
@@ -2681,9 +2738,6 @@ pub fn empty_labels() -> BTreeMap<String, String> {
 
 /// The event types, re-exported for the server's watch encoding.
 pub use super::store::EventType as WatchEventType;
-
-#[allow(dead_code)]
-fn _event_type_is_used(_: EventType) {}
 
 /// rv helper re-exported.
 pub fn resource_version(obj: &Value) -> u64 {

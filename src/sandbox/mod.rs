@@ -24,6 +24,7 @@ pub mod retention;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod snapshot;
 pub mod store;
 pub mod table;
 pub mod tls;

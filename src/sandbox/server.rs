@@ -417,6 +417,24 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
     {
         return Ok(json_response(201, &answer, "application/json"));
     }
+    // A snapshot (a support bundle) is served read-only: reviews above
+    // answer, every write is refused with what the server is.
+    if let Some(what) = api.read_only()
+        && !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+    {
+        return Err(ApiError::new_status(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "this server serves {what}, read-only: {} is not allowed",
+                write_verb(
+                    method.as_str(),
+                    target.name.is_some(),
+                    target.subresource.as_deref()
+                )
+            ),
+        ));
+    }
     if group == "rbac.authorization.k8s.io"
         && matches!(*method, Method::POST | Method::PUT | Method::PATCH)
         && target.subresource.is_none()
@@ -1059,6 +1077,23 @@ fn with_body_dry_run(query: &Query, opts: &Value) -> Query {
         q.params.insert("dryRun".into(), "All".into());
     }
     q
+}
+
+/// The verb of a write, as RBAC names it, for the refusal of a read-only
+/// server (`create pods/exec`).
+fn write_verb(method: &str, named: bool, sub: Option<&str>) -> String {
+    let verb = match (method, named) {
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (m, _) => return m.to_owned(),
+    };
+    match sub {
+        Some(sub) => format!("{verb} of {sub}"),
+        None => verb.to_owned(),
+    }
 }
 
 /// `GET …/pods/NAME/log`, answered by the kubelet hooks.

@@ -37,12 +37,15 @@ pub struct JobSettings {
     pub audit_path: Option<PathBuf>,
 }
 
+/// A bundle asked for: namespace, pool, the pools' last hour.
+type BundleAsk = (String, Option<String>, Option<serde_json::Value>);
+
 /// Starts jobs.
 pub struct Jobs {
     client: Client,
     settings: JobSettings,
     tx: mpsc::Sender<Msg>,
-    bundle: mpsc::Sender<(String, Option<String>)>,
+    bundle: mpsc::Sender<BundleAsk>,
     audit: mpsc::Sender<()>,
 }
 
@@ -56,18 +59,18 @@ impl Jobs {
         // One bundle at a time (the app refuses a second one while the
         // first is written); one audit read queued at most (a read later
         // sees everything a read now would).
-        let (bundle, mut bundle_rx) = mpsc::channel::<(String, Option<String>)>(1);
+        let (bundle, mut bundle_rx) = mpsc::channel::<BundleAsk>(1);
         let (audit, mut audit_rx) = mpsc::channel::<()>(1);
         let (c, s, t, stop) = (client.clone(), settings.clone(), tx.clone(), cancel.clone());
         tokio::spawn(async move {
             loop {
-                let (namespace, pool) = tokio::select! {
+                let (namespace, pool, history) = tokio::select! {
                     _ = stop.cancelled() => return,
                     r = bundle_rx.recv() => match r { Some(r) => r, None => return },
                 };
                 let result = tokio::select! {
                     _ = stop.cancelled() => return,
-                    r = take_bundle(c.clone(), &s, namespace, pool, t.clone()) => r,
+                    r = take_bundle(c.clone(), &s, (namespace, pool, history), t.clone()) => r,
                 };
                 if t.send(Msg::BundleWritten(result)).await.is_err() {
                     return;
@@ -101,8 +104,13 @@ impl Jobs {
         }
     }
 
-    pub fn bundle(&self, namespace: String, pool: Option<String>) {
-        if self.bundle.try_send((namespace, pool)).is_err() {
+    pub fn bundle(
+        &self,
+        namespace: String,
+        pool: Option<String>,
+        history: Option<serde_json::Value>,
+    ) {
+        if self.bundle.try_send((namespace, pool, history)).is_err() {
             let _ = self.tx.try_send(Msg::BundleWritten(Err(
                 "a bundle is being written already".into()
             )));
@@ -162,8 +170,7 @@ pub fn gauge(scope: &str, p: &Progress) -> BundleGauge {
 async fn take_bundle(
     client: Client,
     s: &JobSettings,
-    namespace: String,
-    pool: Option<String>,
+    (namespace, pool, history): BundleAsk,
     tx: mpsc::Sender<Msg>,
 ) -> Result<String, String> {
     let name = bundle::file_name(&namespace, pool.as_deref(), Timestamp::now());
@@ -176,6 +183,8 @@ async fn take_bundle(
     opts.pool = pool;
     opts.context = s.context.clone();
     opts.controller_namespace = s.controller_namespace.clone();
+    opts.history = history;
+    opts.audit_path = s.audit_path.clone();
     // The progress callback runs on the zip writer's thread: send at most
     // every GAUGE_EVERY (and the last one), never block it.
     let last: Mutex<Option<Instant>> = Mutex::new(None);

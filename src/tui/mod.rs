@@ -64,6 +64,9 @@ pub enum ActionMode {
 
 /// What the console runs with.
 pub struct ConsoleSetup {
+    /// A support bundle's console (`--bundle`): its clock, health and
+    /// audit trail. `None`: a live cluster.
+    pub replay: Option<ReplaySetup>,
     /// The contexts to watch: one, or several (a fleet, see [`fleet`]).
     pub contexts: Vec<ContextSetup>,
     /// Contexts of several that could not be used, and why: shown as
@@ -73,6 +76,43 @@ pub struct ConsoleSetup {
     pub app: AppOptions,
     pub theme: Theme,
     pub all_namespaces: bool,
+}
+
+/// What the console on a support bundle reads from the bundle rather than
+/// the cluster: its clock stands at the time the bundle was taken (ages
+/// read as they did then), the agents' health is as the bundle recorded it
+/// (nothing is probed), and the audit trail is the bundle's.
+#[derive(Clone, Debug)]
+pub struct ReplaySetup {
+    pub taken_at: Timestamp,
+    pub health: Vec<controller::prober::AgentSample>,
+    /// The bundle's audit trail, written out where the audit view reads it.
+    pub audit_path: Option<std::path::PathBuf>,
+    /// The pools' last hour, as the bundle recorded it.
+    pub history: Option<serde_json::Value>,
+}
+
+/// The console's clock: now, or (on a bundle) the moment it was taken.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Clock(Option<Timestamp>);
+
+impl Clock {
+    /// A clock that stands at `at`.
+    pub fn frozen(at: Timestamp) -> Clock {
+        Clock(Some(at))
+    }
+
+    pub fn now(self) -> Timestamp {
+        self.0.unwrap_or_else(Timestamp::now)
+    }
+}
+
+impl ConsoleSetup {
+    fn clock(&self) -> Clock {
+        self.replay
+            .as_ref()
+            .map_or_else(Clock::default, |r| Clock::frozen(r.taken_at))
+    }
 }
 
 /// One kube context of the console.
@@ -155,17 +195,25 @@ pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Res
             StartOptions {
                 watch_only: read_only || setup.all_namespaces,
                 all_namespaces: setup.all_namespaces,
+                replay: setup.replay.is_some(),
             },
             cancel.clone(),
         ));
+        if let Some(r) = &setup.replay {
+            handle.view().health.load(r.health.clone());
+        }
         let (workers, rx) = Workers::start(&setup, context, handle.clone(), cancel.clone());
         members.push((context.name.clone(), workers, rx));
         handles.push(handle);
     }
     let workers = fleet::Fleet::new(members, setup.unusable.clone(), cancel.clone());
+    let clock = setup.clock();
     let mut opts = setup.app;
     opts.all_namespaces |= setup.all_namespaces;
-    let mut app = App::new(opts, Timestamp::now());
+    let mut app = App::new(opts, clock.now());
+    if let Some(h) = setup.replay.as_ref().and_then(|r| r.history.as_ref()) {
+        app.pool_history = crate::app::history::History::import(h);
+    }
     // The event loop has a thread of its own: a key is answered even while
     // every worker of the main runtime is busy (a relist of thousands of
     // objects being decoded, reconciles, probes).
@@ -177,7 +225,7 @@ pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Res
             let r = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .and_then(|rt| rt.block_on(ui_loop(&mut app, &theme, workers)));
+                .and_then(|rt| rt.block_on(ui_loop(&mut app, &theme, workers, clock)));
             let _ = done.send(r);
         })?;
     let result = result.await.unwrap_or_else(|_| {
@@ -236,14 +284,18 @@ impl Workers {
             (events.clone(), event_feed),
             handle.clone(),
             (thresholds, setup.config.long_running_task()),
-            tx.clone(),
+            (tx.clone(), setup.clock()),
             shown,
             cancel.clone(),
         ));
+        let read_only = setup.app.read_only.then(|| match &setup.app.bundle {
+            Some(_) => "a support bundle: nothing here acts on a cluster".to_owned(),
+            None => "--read-only".to_owned(),
+        });
         tokio::spawn(status(
             client.clone(),
             handle.clone(),
-            (setup.app.read_only, setup.all_namespaces),
+            (read_only, setup.all_namespaces),
             tx.clone(),
             cancel.clone(),
         ));
@@ -275,7 +327,7 @@ impl Workers {
             client.clone(),
             view.clone(),
             logs_rx,
-            setup.app.log_capacity,
+            (setup.app.log_capacity, setup.replay.is_some()),
             tx.clone(),
             cancel.clone(),
         ));
@@ -300,7 +352,7 @@ impl Workers {
                 context: Some(context.name.clone()).filter(|c| !c.is_empty()),
                 controller_namespace: Some(setup.config.controller_namespace.clone()),
                 bundle_dir: std::env::current_dir().unwrap_or_default(),
-                audit_path: None,
+                audit_path: setup.replay.as_ref().and_then(|r| r.audit_path.clone()),
             },
             tx,
             cancel,
@@ -342,7 +394,11 @@ impl Workers {
             Command::Action(req) => self.actions.apply(req),
             Command::PreviewAction(req) => self.actions.preview(req),
             Command::LoadAudit => self.jobs.load_audit(),
-            Command::TakeBundle { namespace, pool } => self.jobs.bundle(namespace, pool),
+            Command::TakeBundle {
+                namespace,
+                pool,
+                history,
+            } => self.jobs.bundle(namespace, pool, history),
             Command::CreateDebugPod { namespace, pod } => self.jobs.debug_pod(namespace, pod),
             Command::Shell(req) => self.shell = Some(req),
             Command::Recheck => {
@@ -354,7 +410,12 @@ impl Workers {
     }
 }
 
-async fn ui_loop(app: &mut App, theme: &Theme, mut workers: fleet::Fleet) -> std::io::Result<()> {
+async fn ui_loop(
+    app: &mut App,
+    theme: &Theme,
+    mut workers: fleet::Fleet,
+    clock: Clock,
+) -> std::io::Result<()> {
     let mut terminal = open_terminal()?;
     let result = async {
         let size = terminal.size()?;
@@ -418,7 +479,7 @@ async fn ui_loop(app: &mut App, theme: &Theme, mut workers: fleet::Fleet) -> std
                     Some(m) => m,
                     None => continue,
                 },
-                _ = tick.tick() => Msg::Tick(Timestamp::now()),
+                _ = tick.tick() => Msg::Tick(clock.now()),
                 _ = &mut stop => return Ok(()),
                 _ = tokio::time::sleep(wait), if dirty => continue,
             };
@@ -528,7 +589,7 @@ async fn snapshots(
     synced: Arc<ControllerHandle>,
     // Agents' freshness thresholds; when a Running task is flagged.
     (thresholds, long_running): (FreshnessThresholds, Duration),
-    tx: mpsc::Sender<Msg>,
+    (tx, clock): (mpsc::Sender<Msg>, Clock),
     shown: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
@@ -540,7 +601,7 @@ async fn snapshots(
         let started = Instant::now();
         let whole = answered(&synced);
         let delta = told.take();
-        let now = Timestamp::now();
+        let now = clock.now();
         let Ok((b, snap)) = tokio::task::spawn_blocking(move || {
             let snap = builder.update(delta, now, &thresholds);
             (builder, snap)
@@ -688,7 +749,7 @@ const STATUS_EVERY: Duration = Duration::from_secs(3);
 async fn status(
     client: Client,
     handle: Arc<ControllerHandle>,
-    (read_only, watch_only): (bool, bool),
+    (read_only, watch_only): (Option<String>, bool),
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 ) {
@@ -696,8 +757,8 @@ async fn status(
     let board = handle.view().watches;
     let mut last: Option<Result<Duration, String>> = None;
     loop {
-        let (role, role_reason) = if read_only {
-            (Role::ReadOnly, Some("--read-only".to_owned()))
+        let (role, role_reason) = if let Some(why) = &read_only {
+            (Role::ReadOnly, Some(why.clone()))
         } else if leader.is_leader() {
             (Role::Leader, None)
         } else if watch_only {
@@ -950,7 +1011,8 @@ async fn log_streamer(
     client: Client,
     view: ClusterView,
     mut rx: watch::Receiver<Option<(StreamId, LogSource, bool)>>,
-    capacity: usize,
+    // Lines kept; whether the logs are a bundle's (they end where it was taken).
+    (capacity, collected): (usize, bool),
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
 ) {
@@ -971,7 +1033,7 @@ async fn log_streamer(
                 id,
                 source,
                 previous,
-                capacity,
+                (capacity, collected),
                 tx.clone(),
             )));
         }
@@ -1147,7 +1209,7 @@ async fn stream_logs(
     id: StreamId,
     source: LogSource,
     previous: bool,
-    capacity: usize,
+    (capacity, collected): (usize, bool),
     tx: mpsc::Sender<Msg>,
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &source.namespace);
@@ -1293,6 +1355,9 @@ async fn stream_logs(
         (false, _, _, _) if previous => "end of the previous container's log".to_owned(),
         (false, _, Some((phase, at)), _) => {
             task_end_line(source.task.as_deref().unwrap_or_default(), phase, at)
+        }
+        (false, _, None, _) if collected => {
+            "end of the log as collected when the bundle was taken".to_owned()
         }
         (false, _, None, _) => "the container ended; end of log".to_owned(),
     };

@@ -99,6 +99,11 @@ pub fn draw_audit(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         let (msg, role) = match (&a.error, a.loaded, a.rows.is_empty()) {
             (Some(e), _, _) => (format!("cannot read the audit trail: {e}"), Role::Danger),
             (None, false, _) => ("loading…".to_owned(), Role::Muted),
+            (None, true, true) if app.opts.bundle.is_some() => (
+                "the bundle holds no audit records: nothing had been done with agentdeck in this context and namespace from where it was taken"
+                    .to_owned(),
+                Role::Muted,
+            ),
             (None, true, true) => (
                 "no actions recorded yet (they are kept in $XDG_STATE_HOME/agentdeck/audit.jsonl)"
                     .to_owned(),

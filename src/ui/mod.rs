@@ -638,6 +638,25 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         (4, vec![h("  "), v(format!("{clock}Z"), Role::HeaderValue)]),
     ];
     let mut parts = parts;
+    // On a bundle: which, and when it was taken (the clock stands there),
+    // in place of the clock; the API latency is the zip's, so it goes.
+    if let Some(b) = &app.opts.bundle {
+        // The API latency (index 5) and the clock (the last).
+        parts.truncate(7);
+        parts.remove(5);
+        let file = text::shorten_middle(&b.file, 40).into_owned();
+        parts.insert(1, (0, vec![h(" bundle "), v(file, Role::Warn)]));
+        parts.push((
+            2,
+            vec![
+                h("  taken "),
+                v(
+                    b.taken_at.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
+                    Role::HeaderValue,
+                ),
+            ],
+        ));
+    }
     // `--demo`'s kubeconfig, for kubectl beside the console: the first to
     // go when the line is full (help shows it too).
     if let Some(path) = &app.opts.kubeconfig {

@@ -24,6 +24,7 @@
 //! - `redactions.json`: per file, per rule, how many matches were hidden.
 
 pub mod objects;
+pub mod open;
 pub use crate::redact;
 pub mod reredact;
 pub mod zipper;
@@ -158,6 +159,13 @@ pub struct BundleOptions {
     pub controller_url: Option<String>,
     /// kubeconfig context, for the manifest.
     pub context: Option<String>,
+    /// The pools' last hour as the console sampled it
+    /// ([`crate::app::history::History::export`]), for `history/pools.json`;
+    /// `None` from the CLI, which keeps none.
+    pub history: Option<Value>,
+    /// The audit trail to take this context's records from (`None`: the
+    /// default file, [`super::audit::default_path`]).
+    pub audit_path: Option<PathBuf>,
 }
 
 impl BundleOptions {
@@ -177,6 +185,8 @@ impl BundleOptions {
             controller_namespace: None,
             controller_url: None,
             context: None,
+            history: None,
+            audit_path: None,
         }
     }
 }
@@ -449,6 +459,24 @@ pub async fn collect(
         )
         .await;
 
+    let context = opts
+        .context
+        .clone()
+        .or_else(crate::cluster::current_context);
+    if let Some(h) = &opts.history {
+        scope
+            .send(Entry {
+                path: open::HISTORY_FILE.into(),
+                body: Body::Bytes(serde_json::to_vec_pretty(h).unwrap_or_default()),
+                cap: None,
+                redact: false,
+                counts: Default::default(),
+            })
+            .await;
+        expected.fetch_add(1, Ordering::Relaxed);
+    }
+    let audited = scope.send_audit(context.as_deref()).await;
+
     let mut work = JoinSet::new();
     let collected = tokio::time::timeout_at(deadline, scope.clone().run(&mut work)).await;
     let deadline_reached = collected.is_err();
@@ -519,10 +547,18 @@ pub async fn collect(
     let manifest = serde_json::json!({
         "tool": "agentdeck",
         "version": env!("CARGO_PKG_VERSION"),
+        // What a reader may expect (open::FORMAT_VERSION); added to, never renamed.
+        "formatVersion": open::FORMAT_VERSION,
         "startedAt": started_at.to_string(),
         "finishedAt": Timestamp::now().to_string(),
         // The context asked for, else the kubeconfig's current one.
-        "context": opts.context.clone().or_else(crate::cluster::current_context),
+        "context": context,
+        "history": match &opts.history {
+            Some(_) => serde_json::json!({"recorded": true, "file": open::HISTORY_FILE}),
+            None => serde_json::json!({"recorded": false,
+                "why": "taken with agentdeck bundle, which keeps no history: the console keeps a pool's last hour, and its bundle (b) holds it"}),
+        },
+        "audit": audited,
         "namespaces": [opts.namespace],
         "pool": opts.pool,
         "options": {
@@ -694,6 +730,52 @@ impl Scope {
             counts,
         })
         .await;
+    }
+
+    /// This context's records of the local audit trail in `audit.jsonl`
+    /// (redacted as logs are); what the manifest says of them.
+    async fn send_audit(&self, context: Option<&str>) -> Value {
+        let path = match self.opts.audit_path.clone() {
+            Some(p) => p,
+            None => match super::audit::default_path() {
+                Ok(p) => p,
+                Err(e) => return serde_json::json!({"records": 0, "why": e.to_string()}),
+            },
+        };
+        if !path.exists() {
+            return serde_json::json!({"records": 0, "why": format!("no audit trail at {}: nothing was done with agentdeck from here", path.display())});
+        }
+        let read = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || super::audit::read(&path, None)).await
+        };
+        let records = match read {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return serde_json::json!({"records": 0, "why": e.to_string()}),
+            Err(e) => return serde_json::json!({"records": 0, "why": e.to_string()}),
+        };
+        let ns = &self.opts.namespace;
+        let mut text = String::new();
+        let mut n = 0;
+        for r in records.iter().filter(|r| {
+            &r.namespace == ns && context.is_none_or(|c| r.context == c || r.context.is_empty())
+        }) {
+            if let Ok(line) = serde_json::to_string(r) {
+                text.push_str(&line);
+                text.push('\n');
+                n += 1;
+            }
+        }
+        self.expected.fetch_add(1, Ordering::Relaxed);
+        self.send(Entry {
+            path: open::AUDIT_FILE.into(),
+            body: Body::Bytes(text.into_bytes()),
+            cap: None,
+            redact: true,
+            counts: Default::default(),
+        })
+        .await;
+        serde_json::json!({"records": n, "file": open::AUDIT_FILE, "from": path.display().to_string(), "context": context, "namespace": ns})
     }
 
     async fn list(&self, ar: &ApiResource, namespace: Option<&str>) -> Result<Vec<Value>, String> {

@@ -90,15 +90,16 @@ pub enum RedactError {
         #[source]
         source: io::Error,
     },
-    /// The input is not a zip, or not one agentdeck wrote.
-    #[error(
-        "{} is not an agentdeck bundle: {why} (bundle redact takes a zip written by agentdeck bundle)",
-        path.display()
-    )]
-    NotABundle {
+    /// The input is not a zip, or not one agentdeck wrote (as the console
+    /// and the sandbox on a bundle say it: [`super::open`]).
+    #[error(transparent)]
+    NotABundle(#[from] super::open::OpenError),
+    /// Its `redactions.json` is not one of agentdeck's.
+    #[error("{}: its {REPORT} cannot be used: {why}", path.display())]
+    BadReport {
         /// The input.
         path: PathBuf,
-        /// What is missing.
+        /// What is wrong with it.
         why: String,
     },
     /// An entry of the input cannot be read (a damaged zip).
@@ -273,38 +274,26 @@ struct Bundle {
 }
 
 fn open_bundle(path: &Path) -> Result<Bundle, RedactError> {
-    let not = |why: String| RedactError::NotABundle {
+    let opened = super::open::OpenedBundle::open(path)?;
+    let read = |source| RedactError::ReadInput {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(read)?;
+    let mut zip = ZipArchive::new(file).map_err(|e| read(io::Error::other(e)))?;
+    let bad = |why: String| RedactError::BadReport {
         path: path.to_path_buf(),
         why,
     };
-    let file = File::open(path).map_err(|source| RedactError::ReadInput {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut zip = ZipArchive::new(file).map_err(|e| {
-        not(format!(
-            "not a zip that can be read ({e}); a truncated copy?"
-        ))
-    })?;
-    let manifest = match read_json(&mut zip, MANIFEST) {
-        None => return Err(not(format!("it holds no {MANIFEST}"))),
-        Some(Err(why)) => return Err(not(format!("its {MANIFEST} cannot be read: {why}"))),
-        Some(Ok(m)) => m,
-    };
-    if manifest["tool"] != "agentdeck" {
-        return Err(not(format!(
-            "its {MANIFEST} does not say \"tool\": \"agentdeck\""
-        )));
-    }
     let report = match read_json(&mut zip, REPORT) {
         None => None,
         Some(Ok(r)) if r.is_object() => Some(r),
-        Some(Ok(_)) => return Err(not(format!("its {REPORT} is not a JSON object"))),
-        Some(Err(why)) => return Err(not(format!("its {REPORT} cannot be read: {why}"))),
+        Some(Ok(_)) => return Err(bad("not a JSON object".into())),
+        Some(Err(why)) => return Err(bad(why)),
     };
     Ok(Bundle {
         zip,
-        manifest,
+        manifest: opened.manifest,
         report,
     })
 }

@@ -516,7 +516,7 @@ impl Hooks for KubeletHooks {
 
 /// The apiserver's `validateContainer`: the named container must exist; with
 /// none named, the pod must have exactly one.
-fn choose_container(pod: &Value, asked: Option<&str>) -> ApiResult<String> {
+pub(crate) fn choose_container(pod: &Value, asked: Option<&str>) -> ApiResult<String> {
     let name = meta(pod, "name");
     let spec = &pod["spec"];
     let names_in = |key: &str| -> Vec<String> {

@@ -53,6 +53,7 @@ fn bundle_in(dir: &Path) -> PathBuf {
         "tool": "agentdeck",
         "version": "0.1.0",
         "formatVersion": 1,
+        "startedAt": "2026-12-01T10:00:00Z",
         "futureField": {"kept": [1, 2, 3]},
         "context": "Acme Widgets cluster",
         "files": files,
@@ -169,7 +170,14 @@ fn a_literal_is_hidden_in_every_text_entry_and_the_report_and_manifest_follow() 
     // The manifest: unknown fields kept, sizes and totals updated.
     let m = json_of(&after, MANIFEST);
     let m0 = json_of(&before, MANIFEST);
-    for kept in ["tool", "version", "formatVersion", "futureField", "errors"] {
+    for kept in [
+        "tool",
+        "version",
+        "formatVersion",
+        "startedAt",
+        "futureField",
+        "errors",
+    ] {
         assert_eq!(m[kept], m0[kept], "{kept}");
     }
     let sum: u64 = m["files"]
@@ -349,10 +357,10 @@ fn a_zip_that_is_not_a_bundle_or_is_damaged_is_refused_naming_why() {
     let bytes = std::fs::read(&input).expect("read");
     let truncated = dir.path().join("truncated.zip");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
-    refused(&truncated, "not a zip that can be read");
+    refused(&truncated, "truncated.zip is not a readable zip");
     let text = dir.path().join("text.zip");
     std::fs::write(&text, b"not a zip at all").expect("write");
-    refused(&text, "not an agentdeck bundle");
+    refused(&text, "text.zip is not a readable zip");
 
     let foreign = dir.path().join("foreign.zip");
     let mut zip = ZipWriter::new(File::create(&foreign).expect("create"));
@@ -360,7 +368,10 @@ fn a_zip_that_is_not_a_bundle_or_is_damaged_is_refused_naming_why() {
         .expect("entry");
     zip.write_all(b"hello").expect("write");
     zip.finish().expect("finish");
-    refused(&foreign, "holds no manifest.json");
+    refused(
+        &foreign,
+        "foreign.zip is not an agentdeck support bundle: it has no manifest.json",
+    );
 
     let other = dir.path().join("other.zip");
     let mut zip = ZipWriter::new(File::create(&other).expect("create"));
@@ -368,7 +379,7 @@ fn a_zip_that_is_not_a_bundle_or_is_damaged_is_refused_naming_why() {
         .expect("entry");
     zip.write_all(br#"{"tool": "sbctl"}"#).expect("write");
     zip.finish().expect("finish");
-    refused(&other, "does not say \"tool\": \"agentdeck\"");
+    refused(&other, "names tool \"sbctl\"");
 
     // A flipped byte in a stored entry: its checksum fails when read.
     let damaged = dir.path().join("damaged.zip");
@@ -378,7 +389,8 @@ fn a_zip_that_is_not_a_bundle_or_is_damaged_is_refused_naming_why() {
     zip.write_all(b"a log line that will be damaged\n")
         .expect("write");
     zip.start_file(MANIFEST, stored).expect("entry");
-    zip.write_all(br#"{"tool": "agentdeck"}"#).expect("write");
+    zip.write_all(br#"{"tool": "agentdeck", "startedAt": "2026-12-01T10:00:00Z"}"#)
+        .expect("write");
     zip.finish().expect("finish");
     let mut bytes = std::fs::read(&damaged).expect("read");
     let at = memchr::memmem::find(&bytes, b"will be damaged").expect("content");
