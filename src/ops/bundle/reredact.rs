@@ -10,7 +10,8 @@
 //! end at a line, so a match across a read boundary is found); YAML and JSON
 //! are parsed and their strings and keys redacted one by one, then written
 //! back as the bundle writes them, so a placeholder never breaks their syntax
-//! (`***…` is an alias in plain YAML). An entry in which nothing is found is
+//! (`***…` is an alias in plain YAML); JSON lines (`audit.jsonl`) likewise,
+//! a line at a time. An entry in which nothing is found is
 //! copied as it is, compressed bytes and date; so is a binary one.
 //!
 //! `redactions.json` gets the new rules, this pass's counts (added to the
@@ -669,6 +670,8 @@ fn each_entry(
 enum Kind {
     Yaml,
     Json,
+    /// One JSON document a line (the audit trail).
+    JsonLines,
     Text,
     /// Text unless its first bytes hold a NUL.
     Unknown,
@@ -683,7 +686,8 @@ impl Kind {
         match ext.as_str() {
             "yaml" | "yml" => Kind::Yaml,
             "json" => Kind::Json,
-            "log" | "txt" | "jsonl" | "ndjson" | "md" | "csv" | "tsv" => Kind::Text,
+            "jsonl" | "ndjson" => Kind::JsonLines,
+            "log" | "txt" | "md" | "csv" | "tsv" => Kind::Text,
             _ => Kind::Unknown,
         }
     }
@@ -782,7 +786,7 @@ fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Don
                 return Ok(done(Outcome::Copy { binary: false }));
             }
             let (part, n) =
-                write_part(&name, options, &mut text.as_slice(), None).map_err(write_fault)?;
+                write_part(&name, options, &mut |w| w.write_all(&text)).map_err(write_fault)?;
             return Ok(done(Outcome::Rewritten {
                 part,
                 bytes: n,
@@ -810,11 +814,8 @@ fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Don
             inner: entry,
             failed: None,
         };
-        let mut s = RedactStream::new(r, io::sink());
-        io::copy(&mut reading, &mut s)
-            .and_then(|_| s.finish())
+        redact_text(kind, r, &mut reading, &mut io::sink())
             .map_err(|e| read_fault(reading.failed.take().unwrap_or(e).to_string()))?
-            .1
     };
     if counts.is_empty() {
         return Ok(done(Outcome::Copy { binary: false }));
@@ -824,10 +825,10 @@ fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Don
         inner: entry,
         failed: None,
     };
-    let (part, n) = write_part(&name, options, &mut reading, Some(r)).map_err(|e| match reading
-        .failed
-        .take()
-    {
+    let written = write_part(&name, options, &mut |w| {
+        redact_text(kind, r, &mut reading, w).map(drop)
+    });
+    let (part, n) = written.map_err(|e| match reading.failed.take() {
         Some(read) => read_fault(read.to_string()),
         None => write_fault(e),
     })?;
@@ -838,13 +839,55 @@ fn process(zip: &mut ZipArchive<File>, index: usize, r: &Redactor) -> Result<Don
     }))
 }
 
-/// Writes `input` (through `redactor`, if any) as the one entry `name` of
-/// a zip in a temporary file; returns it and the entry's size.
+/// Text through the redactor into `out`: streamed, or for JSON lines one
+/// line at a time, each parsed and its strings and keys redacted so that it
+/// stays JSON (a line that is not JSON is redacted as text).
+fn redact_text(
+    kind: Kind,
+    r: &Redactor,
+    input: &mut dyn Read,
+    out: &mut dyn Write,
+) -> io::Result<RedactionCounts> {
+    if kind != Kind::JsonLines {
+        let mut s = RedactStream::new(r, out);
+        io::copy(input, &mut s)?;
+        return Ok(s.finish()?.1);
+    }
+    let mut counts = RedactionCounts::new();
+    let mut lines = io::BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if io::BufRead::read_until(&mut lines, b'\n', &mut line)? == 0 {
+            break;
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        let mut found = RedactionCounts::new();
+        match serde_json::from_slice::<Value>(body) {
+            Ok(mut v) => {
+                redact_tree(r, &mut v, true, &mut found);
+                if found.is_empty() {
+                    out.write_all(&line)?;
+                } else {
+                    serde_json::to_writer(&mut *out, &v)?;
+                    out.write_all(&line[body.len()..])?;
+                }
+            }
+            Err(_) => out.write_all(&r.redact_bytes(&line, &mut found))?,
+        }
+        for (k, n) in found {
+            *counts.entry(k).or_default() += n;
+        }
+    }
+    Ok(counts)
+}
+
+/// Writes what `fill` writes as the one entry `name` of a zip in a
+/// temporary file; returns it and the entry's size.
 fn write_part(
     name: &str,
     options: SimpleFileOptions,
-    input: &mut dyn Read,
-    redactor: Option<&Redactor>,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<(File, u64)> {
     let mut part = ZipWriter::new(tempfile::tempfile()?);
     part.start_file(name, options).map_err(io::Error::other)?;
@@ -853,16 +896,7 @@ fn write_part(
             inner: io::BufWriter::with_capacity(64 * 1024, &mut part),
             n: 0,
         };
-        match redactor {
-            Some(r) => {
-                let mut s = RedactStream::new(r, &mut counted);
-                io::copy(input, &mut s)?;
-                s.finish()?;
-            }
-            None => {
-                io::copy(input, &mut counted)?;
-            }
-        }
+        fill(&mut counted)?;
         counted.flush()?;
         counted.n
     };
@@ -908,7 +942,7 @@ fn redact_structured(kind: Kind, bytes: &[u8], r: &Redactor) -> Option<(Vec<u8>,
             };
             Some((out, counts))
         }
-        Kind::Text | Kind::Unknown => None,
+        Kind::JsonLines | Kind::Text | Kind::Unknown => None,
     }
 }
 

@@ -433,3 +433,53 @@ fn a_literal_file_has_one_value_per_line_and_a_short_one_is_refused_by_line_numb
             .contains("holds no value")
     );
 }
+
+#[test]
+fn json_lines_stay_json_whatever_a_pattern_swallows() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = dir.path().join("b.zip");
+    let audit = concat!(
+        r#"{"action":"drain","summary":"drain pool for Acme Widgets, by jane","time":"2026-12-01T10:00:00Z"}"#,
+        "\n",
+        r#"{"action":"hold","summary":"nothing here","time":"2026-12-01T10:01:00Z"}"#,
+        "\n",
+        "not json, from Acme Widgets\n"
+    );
+    let mut zip = ZipWriter::new(File::create(&input).expect("create"));
+    for (name, bytes) in [
+        (
+            MANIFEST,
+            &br#"{"tool": "agentdeck", "startedAt": "2026-12-01T10:00:00Z"}"#[..],
+        ),
+        ("audit.jsonl", audit.as_bytes()),
+    ] {
+        zip.start_file(name, SimpleFileOptions::default())
+            .expect("entry");
+        zip.write_all(bytes).expect("write");
+    }
+    zip.finish().expect("finish");
+    let output = dir.path().join("c.zip");
+    // The pattern runs to the end of the line, past the closing quote.
+    run(&opts(&input, &output, &[], &[r"Acme.*"]), |_| {}).expect("pass");
+    let after = entries_of(&output);
+    let text = String::from_utf8(after["audit.jsonl"].clone()).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let first: Value = serde_json::from_str(lines[0]).expect("still JSON");
+    assert!(
+        first["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("drain pool for ***REDACTED:regex:")),
+        "{first}"
+    );
+    assert_eq!(first["action"], "drain");
+    assert_eq!(
+        lines[1],
+        r#"{"action":"hold","summary":"nothing here","time":"2026-12-01T10:01:00Z"}"#
+    );
+    assert!(
+        lines[2].starts_with("not json, from ***REDACTED:regex:"),
+        "{text}"
+    );
+    assert!(!text.contains("Acme"));
+}
