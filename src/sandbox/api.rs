@@ -571,8 +571,8 @@ impl Api {
             api.seed("", "componentstatuses", None, obj);
         }
         // What the apiserver's RBAC bootstrap policy creates at start, the
-        // aggregated roles' rules filled before the first request (a
-        // cluster's controller manager fills them within moments).
+        // aggregated roles' rules filled (a cluster's controller manager
+        // fills them within moments).
         for (plural, obj) in super::bootstrap::default_rbac() {
             let ns = obj["metadata"]["namespace"].as_str();
             let _ = api.create(
@@ -584,7 +584,6 @@ impl Api {
                 &Query::default(),
             );
         }
-        super::cluster::clusterroles::aggregate(&api);
         api
     }
 

@@ -28,8 +28,7 @@ const CLUSTER_ROLES: Gvr = Gvr {
 };
 
 /// Chains of aggregation (`view` into `edit` into `admin`) settle in one
-/// pass each; past this many, a cycle of user roles is left to the next
-/// change, as the Go controller leaves it to its next sync.
+/// pass each.
 const MAX_PASSES: usize = 8;
 
 /// The rules `role` aggregates from `roles`, or `None` when it has no
@@ -69,25 +68,23 @@ pub(crate) fn stale(roles: &[&Value]) -> Vec<(Value, Vec<Value>)> {
         .collect()
 }
 
-/// One pass over the stored ClusterRoles; true when something was written.
-fn pass(w: &mut Writer<'_>) -> bool {
-    let (stored, _) = w.api.store.list(&CLUSTER_ROLES.key(), None);
-    let roles: Vec<&Value> = stored.iter().map(|r| r.as_ref()).collect();
-    let mut wrote = false;
-    for (mut role, rules) in stale(&roles) {
-        role["rules"] = json!(rules);
-        wrote |= w.update(CLUSTER_ROLES, role).is_some();
-    }
-    wrote
-}
-
-/// Brings every aggregated role up to date at once (the sandbox's start,
-/// so `admin`, `edit` and `view` hold their rules from the first request).
-pub(crate) fn aggregate(api: &Api) {
-    let mut w = Writer::new(api, COMPONENT);
+/// Fills the aggregated roles among `roles` in place, pass after pass
+/// until none is stale (the bootstrap policy, before it is created: its
+/// `admin`, `edit` and `view` hold their rules from the first request).
+pub(crate) fn settle(roles: &mut [Value]) {
     for _ in 0..MAX_PASSES {
-        if !pass(&mut w) {
-            break;
+        let refs: Vec<&Value> = roles.iter().collect();
+        let updates: Vec<(String, Vec<Value>)> = stale(&refs)
+            .into_iter()
+            .map(|(role, rules)| (meta::name(&role).to_owned(), rules))
+            .collect();
+        if updates.is_empty() {
+            return;
+        }
+        for (name, rules) in updates {
+            if let Some(role) = roles.iter_mut().find(|r| meta::name(r) == name) {
+                role["rules"] = json!(rules);
+            }
         }
     }
 }
@@ -105,9 +102,14 @@ impl Controller for ClusterRoleAggregator {
 
     fn reconcile(&mut self, api: &Api, _now: i64) -> Pass {
         let mut w = Writer::new(api, COMPONENT);
-        // Its own write is a change that wakes it again: a chain settles
-        // one link a pass.
-        pass(&mut w);
+        let (stored, _) = api.store.list(&CLUSTER_ROLES.key(), None);
+        let roles: Vec<&Value> = stored.iter().map(|r| r.as_ref()).collect();
+        // Its own write is a change that wakes it again: a chain (view
+        // into edit into admin) settles one link a pass.
+        for (mut role, rules) in stale(&roles) {
+            role["rules"] = json!(rules);
+            w.update(CLUSTER_ROLES, role);
+        }
         Pass { retry: w.retry }
     }
 }
@@ -191,21 +193,20 @@ mod tests {
             .filter(|(plural, _)| *plural == "clusterroles")
             .map(|(_, o)| o.clone())
             .collect();
-        let mut roles = policy;
-        for _ in 0..MAX_PASSES {
-            let refs: Vec<&Value> = roles.iter().collect();
-            let updates = stale(&refs);
-            if updates.is_empty() {
-                break;
-            }
-            for (role, rules) in updates {
-                let at = roles
-                    .iter()
-                    .position(|r| meta::name(r) == meta::name(&role))
-                    .expect("the role is there");
-                roles[at]["rules"] = json!(rules);
-            }
-        }
+        let mut roles: Vec<Value> = policy
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if r.get("aggregationRule").is_some()
+                    && let Some(o) = r.as_object_mut()
+                {
+                    o.remove("rules");
+                }
+                r
+            })
+            .collect();
+        settle(&mut roles);
+        assert_eq!(roles, policy, "the policy is served aggregated");
         let rules_of = |name: &str| -> Vec<Value> {
             let r = roles
                 .iter()
