@@ -574,14 +574,17 @@ impl Api {
         for obj in super::bootstrap::component_statuses() {
             api.seed("", "componentstatuses", None, obj);
         }
-        // What the apiserver's RBAC bootstrap policy creates at start.
+        // What the apiserver's RBAC bootstrap policy creates at start, the
+        // aggregated roles' rules filled (a cluster's controller manager
+        // fills them within moments).
         for (plural, obj) in super::bootstrap::default_rbac() {
+            let ns = obj["metadata"]["namespace"].as_str();
             let _ = api.create(
                 "rbac.authorization.k8s.io",
                 "v1",
                 plural,
-                None,
-                obj,
+                ns,
+                obj.clone(),
                 &Query::default(),
             );
         }

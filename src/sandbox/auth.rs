@@ -598,22 +598,6 @@ pub fn allowed(api: &Api, user: &UserInfo, a: &Attributes) -> bool {
             .any(|r| rule_allows(r, a))
 }
 
-/// [`allowed`], for the answer of an access review about a subject that
-/// may be named rather than authenticated (`kubectl auth can-i --as`,
-/// SubjectAccessReview): a service account that does not exist may do
-/// nothing, as its tokens are refused, whatever binding names it. (Its
-/// requests themselves are still authorized by RBAC alone, as kube-apiserver
-/// does: `system:authenticated` may ask an access review.)
-pub fn authorized(api: &Api, user: &UserInfo, a: &Attributes) -> bool {
-    if !user.is_master()
-        && let Some((ns, name)) = service_account_of(&user.username)
-        && api.store.get("serviceaccounts", ns, name).is_none()
-    {
-        return false;
-    }
-    allowed(api, user, a)
-}
-
 /// The user a request acts as when it carries `Impersonate-User` (and
 /// `Impersonate-Group`, `Impersonate-Uid`), as kube-apiserver's
 /// impersonation filter does: `user` must be allowed to `impersonate` each
@@ -894,6 +878,27 @@ pub async fn middleware(State(api): State<Arc<Api>>, mut req: Request, next: Nex
     next.run(req).await
 }
 
+/// What the CertificateSigningRequest registry strategy writes on create
+/// (`PrepareForCreate`): whatever the client put in `spec.username`,
+/// `uid`, `groups` and `extra` is replaced by the requesting user, and the
+/// status is cleared (no one creates a request approved).
+pub fn stamp_csr_requester(user: &UserInfo, csr: &mut Value) {
+    if !csr["spec"].is_object() {
+        csr["spec"] = json!({});
+    }
+    if let Some(spec) = csr["spec"].as_object_mut() {
+        for key in ["username", "uid", "groups", "extra"] {
+            spec.remove(key);
+        }
+        spec.insert("username".into(), json!(user.username));
+        if let Some(uid) = &user.uid {
+            spec.insert("uid".into(), json!(uid));
+        }
+        spec.insert("groups".into(), json!(user.groups));
+    }
+    csr["status"] = json!({});
+}
+
 /// Where pods find their service account's credentials.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -1003,7 +1008,7 @@ pub fn review(
     mut obj: Value,
 ) -> Option<Value> {
     let decision = |subject: &UserInfo, a: &Attributes| {
-        if authorized(api, subject, a) {
+        if allowed(api, subject, a) {
             json!({"allowed": true, "reason": if subject.is_master() { "" } else { "RBAC: allowed by a role binding" }})
         } else {
             json!({"allowed": false})

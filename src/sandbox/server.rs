@@ -590,7 +590,10 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             ))
         }
         ("POST", None, _) => {
-            let obj = parse_body(&body, ct)?;
+            let mut obj = parse_body(&body, ct)?;
+            if group == "certificates.k8s.io" && plural == "certificatesigningrequests" {
+                super::auth::stamp_csr_requester(user, &mut obj);
+            }
             let created = api.create(
                 group,
                 version,

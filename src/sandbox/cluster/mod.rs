@@ -14,6 +14,7 @@
 //! controllers need none of client-go's "expectations": what a pass created
 //! is in the store when the next pass looks.
 
+pub(crate) mod clusterroles;
 mod daemonset;
 mod deployment;
 pub(crate) mod disruption;
@@ -93,6 +94,11 @@ pub fn start(api: Arc<Api>, cancel: CancellationToken) -> JoinHandle<()> {
                 serviceaccounts::ServiceAccountController,
             )),
             tokio::spawn(run(api.clone(), cancel.clone(), rootca::RootCaPublisher)),
+            tokio::spawn(run(
+                api.clone(),
+                cancel.clone(),
+                clusterroles::ClusterRoleAggregator,
+            )),
         ];
         for task in tasks {
             let _ = task.await;
