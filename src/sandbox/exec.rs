@@ -143,21 +143,28 @@ pub type Launcher = Box<dyn FnOnce() -> std::io::Result<ExecProcess> + Send>;
 
 /// The upgrade a request carries, kept for the route that serves it.
 pub struct PendingUpgrade {
-    ws: Option<WebSocketUpgrade>,
-    raw_query: String,
+    /// A WebSocket upgrade.
+    pub ws: Option<WebSocketUpgrade>,
+    /// The request's query.
+    pub raw_query: String,
     /// What the client asked to upgrade to (`websocket`, `SPDY/3.1`).
-    protocol: String,
+    pub protocol: String,
+    /// The connection, once upgraded, for an upgrade that is not a
+    /// WebSocket (SPDY).
+    pub on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    /// `X-Stream-Protocol-Version` values (what SPDY clients speak).
+    pub stream_protocols: Vec<String>,
 }
 
 tokio::task_local! {
     static PENDING: RefCell<Option<PendingUpgrade>>;
 }
 
-/// Takes the upgrade out of a request for `…/exec` or `…/attach` (any
-/// method: kubectl sends GET, the SPDY clients POST).
+/// Takes the upgrade out of a request for `…/exec`, `…/attach` or
+/// `…/portforward` (any method: kubectl sends GET, the SPDY clients POST).
 pub async fn pending_upgrade(parts: &mut Parts) -> Option<PendingUpgrade> {
     let path = parts.uri.path();
-    if !(path.ends_with("/exec") || path.ends_with("/attach")) {
+    if !(path.ends_with("/exec") || path.ends_with("/attach") || path.ends_with("/portforward")) {
         return None;
     }
     let protocol = parts
@@ -174,10 +181,23 @@ pub async fn pending_upgrade(parts: &mut Parts) -> Option<PendingUpgrade> {
     } else {
         None
     };
+    let on_upgrade = if ws.is_none() {
+        parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
+    } else {
+        None
+    };
+    let stream_protocols = parts
+        .headers
+        .get_all("X-Stream-Protocol-Version")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
     Some(PendingUpgrade {
         ws,
         raw_query,
         protocol,
+        on_upgrade,
+        stream_protocols,
     })
 }
 
@@ -186,7 +206,8 @@ pub async fn with_upgrade<F: Future>(pending: Option<PendingUpgrade>, f: F) -> F
     PENDING.scope(RefCell::new(pending), f).await
 }
 
-fn take_pending() -> Option<PendingUpgrade> {
+/// The upgrade of the request being served (once).
+pub fn take_pending() -> Option<PendingUpgrade> {
     PENDING.try_with(|p| p.borrow_mut().take()).ok().flatten()
 }
 

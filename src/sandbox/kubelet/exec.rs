@@ -11,7 +11,8 @@
 //!   mount's host directory instead.
 //! - Ephemeral containers are played, not run: exec in one runs in the
 //!   environment of its target container, and each attach starts its
-//!   command (or `sh`, a debug image's usual entrypoint).
+//!   command (or its image's default, `sh` for busybox and any image the
+//!   policy does not know: [`policy::attach_argv`]).
 //! - A simulated container, or one not running, is refused with a Status
 //!   that says so.
 
@@ -103,12 +104,11 @@ pub(super) fn launcher(
             })?;
             let context = running_context(&slot.name, name, slot)?;
             let argv = if req.attach {
-                let mut argv: Vec<String> = strings(&spec["command"]);
-                argv.extend(strings(&spec["args"]));
-                if argv.is_empty() {
-                    argv.push("sh".into());
-                }
-                argv
+                policy::attach_argv(
+                    spec["image"].as_str().unwrap_or_default(),
+                    &strings(&spec["command"]),
+                    &strings(&spec["args"]),
+                )
             } else {
                 req.command.clone()
             };
@@ -170,9 +170,9 @@ fn running_context(
             "container \"{container}\" in pod \"{pod}\" is simulated by the agentdeck sandbox \
              (image {image} has no process on this machine), so there is nothing to exec in or attach to; \
              exec and attach are served for containers the sandbox runs as processes: agentdeck \
-             images and commands, the task runner's shell, and `sh -c` containers of pods annotated \
-             {}=\"true\"",
-            runtime::RUN_SHELL
+             images and any container with a command or args (the host's programs stand in for \
+             its image), unless the sandbox.agentdeck.dev/exit-after, exit-code or ready \
+             annotations ask for a simulation"
         )));
     }
     let mut context = (*context).clone();

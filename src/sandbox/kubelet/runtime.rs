@@ -2,22 +2,20 @@
 //! process or a simulation), starting it with its output captured line by
 //! line, signalling its process group, and readiness probes.
 //!
-//! Which containers are agentdeck's and which of its scripts run for real
-//! is the sandbox's policy ([`super::policy`]); this module applies it:
+//! What runs for real is the sandbox's policy ([`super::policy`], where the
+//! rules are written down); this module applies it:
 //!
-//! - A container whose image is agentdeck's or whose `command[0]` is
-//!   agentdeck ([`policy::is_agentdeck_image`],
-//!   [`policy::is_agentdeck_command`]) runs the agentdeck binary (the
+//! - agentdeck (image or `command[0]`) runs the agentdeck binary (the
 //!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
-//!   agentdeck is kept as the first argument).
-//! - A container running `sh -c <script>` runs the script with the host's
-//!   `/bin/sh` (in its mount namespace, or with the script's mount paths
-//!   rewritten to host directories where there is none), when the script is
-//!   one of agentdeck's own ([`policy::is_product_script`]: the task runner,
-//!   a debug pod's waiting shell), or the pod opts in with [`RUN_SHELL`]
-//!   `"true"` (whatever the image).
-//! - Anything else is simulated: it logs that it started and runs until
-//!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
+//!   agentdeck is kept as the first argument);
+//! - agentdeck's own `sh -c` scripts run with the host's `/bin/sh`;
+//! - a container with the simulation annotations ([`EXIT_AFTER`],
+//!   [`EXIT_CODE`], [`READY`]) is simulated: it logs that it started and runs
+//!   until stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`];
+//! - any other `command`/`args` runs as a process of the host's userland (in
+//!   the container's mount namespace, or with its mount paths rewritten to
+//!   host directories where there is none);
+//! - a container with neither is simulated.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -43,7 +41,9 @@ pub const EXIT_AFTER: &str = "sandbox.agentdeck.dev/exit-after";
 pub const EXIT_CODE: &str = "sandbox.agentdeck.dev/exit-code";
 /// Annotation: `"false"` keeps a simulated container unready.
 pub const READY: &str = "sandbox.agentdeck.dev/ready";
-/// Annotation: `"true"` runs `sh -c` containers' scripts for real.
+/// Annotation: `"true"` ran `sh -c` containers' scripts for real when
+/// other commands were simulated; every command runs now, and the
+/// annotation changes nothing (pods written for earlier sandboxes keep it).
 pub const RUN_SHELL: &str = "sandbox.agentdeck.dev/run-shell";
 
 /// How a container runs in the sandbox.
@@ -79,8 +79,16 @@ fn is_shell(c: &str) -> bool {
     )
 }
 
+/// Whether the simulation annotations shape `container` (its author asked
+/// for a stand-in rather than its command).
+fn simulation_asked(pod: &Value, container: &str) -> bool {
+    [EXIT_AFTER, EXIT_CODE, READY]
+        .iter()
+        .any(|key| annotation(pod, key, container).is_some())
+}
+
 /// Decides how `container` (with `command` and `args` already expanded)
-/// runs, given the agentdeck executable.
+/// runs, given the agentdeck executable (the rules of [`policy`]).
 pub(super) fn plan(
     pod: &Value,
     container: &Value,
@@ -104,7 +112,7 @@ pub(super) fn plan(
     if let [sh, flag, script, rest @ ..] = argv.as_slice()
         && is_shell(sh)
         && flag.as_str() == "-c"
-        && (policy::is_product_script(script) || annotation(pod, RUN_SHELL, name) == Some("true"))
+        && policy::is_product_script(script)
     {
         let mut args = vec!["-c".to_string(), (*script).clone()];
         args.extend(rest.iter().map(|s| (*s).clone()));
@@ -121,6 +129,16 @@ pub(super) fn plan(
             shell: false,
         };
     }
+    if !simulation_asked(pod, name)
+        && let [program, rest @ ..] = policy::container_argv(image, command, args).as_slice()
+    {
+        let shell = is_shell(program) && rest.first().is_some_and(|f| f == "-c");
+        return Program::Exec {
+            program: PathBuf::from(program),
+            args: rest.to_vec(),
+            shell,
+        };
+    }
     let exit_after = annotation(pod, EXIT_AFTER, name).and_then(|s| s.trim().parse::<f64>().ok());
     let exit_code = annotation(pod, EXIT_CODE, name).and_then(|s| s.trim().parse::<i32>().ok());
     Program::Simulated {
@@ -132,6 +150,36 @@ pub(super) fn plan(
         exit_code: exit_code.unwrap_or(0),
         ready: annotation(pod, READY, name) != Some("false"),
     }
+}
+
+/// Whether `program` is in the container's file tree, as a runtime's exec
+/// finds it: a path (relative ones from `cwd`), or a name on the
+/// container's `PATH`; the tree is the host's with the container's
+/// volumes at their mount paths.
+pub(super) fn program_exists(
+    program: &Path,
+    env: &[(String, String)],
+    mounts: &[super::volumes::ContainerMount],
+    cwd: &Path,
+) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        let host = super::volumes::resolve_host_path(None, mounts, p);
+        std::fs::metadata(host).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.is_absolute() {
+        return executable(program);
+    }
+    if program.components().count() > 1 {
+        return executable(&cwd.join(program));
+    }
+    let path = env.iter().find(|(k, _)| k == "PATH").map_or(
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        |(_, v)| v.as_str(),
+    );
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .any(|d| executable(&Path::new(d).join(program)))
 }
 
 /// A started process: its group is its own (`process_group(0)`).
@@ -501,27 +549,101 @@ mod tests {
     }
 
     #[test]
-    fn the_task_runner_script_runs_in_a_real_shell_and_other_scripts_only_on_request() {
+    fn the_task_runner_script_runs_in_the_hosts_shell_whatever_the_image() {
         let runner = json!({"name": "runner", "image": "hashicorp/terraform:1.9", "command": ["/bin/sh", "-c", RUNNER_SCRIPT]});
         assert!(matches!(
             plan_of(&json!({}), &runner),
-            Program::Exec { shell: true, .. }
+            Program::Exec { ref program, shell: true, .. } if program == Path::new("/bin/sh")
         ));
+    }
+
+    #[test]
+    fn any_command_runs_with_the_hosts_userland_standing_in_for_the_image() {
         let script =
             json!({"name": "s", "image": "busybox", "command": ["sh"], "args": ["-c", "echo hi"]});
-        assert!(matches!(
-            plan_of(&json!({}), &script),
-            Program::Simulated { .. }
-        ));
+        let expected = Program::Exec {
+            program: "sh".into(),
+            args: strings(&["-c", "echo hi"]),
+            shell: true,
+        };
+        assert_eq!(plan_of(&json!({}), &script), expected);
+        // The annotation of earlier sandboxes changes nothing.
         let opted_in = json!({"metadata": {"annotations": {RUN_SHELL: "true"}}});
+        assert_eq!(plan_of(&opted_in, &script), expected);
+        // `kubectl run bb --image=busybox -- sleep 5`: args alone, and
+        // busybox has no entrypoint.
+        let args = json!({"name": "bb", "image": "busybox", "args": ["sleep", "5"]});
         assert_eq!(
-            plan_of(&opted_in, &script),
+            plan_of(&json!({}), &args),
             Program::Exec {
-                program: "/bin/sh".into(),
-                args: strings(&["-c", "echo hi"]),
-                shell: true
+                program: "sleep".into(),
+                args: strings(&["5"]),
+                shell: false
             }
         );
+        // A program the host may not have is still what runs (and fails
+        // as a missing binary when it is not there).
+        let nginx =
+            json!({"name": "web", "image": "nginx", "command": ["nginx", "-g", "daemon off;"]});
+        assert!(matches!(
+            plan_of(&json!({}), &nginx),
+            Program::Exec { ref program, .. } if program == Path::new("nginx")
+        ));
+    }
+
+    #[test]
+    fn the_simulation_annotations_keep_a_command_simulated() {
+        let c = json!({"name": "c", "image": "busybox", "command": ["sleep", "60"]});
+        let pod = json!({"metadata": {"annotations": {"sandbox.agentdeck.dev/exit-code.c": "3"}}});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Simulated {
+                exit_after: Some(Duration::ZERO),
+                exit_code: 3,
+                ready: true
+            }
+        );
+    }
+
+    #[test]
+    fn programs_are_found_on_the_path_and_in_the_containers_volumes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\n").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mounts = vec![super::super::volumes::ContainerMount {
+            path: "/scripts".into(),
+            host: dir.path().to_path_buf(),
+            read_only: true,
+        }];
+        let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        let root = Path::new("/");
+        assert!(program_exists(Path::new("sh"), &env, &mounts, root));
+        assert!(program_exists(
+            Path::new("/scripts/run.sh"),
+            &env,
+            &mounts,
+            root
+        ));
+        assert!(program_exists(
+            Path::new("scripts/run.sh"),
+            &env,
+            &mounts,
+            root
+        ));
+        assert!(!program_exists(
+            Path::new("no-such-program-here"),
+            &env,
+            &mounts,
+            root
+        ));
+        assert!(!program_exists(
+            Path::new("/docker-entrypoint.sh"),
+            &env,
+            &mounts,
+            root
+        ));
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub(super) struct ContainerStatus {
     pub last: Option<Terminated>,
     pub restart_count: u32,
     pub ready: bool,
+    /// What stands in for its image (see [`super::policy`]), once started.
+    pub stand_in: Option<String>,
 }
 
 impl ContainerStatus {
@@ -102,6 +104,7 @@ impl ContainerStatus {
             last: None,
             restart_count: 0,
             ready: false,
+            stand_in: None,
         }
     }
 
@@ -339,15 +342,33 @@ fn conditions(snap: &PodSnapshot, phase: &str) -> Vec<Value> {
     out.push(ready("Ready"));
     out.push(ready("ContainersReady"));
     out.push(condition("PodScheduled", true, None, None));
+    let stand_ins: Vec<String> = snap
+        .init
+        .iter()
+        .chain(&snap.containers)
+        .filter_map(|c| Some(format!("{}: {}", c.name, c.stand_in.as_deref()?)))
+        .collect();
+    if !stand_ins.is_empty() {
+        out.push(condition(
+            super::policy::STAND_IN_CONDITION,
+            true,
+            Some("NoContainerImages"),
+            Some(format!(
+                "the agentdeck sandbox pulls no images; {}",
+                stand_ins.join("; ")
+            )),
+        ));
+    }
     out
 }
 
-const KUBELET_CONDITIONS: [&str; 5] = [
+const KUBELET_CONDITIONS: [&str; 6] = [
     "PodReadyToStartContainers",
     "Initialized",
     "Ready",
     "ContainersReady",
     "PodScheduled",
+    super::policy::STAND_IN_CONDITION,
 ];
 
 /// The pod's new `status`: `old` (what the API has) with the kubelet-owned
