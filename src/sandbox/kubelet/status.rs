@@ -464,6 +464,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_pod_says_what_stood_in_for_each_containers_image() {
+        let mut a = running("a", true);
+        a.stand_in = Some("the host's sh runs for image busybox".into());
+        let mut b = running("b", true);
+        b.stand_in = Some("image nginx is simulated".into());
+        let status = pod_status(&json!({}), &snap("Always", vec![a, b]), T0);
+        let c = cond(&status, super::super::policy::STAND_IN_CONDITION);
+        assert_eq!(c["status"], "True");
+        assert_eq!(c["reason"], "NoContainerImages");
+        assert_eq!(
+            c["message"],
+            "the agentdeck sandbox pulls no images; a: the host's sh runs for image busybox; \
+             b: image nginx is simulated"
+        );
+    }
+
     fn exited(name: &str, code: i32) -> ContainerStatus {
         ContainerStatus {
             state: State::Terminated(Terminated::exited("agentdeck://x", code, T0, T1)),
@@ -601,7 +618,8 @@ mod tests {
             .as_array()
             .map(|cs| cs.iter().filter_map(|c| c["type"].as_str()).collect())
             .unwrap_or_default();
-        assert_eq!(types, KUBELET_CONDITIONS);
+        // Without a stand-in known yet, the kubelet's own five.
+        assert_eq!(types, KUBELET_CONDITIONS[..5]);
         assert_eq!(status["podIPs"], json!([{"ip": "127.1.0.1"}]));
         assert_eq!(status["hostIPs"], json!([{"ip": "127.0.0.1"}]));
         assert_eq!(
