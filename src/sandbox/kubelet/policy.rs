@@ -20,8 +20,9 @@
 //!    shell, [`crate::ops::debug::is_waiting_shell`]) → the host's `/bin/sh`,
 //!    whatever the image.
 //! 3. A container shaped by the simulation annotations
-//!    (`sandbox.agentdeck.dev/exit-after`, `exit-code`, `ready`, see
-//!    [`super::runtime`]) is played: its author asked for a stand-in.
+//!    (`sandbox.agentdeck.dev/simulate: "true"`, `exit-after`, `exit-code`,
+//!    `ready`, see [`super::runtime`]) is played: its author asked for a
+//!    stand-in.
 //! 4. Any other container with a `command` or `args` runs them: `command +
 //!    args`, or with `args` alone the image's entrypoint ([`default_command`])
 //!    followed by them (none for an image this module does not know: base

@@ -9,8 +9,8 @@
 //!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
 //!   agentdeck is kept as the first argument);
 //! - agentdeck's own `sh -c` scripts run with the host's `/bin/sh`;
-//! - a container with the simulation annotations ([`EXIT_AFTER`],
-//!   [`EXIT_CODE`], [`READY`]) is simulated: it logs that it started and runs
+//! - a container with the simulation annotations ([`SIMULATE`],
+//!   [`EXIT_AFTER`], [`EXIT_CODE`], [`READY`]) is simulated: it logs that it started and runs
 //!   until stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`];
 //! - any other `command`/`args` runs as a process of the host's userland (in
 //!   the container's mount namespace, or with its mount paths rewritten to
@@ -41,6 +41,11 @@ pub const EXIT_AFTER: &str = "sandbox.agentdeck.dev/exit-after";
 pub const EXIT_CODE: &str = "sandbox.agentdeck.dev/exit-code";
 /// Annotation: `"false"` keeps a simulated container unready.
 pub const READY: &str = "sandbox.agentdeck.dev/ready";
+/// Annotation: `"true"` simulates the pod's containers (or
+/// `<ANNOTATION>.<container>` one of them) whatever their command: they log
+/// that they started and run until stopped, ready (a placeholder that
+/// needs no program on this machine).
+pub const SIMULATE: &str = "sandbox.agentdeck.dev/simulate";
 /// Annotation: `"true"` ran `sh -c` containers' scripts for real when
 /// other commands were simulated; every command runs now, and the
 /// annotation changes nothing (pods written for earlier sandboxes keep it).
@@ -82,9 +87,10 @@ fn is_shell(c: &str) -> bool {
 /// Whether the simulation annotations shape `container` (its author asked
 /// for a stand-in rather than its command).
 fn simulation_asked(pod: &Value, container: &str) -> bool {
-    [EXIT_AFTER, EXIT_CODE, READY]
-        .iter()
-        .any(|key| annotation(pod, key, container).is_some())
+    annotation(pod, SIMULATE, container) == Some("true")
+        || [EXIT_AFTER, EXIT_CODE, READY]
+            .iter()
+            .any(|key| annotation(pod, key, container).is_some())
 }
 
 /// Decides how `container` (with `command` and `args` already expanded)
@@ -594,6 +600,15 @@ mod tests {
     #[test]
     fn the_simulation_annotations_keep_a_command_simulated() {
         let c = json!({"name": "c", "image": "busybox", "command": ["sleep", "60"]});
+        let pod = json!({"metadata": {"annotations": {SIMULATE: "true"}}});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Simulated {
+                exit_after: None,
+                exit_code: 0,
+                ready: true
+            }
+        );
         let pod = json!({"metadata": {"annotations": {"sandbox.agentdeck.dev/exit-code.c": "3"}}});
         assert_eq!(
             plan_of(&pod, &c),
