@@ -190,3 +190,29 @@ fn a_program_the_machine_does_not_have_fails_as_a_missing_binary() {
     let shown = out(&sb.kubectl(&["get", "pod", "once"]));
     assert!(shown.contains("StartError"), "{shown}");
 }
+
+#[test]
+fn kubectl_run_i_rm_attaches_to_the_containers_shell_and_returns_its_exit_code() {
+    let sb = TestSandbox::start();
+    // No command: busybox's default `sh`, which reads what kubectl attaches.
+    let o = sb.kubectl_in(
+        &[
+            "run",
+            "-i",
+            "--rm",
+            "shell",
+            "--image=busybox",
+            "--restart=Never",
+        ],
+        "echo hi-from-stdin\nexit 3\n",
+    );
+    assert_eq!(o.status.code(), Some(3), "{}\n{}", out(&o), err(&o));
+    assert!(out(&o).contains("hi-from-stdin"), "{}", out(&o));
+    assert!(out(&o).contains("pod \"shell\" deleted"), "{}", out(&o));
+    // Attach to a container that keeps no input open says what to use.
+    sb.kubectl_ok(&["run", "sl", "--image=busybox", "--", "sleep", "3600"]);
+    sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/sl", "--timeout=120s"]);
+    let o = sb.kubectl(&["attach", "sl"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("stdin: true"), "{}", err(&o));
+}

@@ -30,7 +30,7 @@ use super::runtime::{self, Launch};
 use super::status::State;
 use super::volumes;
 use crate::sandbox::api::{ApiError, ApiResult};
-use crate::sandbox::exec::{ExecIo, ExecProcess, Launcher, StreamRequest};
+use crate::sandbox::exec::{Ends, ExecIo, ExecProcess, Launcher, StreamRequest};
 
 /// The environment a container's process was started with, kept for exec.
 #[derive(Debug, Clone)]
@@ -122,11 +122,7 @@ pub(super) fn launcher(
             })?;
             let context = running_context(container, name, slot)?;
             if req.attach {
-                return Err(ApiError::bad_request(format!(
-                    "attach to container \"{container}\" in pod \"{name}\" is not served by the agentdeck sandbox: \
-                     its process's standard streams are its log (`kubectl logs -f {name} -c {container}`); \
-                     use `kubectl exec` for a shell, or attach to an ephemeral container (`kubectl debug -it`)"
-                )));
+                return attach_launcher(slot, container, name, req);
             }
             (context, req.command.clone())
         }
@@ -136,6 +132,40 @@ pub(super) fn launcher(
     let (stdin, stdout, stderr) = (req.stdin, req.stdout, req.stderr && !req.tty);
     Ok(Box::new(move || {
         start(&context, &exe, &argv, tty, stdin, stdout, stderr)
+    }))
+}
+
+/// Attach to a running container: its streams, when it keeps its input
+/// open (`stdin: true`); the output of one that does not is its log.
+fn attach_launcher(
+    slot: &super::pod::ContainerSlot,
+    container: &str,
+    pod: &str,
+    req: &StreamRequest,
+) -> ApiResult<Launcher> {
+    let Some(attach) = slot.attach() else {
+        return Err(ApiError::bad_request(format!(
+            "attach to container \"{container}\" in pod \"{pod}\" is served by the agentdeck sandbox \
+             for containers that keep their standard input open (stdin: true, as `kubectl run -i` \
+             writes them); this one's output is its log (`kubectl logs -f {pod} -c {container}`); \
+             use `kubectl exec` for a shell, or attach to an ephemeral container (`kubectl debug -it`)"
+        )));
+    };
+    let stdin = req.stdin;
+    Ok(Box::new(move || {
+        let terminal = match &attach.master {
+            Some(m) => Some(m.try_clone()?),
+            None => None,
+        };
+        Ok(ExecProcess {
+            ends: Ends::Container(attach.exited.subscribe()),
+            io: ExecIo::Container {
+                output: attach.output.subscribe(),
+                input: stdin.then(|| attach.input.clone()),
+                terminal,
+            },
+            cleanup: Box::new(|| {}),
+        })
     }))
 }
 
@@ -277,7 +307,7 @@ fn start(
         .and_then(|p| i32::try_from(p).ok())
         .map(nix::unistd::Pid::from_raw);
     Ok(ExecProcess {
-        child,
+        ends: Ends::Child(child),
         io,
         cleanup: Box::new(move || {
             if let Some(pgid) = pgid {

@@ -46,6 +46,8 @@ pub(super) struct ContainerSlot {
     /// How its current instance was started, for exec.
     exec: Mutex<Option<Arc<ExecContext>>>,
     process: Mutex<Option<ContainerProcess>>,
+    /// The running process's standard streams, for attach.
+    attach: Mutex<Option<Arc<runtime::Attach>>>,
 }
 
 /// The running process of a real-process container.
@@ -76,6 +78,19 @@ impl ContainerSlot {
 
     fn set_process(&self, p: Option<ContainerProcess>) {
         *self.process.lock().unwrap_or_else(|p| p.into_inner()) = p;
+    }
+
+    /// The running process's standard streams, when it keeps its input
+    /// open (`stdin: true`).
+    pub fn attach(&self) -> Option<Arc<runtime::Attach>> {
+        self.attach
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_attach(&self, a: Option<Arc<runtime::Attach>>) {
+        *self.attach.lock().unwrap_or_else(|p| p.into_inner()) = a;
     }
 }
 
@@ -140,6 +155,7 @@ impl PodRuntime {
                     logs: Arc::new(ContainerLogs::new(log_limit)),
                     exec: Mutex::new(None),
                     process: Mutex::new(None),
+                    attach: Mutex::new(None),
                 }));
             }
         }
@@ -761,7 +777,11 @@ impl Kubelet {
         id: &str,
         mut stop_rx: watch::Receiver<Stop>,
     ) -> i32 {
-        let mut process = match runtime::spawn(launch, &slot.logs, id) {
+        let stdio = runtime::Stdio3 {
+            stdin: slot.spec["stdin"].as_bool() == Some(true),
+            tty: slot.spec["tty"].as_bool() == Some(true),
+        };
+        let mut process = match runtime::spawn(launch, &slot.logs, id, stdio) {
             Ok(p) => p,
             Err(e) => {
                 // As a runtime that cannot exec the entrypoint: exit 128, reason Error.
@@ -773,6 +793,7 @@ impl Kubelet {
                 return 128;
             }
         };
+        slot.set_attach(process.attach.clone());
         slot.set_process(Some(ContainerProcess {
             pid: process.pgid.as_raw(),
             mount_namespace: launch.args.first().map(String::as_str) == Some(mountns::SUBCOMMAND),
@@ -823,14 +844,19 @@ impl Kubelet {
         // The container's main process is gone: like a runtime tearing down
         // the container, end whatever else it started.
         slot.set_process(None);
+        slot.set_attach(None);
         runtime::kill_container(process.pgid);
         for r in process.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
         }
-        match status {
+        let code = match status {
             Ok(s) => runtime::exit_code(s),
             Err(_) => 255,
+        };
+        if let Some(a) = &process.attach {
+            a.exited.send_replace(Some(code));
         }
+        code
     }
 
     /// The pod's whole life on the node.

@@ -41,9 +41,10 @@
 //!    `sh`, …) that default is a shell that, without input, exits at once —
 //!    a crash loop nobody writing a placeholder pod (`kubectl create
 //!    deployment web --image=nginx`, the demo's, tests' and client suites'
-//!    pods) wants. The table serves attach to an ephemeral container
-//!    (`kubectl debug -it --image=busybox` starts `sh`) and `args`-only
-//!    containers.
+//!    pods) wants. The table serves containers that keep their input open
+//!    (`stdin: true`: `kubectl run -it --image=busybox` runs `sh`, attached),
+//!    attach to an ephemeral container (`kubectl debug -it --image=busybox`
+//!    starts `sh`) and `args`-only containers.
 //!
 //! The pod's status says what stood in for what: a condition of type
 //! [`STAND_IN_CONDITION`] (a qualified name, as readiness gates use, which
@@ -237,6 +238,21 @@ pub fn container_argv(image: &str, command: &[String], args: &[String]) -> Vec<S
         .map(|s| (*s).to_string())
         .chain(args.iter().cloned())
         .collect()
+}
+
+/// What a container with neither command nor args that keeps its input
+/// open (`stdin: true`) runs: its image's default, when the image is one
+/// this module knows (else nothing: it is simulated).
+pub fn interactive_argv(image: &str) -> Vec<String> {
+    default_command(image)
+        .map(|d| {
+            d.entrypoint
+                .iter()
+                .chain(d.cmd)
+                .map(|s| (*s).to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// What attach to an ephemeral container starts when it sets no command:

@@ -23,6 +23,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -135,8 +136,14 @@ pub(super) fn plan(
             shell: false,
         };
     }
+    let mut argv = policy::container_argv(image, command, args);
+    if argv.is_empty() && container["stdin"].as_bool() == Some(true) {
+        // Given input (`kubectl run -it`), the image's default shell has
+        // something to do.
+        argv = policy::interactive_argv(image);
+    }
     if !simulation_asked(pod, name)
-        && let [program, rest @ ..] = policy::container_argv(image, command, args).as_slice()
+        && let [program, rest @ ..] = argv.as_slice()
     {
         let shell = is_shell(program) && rest.first().is_some_and(|f| f == "-c");
         return Program::Exec {
@@ -193,6 +200,33 @@ pub(super) struct Process {
     pub child: Child,
     pub pgid: Pid,
     pub readers: Vec<tokio::task::JoinHandle<()>>,
+    /// Its standard streams for attach, when the container keeps its
+    /// standard input open (`stdin: true`).
+    pub attach: Option<Arc<Attach>>,
+}
+
+/// The standard streams of a container that keeps its input open
+/// (`stdin: true`, as `kubectl run -i` writes it), for attach: a
+/// pseudo-terminal with `tty: true`, else pipes. Its output goes to the log
+/// and to whoever is attached.
+pub(crate) struct Attach {
+    /// Bytes for the container's standard input.
+    pub input: tokio::sync::mpsc::UnboundedSender<Bytes>,
+    /// Its output as it comes.
+    pub output: tokio::sync::broadcast::Sender<Bytes>,
+    /// The terminal's controlling side (for resizes), with `tty`.
+    pub master: Option<std::os::fd::OwnedFd>,
+    /// Its exit code, once its process has ended.
+    pub exited: tokio::sync::watch::Sender<Option<i32>>,
+}
+
+/// How a container's standard streams are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Stdio3 {
+    /// `stdin: true`.
+    pub stdin: bool,
+    /// `tty: true` (with `stdin`).
+    pub tty: bool,
 }
 
 /// What to start.
@@ -212,19 +246,25 @@ fn setsid_program() -> Option<&'static Path> {
 
 /// Starts a process with only the given environment, in its own process
 /// group (and session, see [`kill_container`]), its stdout and stderr
-/// appended to `logs` as instance `id`.
+/// appended to `logs` as instance `id`; with `stdio.stdin` its streams are
+/// kept for attach (a pseudo-terminal, its controlling one, with `tty`).
 pub(super) fn spawn(
     launch: &Launch<'_>,
     logs: &Arc<ContainerLogs>,
     id: &str,
+    stdio: Stdio3,
 ) -> std::io::Result<Process> {
     // A session of its own (util-linux `setsid`, where there is one) marks
     // every process of the container, orphans included, for
     // [`kill_container`]. Not yet a group leader, `setsid` execs the
     // program in place: same pid, which leads its new group and session.
+    let tty = stdio.stdin && stdio.tty;
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let mut cmd = Command::new(setsid);
+            if tty {
+                cmd.arg("--ctty");
+            }
             cmd.arg("--").arg(launch.program);
             cmd
         }
@@ -238,27 +278,121 @@ pub(super) fn spawn(
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
         .current_dir(launch.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
+    let (output, _) = tokio::sync::broadcast::channel::<Bytes>(256);
+    let (input, mut input_rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let mut readers = Vec::new();
+    let mut master = None;
+    let child = if tty {
+        let pty = nix::pty::openpty(None, None).map_err(std::io::Error::from)?;
+        let slave = pty.slave;
+        cmd.stdin(Stdio::from(slave.try_clone()?))
+            .stdout(Stdio::from(slave.try_clone()?))
+            .stderr(Stdio::from(slave));
+        let child = cmd.spawn()?;
+        // The terminal closes (EIO on its reads) once the process and what
+        // it started are gone, not while this side holds it open.
+        drop(cmd);
+        let read = std::fs::File::from(pty.master.try_clone()?);
+        let write = std::fs::File::from(pty.master.try_clone()?);
+        let (logs, id, out) = (logs.clone(), id.to_string(), output.clone());
+        readers.push(tokio::task::spawn_blocking(move || {
+            read_terminal(read, &logs, &id, &out);
+        }));
+        std::thread::spawn(move || {
+            let mut write = write;
+            while let Some(data) = input_rx.blocking_recv() {
+                if std::io::Write::write_all(&mut write, &data).is_err() {
+                    return;
+                }
+            }
+        });
+        master = Some(pty.master);
+        child
+    } else {
+        cmd.stdin(if stdio.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            tokio::spawn(async move {
+                while let Some(data) = input_rx.recv().await {
+                    if stdin.write_all(&data).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let out = stdio.stdin.then(|| output.clone());
+        if let Some(o) = child.stdout.take() {
+            readers.push(tokio::spawn(read_lines(
+                o,
+                logs.clone(),
+                id.to_string(),
+                out.clone(),
+            )));
+        }
+        if let Some(e) = child.stderr.take() {
+            readers.push(tokio::spawn(read_lines(
+                e,
+                logs.clone(),
+                id.to_string(),
+                out,
+            )));
+        }
+        child
+    };
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| std::io::Error::other("the process has no id"))?;
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        readers.push(tokio::spawn(read_lines(out, logs.clone(), id.to_string())));
-    }
-    if let Some(err) = child.stderr.take() {
-        readers.push(tokio::spawn(read_lines(err, logs.clone(), id.to_string())));
-    }
+    let attach = stdio.stdin.then(|| {
+        Arc::new(Attach {
+            input,
+            output,
+            master,
+            exited: tokio::sync::watch::Sender::new(None),
+        })
+    });
     Ok(Process {
         child,
         pgid: Pid::from_raw(pid),
         readers,
+        attach,
     })
+}
+
+/// Reads a container's terminal until it closes: whole lines to its log,
+/// every chunk to whoever is attached.
+fn read_terminal(
+    mut from: std::fs::File,
+    logs: &ContainerLogs,
+    id: &str,
+    out: &tokio::sync::broadcast::Sender<Bytes>,
+) {
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        // EIO once every holder of the terminal is gone.
+        let n = match std::io::Read::read(&mut from, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let _ = out.send(Bytes::copy_from_slice(&buf[..n]));
+        for &b in &buf[..n] {
+            line.push(b);
+            if b == b'\n' {
+                logs.append(id, jiff::Timestamp::now(), std::mem::take(&mut line));
+            }
+        }
+    }
+    if !line.is_empty() {
+        logs.append(id, jiff::Timestamp::now(), line);
+    }
 }
 
 /// The command for a process exec'd into a running container (`kubectl
@@ -291,13 +425,23 @@ pub(super) fn exec_command(launch: &Launch<'_>, tty: bool) -> Command {
     cmd
 }
 
-async fn read_lines(stream: impl AsyncRead + Unpin, logs: Arc<ContainerLogs>, id: String) {
+async fn read_lines(
+    stream: impl AsyncRead + Unpin,
+    logs: Arc<ContainerLogs>,
+    id: String,
+    attached: Option<tokio::sync::broadcast::Sender<Bytes>>,
+) {
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = Vec::new();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => logs.append(&id, jiff::Timestamp::now(), line),
+            Ok(_) => {
+                if let Some(out) = &attached {
+                    let _ = out.send(Bytes::copy_from_slice(&line));
+                }
+                logs.append(&id, jiff::Timestamp::now(), line);
+            }
         }
     }
 }

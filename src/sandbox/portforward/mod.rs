@@ -265,11 +265,7 @@ fn tunnel_io(socket: WebSocket) -> tokio::io::DuplexStream {
     tokio::spawn(async move {
         while let Some(Ok(msg)) = stream.next().await {
             match msg {
-                Message::Binary(b) => {
-                    if to_near.write_all(&b).await.is_err() {
-                        break;
-                    }
-                }
+                Message::Binary(b) if to_near.write_all(&b).await.is_err() => break,
                 Message::Close(_) | Message::Text(_) => break,
                 _ => {}
             }
