@@ -11,14 +11,15 @@
 //! the sandbox anything (it must not know it runs there).
 //!
 //! **What runs, in this order** ([`super::runtime::plan`] applies it):
-//! 1. The agentdeck image (`…/agentdeck[:tag][@digest]`) and a `command[0]`
-//!    of `agentdeck` or `…/agentdeck` → the kubelet's agentdeck executable,
-//!    seen inside a container at [`CONTAINER_EXE`] as the image has it
-//!    (`assets/Dockerfile`).
+//! 1. A `command[0]` of `agentdeck` or `…/agentdeck` → the kubelet's
+//!    agentdeck executable, seen inside a container at [`CONTAINER_EXE`] as
+//!    the image has it (`assets/Dockerfile`).
 //! 2. agentdeck's own shell scripts (`sh -c` of the job task runner,
 //!    [`crate::plan::manifests::RUNNER_SCRIPT`], or a debug pod's waiting
 //!    shell, [`crate::ops::debug::is_waiting_shell`]) → the host's `/bin/sh`,
-//!    whatever the image.
+//!    whatever the image; then the agentdeck image
+//!    (`…/agentdeck[:tag][@digest]`) → the agentdeck executable with
+//!    `command + args`.
 //! 3. A container shaped by the simulation annotations
 //!    (`sandbox.agentdeck.dev/simulate: "true"`, `exit-after`, `exit-code`,
 //!    `ready`, see [`super::runtime`]) is played: its author asked for a
@@ -286,4 +287,68 @@ pub fn missing_program(program: &str) -> String {
         "failed to create containerd task: failed to create shim task: OCI runtime create failed: \
          runc create failed: unable to start container process: {why}: unknown"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| (*x).to_string()).collect()
+    }
+
+    #[test]
+    fn what_a_container_runs_is_built_from_its_image_command_and_args() {
+        let cases: [(&str, &[&str], &[&str], &[&str]); 6] = [
+            // command replaces ENTRYPOINT and CMD.
+            (
+                "busybox",
+                &["sh", "-c"],
+                &["exit 3"],
+                &["sh", "-c", "exit 3"],
+            ),
+            ("bash:5", &["env"], &[], &["env"]),
+            // args alone follow the image's ENTRYPOINT, if it has one.
+            ("busybox", &[], &["sleep", "5"], &["sleep", "5"]),
+            (
+                "docker.io/library/bash:5",
+                &[],
+                &["-c", "date"],
+                &["docker-entrypoint.sh", "-c", "date"],
+            ),
+            ("example.com/unknown:1", &[], &["serve"], &["serve"]),
+            // Neither: nothing to run (simulated).
+            ("busybox", &[], &[], &[]),
+        ];
+        for (image, command, args, want) in cases {
+            assert_eq!(
+                container_argv(image, &v(command), &v(args)),
+                v(want),
+                "{image} {command:?} {args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn interactive_and_attached_containers_get_their_images_default() {
+        assert_eq!(interactive_argv("busybox:1.36"), v(&["sh"]));
+        assert_eq!(
+            interactive_argv("ghcr.io/x/alpine@sha256:ab"),
+            v(&["/bin/sh"])
+        );
+        assert_eq!(interactive_argv("nginx"), Vec::<String>::new());
+        assert_eq!(attach_argv("nicolaka/netshoot", &[], &[]), v(&["zsh"]));
+        assert_eq!(attach_argv("example.com/debug:1", &[], &[]), v(&["sh"]));
+        assert_eq!(attach_argv("busybox", &v(&["top"]), &[]), v(&["top"]));
+    }
+
+    #[test]
+    fn a_missing_program_is_reported_in_runcs_words() {
+        assert!(missing_program("nginx").ends_with(
+            "unable to start container process: exec: \"nginx\": executable file not found in $PATH: unknown"
+        ));
+        assert!(missing_program("/docker-entrypoint.sh").contains(
+            "exec: \"/docker-entrypoint.sh\": stat /docker-entrypoint.sh: no such file or directory: unknown"
+        ));
+    }
 }
