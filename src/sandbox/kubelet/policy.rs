@@ -297,9 +297,12 @@ mod tests {
         s.iter().map(|x| (*x).to_string()).collect()
     }
 
+    /// Image, command, args, what runs.
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+
     #[test]
     fn what_a_container_runs_is_built_from_its_image_command_and_args() {
-        let cases: [(&str, &[&str], &[&str], &[&str]); 6] = [
+        let cases: [Case; 6] = [
             // command replaces ENTRYPOINT and CMD.
             (
                 "busybox",
