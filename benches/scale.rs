@@ -31,11 +31,11 @@
 //!   `minReplicas = maxReplicas = 10`, so the daemon scales its Deployment
 //!   to 10 and the sandbox's Deployment, ReplicaSet and scheduler make the
 //!   pods (on 100 simulated nodes of 110 pods). No pod runs a process: the
-//!   sandbox's kubelet runs a container as a real process only when its
-//!   command starts with `agentdeck`, its image is `…/agentdeck`, or it is
-//!   agentdeck's task-runner script (`src/sandbox/kubelet/runtime.rs`);
-//!   the pools' image is `example.com/sim-agent:1` and their `podTemplate`
-//!   replaces the agent command with `sim-agent`, so every container is
+//!   sandbox's kubelet runs every container's command for real unless the
+//!   pod asks for a simulation (`src/sandbox/kubelet/policy.rs`); the pools'
+//!   image is `example.com/sim-agent:1` and their `podTemplate` replaces
+//!   the agent command with `sim-agent` and annotates the pods
+//!   `sandbox.agentdeck.dev/simulate: "true"`, so every container is
 //!   simulated (a task in the sandbox's process), as the console bench's
 //!   1,000 pods are. Min = max keeps the daemon from scaling anything but
 //!   the latency pool, whose pods are simulated too.
@@ -279,7 +279,10 @@ fn pool(name: &str, min: usize, max: usize, health_port: u16) -> Value {
         "metadata": {"name": name},
         "spec": {
             "image": "example.com/sim-agent:1",
-            "podTemplate": {"spec": {"containers": [{"name": "agent", "command": ["sim-agent"]}]}},
+            "podTemplate": {
+                "metadata": {"annotations": {"sandbox.agentdeck.dev/simulate": "true"}},
+                "spec": {"containers": [{"name": "agent", "command": ["sim-agent"]}]}
+            },
             "minReplicas": min, "maxReplicas": max,
             "cooldownSeconds": {"up": 0, "down": 3600},
             "healthPort": health_port,

@@ -477,7 +477,7 @@ fn a_watch_rejects_a_resource_version_or_limit_that_is_not_a_number_as_a_list_do
 }
 
 #[test]
-fn port_forward_is_refused_with_a_client_error_that_names_the_pods_ip() {
+fn a_spdy_port_forward_is_negotiated_as_the_kubelets_handshake_does() {
     let sb = TestSandbox::start();
     sb.kubectl_in_ok(
         &["apply", "-f", "-"],
@@ -485,48 +485,42 @@ fn port_forward_is_refused_with_a_client_error_that_names_the_pods_ip() {
             "spec": {"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}]}]}}"#,
     );
     sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/pf", "--timeout=60s"]);
-    let ip = sb.kubectl_ok(&["get", "pod", "pf", "-o", "jsonpath={.status.podIP}"]);
-    assert!(ip.starts_with("127."), "{ip}");
-    let o = std::process::Command::new("timeout")
-        .args(["30", "kubectl", "port-forward", "pod/pf", "0:80"])
-        .env("KUBECONFIG", &sb.kubeconfig)
-        .output()
-        .expect("kubectl runs");
-    let e = common::err(&o);
-    assert!(!o.status.success(), "{e}");
-    assert_ne!(o.status.code(), Some(124), "kubectl hung: {e}");
-    assert!(
-        e.contains("does not forward ports") && e.contains(ip.trim()),
-        "{e}"
-    );
-    // On the wire: 400, not a 5xx a client would retry.
     let url = format!(
         "{}/api/v1/namespaces/default/pods/pf/portforward?ports=80",
         sb.sandbox().url()
     );
-    let (code, text) = sb.rt.block_on(async {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let resp = sb
-            .sandbox()
-            .http_client()
-            .expect("client")
-            .post(&url)
-            .header("Connection", "Upgrade")
-            .header("Upgrade", "SPDY/3.1")
-            .header("X-Stream-Protocol-Version", "portforward.k8s.io")
-            .send()
-            .await
-            .expect("request");
-        (resp.status().as_u16(), resp.text().await.expect("body"))
-    });
+    let ask = |protocol: Option<&str>| {
+        sb.rt.block_on(async {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut req = sb
+                .sandbox()
+                .http_client()
+                .expect("client")
+                .post(&url)
+                .header("Connection", "Upgrade")
+                .header("Upgrade", "SPDY/3.1");
+            if let Some(p) = protocol {
+                req = req.header("X-Stream-Protocol-Version", p);
+            }
+            let resp = req.send().await.expect("request");
+            (resp.status().as_u16(), resp.text().await.expect("body"))
+        })
+    };
+    // httpstream.Handshake: the protocol header is required, and must
+    // name one the server speaks; errors are client errors, never retried.
+    let (code, text) = ask(None);
     assert_eq!(code, 400, "{text}");
-    let body = json_of(&text);
-    assert_eq!(body["reason"], "BadRequest");
     assert!(
-        body["message"]
+        text.contains("unable to upgrade: X-Stream-Protocol-Version is required"),
+        "{text}"
+    );
+    let (code, text) = ask(Some("v9.portforward.example"));
+    assert_eq!(code, 403, "{text}");
+    assert!(
+        json_of(&text)["message"]
             .as_str()
             .unwrap_or_default()
-            .contains("does not forward ports"),
+            .contains("unable to negotiate protocol: client supports [v9.portforward.example], server accepts [portforward.k8s.io]"),
         "{text}"
     );
 }

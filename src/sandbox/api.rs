@@ -505,6 +505,17 @@ pub trait Hooks: Send + Sync {
             req.pod
         )))
     }
+
+    /// Port-forward: where the pod's ports are on its node.
+    fn pod_port_forward(
+        &self,
+        _namespace: &str,
+        name: &str,
+    ) -> ApiResult<super::portforward::Target> {
+        Err(ApiError::bad_request(format!(
+            "pod {name} has no running kubelet: port-forward is not available"
+        )))
+    }
 }
 
 struct NoHooks;

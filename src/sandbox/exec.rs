@@ -112,10 +112,21 @@ impl StreamRequest {
     }
 }
 
+/// What ends a session.
+pub enum Ends {
+    /// The process started for it (exec, attach to an ephemeral container):
+    /// its exit code is the session's.
+    Child(Child),
+    /// The container attached to (its code, once its process has ended):
+    /// the session ends with it, in success, as the kubelet's attach does;
+    /// a client that goes away leaves it running.
+    Container(tokio::sync::watch::Receiver<Option<i32>>),
+}
+
 /// A started process and its streams.
 pub struct ExecProcess {
-    /// The process (its exit ends the session).
-    pub child: Child,
+    /// What ends the session.
+    pub ends: Ends,
     /// Its standard streams.
     pub io: ExecIo,
     /// Ends whatever the process left behind, once the session is over.
@@ -135,6 +146,16 @@ pub enum ExecIo {
     },
     /// The controlling side of its pseudo-terminal.
     Pty(OwnedFd),
+    /// A running container's streams (attach): its output as it comes, its
+    /// input, and its terminal for resizes.
+    Container {
+        /// What it writes (standard output, or its terminal).
+        output: tokio::sync::broadcast::Receiver<Bytes>,
+        /// Its standard input (None when the client sends none).
+        input: Option<mpsc::UnboundedSender<Bytes>>,
+        /// Its terminal, with a TTY.
+        terminal: Option<OwnedFd>,
+    },
 }
 
 /// Starts the process once the connection is upgraded (a failure to start
@@ -143,21 +164,28 @@ pub type Launcher = Box<dyn FnOnce() -> std::io::Result<ExecProcess> + Send>;
 
 /// The upgrade a request carries, kept for the route that serves it.
 pub struct PendingUpgrade {
-    ws: Option<WebSocketUpgrade>,
-    raw_query: String,
+    /// A WebSocket upgrade.
+    pub ws: Option<WebSocketUpgrade>,
+    /// The request's query.
+    pub raw_query: String,
     /// What the client asked to upgrade to (`websocket`, `SPDY/3.1`).
-    protocol: String,
+    pub protocol: String,
+    /// The connection, once upgraded, for an upgrade that is not a
+    /// WebSocket (SPDY).
+    pub on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    /// `X-Stream-Protocol-Version` values (what SPDY clients speak).
+    pub stream_protocols: Vec<String>,
 }
 
 tokio::task_local! {
     static PENDING: RefCell<Option<PendingUpgrade>>;
 }
 
-/// Takes the upgrade out of a request for `…/exec` or `…/attach` (any
-/// method: kubectl sends GET, the SPDY clients POST).
+/// Takes the upgrade out of a request for `…/exec`, `…/attach` or
+/// `…/portforward` (any method: kubectl sends GET, the SPDY clients POST).
 pub async fn pending_upgrade(parts: &mut Parts) -> Option<PendingUpgrade> {
     let path = parts.uri.path();
-    if !(path.ends_with("/exec") || path.ends_with("/attach")) {
+    if !(path.ends_with("/exec") || path.ends_with("/attach") || path.ends_with("/portforward")) {
         return None;
     }
     let protocol = parts
@@ -174,10 +202,23 @@ pub async fn pending_upgrade(parts: &mut Parts) -> Option<PendingUpgrade> {
     } else {
         None
     };
+    let on_upgrade = if ws.is_none() {
+        parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
+    } else {
+        None
+    };
+    let stream_protocols = parts
+        .headers
+        .get_all("X-Stream-Protocol-Version")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
     Some(PendingUpgrade {
         ws,
         raw_query,
         protocol,
+        on_upgrade,
+        stream_protocols,
     })
 }
 
@@ -186,7 +227,8 @@ pub async fn with_upgrade<F: Future>(pending: Option<PendingUpgrade>, f: F) -> F
     PENDING.scope(RefCell::new(pending), f).await
 }
 
-fn take_pending() -> Option<PendingUpgrade> {
+/// The upgrade of the request being served (once).
+pub fn take_pending() -> Option<PendingUpgrade> {
     PENDING.try_with(|p| p.borrow_mut().take()).ok().flatten()
 }
 
@@ -223,6 +265,24 @@ pub fn connect(api: &Api, namespace: &str, pod: &str, attach: bool) -> ApiResult
     Ok(ws
         .on_failed_upgrade(|e| tracing::debug!(error = %e, "exec upgrade failed"))
         .on_upgrade(move |socket| session(socket, v5, req, launcher)))
+}
+
+/// The exit code that ends the session.
+async fn ended(ends: &mut Ends) -> i32 {
+    match ends {
+        Ends::Child(child) => child
+            .wait()
+            .await
+            .map_or(255, super::kubelet::runtime::exit_code),
+        Ends::Container(rx) => loop {
+            if let Some(code) = *rx.borrow_and_update() {
+                return code;
+            }
+            if rx.changed().await.is_err() {
+                return 255;
+            }
+        },
+    }
 }
 
 fn frame(channel: u8, data: &[u8]) -> Message {
@@ -418,11 +478,34 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
             }
             master = Some(fd);
         }
+        ExecIo::Container {
+            mut output,
+            input: container_input,
+            terminal,
+        } => {
+            let out = out_tx.clone();
+            readers.push(tokio::spawn(async move {
+                loop {
+                    match output.recv().await {
+                        Ok(data) => {
+                            if out.send(frame(STDOUT, &data)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            }));
+            input = container_input.map(Input::Pipe);
+            master = terminal;
+        }
     }
     let mut client_gone = false;
-    let status = loop {
+    let attached = matches!(process.ends, Ends::Container(_));
+    let code = loop {
         tokio::select! {
-            status = process.child.wait() => break status,
+            code = ended(&mut process.ends) => break code,
             msg = incoming.next(), if !client_gone => match msg {
                 Some(Ok(Message::Binary(b))) => match b.first() {
                     Some(&STDIN) => {
@@ -442,22 +525,34 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
-                    // Nobody reads any more: end the process.
                     client_gone = true;
                     input = None;
-                    if let Some(pid) = process.child.id().and_then(|p| i32::try_from(p).ok()) {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGHUP,
-                        );
+                    match &mut process.ends {
+                        // Nobody reads any more: end the process.
+                        Ends::Child(child) => {
+                            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                                let _ = nix::sys::signal::kill(
+                                    nix::unistd::Pid::from_raw(pid),
+                                    nix::sys::signal::Signal::SIGHUP,
+                                );
+                            }
+                            let _ = child.start_kill();
+                        }
+                        // Detached: the container goes on.
+                        Ends::Container(_) => break 0,
                     }
-                    let _ = process.child.start_kill();
                 }
                 Some(Ok(_)) => {}
             },
         }
     };
     drop(input);
+    if attached && client_gone {
+        // Detached: the output of a container that goes on is not waited for.
+        for r in &readers {
+            r.abort();
+        }
+    }
     // What the process wrote before it ended is sent before its status;
     // output held open by something it left running is not waited for long.
     let drain = futures::future::join_all(readers.iter_mut());
@@ -476,8 +571,11 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
     }
     drop(master);
     if !client_gone {
-        let code = status.map_or(255, super::kubelet::runtime::exit_code);
-        let body = exit_status(&req.command, code);
+        let body = if attached {
+            exit_status(&req.command, 0)
+        } else {
+            exit_status(&req.command, code)
+        };
         let _ = out_tx.send(frame(ERROR, body.to_string().as_bytes())).await;
     }
     drop(out_tx);

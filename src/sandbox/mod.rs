@@ -18,6 +18,7 @@ pub mod kubelet;
 pub mod managed;
 pub mod namespaces;
 pub mod openapi_schemas;
+pub mod portforward;
 pub mod protobuf;
 pub mod registry;
 pub mod retention;

@@ -842,8 +842,8 @@ fn is_connect(served: &Served, sub: &str) -> bool {
 /// Answers a connect request as kube-apiserver does before it would proxy
 /// it: the pod must exist, the container be one of its own (and named when
 /// there are several), the pod be on a node, and the request an upgrade.
-/// Exec and attach are then served by [`super::exec`]; portforward is
-/// refused with a 400 that names the pod's reachable IP.
+/// Exec and attach are then served by [`super::exec`], portforward by
+/// [`super::portforward`].
 fn connect(
     api: &Api,
     served: &Served,
@@ -911,20 +911,16 @@ fn connect(
             name,
             sub == "attach",
         ),
-        // The sandbox's pods listen on their own loopback IPs, reachable
-        // from this machine as they are: there is no kubelet stream to
-        // proxy, so the request is refused as a client mistake (not a
-        // server fault a client would retry), naming where to connect.
         _ => {
-            let ip = pod["status"]["podIP"].as_str().unwrap_or_default();
-            let reach = if ip.is_empty() {
-                "the pod has no IP yet".to_owned()
-            } else {
-                format!("connect to the pod's IP {ip} directly")
+            let Some(pending) = super::exec::take_pending() else {
+                return Err(ApiError::bad_request("Upgrade request required"));
             };
-            Err(ApiError::bad_request(format!(
-                "pod {name}: the agentdeck sandbox does not forward ports; its pods listen on their own loopback IPs: {reach}"
-            )))
+            super::portforward::connect(
+                api,
+                pending,
+                target.namespace.as_deref().unwrap_or_default(),
+                name,
+            )
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   mount's host directory instead.
 //! - Ephemeral containers are played, not run: exec in one runs in the
 //!   environment of its target container, and each attach starts its
-//!   command (or `sh`, a debug image's usual entrypoint).
+//!   command (or its image's default, `sh` for busybox and any image the
+//!   policy does not know: [`policy::attach_argv`]).
 //! - A simulated container, or one not running, is refused with a Status
 //!   that says so.
 
@@ -29,7 +30,7 @@ use super::runtime::{self, Launch};
 use super::status::State;
 use super::volumes;
 use crate::sandbox::api::{ApiError, ApiResult};
-use crate::sandbox::exec::{ExecIo, ExecProcess, Launcher, StreamRequest};
+use crate::sandbox::exec::{Ends, ExecIo, ExecProcess, Launcher, StreamRequest};
 
 /// The environment a container's process was started with, kept for exec.
 #[derive(Debug, Clone)]
@@ -103,12 +104,11 @@ pub(super) fn launcher(
             })?;
             let context = running_context(&slot.name, name, slot)?;
             let argv = if req.attach {
-                let mut argv: Vec<String> = strings(&spec["command"]);
-                argv.extend(strings(&spec["args"]));
-                if argv.is_empty() {
-                    argv.push("sh".into());
-                }
-                argv
+                policy::attach_argv(
+                    spec["image"].as_str().unwrap_or_default(),
+                    &strings(&spec["command"]),
+                    &strings(&spec["args"]),
+                )
             } else {
                 req.command.clone()
             };
@@ -122,11 +122,7 @@ pub(super) fn launcher(
             })?;
             let context = running_context(container, name, slot)?;
             if req.attach {
-                return Err(ApiError::bad_request(format!(
-                    "attach to container \"{container}\" in pod \"{name}\" is not served by the agentdeck sandbox: \
-                     its process's standard streams are its log (`kubectl logs -f {name} -c {container}`); \
-                     use `kubectl exec` for a shell, or attach to an ephemeral container (`kubectl debug -it`)"
-                )));
+                return attach_launcher(slot, container, name, req);
             }
             (context, req.command.clone())
         }
@@ -136,6 +132,40 @@ pub(super) fn launcher(
     let (stdin, stdout, stderr) = (req.stdin, req.stdout, req.stderr && !req.tty);
     Ok(Box::new(move || {
         start(&context, &exe, &argv, tty, stdin, stdout, stderr)
+    }))
+}
+
+/// Attach to a running container: its streams, when it keeps its input
+/// open (`stdin: true`); the output of one that does not is its log.
+fn attach_launcher(
+    slot: &super::pod::ContainerSlot,
+    container: &str,
+    pod: &str,
+    req: &StreamRequest,
+) -> ApiResult<Launcher> {
+    let Some(attach) = slot.attach() else {
+        return Err(ApiError::bad_request(format!(
+            "attach to container \"{container}\" in pod \"{pod}\" is served by the agentdeck sandbox \
+             for containers that keep their standard input open (stdin: true, as `kubectl run -i` \
+             writes them); this one's output is its log (`kubectl logs -f {pod} -c {container}`); \
+             use `kubectl exec` for a shell, or attach to an ephemeral container (`kubectl debug -it`)"
+        )));
+    };
+    let stdin = req.stdin;
+    Ok(Box::new(move || {
+        let terminal = match &attach.master {
+            Some(m) => Some(m.try_clone()?),
+            None => None,
+        };
+        Ok(ExecProcess {
+            ends: Ends::Container(attach.exited.subscribe()),
+            io: ExecIo::Container {
+                output: attach.output.subscribe(),
+                input: stdin.then(|| attach.input.clone()),
+                terminal,
+            },
+            cleanup: Box::new(|| {}),
+        })
     }))
 }
 
@@ -170,9 +200,9 @@ fn running_context(
             "container \"{container}\" in pod \"{pod}\" is simulated by the agentdeck sandbox \
              (image {image} has no process on this machine), so there is nothing to exec in or attach to; \
              exec and attach are served for containers the sandbox runs as processes: agentdeck \
-             images and commands, the task runner's shell, and `sh -c` containers of pods annotated \
-             {}=\"true\"",
-            runtime::RUN_SHELL
+             images and any container with a command or args (the host's programs stand in for \
+             its image), unless the sandbox.agentdeck.dev/exit-after, exit-code or ready \
+             annotations ask for a simulation"
         )));
     }
     let mut context = (*context).clone();
@@ -277,7 +307,7 @@ fn start(
         .and_then(|p| i32::try_from(p).ok())
         .map(nix::unistd::Pid::from_raw);
     Ok(ExecProcess {
-        child,
+        ends: Ends::Child(child),
         io,
         cleanup: Box::new(move || {
             if let Some(pgid) = pgid {

@@ -6,12 +6,13 @@
 //!   volumes, and a status kept as a kubelet keeps it (phase, conditions,
 //!   container states, restarts with back-off), written through the status
 //!   subresource.
-//! - Containers running agentdeck are real child processes, as is the job
-//!   task runner's shell script; others are simulated (see [`runtime`] for
-//!   the rules and the `sandbox.agentdeck.dev/*` annotations, and
-//!   [`policy`] for all the sandbox knows of agentdeck's own programs).
+//! - Containers run as real child processes, the host's userland standing
+//!   in for their images (agentdeck's own binary for agentdeck's); those
+//!   with neither command nor args, or the simulation annotations, are
+//!   simulated ([`policy`] has the rules, [`runtime`] applies them).
 //! - Output is kept per container instance and served by the API's
-//!   `GET …/pods/NAME/log` through [`Hooks::pod_logs`].
+//!   `GET …/pods/NAME/log` through [`Hooks::pod_logs`]; port-forward dials
+//!   the pod's IP ([`Hooks::pod_port_forward`]).
 //! - Graceful deletion is carried out (SIGTERM, the grace period, SIGKILL,
 //!   final status, then removal); pods removed from the store otherwise are
 //!   killed at once, and every process is killed when the kubelet stops.
@@ -511,6 +512,32 @@ impl Hooks for KubeletHooks {
         let container = choose_container(&pod, req.container.as_deref())?;
         let rt = self.shared.get(meta(&pod, "uid"));
         exec::launcher(&pod, rt, &container, &self.exe, req)
+    }
+
+    fn pod_port_forward(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> ApiResult<crate::sandbox::portforward::Target> {
+        let api = self
+            .api
+            .upgrade()
+            .ok_or_else(|| ApiError::internal("the sandbox is stopping"))?;
+        let served = api.served("", "v1", "pods")?;
+        let pod = api
+            .store
+            .get("pods", namespace, name)
+            .ok_or_else(|| ApiError::not_found(&served.info, name))?;
+        // As the kubelet answers for a pod it does not run (any more).
+        let rt = self
+            .shared
+            .get(meta(&pod, "uid"))
+            .filter(|rt| rt.sandbox_ready())
+            .ok_or_else(|| ApiError::new_status(404, "NotFound", "pod does not exist"))?;
+        Ok(crate::sandbox::portforward::Target {
+            ip: rt.pod_ip.clone(),
+            sandbox_id: rt.sandbox_id.clone(),
+        })
     }
 }
 

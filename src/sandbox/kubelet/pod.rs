@@ -46,6 +46,8 @@ pub(super) struct ContainerSlot {
     /// How its current instance was started, for exec.
     exec: Mutex<Option<Arc<ExecContext>>>,
     process: Mutex<Option<ContainerProcess>>,
+    /// The running process's standard streams, for attach.
+    attach: Mutex<Option<Arc<runtime::Attach>>>,
 }
 
 /// The running process of a real-process container.
@@ -77,6 +79,19 @@ impl ContainerSlot {
     fn set_process(&self, p: Option<ContainerProcess>) {
         *self.process.lock().unwrap_or_else(|p| p.into_inner()) = p;
     }
+
+    /// The running process's standard streams, when it keeps its input
+    /// open (`stdin: true`).
+    pub fn attach(&self) -> Option<Arc<runtime::Attach>> {
+        self.attach
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_attach(&self, a: Option<Arc<runtime::Attach>>) {
+        *self.attach.lock().unwrap_or_else(|p| p.into_inner()) = a;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -92,6 +107,8 @@ pub(super) struct PodRuntime {
     pub name: String,
     pub pod_ip: String,
     pub host_ip: String,
+    /// The id of its sandbox, as a CRI runtime names it (port-forward errors).
+    pub sandbox_id: String,
     pub dir: PathBuf,
     pub start_time: String,
     pub restart_policy: String,
@@ -138,6 +155,7 @@ impl PodRuntime {
                     logs: Arc::new(ContainerLogs::new(log_limit)),
                     exec: Mutex::new(None),
                     process: Mutex::new(None),
+                    attach: Mutex::new(None),
                 }));
             }
         }
@@ -148,6 +166,9 @@ impl PodRuntime {
             name: meta["name"].as_str().unwrap_or_default().to_string(),
             pod_ip,
             host_ip: host_ip.to_string(),
+            sandbox_id: (0..32)
+                .map(|_| format!("{:02x}", fastrand::u8(..)))
+                .collect(),
             dir,
             start_time: now_rfc3339(),
             restart_policy: spec["restartPolicy"]
@@ -160,6 +181,11 @@ impl PodRuntime {
             dirty: Notify::new(),
             gone: CancellationToken::new(),
         }
+    }
+
+    /// Whether its sandbox (IP, volumes) is set up: its ports can be dialled.
+    pub fn sandbox_ready(&self) -> bool {
+        self.state().sandbox_ready && !self.state().terminal
     }
 
     fn state(&self) -> MutexGuard<'_, PodState> {
@@ -275,6 +301,10 @@ const BACKOFF_RESET: Duration = Duration::from_secs(600);
 struct Prepared {
     program: Program,
     env: Vec<(String, String)>,
+    /// Its program is not in its file tree: the runtime's message.
+    missing: Option<String>,
+    /// What stands in for its image (for the pod's status).
+    stand_in: String,
 }
 
 impl Kubelet {
@@ -393,6 +423,27 @@ impl Kubelet {
             .as_str()
             .filter(|d| d.starts_with('/'))
             .map(PathBuf::from);
+        let image = slot.spec["image"].as_str().unwrap_or_default();
+        let (missing, stand_in) = match &program {
+            Program::Exec { program: p, .. } if *p == self.config.exe => (
+                None,
+                format!("agentdeck's own binary runs for image {image}"),
+            ),
+            Program::Exec { program: p, .. } => {
+                let cwd = working_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
+                let found = runtime::program_exists(p, &env, &mounts, &cwd);
+                let name = p.display().to_string();
+                if found {
+                    (None, format!("the host's {name} runs for image {image}"))
+                } else {
+                    (
+                        Some(policy::missing_program(&name)),
+                        format!("image {image}'s {name} is not on this machine"),
+                    )
+                }
+            }
+            Program::Simulated { .. } => (None, format!("image {image} is simulated")),
+        };
         if let Program::Exec {
             program: exe,
             args,
@@ -446,7 +497,12 @@ impl Kubelet {
                 fallback::host_paths(&rt.dir, &mounts, args, &mut env, *shell);
             }
         }
-        Ok(Prepared { program, env })
+        Ok(Prepared {
+            program,
+            env,
+            missing,
+            stand_in,
+        })
     }
 
     /// Runs one container to the pod's restart policy; returns the last
@@ -513,12 +569,15 @@ impl Kubelet {
                 "Created",
                 &format!("Created container: {}", slot.name),
             );
-            self.event(
-                pod,
-                "Normal",
-                "Started",
-                &format!("Started container: {}", slot.name),
-            );
+            if prepared.missing.is_none() {
+                self.event(
+                    pod,
+                    "Normal",
+                    "Started",
+                    &format!("Started container: {}", slot.name),
+                );
+            }
+            slot.status().stand_in = Some(prepared.stand_in.clone());
             *slot.exec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ExecContext {
                 real: matches!(prepared.program, Program::Exec { .. }),
                 env: prepared.env.clone(),
@@ -534,6 +593,48 @@ impl Kubelet {
             slot.logs.start_instance(&id);
             let started_at = now_rfc3339();
             let started = Instant::now();
+            if let Some(message) = &prepared.missing {
+                // As containerd reports a program it cannot exec: never
+                // running, `StartError` with exit code 128 and runc's
+                // message, a `Failed` Warning; then the restart policy.
+                self.event(pod, "Warning", "Failed", &format!("Error: {message}"));
+                let term = Terminated {
+                    container_id: id.clone(),
+                    exit_code: 128,
+                    reason: "StartError".into(),
+                    message: Some(message.clone()),
+                    started_at: "1970-01-01T00:00:00Z".into(),
+                    finished_at: now_rfc3339(),
+                };
+                slot.logs.close(&id);
+                {
+                    let mut s = slot.status();
+                    s.state = State::Terminated(term.clone());
+                    s.last = previous.clone();
+                    s.restart_count = runs;
+                    s.ready = false;
+                }
+                runs += 1;
+                rt.changed();
+                previous = Some(term);
+                match self
+                    .after_exit(
+                        rt,
+                        slot,
+                        pod,
+                        policy,
+                        128,
+                        started,
+                        &mut restarts_since_reset,
+                        &previous,
+                        &mut stop_rx,
+                    )
+                    .await
+                {
+                    Some(code) => return Some(code),
+                    None => continue,
+                }
+            }
             {
                 let mut s = slot.status();
                 s.state = State::Running {
@@ -583,6 +684,42 @@ impl Kubelet {
             }
             rt.changed();
             previous = Some(term);
+            if let Some(code) = self
+                .after_exit(
+                    rt,
+                    slot,
+                    pod,
+                    policy,
+                    code,
+                    started,
+                    &mut restarts_since_reset,
+                    &previous,
+                    &mut stop_rx,
+                )
+                .await
+            {
+                return Some(code);
+            }
+        }
+    }
+
+    /// What follows an instance's end, by the restart policy: Some(its
+    /// code) when the container is done, None to start it again (after
+    /// the crash-loop back-off, shown as `CrashLoopBackOff`).
+    #[allow(clippy::too_many_arguments)]
+    async fn after_exit(
+        &self,
+        rt: &Arc<PodRuntime>,
+        slot: &Arc<ContainerSlot>,
+        pod: &Value,
+        policy: &str,
+        code: i32,
+        started: Instant,
+        restarts_since_reset: &mut u32,
+        previous: &Option<Terminated>,
+        stop_rx: &mut watch::Receiver<Stop>,
+    ) -> Option<i32> {
+        {
             let restart = match policy {
                 "Always" => true,
                 "OnFailure" => code != 0,
@@ -592,10 +729,10 @@ impl Kubelet {
                 return Some(code);
             }
             if started.elapsed() >= BACKOFF_RESET {
-                restarts_since_reset = 0;
+                *restarts_since_reset = 0;
             }
-            let delay = restart_delay(self.config.restart_backoff, restarts_since_reset);
-            restarts_since_reset += 1;
+            let delay = restart_delay(self.config.restart_backoff, *restarts_since_reset);
+            *restarts_since_reset += 1;
             if !delay.is_zero() {
                 self.event(
                     pod,
@@ -622,11 +759,12 @@ impl Kubelet {
                     s.last = previous.clone();
                 }
                 rt.changed();
-                if wait_or_stop(&mut stop_rx, delay).await {
+                if wait_or_stop(stop_rx, delay).await {
                     return Some(code);
                 }
             }
         }
+        None
     }
 
     /// Runs one process instance until it exits, signalling its group when
@@ -639,7 +777,11 @@ impl Kubelet {
         id: &str,
         mut stop_rx: watch::Receiver<Stop>,
     ) -> i32 {
-        let mut process = match runtime::spawn(launch, &slot.logs, id) {
+        let stdio = runtime::Stdio3 {
+            stdin: slot.spec["stdin"].as_bool() == Some(true),
+            tty: slot.spec["tty"].as_bool() == Some(true),
+        };
+        let mut process = match runtime::spawn(launch, &slot.logs, id, stdio) {
             Ok(p) => p,
             Err(e) => {
                 // As a runtime that cannot exec the entrypoint: exit 128, reason Error.
@@ -651,6 +793,7 @@ impl Kubelet {
                 return 128;
             }
         };
+        slot.set_attach(process.attach.clone());
         slot.set_process(Some(ContainerProcess {
             pid: process.pgid.as_raw(),
             mount_namespace: launch.args.first().map(String::as_str) == Some(mountns::SUBCOMMAND),
@@ -701,14 +844,19 @@ impl Kubelet {
         // The container's main process is gone: like a runtime tearing down
         // the container, end whatever else it started.
         slot.set_process(None);
+        slot.set_attach(None);
         runtime::kill_container(process.pgid);
         for r in process.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), r).await;
         }
-        match status {
+        let code = match status {
             Ok(s) => runtime::exit_code(s),
             Err(_) => 255,
+        };
+        if let Some(a) = &process.attach {
+            a.exited.send_replace(Some(code));
         }
+        code
     }
 
     /// The pod's whole life on the node.

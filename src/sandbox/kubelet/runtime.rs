@@ -2,22 +2,20 @@
 //! process or a simulation), starting it with its output captured line by
 //! line, signalling its process group, and readiness probes.
 //!
-//! Which containers are agentdeck's and which of its scripts run for real
-//! is the sandbox's policy ([`super::policy`]); this module applies it:
+//! What runs for real is the sandbox's policy ([`super::policy`], where the
+//! rules are written down); this module applies it:
 //!
-//! - A container whose image is agentdeck's or whose `command[0]` is
-//!   agentdeck ([`policy::is_agentdeck_image`],
-//!   [`policy::is_agentdeck_command`]) runs the agentdeck binary (the
+//! - agentdeck (image or `command[0]`) runs the agentdeck binary (the
 //!   kubelet's `exe`), with `command[1..] + args` (a `command[0]` that is not
-//!   agentdeck is kept as the first argument).
-//! - A container running `sh -c <script>` runs the script with the host's
-//!   `/bin/sh` (in its mount namespace, or with the script's mount paths
-//!   rewritten to host directories where there is none), when the script is
-//!   one of agentdeck's own ([`policy::is_product_script`]: the task runner,
-//!   a debug pod's waiting shell), or the pod opts in with [`RUN_SHELL`]
-//!   `"true"` (whatever the image).
-//! - Anything else is simulated: it logs that it started and runs until
-//!   stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`].
+//!   agentdeck is kept as the first argument);
+//! - agentdeck's own `sh -c` scripts run with the host's `/bin/sh`;
+//! - a container with the simulation annotations ([`SIMULATE`],
+//!   [`EXIT_AFTER`], [`EXIT_CODE`], [`READY`]) is simulated: it logs that it started and runs
+//!   until stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`];
+//! - any other `command`/`args` runs as a process of the host's userland (in
+//!   the container's mount namespace, or with its mount paths rewritten to
+//!   host directories where there is none);
+//! - a container with neither is simulated.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -25,6 +23,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -43,7 +42,14 @@ pub const EXIT_AFTER: &str = "sandbox.agentdeck.dev/exit-after";
 pub const EXIT_CODE: &str = "sandbox.agentdeck.dev/exit-code";
 /// Annotation: `"false"` keeps a simulated container unready.
 pub const READY: &str = "sandbox.agentdeck.dev/ready";
-/// Annotation: `"true"` runs `sh -c` containers' scripts for real.
+/// Annotation: `"true"` simulates the pod's containers (or
+/// `<ANNOTATION>.<container>` one of them) whatever their command: they log
+/// that they started and run until stopped, ready (a placeholder that
+/// needs no program on this machine).
+pub const SIMULATE: &str = "sandbox.agentdeck.dev/simulate";
+/// Annotation: `"true"` ran `sh -c` containers' scripts for real when
+/// other commands were simulated; every command runs now, and the
+/// annotation changes nothing (pods written for earlier sandboxes keep it).
 pub const RUN_SHELL: &str = "sandbox.agentdeck.dev/run-shell";
 
 /// How a container runs in the sandbox.
@@ -79,8 +85,17 @@ fn is_shell(c: &str) -> bool {
     )
 }
 
+/// Whether the simulation annotations shape `container` (its author asked
+/// for a stand-in rather than its command).
+fn simulation_asked(pod: &Value, container: &str) -> bool {
+    annotation(pod, SIMULATE, container) == Some("true")
+        || [EXIT_AFTER, EXIT_CODE, READY]
+            .iter()
+            .any(|key| annotation(pod, key, container).is_some())
+}
+
 /// Decides how `container` (with `command` and `args` already expanded)
-/// runs, given the agentdeck executable.
+/// runs, given the agentdeck executable (the rules of [`policy`]).
 pub(super) fn plan(
     pod: &Value,
     container: &Value,
@@ -104,7 +119,7 @@ pub(super) fn plan(
     if let [sh, flag, script, rest @ ..] = argv.as_slice()
         && is_shell(sh)
         && flag.as_str() == "-c"
-        && (policy::is_product_script(script) || annotation(pod, RUN_SHELL, name) == Some("true"))
+        && policy::is_product_script(script)
     {
         let mut args = vec!["-c".to_string(), (*script).clone()];
         args.extend(rest.iter().map(|s| (*s).clone()));
@@ -121,6 +136,22 @@ pub(super) fn plan(
             shell: false,
         };
     }
+    let mut argv = policy::container_argv(image, command, args);
+    if argv.is_empty() && container["stdin"].as_bool() == Some(true) {
+        // Given input (`kubectl run -it`), the image's default shell has
+        // something to do.
+        argv = policy::interactive_argv(image);
+    }
+    if !simulation_asked(pod, name)
+        && let [program, rest @ ..] = argv.as_slice()
+    {
+        let shell = is_shell(program) && rest.first().is_some_and(|f| f == "-c");
+        return Program::Exec {
+            program: PathBuf::from(program),
+            args: rest.to_vec(),
+            shell,
+        };
+    }
     let exit_after = annotation(pod, EXIT_AFTER, name).and_then(|s| s.trim().parse::<f64>().ok());
     let exit_code = annotation(pod, EXIT_CODE, name).and_then(|s| s.trim().parse::<i32>().ok());
     Program::Simulated {
@@ -134,11 +165,68 @@ pub(super) fn plan(
     }
 }
 
+/// Whether `program` is in the container's file tree, as a runtime's exec
+/// finds it: a path (relative ones from `cwd`), or a name on the
+/// container's `PATH`; the tree is the host's with the container's
+/// volumes at their mount paths.
+pub(super) fn program_exists(
+    program: &Path,
+    env: &[(String, String)],
+    mounts: &[super::volumes::ContainerMount],
+    cwd: &Path,
+) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        let host = super::volumes::resolve_host_path(None, mounts, p);
+        std::fs::metadata(host).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.is_absolute() {
+        return executable(program);
+    }
+    if program.components().count() > 1 {
+        return executable(&cwd.join(program));
+    }
+    let path = env.iter().find(|(k, _)| k == "PATH").map_or(
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        |(_, v)| v.as_str(),
+    );
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .any(|d| executable(&Path::new(d).join(program)))
+}
+
 /// A started process: its group is its own (`process_group(0)`).
 pub(super) struct Process {
     pub child: Child,
     pub pgid: Pid,
     pub readers: Vec<tokio::task::JoinHandle<()>>,
+    /// Its standard streams for attach, when the container keeps its
+    /// standard input open (`stdin: true`).
+    pub attach: Option<Arc<Attach>>,
+}
+
+/// The standard streams of a container that keeps its input open
+/// (`stdin: true`, as `kubectl run -i` writes it), for attach: a
+/// pseudo-terminal with `tty: true`, else pipes. Its output goes to the log
+/// and to whoever is attached.
+pub(crate) struct Attach {
+    /// Bytes for the container's standard input.
+    pub input: tokio::sync::mpsc::UnboundedSender<Bytes>,
+    /// Its output as it comes.
+    pub output: tokio::sync::broadcast::Sender<Bytes>,
+    /// The terminal's controlling side (for resizes), with `tty`.
+    pub master: Option<std::os::fd::OwnedFd>,
+    /// Its exit code, once its process has ended.
+    pub exited: tokio::sync::watch::Sender<Option<i32>>,
+}
+
+/// How a container's standard streams are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Stdio3 {
+    /// `stdin: true`.
+    pub stdin: bool,
+    /// `tty: true` (with `stdin`).
+    pub tty: bool,
 }
 
 /// What to start.
@@ -158,19 +246,25 @@ fn setsid_program() -> Option<&'static Path> {
 
 /// Starts a process with only the given environment, in its own process
 /// group (and session, see [`kill_container`]), its stdout and stderr
-/// appended to `logs` as instance `id`.
+/// appended to `logs` as instance `id`; with `stdio.stdin` its streams are
+/// kept for attach (a pseudo-terminal, its controlling one, with `tty`).
 pub(super) fn spawn(
     launch: &Launch<'_>,
     logs: &Arc<ContainerLogs>,
     id: &str,
+    stdio: Stdio3,
 ) -> std::io::Result<Process> {
     // A session of its own (util-linux `setsid`, where there is one) marks
     // every process of the container, orphans included, for
     // [`kill_container`]. Not yet a group leader, `setsid` execs the
     // program in place: same pid, which leads its new group and session.
+    let tty = stdio.stdin && stdio.tty;
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let mut cmd = Command::new(setsid);
+            if tty {
+                cmd.arg("--ctty");
+            }
             cmd.arg("--").arg(launch.program);
             cmd
         }
@@ -184,27 +278,121 @@ pub(super) fn spawn(
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
         .current_dir(launch.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
+    let (output, _) = tokio::sync::broadcast::channel::<Bytes>(256);
+    let (input, mut input_rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let mut readers = Vec::new();
+    let mut master = None;
+    let child = if tty {
+        let pty = nix::pty::openpty(None, None).map_err(std::io::Error::from)?;
+        let slave = pty.slave;
+        cmd.stdin(Stdio::from(slave.try_clone()?))
+            .stdout(Stdio::from(slave.try_clone()?))
+            .stderr(Stdio::from(slave));
+        let child = cmd.spawn()?;
+        // The terminal closes (EIO on its reads) once the process and what
+        // it started are gone, not while this side holds it open.
+        drop(cmd);
+        let read = std::fs::File::from(pty.master.try_clone()?);
+        let write = std::fs::File::from(pty.master.try_clone()?);
+        let (logs, id, out) = (logs.clone(), id.to_string(), output.clone());
+        readers.push(tokio::task::spawn_blocking(move || {
+            read_terminal(read, &logs, &id, &out);
+        }));
+        std::thread::spawn(move || {
+            let mut write = write;
+            while let Some(data) = input_rx.blocking_recv() {
+                if std::io::Write::write_all(&mut write, &data).is_err() {
+                    return;
+                }
+            }
+        });
+        master = Some(pty.master);
+        child
+    } else {
+        cmd.stdin(if stdio.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            tokio::spawn(async move {
+                while let Some(data) = input_rx.recv().await {
+                    if stdin.write_all(&data).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let out = stdio.stdin.then(|| output.clone());
+        if let Some(o) = child.stdout.take() {
+            readers.push(tokio::spawn(read_lines(
+                o,
+                logs.clone(),
+                id.to_string(),
+                out.clone(),
+            )));
+        }
+        if let Some(e) = child.stderr.take() {
+            readers.push(tokio::spawn(read_lines(
+                e,
+                logs.clone(),
+                id.to_string(),
+                out,
+            )));
+        }
+        child
+    };
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| std::io::Error::other("the process has no id"))?;
-    let mut readers = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        readers.push(tokio::spawn(read_lines(out, logs.clone(), id.to_string())));
-    }
-    if let Some(err) = child.stderr.take() {
-        readers.push(tokio::spawn(read_lines(err, logs.clone(), id.to_string())));
-    }
+    let attach = stdio.stdin.then(|| {
+        Arc::new(Attach {
+            input,
+            output,
+            master,
+            exited: tokio::sync::watch::Sender::new(None),
+        })
+    });
     Ok(Process {
         child,
         pgid: Pid::from_raw(pid),
         readers,
+        attach,
     })
+}
+
+/// Reads a container's terminal until it closes: whole lines to its log,
+/// every chunk to whoever is attached.
+fn read_terminal(
+    mut from: std::fs::File,
+    logs: &ContainerLogs,
+    id: &str,
+    out: &tokio::sync::broadcast::Sender<Bytes>,
+) {
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        // EIO once every holder of the terminal is gone.
+        let n = match std::io::Read::read(&mut from, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let _ = out.send(Bytes::copy_from_slice(&buf[..n]));
+        for &b in &buf[..n] {
+            line.push(b);
+            if b == b'\n' {
+                logs.append(id, jiff::Timestamp::now(), std::mem::take(&mut line));
+            }
+        }
+    }
+    if !line.is_empty() {
+        logs.append(id, jiff::Timestamp::now(), line);
+    }
 }
 
 /// The command for a process exec'd into a running container (`kubectl
@@ -237,13 +425,23 @@ pub(super) fn exec_command(launch: &Launch<'_>, tty: bool) -> Command {
     cmd
 }
 
-async fn read_lines(stream: impl AsyncRead + Unpin, logs: Arc<ContainerLogs>, id: String) {
+async fn read_lines(
+    stream: impl AsyncRead + Unpin,
+    logs: Arc<ContainerLogs>,
+    id: String,
+    attached: Option<tokio::sync::broadcast::Sender<Bytes>>,
+) {
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = Vec::new();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
-            Ok(_) => logs.append(&id, jiff::Timestamp::now(), line),
+            Ok(_) => {
+                if let Some(out) = &attached {
+                    let _ = out.send(Bytes::copy_from_slice(&line));
+                }
+                logs.append(&id, jiff::Timestamp::now(), line);
+            }
         }
     }
 }
@@ -501,27 +699,110 @@ mod tests {
     }
 
     #[test]
-    fn the_task_runner_script_runs_in_a_real_shell_and_other_scripts_only_on_request() {
+    fn the_task_runner_script_runs_in_the_hosts_shell_whatever_the_image() {
         let runner = json!({"name": "runner", "image": "hashicorp/terraform:1.9", "command": ["/bin/sh", "-c", RUNNER_SCRIPT]});
         assert!(matches!(
             plan_of(&json!({}), &runner),
-            Program::Exec { shell: true, .. }
+            Program::Exec { ref program, shell: true, .. } if program == Path::new("/bin/sh")
         ));
+    }
+
+    #[test]
+    fn any_command_runs_with_the_hosts_userland_standing_in_for_the_image() {
         let script =
             json!({"name": "s", "image": "busybox", "command": ["sh"], "args": ["-c", "echo hi"]});
-        assert!(matches!(
-            plan_of(&json!({}), &script),
-            Program::Simulated { .. }
-        ));
+        let expected = Program::Exec {
+            program: "sh".into(),
+            args: strings(&["-c", "echo hi"]),
+            shell: true,
+        };
+        assert_eq!(plan_of(&json!({}), &script), expected);
+        // The annotation of earlier sandboxes changes nothing.
         let opted_in = json!({"metadata": {"annotations": {RUN_SHELL: "true"}}});
+        assert_eq!(plan_of(&opted_in, &script), expected);
+        // `kubectl run bb --image=busybox -- sleep 5`: args alone, and
+        // busybox has no entrypoint.
+        let args = json!({"name": "bb", "image": "busybox", "args": ["sleep", "5"]});
         assert_eq!(
-            plan_of(&opted_in, &script),
+            plan_of(&json!({}), &args),
             Program::Exec {
-                program: "/bin/sh".into(),
-                args: strings(&["-c", "echo hi"]),
-                shell: true
+                program: "sleep".into(),
+                args: strings(&["5"]),
+                shell: false
             }
         );
+        // A program the host may not have is still what runs (and fails
+        // as a missing binary when it is not there).
+        let nginx =
+            json!({"name": "web", "image": "nginx", "command": ["nginx", "-g", "daemon off;"]});
+        assert!(matches!(
+            plan_of(&json!({}), &nginx),
+            Program::Exec { ref program, .. } if program == Path::new("nginx")
+        ));
+    }
+
+    #[test]
+    fn the_simulation_annotations_keep_a_command_simulated() {
+        let c = json!({"name": "c", "image": "busybox", "command": ["sleep", "60"]});
+        let pod = json!({"metadata": {"annotations": {SIMULATE: "true"}}});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Simulated {
+                exit_after: None,
+                exit_code: 0,
+                ready: true
+            }
+        );
+        let pod = json!({"metadata": {"annotations": {"sandbox.agentdeck.dev/exit-code.c": "3"}}});
+        assert_eq!(
+            plan_of(&pod, &c),
+            Program::Simulated {
+                exit_after: Some(Duration::ZERO),
+                exit_code: 3,
+                ready: true
+            }
+        );
+    }
+
+    #[test]
+    fn programs_are_found_on_the_path_and_in_the_containers_volumes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\n").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mounts = vec![super::super::volumes::ContainerMount {
+            path: "/scripts".into(),
+            host: dir.path().to_path_buf(),
+            read_only: true,
+        }];
+        let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        let root = Path::new("/");
+        assert!(program_exists(Path::new("sh"), &env, &mounts, root));
+        assert!(program_exists(
+            Path::new("/scripts/run.sh"),
+            &env,
+            &mounts,
+            root
+        ));
+        assert!(program_exists(
+            Path::new("scripts/run.sh"),
+            &env,
+            &mounts,
+            root
+        ));
+        assert!(!program_exists(
+            Path::new("no-such-program-here"),
+            &env,
+            &mounts,
+            root
+        ));
+        assert!(!program_exists(
+            Path::new("/docker-entrypoint.sh"),
+            &env,
+            &mounts,
+            root
+        ));
     }
 
     #[test]

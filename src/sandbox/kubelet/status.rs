@@ -91,6 +91,8 @@ pub(super) struct ContainerStatus {
     pub last: Option<Terminated>,
     pub restart_count: u32,
     pub ready: bool,
+    /// What stands in for its image (see [`super::policy`]), once started.
+    pub stand_in: Option<String>,
 }
 
 impl ContainerStatus {
@@ -102,6 +104,7 @@ impl ContainerStatus {
             last: None,
             restart_count: 0,
             ready: false,
+            stand_in: None,
         }
     }
 
@@ -339,15 +342,33 @@ fn conditions(snap: &PodSnapshot, phase: &str) -> Vec<Value> {
     out.push(ready("Ready"));
     out.push(ready("ContainersReady"));
     out.push(condition("PodScheduled", true, None, None));
+    let stand_ins: Vec<String> = snap
+        .init
+        .iter()
+        .chain(&snap.containers)
+        .filter_map(|c| Some(format!("{}: {}", c.name, c.stand_in.as_deref()?)))
+        .collect();
+    if !stand_ins.is_empty() {
+        out.push(condition(
+            super::policy::STAND_IN_CONDITION,
+            true,
+            Some("NoContainerImages"),
+            Some(format!(
+                "the agentdeck sandbox pulls no images; {}",
+                stand_ins.join("; ")
+            )),
+        ));
+    }
     out
 }
 
-const KUBELET_CONDITIONS: [&str; 5] = [
+const KUBELET_CONDITIONS: [&str; 6] = [
     "PodReadyToStartContainers",
     "Initialized",
     "Ready",
     "ContainersReady",
     "PodScheduled",
+    super::policy::STAND_IN_CONDITION,
 ];
 
 /// The pod's new `status`: `old` (what the API has) with the kubelet-owned
@@ -441,6 +462,23 @@ mod tests {
             ready,
             ..ContainerStatus::new(name, "nginx:1.27", "ContainerCreating")
         }
+    }
+
+    #[test]
+    fn the_pod_says_what_stood_in_for_each_containers_image() {
+        let mut a = running("a", true);
+        a.stand_in = Some("the host's sh runs for image busybox".into());
+        let mut b = running("b", true);
+        b.stand_in = Some("image nginx is simulated".into());
+        let status = pod_status(&json!({}), &snap("Always", vec![a, b]), T0);
+        let c = cond(&status, super::super::policy::STAND_IN_CONDITION);
+        assert_eq!(c["status"], "True");
+        assert_eq!(c["reason"], "NoContainerImages");
+        assert_eq!(
+            c["message"],
+            "the agentdeck sandbox pulls no images; a: the host's sh runs for image busybox; \
+             b: image nginx is simulated"
+        );
     }
 
     fn exited(name: &str, code: i32) -> ContainerStatus {
@@ -580,7 +618,8 @@ mod tests {
             .as_array()
             .map(|cs| cs.iter().filter_map(|c| c["type"].as_str()).collect())
             .unwrap_or_default();
-        assert_eq!(types, KUBELET_CONDITIONS);
+        // Without a stand-in known yet, the kubelet's own five.
+        assert_eq!(types, KUBELET_CONDITIONS[..5]);
         assert_eq!(status["podIPs"], json!([{"ip": "127.1.0.1"}]));
         assert_eq!(status["hostIPs"], json!([{"ip": "127.0.0.1"}]));
         assert_eq!(

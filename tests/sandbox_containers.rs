@@ -1,0 +1,218 @@
+//! Containers of images the sandbox does not have run their command, the
+//! host's userland standing in for the image (issue 43, item 4): logs,
+//! exit codes, restart policy, exec with stdin and exit codes, `kubectl
+//! cp`, and a program the machine does not have failing as a missing
+//! binary fails under containerd — all through the real kubectl.
+
+mod common;
+
+use common::{TestSandbox, err, eventually_blocking, out};
+use serde_json::Value;
+
+fn pod_json(sb: &TestSandbox, name: &str) -> Value {
+    serde_json::from_str(&sb.kubectl_ok(&["get", "pod", name, "-o", "json"])).expect("pod json")
+}
+
+fn wait_phase(sb: &TestSandbox, name: &str, phase: &str) -> Value {
+    eventually_blocking(&format!("pod {name} to be {phase}"), || {
+        let pod = pod_json(sb, name);
+        (pod["status"]["phase"] == phase).then_some(pod)
+    })
+}
+
+fn stand_in(pod: &Value) -> String {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "sandbox.agentdeck.dev/StandIn")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_busybox_pods_command_runs_logs_and_fails_the_pod_with_its_exit_code() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&[
+        "run",
+        "bb",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "echo hello; exit 3",
+    ]);
+    let pod = wait_phase(&sb, "bb", "Failed");
+    let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 3, "{terminated}");
+    assert_eq!(terminated["reason"], "Error", "{terminated}");
+    assert_eq!(sb.kubectl_ok(&["logs", "bb"]), "hello\n");
+    let said = stand_in(&pod);
+    assert!(
+        said.contains("bb: the host's sh runs for image busybox"),
+        "{said}"
+    );
+    // OnFailure restarts it; a zero exit ends it Succeeded.
+    sb.kubectl_ok(&[
+        "run",
+        "ok",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "echo done",
+    ]);
+    wait_phase(&sb, "ok", "Succeeded");
+    sb.kubectl_ok(&[
+        "run",
+        "again",
+        "--image=busybox",
+        "--restart=OnFailure",
+        "--",
+        "sh",
+        "-c",
+        "exit 1",
+    ]);
+    eventually_blocking("the failing container to be restarted", || {
+        let pod = pod_json(&sb, "again");
+        let s = &pod["status"]["containerStatuses"][0];
+        (s["restartCount"].as_u64() >= Some(1) && s["lastState"]["terminated"]["exitCode"] == 1)
+            .then_some(())
+    });
+}
+
+#[test]
+fn exec_into_a_busybox_container_reads_stdin_returns_exit_codes_and_copies_files() {
+    let sb = TestSandbox::start();
+    sb.kubectl_in_ok(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sl", "namespace": "default"},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                     "volumes": [{"name": "data", "emptyDir": {}}]}}"#,
+    );
+    sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/sl", "--timeout=120s"]);
+    assert_eq!(
+        sb.kubectl_in_ok(&["exec", "-i", "sl", "--", "cat"], "x\n"),
+        "x\n"
+    );
+    let o = sb.kubectl(&["exec", "sl", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7), "{}", err(&o));
+    let o = sb.kubectl(&["exec", "sl", "--", "no-such-program-here"]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("executable file not found in $PATH"),
+        "{}",
+        err(&o)
+    );
+    // kubectl cp both ways, through the container's tar.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("note.txt");
+    std::fs::write(&local, "copied\n").expect("write");
+    sb.kubectl_ok(&["cp", local.to_str().expect("utf-8"), "sl:/data/note.txt"]);
+    assert_eq!(
+        sb.kubectl_ok(&["exec", "sl", "--", "cat", "/data/note.txt"]),
+        "copied\n"
+    );
+    let back = dir.path().join("back.txt");
+    sb.kubectl_ok(&["cp", "sl:/data/note.txt", back.to_str().expect("utf-8")]);
+    assert_eq!(std::fs::read_to_string(&back).expect("read"), "copied\n");
+}
+
+#[test]
+fn a_program_the_machine_does_not_have_fails_as_a_missing_binary() {
+    let sb = TestSandbox::start();
+    sb.kubectl_ok(&[
+        "run",
+        "web",
+        "--image=nginx",
+        "--command",
+        "--",
+        "/docker-entrypoint.sh",
+        "nginx",
+        "-g",
+        "daemon off;",
+    ]);
+    let message =
+        "exec: \"/docker-entrypoint.sh\": stat /docker-entrypoint.sh: no such file or directory";
+    let pod = eventually_blocking("the container to crash-loop", || {
+        let pod = pod_json(&sb, "web");
+        let s = &pod["status"]["containerStatuses"][0];
+        (s["state"]["waiting"]["reason"] == "CrashLoopBackOff").then_some(pod)
+    });
+    let s = &pod["status"]["containerStatuses"][0];
+    let last = &s["lastState"]["terminated"];
+    assert_eq!(last["reason"], "StartError", "{s}");
+    assert_eq!(last["exitCode"], 128, "{s}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(message),
+        "{s}"
+    );
+    assert_eq!(pod["status"]["phase"], "Running", "{s}");
+    assert!(!stand_in(&pod).is_empty());
+    let events = sb.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web",
+    ]);
+    assert!(
+        events.contains("Failed") && events.contains(message),
+        "{events}"
+    );
+    // Under restartPolicy Never the pod fails with it.
+    sb.kubectl_ok(&[
+        "run",
+        "once",
+        "--image=redis",
+        "--restart=Never",
+        "--command",
+        "--",
+        "no-such-server-here",
+    ]);
+    let pod = wait_phase(&sb, "once", "Failed");
+    let t = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["reason"], "StartError", "{t}");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exec: \"no-such-server-here\": executable file not found in $PATH"),
+        "{t}"
+    );
+    let shown = out(&sb.kubectl(&["get", "pod", "once"]));
+    assert!(shown.contains("StartError"), "{shown}");
+}
+
+#[test]
+fn kubectl_run_i_rm_attaches_to_the_containers_shell_and_returns_its_exit_code() {
+    let sb = TestSandbox::start();
+    // No command: busybox's default `sh`, which reads what kubectl attaches.
+    let o = sb.kubectl_in(
+        &[
+            "run",
+            "-i",
+            "--rm",
+            "shell",
+            "--image=busybox",
+            "--restart=Never",
+        ],
+        "echo hi-from-stdin\nexit 3\n",
+    );
+    assert_eq!(o.status.code(), Some(3), "{}\n{}", out(&o), err(&o));
+    assert!(out(&o).contains("hi-from-stdin"), "{}", out(&o));
+    assert!(out(&o).contains("pod \"shell\" deleted"), "{}", out(&o));
+    // Attach to a container that keeps no input open says what to use.
+    sb.kubectl_ok(&["run", "sl", "--image=busybox", "--", "sleep", "3600"]);
+    sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/sl", "--timeout=120s"]);
+    let o = sb.kubectl(&["attach", "sl"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("stdin: true"), "{}", err(&o));
+}
