@@ -18,6 +18,7 @@ use crate::crd::{
     ANNOTATION_DEBUG, ANNOTATION_DRAIN, AgentPool, AgentTask, ExecutionMode, HoldStatus,
     ReplicaHold, TaskPhase, k8s_time,
 };
+use crate::plan::capacity::{self, CapacityWindow};
 
 /// Largest replica count the CRD accepts.
 pub const MAX_REPLICAS: i32 = 10_000;
@@ -235,6 +236,7 @@ fn autoscale_with(
         scale_down_window: Duration::ZERO,
         recommendations: Recommendations::default(),
         frozen: None,
+        capacity: None,
         draining: false,
         hold: None,
         last_scale_time: None,
@@ -323,7 +325,11 @@ fn scale_bounds(
     let mut after = pool.clone();
     after.spec.min_replicas = new_min;
     after.spec.max_replicas = new_max;
+    let windows = capacity_windows(pool, &after)?;
     plan.changes.push(pool_change(pool, &after));
+    plan.impact.extend(overridden_by_window(
+        &windows, new_min, new_max, min, max, now,
+    ));
 
     let current = current_replicas(pool);
     let busy = busy_agents(state).len();
@@ -393,6 +399,73 @@ fn scale_bounds(
         ));
     }
     Ok(plan)
+}
+
+/// The pool's capacity windows with its new maximum. A new maximum below
+/// the minimum of a window without a maximum of its own is refused (it
+/// would leave the pool invalid); windows already invalid say nothing.
+fn capacity_windows(pool: &AgentPool, after: &AgentPool) -> Result<Vec<CapacityWindow>> {
+    let parse = |p: &AgentPool| {
+        capacity::parse_all(
+            &p.spec.capacity_schedules,
+            p.spec.max_replicas,
+            &jiff::tz::TimeZone::UTC,
+        )
+    };
+    match (parse(pool), parse(after)) {
+        (_, Ok(windows)) => Ok(windows),
+        (Ok(_), Err(errors)) => Err(OpsError::Refused {
+            flag: "--max",
+            message: format!(
+                "{} would leave the pool invalid: {}",
+                after.spec.max_replicas, errors[0]
+            ),
+        }),
+        (Err(_), Err(_)) => Ok(Vec::new()),
+    }
+}
+
+/// What the scale preview says of bounds a capacity window replaces: now,
+/// when one is open, and when the next opens.
+fn overridden_by_window(
+    windows: &[CapacityWindow],
+    new_min: i32,
+    new_max: i32,
+    min: Option<i32>,
+    max: Option<i32>,
+    now: Timestamp,
+) -> Vec<String> {
+    let whole = |n: i32| u32::try_from(n.max(0)).unwrap_or(0);
+    let bounds = capacity::Bounds {
+        min: whole(new_min),
+        max: whole(new_max),
+    };
+    let (typed, applies) = match (min, max) {
+        (Some(_), Some(_)) => ("--min and --max", "apply"),
+        (Some(_), None) => ("--min", "applies"),
+        _ => ("--max", "applies"),
+    };
+    let mut out = Vec::new();
+    if let Some(open) = capacity::open_at(windows, bounds.max, now) {
+        out.push(format!(
+            "capacity window {} is open: {typed} {applies} only once it closes; until then min {}, max {} ({})",
+            open.open.join("+"),
+            open.bounds.min,
+            open.bounds.max,
+            capacity::summary(windows, bounds, now).unwrap_or_default()
+        ));
+    } else if let Some(change) = capacity::next_change(windows, bounds, now)
+        && let Some(next) = &change.then_open
+    {
+        out.push(format!(
+            "capacity window {} replaces {typed} while it is open, from {}: min {}, max {}",
+            next.open.join("+"),
+            change.at,
+            change.then.min,
+            change.then.max
+        ));
+    }
+    out
 }
 
 fn hold(
