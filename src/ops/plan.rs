@@ -429,6 +429,25 @@ fn capacity_windows(pool: &AgentPool, after: &AgentPool) -> Result<Vec<CapacityW
     }
 }
 
+/// `the hold overrides capacity window office-hours (min 4, max 5)`, when
+/// one is open.
+fn window_under_hold(pool: &AgentPool, now: Timestamp) -> Option<String> {
+    let windows = capacity::parse_all(
+        &pool.spec.capacity_schedules,
+        pool.spec.max_replicas,
+        &jiff::tz::TimeZone::UTC,
+    )
+    .ok()?;
+    let max = u32::try_from(pool.spec.max_replicas.max(0)).unwrap_or(0);
+    let open = capacity::open_at(&windows, max, now)?;
+    Some(format!(
+        "the hold overrides capacity window {} (min {}, max {}) while it lasts",
+        open.open.join("+"),
+        open.bounds.min,
+        open.bounds.max
+    ))
+}
+
 /// What the scale preview says of bounds a capacity window replaces: now,
 /// when one is open (the pool keeps the window's bounds), else when the
 /// next one opens. A window replaces the minimum always and the maximum
@@ -583,6 +602,9 @@ fn hold(
             impact.push(format!(
                 "pool is frozen {until}; the hold overrides the freeze window"
             ));
+        }
+        if let Some(line) = window_under_hold(&after, now) {
+            impact.push(line);
         }
         let pending = count_phase(state, TaskPhase::Pending);
         if pending > 0 && replicas < current {
@@ -1572,6 +1594,14 @@ mod tests {
                 "capacity window office-hours replaces --min while it is open, \
                  from 2026-11-24T12:00:00Z: min 3, max 4"
             ),
+        );
+        // A hold overrides the open window, and says so.
+        let p = plan(&hold_for(1, Some(30), false), &open, "me", now()).expect("plan");
+        assert!(
+            p.impact.iter().any(|l| l
+                == "the hold overrides capacity window office-hours (min 3, max 4) while it lasts"),
+            "{:?}",
+            p.impact
         );
         // A maximum below a window's minimum would leave the pool invalid.
         let err = plan(&scale(None, Some(2)), &open, "me", now()).expect_err("refused");
