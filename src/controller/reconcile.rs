@@ -2222,6 +2222,34 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_capacity_window_is_cleared_from_the_status_by_the_patch() {
+        let open = AgentPoolStatus {
+            capacity: Some(CapacityStatus {
+                open: vec!["standup".into()],
+                min_replicas: Some(2),
+                max_replicas: Some(5),
+                summary: "standup: min 2 until 20:33, then 0".into(),
+            }),
+            ..AgentPoolStatus::default()
+        };
+        let closed = AgentPoolStatus {
+            capacity: Some(CapacityStatus {
+                summary: "none open; standup from Wed 20:31: min 2".into(),
+                ..CapacityStatus::default()
+            }),
+            ..AgentPoolStatus::default()
+        };
+        let patch = status_patch(&open, &closed);
+        assert_eq!(
+            patch["status"]["capacity"],
+            json!({"open": [], "minReplicas": null, "maxReplicas": null,
+                   "summary": "none open; standup from Wed 20:31: min 2"})
+        );
+        let gone = status_patch(&closed, &AgentPoolStatus::default());
+        assert_eq!(gone["status"]["capacity"], serde_json::Value::Null);
+    }
+
+    #[test]
     fn status_comparison_ignores_condition_transition_times_only() {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
         let t1: Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");

@@ -576,13 +576,15 @@ impl HoldStatus {
 #[serde(rename_all = "camelCase")]
 pub struct CapacityStatus {
     /// Names of the windows open now (their field path when unnamed).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Written even when empty, and the bounds as `null` when no window is
+    /// open, so the controller's merge patch of the status clears them.
+    #[serde(default)]
     pub open: Vec<String>,
     /// The minimum in force while a window is open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub min_replicas: Option<i32>,
     /// The maximum in force while a window is open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub max_replicas: Option<i32>,
     /// One line: the open window and the next change
     /// (`office-hours: min 4 until 18:00, then 0`), or the next window to
