@@ -383,4 +383,49 @@ mod tests {
         assert_eq!(json[1]["verdict"], "Stuck");
         assert_eq!(json[0]["hold"], "3 by al until 2026-11-24T10:30:00Z");
     }
+
+    #[test]
+    fn a_pool_with_capacity_windows_says_the_open_one_and_the_next_change_below_the_table() {
+        // 2026-11-24 is a Tuesday.
+        let now: Timestamp = "2026-11-24T10:00:00Z".parse().expect("ts");
+        let windows = json!({"minReplicas": 0, "capacitySchedules": [
+            {"name": "office-hours", "from": "09:00", "to": "18:00", "minReplicas": 4}]});
+        let pools = [
+            // The controller's line wins (it reads zone-less windows in its
+            // defaultTimezone).
+            pool(
+                "alpha",
+                windows.clone(),
+                json!({"capacity": {"open": ["office-hours"], "minReplicas": 4, "maxReplicas": 4,
+                                    "summary": "office-hours: min 4 until 18:00, then 0"}}),
+            ),
+            // No status yet: read from the spec, in UTC.
+            pool("beta", windows, serde_json::Value::Null),
+            pool("gamma", json!({}), json!({})),
+        ];
+        let rows = rows(&pools, &[], now, std::time::Duration::ZERO);
+        let capacity: Vec<Option<&str>> = rows.iter().map(|r| r.capacity.as_deref()).collect();
+        assert_eq!(
+            capacity,
+            vec![
+                Some("office-hours: min 4 until 18:00, then 0"),
+                Some("office-hours: min 4 until 18:00, then 0"),
+                None
+            ]
+        );
+        let t = table(&rows, false);
+        assert!(
+            t.ends_with(
+                "\nalpha capacity: office-hours: min 4 until 18:00, then 0\n\
+                 beta capacity: office-hours: min 4 until 18:00, then 0\n"
+            ),
+            "{t}"
+        );
+        let json = serde_json::to_value(&rows).expect("json");
+        assert_eq!(
+            json[0]["capacity"],
+            "office-hours: min 4 until 18:00, then 0"
+        );
+        assert!(json[2].get("capacity").is_none());
+    }
 }
