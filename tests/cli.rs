@@ -277,6 +277,18 @@ fn an_impossible_time_is_rejected_naming_the_schedule() {
 }
 
 #[test]
+fn a_capacity_window_above_the_pool_max_is_rejected_naming_the_window() {
+    assert_rejected(
+        "pool-capacity-above-max.yaml",
+        &[
+            "spec.capacitySchedules[1].minReplicas",
+            "8",
+            "spec.maxReplicas (5)",
+        ],
+    );
+}
+
+#[test]
 fn weekday_9_is_rejected_with_the_valid_range() {
     assert_rejected(
         "pool-bad-weekday.yaml",

@@ -725,3 +725,81 @@ fn with_no_color_the_pool_history_reads_the_same_in_characters() {
         assert!(screen.contains(c), "{c}:\n{screen}");
     }
 }
+
+/// [`app_with_an_hour`] with a capacity window on platform: open now, and
+/// its opening an Event marked beside the first scale-up.
+fn app_with_a_capacity_window(w: u16, h: u16) -> App {
+    let mut app = App::new(
+        AppOptions {
+            context: "prod-eu".into(),
+            namespace: fixtures::NS.into(),
+            ..AppOptions::default()
+        },
+        fixtures::now(),
+    );
+    app.update(Msg::Resize(w, h));
+    app.update(Msg::Status(status(WatchState::Synced)));
+    for mut snap in fixtures::an_hour(&snapshot(40)) {
+        snap.pools = snap
+            .pools
+            .iter()
+            .map(|p| {
+                if p.name != "platform" {
+                    return p.clone();
+                }
+                Arc::new(rows::PoolRow {
+                    capacity: Some("office-hours: min 4 until 18:00, then 0".into()),
+                    ..(**p).clone()
+                })
+            })
+            .collect();
+        let first_up = snap
+            .events
+            .iter()
+            .find(|e| e.object == "agentpool/platform" && e.reason == "ScaledUp")
+            .cloned();
+        if let Some(up) = first_up {
+            snap.events.push(Arc::new(rows::EventRow {
+                key: format!("{}-window", up.key),
+                reason: "CapacityWindowOpened".into(),
+                message:
+                    "capacity window office-hours opened; office-hours: min 4 until 18:00, then 0"
+                        .into(),
+                ..(*up).clone()
+            }));
+        }
+        app.update(Msg::Snapshot(Arc::new(snap)));
+    }
+    app
+}
+
+#[test]
+fn a_pool_with_a_capacity_window_shows_it_and_marks_the_opening_on_its_hour() {
+    for (w, h) in SIZES {
+        let mut a = app_with_a_capacity_window(w, h);
+        keys(&mut a, "/platform\ni");
+        let screen = text(&a);
+        assert!(
+            screen.contains(" capacity office-hours: min 4 until 18:00, then 0"),
+            "{screen}"
+        );
+        let axis = screen
+            .lines()
+            .find(|l| l.contains('└'))
+            .expect("the time axis");
+        assert!(axis.contains('◇'), "the opening on the axis: {axis}");
+        assert!(screen.contains("CapacityWindowOpe"), "{screen}");
+        if w >= 160 {
+            assert!(screen.contains("◇ capacity window"), "{screen}");
+        }
+    }
+    // The pools table has the column where the width allows it.
+    let a = app_with_a_capacity_window(250, 30);
+    let screen = text(&a);
+    assert!(screen.contains("CAPACITY"), "{screen}");
+    let platform = screen
+        .lines()
+        .find(|l| l.contains("platform"))
+        .expect("platform's row");
+    assert!(platform.contains("office-hours: min 4"), "{platform}");
+}

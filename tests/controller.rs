@@ -812,6 +812,202 @@ async fn a_freeze_window_holds_the_replicas_and_the_condition_says_why() {
     cancel.cancel();
 }
 
+/// `HH:MM` in UTC `minutes` from now (whole minutes, floored).
+fn utc_hh_mm(minutes: i64) -> String {
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(minutes);
+    at.to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%H:%M")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_window_covering_now_keeps_its_minimum_without_a_task() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    // Open from an hour ago to two hours ahead (crossing midnight or not).
+    h.create_pool(
+        "warm",
+        json!({"minReplicas": 0, "maxReplicas": 5,
+               "capacitySchedules": [{"name": "working", "from": utc_hh_mm(-60),
+                                      "to": utc_hh_mm(120), "minReplicas": 3}]}),
+    )
+    .await;
+    // Opens in two hours: nothing yet.
+    h.create_pool(
+        "later",
+        json!({"minReplicas": 0, "maxReplicas": 5,
+               "capacitySchedules": [{"name": "evening", "from": utc_hh_mm(120),
+                                      "to": utc_hh_mm(180), "minReplicas": 3}]}),
+    )
+    .await;
+    eventually("3 warm agents with no task", || async {
+        (h.live_agents("warm").await.len() == 3).then_some(())
+    })
+    .await;
+    assert_eq!(h.replicas("warm").await, Some(3));
+    let status = eventually("the window in the status", || async {
+        let s = h.pool("warm").await.status?;
+        s.capacity.is_some().then_some(s)
+    })
+    .await;
+    let reason = status.scale_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("min 3 from capacity window working (until "),
+        "{reason}"
+    );
+    let capacity = status.capacity.expect("capacity");
+    assert_eq!(capacity.open, vec!["working".to_string()]);
+    assert_eq!(capacity.min_replicas, Some(3));
+    assert!(
+        capacity.summary.starts_with("working: min 3 until ")
+            && capacity.summary.ends_with(", then 0"),
+        "{}",
+        capacity.summary
+    );
+    // Created inside the window, the Deployment starts at its minimum.
+    assert!(h.events("warm", "ScaledUp").await.is_empty());
+    eventually("the CapacityWindowOpened event", || async {
+        (!h.events("warm", "CapacityWindowOpened").await.is_empty()).then_some(())
+    })
+    .await;
+
+    let later = eventually("the later pool's status", || async {
+        let s = h.pool("later").await.status?;
+        s.capacity.is_some().then_some(s)
+    })
+    .await;
+    assert_eq!(h.replicas("later").await, Some(0));
+    let summary = later.capacity.expect("capacity").summary;
+    assert!(
+        summary.starts_with("none open; evening from ") && summary.ends_with(": min 3"),
+        "{summary}"
+    );
+    assert!(h.events("later", "ScaledUp").await.is_empty());
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_window_scales_the_pool_when_it_opens_not_at_the_next_resync() {
+    let h = Harness::start().await;
+    // A resync far away: only the wake at the window's edge can scale.
+    let mut slow = config();
+    slow.resync_interval_seconds = 3600;
+    let (_c, cancel) = h.controller(&slow);
+    // The next minute, or the one after when this one is nearly over.
+    let now = jiff::Timestamp::now();
+    let ahead = if now.as_second().rem_euclid(60) > 50 {
+        2
+    } else {
+        1
+    };
+    let from = utc_hh_mm(ahead);
+    h.create_pool(
+        "opening",
+        json!({"minReplicas": 0, "maxReplicas": 5,
+               "capacitySchedules": [{"name": "soon", "from": from,
+                                      "to": utc_hh_mm(ahead + 60), "minReplicas": 2}]}),
+    )
+    .await;
+    let before = eventually("the window ahead in the status", || async {
+        let s = h.pool("opening").await.status?;
+        s.capacity.is_some().then_some(s)
+    })
+    .await;
+    assert_eq!(before.desired_replicas, 0);
+    assert!(
+        before
+            .capacity
+            .as_ref()
+            .is_some_and(|c| c.summary == format!("none open; soon from {from}: min 2")),
+        "{before:?}"
+    );
+    eventually_within(
+        Duration::from_secs(150),
+        "2 agents once the window opens",
+        || async { (h.replicas("opening").await == Some(2)).then_some(()) },
+    )
+    .await;
+    // The Deployment is scaled before the status says so.
+    let status = eventually("the scale in the status", || async {
+        let s = h.pool("opening").await.status?;
+        (s.desired_replicas == 2 && s.last_scale_time.is_some()).then_some(s)
+    })
+    .await;
+    let edge: jiff::Timestamp = {
+        let today = jiff::Timestamp::now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .date();
+        let t = jiff::civil::Time::strptime("%H:%M", &from).expect("HH:MM");
+        let at = today
+            .to_datetime(t)
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .expect("utc")
+            .timestamp();
+        // A window opening just after midnight is tomorrow's from before it.
+        if at > jiff::Timestamp::now() {
+            at - jiff::SignedDuration::from_hours(24)
+        } else {
+            at
+        }
+    };
+    let scaled_at = status.last_scale_time.expect("scaled").0;
+    assert!(
+        scaled_at >= edge,
+        "scaled at {scaled_at}, before the window opened at {edge}"
+    );
+    assert!(
+        status
+            .scale_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("min 2 from capacity window soon")),
+        "{:?}",
+        status.scale_reason
+    );
+    let note = eventually("the ScaledUp event naming the window", || async {
+        h.events("opening", "ScaledUp")
+            .await
+            .into_iter()
+            .find_map(|e| e.note)
+    })
+    .await;
+    assert!(
+        note.contains("min 2 from capacity window soon (until "),
+        "{note}"
+    );
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_window_above_the_pool_max_makes_the_pool_invalid() {
+    let h = Harness::start().await;
+    let (_c, cancel) = h.controller(&config());
+    h.create_pool(
+        "too-warm",
+        json!({"minReplicas": 0, "maxReplicas": 5,
+               "capacitySchedules": [{"name": "big", "from": "09:00", "to": "18:00",
+                                      "minReplicas": 8}]}),
+    )
+    .await;
+    let pool = eventually("the Invalid condition", || async {
+        let p = h.pool("too-warm").await;
+        condition(&p, "Invalid")
+            .is_some_and(|c| c.status == "True")
+            .then_some(p)
+    })
+    .await;
+    let invalid = condition(&pool, "Invalid").expect("invalid");
+    assert!(
+        invalid
+            .message
+            .contains("spec.capacitySchedules[0].minReplicas: 8 is not valid")
+            && invalid.message.contains("spec.maxReplicas (5)"),
+        "{}",
+        invalid.message
+    );
+    assert_eq!(h.replicas("too-warm").await, None);
+    cancel.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_pool_keeps_busy_agents_then_scales_to_zero() {
     let h = Harness::start().await;

@@ -253,6 +253,8 @@ pub enum Decision {
     Down,
     /// An operator's scale, hold, or a hold or freeze that began or ended.
     Other,
+    /// A capacity window opened or closed.
+    Window,
 }
 
 impl Decision {
@@ -262,6 +264,7 @@ impl Decision {
             Decision::Up => '▲',
             Decision::Down => '▼',
             Decision::Other => '◆',
+            Decision::Window => '◇',
         }
     }
 
@@ -273,6 +276,7 @@ impl Decision {
             "OperatorScaled" | "OperatorHeld" | "OperatorHoldCleared" | "HoldEnded" | "Frozen" => {
                 Decision::Other
             }
+            "CapacityWindowOpened" | "CapacityWindowClosed" => Decision::Window,
             _ => return None,
         })
     }
@@ -558,6 +562,8 @@ mod tests {
             None
         );
         assert_eq!(Decision::of("ScaledUp"), Some(Decision::Up));
+        assert_eq!(Decision::of("CapacityWindowOpened"), Some(Decision::Window));
+        assert_eq!(Decision::of("CapacityWindowClosed"), Some(Decision::Window));
         assert_eq!(Decision::of("BackOff"), None);
     }
 }

@@ -133,6 +133,9 @@ pub struct PoolRow {
     pub debug: bool,
     /// The operator's replica hold in force (`6 until 14:30 by alice`).
     pub hold: Option<String>,
+    /// The capacity window open and the next change, or the next window
+    /// to open (`office-hours: min 4 until 18:00, then 0`).
+    pub capacity: Option<String>,
     pub fresh: i32,
     pub stale: i32,
     pub offline: i32,
@@ -720,6 +723,11 @@ fn pool_row(
             .hold
             .as_ref()
             .map(|h| clean(&h.summary))
+            .filter(|s| !s.is_empty()),
+        capacity: st
+            .capacity
+            .as_ref()
+            .map(|c| clean(&c.summary))
             .filter(|s| !s.is_empty()),
         fresh,
         stale,

@@ -24,13 +24,14 @@ use super::pod::CachedPod;
 use super::{ControllerError, Result, Shared, resync as resync_action};
 use crate::crd::validate::{summary, validate_pool};
 use crate::crd::{
-    AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, ExecutionMode, HealthCounts,
-    HoldStatus, LABEL_COMPONENT, LABEL_TASK, TaskPhase, k8s_time,
+    AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, CapacityStatus, ExecutionMode,
+    HealthCounts, HoldStatus, LABEL_COMPONENT, LABEL_TASK, TaskPhase, k8s_time,
 };
 use crate::health::Freshness;
 use crate::plan::autoscale::{
     AutoscaleInput, HoldInput, Recommendations, ScaleDecision, ScaleDirection, decide,
 };
+use crate::plan::capacity::{self, Bounds};
 use crate::plan::freeze;
 use crate::plan::manifests::{self, COMPONENT_AGENT, COMPONENT_TASK, label_value};
 use crate::plan::pool::{
@@ -698,7 +699,7 @@ async fn deployment_mode(
         ready_agents: counted.agents.ready,
         idle_agents: counted.agents.idle,
         replicas: clamp_u32(plan.desired),
-        max_replicas: clamp_u32(ctx.pool.spec.max_replicas),
+        max_replicas: plan.max_now,
         frozen: plan.frozen.clone(),
         draining: ctx.pool.spec.drain,
     };
@@ -709,6 +710,9 @@ async fn deployment_mode(
         unclaimed_check,
         plan.frozen_until
             .and_then(|until| Duration::try_from(until.duration_since(ctx.now)).ok()),
+        // A window's bounds apply when it opens or closes, not at the next
+        // task or resync.
+        plan.capacity_change.map(|at| capacity::until(ctx.now, at)),
     ];
     Ok(Action::requeue(next_look(
         ctx.shared.config.resync_interval(),
@@ -862,6 +866,12 @@ struct ScalePlan {
     /// The freeze in force: its reason, and when it ends.
     frozen: Option<String>,
     frozen_until: Option<Timestamp>,
+    /// The capacity windows as the status tells them, and when their
+    /// bounds next change.
+    capacity: Option<CapacityStatus>,
+    capacity_change: Option<Timestamp>,
+    /// The maximum in force: an open capacity window's, else the pool's.
+    max_now: u32,
     /// The start of the burst this decision follows up, if it does.
     burst: Option<(Instant, Option<Timestamp>)>,
     /// The last scale, as the pool's status or our memory has it.
@@ -878,6 +888,17 @@ fn decide_scale(ctx: &PoolCtx<'_>, counted: &Counted, replicas: &ReplicasNow) ->
     let windows =
         freeze::parse_all(&pool.spec.freeze_schedules, &default_tz(shared)).unwrap_or_default();
     let frozen = freeze::active_freeze(&windows, now);
+    let capacity_windows = capacity::parse_all(
+        &pool.spec.capacity_schedules,
+        pool.spec.max_replicas,
+        &default_tz(shared),
+    )
+    .unwrap_or_default();
+    let pool_bounds = Bounds {
+        min: clamp_u32(pool.spec.min_replicas),
+        max: clamp_u32(pool.spec.max_replicas),
+    };
+    let open = capacity::open_at(&capacity_windows, pool_bounds.max, now);
     let old = pool.status.clone().unwrap_or_default();
     let last_scale = old
         .last_scale_time
@@ -900,15 +921,18 @@ fn decide_scale(ctx: &PoolCtx<'_>, counted: &Counted, replicas: &ReplicasNow) ->
             stale_after,
         )
     };
-    let input = autoscale_input(
-        pool,
-        counted,
-        replicas.current,
-        recommendations,
-        frozen.as_ref().map(|f| f.reason.clone()),
-        last_scale,
-        now,
-    );
+    let input = AutoscaleInput {
+        capacity: open.clone(),
+        ..autoscale_input(
+            pool,
+            counted,
+            replicas.current,
+            recommendations,
+            frozen.as_ref().map(|f| f.reason.clone()),
+            last_scale,
+            now,
+        )
+    };
     // A burst's follow-up finishes the burst's scale-up: the up cooldown
     // counts from before the burst's first decision, so 100 tasks are one
     // or two decisions reaching the target, not a partial one that sticks.
@@ -947,6 +971,9 @@ fn decide_scale(ctx: &PoolCtx<'_>, counted: &Counted, replicas: &ReplicasNow) ->
         decision,
         frozen: frozen.as_ref().map(|f| f.reason.clone()),
         frozen_until: frozen.map(|f| f.until),
+        capacity: capacity::status(&capacity_windows, pool_bounds, now),
+        capacity_change: capacity::next_change(&capacity_windows, pool_bounds, now).map(|c| c.at),
+        max_now: open.map_or(pool_bounds.max, |o| o.bounds.max),
         burst,
         last_scale,
     }
@@ -984,6 +1011,7 @@ fn autoscale_input(
         scale_down_window: seconds(spec.scale_down_stabilization_seconds),
         recommendations,
         frozen,
+        capacity: None,
         draining: spec.drain,
         hold: spec.hold.as_ref().map(|h| HoldInput {
             replicas: clamp_u32(h.replicas),
@@ -1082,6 +1110,7 @@ async fn report_deployment(
         )
         .await;
     }
+    capacity_events(ctx, old.capacity.as_ref(), plan.capacity.as_ref()).await;
     let hold = HoldStatus::of(pool.spec.hold.as_ref(), now);
     if let (Some(ended), None) = (&old.hold, &hold) {
         ctx.event(
@@ -1105,6 +1134,7 @@ async fn report_deployment(
             desired: plan.desired,
             frozen: plan.frozen.as_deref(),
             hold,
+            capacity: plan.capacity.clone(),
             health,
             last_scale_time,
             reason: &plan.decision.reason,
@@ -1131,6 +1161,37 @@ async fn report_deployment(
     write_pool_status(pool, shared, &old, status).await
 }
 
+/// Events for the capacity windows that opened or closed since the status
+/// was written (`CapacityWindowOpened`, `CapacityWindowClosed`), marked on
+/// the pool's last hour in the console.
+async fn capacity_events(
+    ctx: &PoolCtx<'_>,
+    old: Option<&CapacityStatus>,
+    new: Option<&CapacityStatus>,
+) {
+    let open = |s: Option<&CapacityStatus>| s.map(|s| s.open.clone()).unwrap_or_default();
+    let (before, after) = (open(old), open(new));
+    let summary = new.map(|s| s.summary.clone()).unwrap_or_default();
+    for label in before.iter().filter(|l| !after.contains(l)) {
+        ctx.event(
+            EventType::Normal,
+            "CapacityWindowClosed",
+            "Scale",
+            format!("capacity window {label} closed; {summary}"),
+        )
+        .await;
+    }
+    for label in after.iter().filter(|l| !before.contains(l)) {
+        ctx.event(
+            EventType::Normal,
+            "CapacityWindowOpened",
+            "Scale",
+            format!("capacity window {label} opened; {summary}"),
+        )
+        .await;
+    }
+}
+
 /// What a deployment-mode pool's status is made of.
 struct DeploymentFacts<'a> {
     counted: &'a Counted,
@@ -1138,6 +1199,7 @@ struct DeploymentFacts<'a> {
     desired: i32,
     frozen: Option<&'a str>,
     hold: Option<HoldStatus>,
+    capacity: Option<CapacityStatus>,
     health: HealthCounts,
     last_scale_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     reason: &'a str,
@@ -1165,6 +1227,7 @@ fn deployment_status(
         frozen_reason: f.frozen.map(str::to_owned),
         draining: pool.spec.drain,
         hold: f.hold.clone(),
+        capacity: f.capacity.clone(),
         health: f.health,
         last_scale_time: f.last_scale_time.clone(),
         scale_reason: Some(f.reason.to_owned()),
@@ -1796,6 +1859,7 @@ fn job_status(
         frozen_reason: None,
         draining: pool.spec.drain,
         hold: None,
+        capacity: None,
         health,
         last_scale_time: old.last_scale_time.clone(),
         scale_reason: Some(format!(
@@ -2035,6 +2099,7 @@ mod tests {
             desired: 2,
             frozen: Some("release freeze"),
             hold: None,
+            capacity: None,
             health: HealthCounts::default(),
             last_scale_time: None,
             reason: "1 pending task needs 2 agents",
@@ -2154,6 +2219,34 @@ mod tests {
         for (status, want) in cases {
             assert_eq!(job_outcome(&job(status.clone())), want, "{status}");
         }
+    }
+
+    #[test]
+    fn a_closed_capacity_window_is_cleared_from_the_status_by_the_patch() {
+        let open = AgentPoolStatus {
+            capacity: Some(CapacityStatus {
+                open: vec!["standup".into()],
+                min_replicas: Some(2),
+                max_replicas: Some(5),
+                summary: "standup: min 2 until 20:33, then 0".into(),
+            }),
+            ..AgentPoolStatus::default()
+        };
+        let closed = AgentPoolStatus {
+            capacity: Some(CapacityStatus {
+                summary: "none open; standup from Wed 20:31: min 2".into(),
+                ..CapacityStatus::default()
+            }),
+            ..AgentPoolStatus::default()
+        };
+        let patch = status_patch(&open, &closed);
+        assert_eq!(
+            patch["status"]["capacity"],
+            json!({"open": [], "minReplicas": null, "maxReplicas": null,
+                   "summary": "none open; standup from Wed 20:31: min 2"})
+        );
+        let gone = status_patch(&closed, &AgentPoolStatus::default());
+        assert_eq!(gone["status"]["capacity"], serde_json::Value::Null);
     }
 
     #[test]

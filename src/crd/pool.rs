@@ -119,6 +119,11 @@ pub struct AgentPoolSpec {
     /// Windows in which the autoscaler leaves the replica count alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub freeze_schedules: Vec<FreezeSchedule>,
+    /// Windows in which the pool's replica bounds are the window's own
+    /// (warm agents in working hours, none at night). Where several are
+    /// open, the highest minimum and the highest maximum apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_schedules: Vec<CapacitySchedule>,
     /// Debug logging on the agents, switched live without a restart.
     #[serde(default)]
     pub debug: bool,
@@ -349,6 +354,50 @@ pub struct FreezeSchedule {
     pub timezone: Option<String>,
 }
 
+/// A recurring window whose replica bounds replace the pool's while it is open.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacitySchedule {
+    /// Shown in scale reasons, Events, `agentdeck status` and the console.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Start, `HH:MM` (24 h) in the window's time zone.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub from: String,
+    /// End, `HH:MM`; earlier than `from` means the window crosses midnight.
+    /// Must differ from `from`.
+    #[schemars(regex(pattern = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"))]
+    pub to: String,
+    /// Days the window starts on, 0 = Sunday … 6 = Saturday; empty means every day.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(range(min = 0, max = 6)))]
+    pub weekdays: Vec<i32>,
+    /// IANA time zone (e.g. `Europe/Berlin`); default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Fewest agents while the window is open, in place of `spec.minReplicas`.
+    #[schemars(range(min = 0, max = 10000))]
+    pub min_replicas: i32,
+    /// Most agents while the window is open, in place of `spec.maxReplicas`;
+    /// omit to keep the pool's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub max_replicas: Option<i32>,
+}
+
+impl CapacitySchedule {
+    /// The window's times alone, in the shape freeze windows are read in.
+    pub fn times(&self) -> FreezeSchedule {
+        FreezeSchedule {
+            name: self.name.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            weekdays: self.weekdays.clone(),
+            timezone: self.timezone.clone(),
+        }
+    }
+}
+
 /// A key of a Secret in the pool's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -522,6 +571,28 @@ impl HoldStatus {
     }
 }
 
+/// The capacity windows as the controller reports them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityStatus {
+    /// Names of the windows open now (their field path when unnamed).
+    /// Written even when empty, and the bounds as `null` when no window is
+    /// open, so the controller's merge patch of the status clears them.
+    #[serde(default)]
+    pub open: Vec<String>,
+    /// The minimum in force while a window is open.
+    #[serde(default)]
+    pub min_replicas: Option<i32>,
+    /// The maximum in force while a window is open.
+    #[serde(default)]
+    pub max_replicas: Option<i32>,
+    /// One line: the open window and the next change
+    /// (`office-hours: min 4 until 18:00, then 0`), or the next window to
+    /// open (`none open; office-hours from Mon 09:00: min 4`).
+    #[serde(default)]
+    pub summary: String,
+}
+
 /// What the controller last saw of a pool.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -564,6 +635,10 @@ pub struct AgentPoolStatus {
     /// Why the autoscaler chose the current desired count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_reason: Option<String>,
+    /// The capacity windows open now, the bounds they set and the next
+    /// change; absent for a pool without `capacitySchedules`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityStatus>,
     /// Ready, Invalid, Frozen, Draining, Degraded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{AgentPool, AgentTask};
-use crate::plan::freeze;
 use crate::plan::names::{is_dns1123_label, is_dns1123_subdomain};
+use crate::plan::{capacity, freeze};
 
 /// One thing wrong with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,6 +206,17 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
             field: e.field().to_string(),
             value: e.value().to_string(),
             expected: e.expected().to_string(),
+        }));
+    }
+    if let Err(ce) = capacity::parse_all(
+        &s.capacity_schedules,
+        s.max_replicas,
+        &jiff::tz::TimeZone::UTC,
+    ) {
+        errs.extend(ce.into_iter().map(|e| FieldError {
+            field: e.field,
+            value: e.value,
+            expected: e.expected,
         }));
     }
     if let Some(ca) = &s.ca_bundle

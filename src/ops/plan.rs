@@ -18,6 +18,7 @@ use crate::crd::{
     ANNOTATION_DEBUG, ANNOTATION_DRAIN, AgentPool, AgentTask, ExecutionMode, HoldStatus,
     ReplicaHold, TaskPhase, k8s_time,
 };
+use crate::plan::capacity::{self, CapacityWindow, OpenCapacity};
 
 /// Largest replica count the CRD accepts.
 pub const MAX_REPLICAS: i32 = 10_000;
@@ -212,6 +213,7 @@ fn autoscale_with(
     state: &State,
     pool: &AgentPool,
     current: i32,
+    capacity: Option<OpenCapacity>,
     now: Timestamp,
 ) -> crate::plan::autoscale::ScaleDecision {
     use crate::plan::autoscale::{AutoscaleInput, Recommendations, decide};
@@ -235,6 +237,7 @@ fn autoscale_with(
         scale_down_window: Duration::ZERO,
         recommendations: Recommendations::default(),
         frozen: None,
+        capacity,
         draining: false,
         hold: None,
         last_scale_time: None,
@@ -323,7 +326,10 @@ fn scale_bounds(
     let mut after = pool.clone();
     after.spec.min_replicas = new_min;
     after.spec.max_replicas = new_max;
+    let windows = capacity_windows(pool, &after)?;
     plan.changes.push(pool_change(pool, &after));
+    let (open_window, next_window) =
+        overridden_by_window(&windows, new_min, new_max, min, max, now);
 
     let current = current_replicas(pool);
     let busy = busy_agents(state).len();
@@ -345,6 +351,8 @@ fn scale_bounds(
     } else if let Some(until) = frozen_until(pool) {
         plan.impact
             .push(format!("pool is frozen {until}, {which} then"));
+    } else if let Some(open) = open_window {
+        plan.impact.push(open);
     } else if new_min > current {
         plan.impact.push(format!(
             "the pool grows from {current} to at least {new_min} agents"
@@ -359,7 +367,8 @@ fn scale_bounds(
     } else {
         // Inside the bounds the autoscaler still decides again with them:
         // a lower minimum lets an idle pool shrink.
-        let decision = autoscale_with(state, &after, current, now);
+        let open = capacity::open_at(&windows, u32::try_from(new_max.max(0)).unwrap_or(0), now);
+        let decision = autoscale_with(state, &after, current, open, now);
         let desired = i32::try_from(decision.desired).unwrap_or(current);
         let window = after.spec.scale_down_stabilization_seconds;
         if desired < current {
@@ -386,6 +395,7 @@ fn scale_bounds(
             ));
         }
     }
+    plan.impact.extend(next_window);
     if pool.spec.execution_mode == ExecutionMode::Job && new_max != old_max {
         plan.impact.push(format!(
             "job mode: at most {} task Jobs run at once",
@@ -393,6 +403,99 @@ fn scale_bounds(
         ));
     }
     Ok(plan)
+}
+
+/// The pool's capacity windows with its new maximum. A new maximum below
+/// the minimum of a window without a maximum of its own is refused (it
+/// would leave the pool invalid); windows already invalid say nothing.
+fn capacity_windows(pool: &AgentPool, after: &AgentPool) -> Result<Vec<CapacityWindow>> {
+    let parse = |p: &AgentPool| {
+        capacity::parse_all(
+            &p.spec.capacity_schedules,
+            p.spec.max_replicas,
+            &jiff::tz::TimeZone::UTC,
+        )
+    };
+    match (parse(pool), parse(after)) {
+        (_, Ok(windows)) => Ok(windows),
+        (Ok(_), Err(errors)) => Err(OpsError::Refused {
+            flag: "--max",
+            message: format!(
+                "{} would leave the pool invalid: {}",
+                after.spec.max_replicas, errors[0]
+            ),
+        }),
+        (Err(_), Err(_)) => Ok(Vec::new()),
+    }
+}
+
+/// `the hold overrides capacity window office-hours (min 4, max 5)`, when
+/// one is open.
+fn window_under_hold(pool: &AgentPool, now: Timestamp) -> Option<String> {
+    let windows = capacity::parse_all(
+        &pool.spec.capacity_schedules,
+        pool.spec.max_replicas,
+        &jiff::tz::TimeZone::UTC,
+    )
+    .ok()?;
+    let max = u32::try_from(pool.spec.max_replicas.max(0)).unwrap_or(0);
+    let open = capacity::open_at(&windows, max, now)?;
+    Some(format!(
+        "the hold overrides capacity window {} (min {}, max {}) while it lasts",
+        open.open.join("+"),
+        open.bounds.min,
+        open.bounds.max
+    ))
+}
+
+/// What the scale preview says of bounds a capacity window replaces: now,
+/// when one is open (the pool keeps the window's bounds), else when the
+/// next one opens. A window replaces the minimum always and the maximum
+/// when it sets one.
+fn overridden_by_window(
+    windows: &[CapacityWindow],
+    new_min: i32,
+    new_max: i32,
+    min: Option<i32>,
+    max: Option<i32>,
+    now: Timestamp,
+) -> (Option<String>, Option<String>) {
+    let whole = |n: i32| u32::try_from(n.max(0)).unwrap_or(0);
+    let bounds = capacity::Bounds {
+        min: whole(new_min),
+        max: whole(new_max),
+    };
+    let typed =
+        |open: &OpenCapacity| match (min.is_some(), max.is_some() && open.max_from.is_some()) {
+            (true, true) => Some(("--min and --max", "apply")),
+            (true, false) => Some(("--min", "applies")),
+            (false, true) => Some(("--max", "applies")),
+            (false, false) => None,
+        };
+    if let Some(open) = capacity::open_at(windows, bounds.max, now) {
+        let line = typed(&open).map(|(typed, applies)| {
+            format!(
+                "capacity window {} is open: {typed} {applies} only once it closes; until then min {}, max {} ({})",
+                open.open.join("+"),
+                open.bounds.min,
+                open.bounds.max,
+                capacity::summary(windows, bounds, now).unwrap_or_default()
+            )
+        });
+        return (line, None);
+    }
+    let next = capacity::next_change(windows, bounds, now).and_then(|change| {
+        let next = change.then_open.as_ref()?;
+        let (typed, _) = typed(next)?;
+        Some(format!(
+            "capacity window {} replaces {typed} while it is open, from {}: min {}, max {}",
+            next.open.join("+"),
+            change.at,
+            change.then.min,
+            change.then.max
+        ))
+    });
+    (None, next)
 }
 
 fn hold(
@@ -499,6 +602,9 @@ fn hold(
             impact.push(format!(
                 "pool is frozen {until}; the hold overrides the freeze window"
             ));
+        }
+        if let Some(line) = window_under_hold(&after, now) {
+            impact.push(line);
         }
         let pending = count_phase(state, TaskPhase::Pending);
         if pending > 0 && replicas < current {
@@ -1440,6 +1546,70 @@ mod tests {
                 .as_object()
                 .expect("obj")
                 .contains_key("exitCode")
+        );
+    }
+
+    #[test]
+    fn the_scale_preview_says_when_a_capacity_window_replaces_a_typed_bound() {
+        // now() is 10:00 UTC.
+        let windowed = |from: &str, to: &str, max: Option<i32>| {
+            state(pool(
+                json!({"capacitySchedules": [{"name": "office-hours", "from": from, "to": to,
+                                              "minReplicas": 3, "maxReplicas": max}]}),
+                json!({}),
+            ))
+        };
+        let open = windowed("09:00", "18:00", None);
+        let p = plan(&scale(Some(2), None), &open, "me", now()).expect("plan");
+        assert_eq!(
+            p.impact,
+            vec![
+                "capacity window office-hours is open: --min applies only once it closes; \
+                 until then min 3, max 4 (office-hours: min 3 until 18:00, then 2)"
+            ],
+        );
+        // A window without a maximum of its own leaves --max to apply now.
+        let p = plan(&scale(None, Some(6)), &open, "me", now()).expect("plan");
+        assert!(
+            p.impact.iter().all(|l| !l.contains("only once it closes")),
+            "{:?}",
+            p.impact
+        );
+        // One with its own maximum replaces it.
+        let capped = windowed("09:00", "18:00", Some(5));
+        let p = plan(&scale(None, Some(6)), &capped, "me", now()).expect("plan");
+        assert!(
+            p.impact[0].starts_with(
+                "capacity window office-hours is open: --max applies only once it closes"
+            ),
+            "{:?}",
+            p.impact
+        );
+        // A window ahead: the bound applies now, and the window then.
+        let ahead = windowed("12:00", "18:00", None);
+        let p = plan(&scale(Some(2), None), &ahead, "me", now()).expect("plan");
+        assert_eq!(
+            p.impact.last().map(String::as_str),
+            Some(
+                "capacity window office-hours replaces --min while it is open, \
+                 from 2026-11-24T12:00:00Z: min 3, max 4"
+            ),
+        );
+        // A hold overrides the open window, and says so.
+        let p = plan(&hold_for(1, Some(30), false), &open, "me", now()).expect("plan");
+        assert!(
+            p.impact.iter().any(|l| l
+                == "the hold overrides capacity window office-hours (min 3, max 4) while it lasts"),
+            "{:?}",
+            p.impact
+        );
+        // A maximum below a window's minimum would leave the pool invalid.
+        let err = plan(&scale(None, Some(2)), &open, "me", now()).expect_err("refused");
+        assert!(
+            err.to_string().contains(
+                "--max: 2 would leave the pool invalid: spec.capacitySchedules[0].minReplicas"
+            ),
+            "{err}"
         );
     }
 }

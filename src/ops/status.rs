@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::error::{OpsError, Result};
 use crate::cluster::Connection;
 use crate::crd::{AgentPool, AgentTask};
+use crate::plan::capacity;
 use crate::plan::verdict::{VerdictLevel, unclaimed_tasks, verdict, with_long_running};
 
 /// One pool as `status` shows it.
@@ -30,6 +31,10 @@ pub struct PoolRow {
     /// The hold in force, as one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold: Option<String>,
+    /// The capacity window open and the next change, or the next window
+    /// to open (`office-hours: min 4 until 18:00, then 0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<String>,
     pub draining: bool,
     pub frozen: bool,
     pub debug: bool,
@@ -79,6 +84,7 @@ pub fn rows(
                 pending: s.pending_tasks,
                 running: s.running_tasks,
                 hold: crate::crd::HoldStatus::of(p.spec.hold.as_ref(), now).map(|h| h.summary),
+                capacity: capacity_line(p, now),
                 draining: p.spec.drain,
                 frozen: s.frozen,
                 debug: p.spec.debug,
@@ -90,6 +96,30 @@ pub fn rows(
         .collect();
     rows.sort_by(|a, b| a.name.cmp(&b.name));
     rows
+}
+
+/// The pool's capacity windows in one line: the controller's, which reads
+/// windows without a time zone in its `defaultTimezone`; before it wrote
+/// one, read from the spec in UTC.
+pub fn capacity_line(pool: &AgentPool, now: Timestamp) -> Option<String> {
+    if pool.spec.capacity_schedules.is_empty() {
+        return None;
+    }
+    if let Some(c) = pool.status.as_ref().and_then(|s| s.capacity.as_ref()) {
+        return Some(c.summary.clone());
+    }
+    let windows = capacity::parse_all(
+        &pool.spec.capacity_schedules,
+        pool.spec.max_replicas,
+        &jiff::tz::TimeZone::UTC,
+    )
+    .ok()?;
+    let whole = |n: i32| u32::try_from(n.max(0)).unwrap_or(0);
+    let bounds = capacity::Bounds {
+        min: whole(pool.spec.min_replicas),
+        max: whole(pool.spec.max_replicas),
+    };
+    capacity::summary(&windows, bounds, now)
 }
 
 /// Whether `t` has been Running for `after` or longer at `now` (from its
@@ -136,8 +166,22 @@ pub fn columns<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) -> Str
     out
 }
 
-/// The table `status` prints; `wide` adds mode, min/max, health and switches.
+/// The table `status` prints; `wide` adds mode, min/max, health and
+/// switches. Pools with capacity windows have a line each below it.
 pub fn table(rows: &[PoolRow], wide: bool) -> String {
+    let mut out = pool_table(rows, wide);
+    let notes: Vec<String> = rows
+        .iter()
+        .filter_map(|r| Some(format!("{} capacity: {}\n", r.name, r.capacity.as_ref()?)))
+        .collect();
+    if !notes.is_empty() {
+        out.push('\n');
+        out.extend(notes);
+    }
+    out
+}
+
+fn pool_table(rows: &[PoolRow], wide: bool) -> String {
     let hold = |r: &PoolRow| r.hold.clone().unwrap_or_else(|| "-".into());
     if wide {
         let cells: Vec<[String; 14]> = rows
@@ -338,5 +382,50 @@ mod tests {
         let json = serde_json::to_value(&rows).expect("json");
         assert_eq!(json[1]["verdict"], "Stuck");
         assert_eq!(json[0]["hold"], "3 by al until 2026-11-24T10:30:00Z");
+    }
+
+    #[test]
+    fn a_pool_with_capacity_windows_says_the_open_one_and_the_next_change_below_the_table() {
+        // 2026-11-24 is a Tuesday.
+        let now: Timestamp = "2026-11-24T10:00:00Z".parse().expect("ts");
+        let windows = json!({"minReplicas": 0, "capacitySchedules": [
+            {"name": "office-hours", "from": "09:00", "to": "18:00", "minReplicas": 4}]});
+        let pools = [
+            // The controller's line wins (it reads zone-less windows in its
+            // defaultTimezone).
+            pool(
+                "alpha",
+                windows.clone(),
+                json!({"capacity": {"open": ["office-hours"], "minReplicas": 4, "maxReplicas": 4,
+                                    "summary": "office-hours: min 4 until 18:00, then 0"}}),
+            ),
+            // No status yet: read from the spec, in UTC.
+            pool("beta", windows, serde_json::Value::Null),
+            pool("gamma", json!({}), json!({})),
+        ];
+        let rows = rows(&pools, &[], now, std::time::Duration::ZERO);
+        let capacity: Vec<Option<&str>> = rows.iter().map(|r| r.capacity.as_deref()).collect();
+        assert_eq!(
+            capacity,
+            vec![
+                Some("office-hours: min 4 until 18:00, then 0"),
+                Some("office-hours: min 4 until 18:00, then 0"),
+                None
+            ]
+        );
+        let t = table(&rows, false);
+        assert!(
+            t.ends_with(
+                "\nalpha capacity: office-hours: min 4 until 18:00, then 0\n\
+                 beta capacity: office-hours: min 4 until 18:00, then 0\n"
+            ),
+            "{t}"
+        );
+        let json = serde_json::to_value(&rows).expect("json");
+        assert_eq!(
+            json[0]["capacity"],
+            "office-hours: min 4 until 18:00, then 0"
+        );
+        assert!(json[2].get("capacity").is_none());
     }
 }

@@ -11,17 +11,22 @@
 //! 2. **Drain** (`draining`): desired = the busy agents, so idle agents go now
 //!    and busy ones finish their task; 0 once every agent is idle. `min` is
 //!    ignored, and a drain never adds agents (desired ≤ current). Drain wins
-//!    over a freeze window: an operator asked for it explicitly, while a
-//!    freeze is a standing schedule.
+//!    over a freeze window and a capacity window: an operator asked for it
+//!    explicitly, while a window is a standing schedule.
 //! 3. **Hold** (`hold`, an operator's `agentdeck scale --replicas N`): until
 //!    it ends, desired = N clamped to `[min, max]`, without cooldown, but
 //!    never below the busy agents (they follow as they become idle). A hold
-//!    wins over a freeze window for the same reason drain does; drain wins
-//!    over a hold. A hold whose end has passed is ignored.
+//!    wins over a freeze window and a capacity window for the same reason
+//!    drain does (it is clamped to the pool's own bounds, not a window's);
+//!    drain wins over a hold. A hold whose end has passed is ignored.
 //! 4. **Freeze** (`frozen`): hold the current count, whatever else is true;
 //!    the reason says what the autoscaler would otherwise do. This includes
-//!    the bound corrections of rule 5, which wait for the window to end.
-//! 5. **Out of bounds**: a count below `min` or above `max` is corrected at
+//!    the bound corrections of rule 5, which wait for the window to end: a
+//!    capacity window that opens inside a freeze raises the pool when the
+//!    freeze ends, as a `minReplicas` changed inside one would.
+//! 5. **Out of bounds**: `min` and `max` are the open capacity windows'
+//!    (`capacity`, see [`crate::plan::capacity`]) when one is open, else the
+//!    pool's. A count below `min` or above `max` is corrected at
 //!    once, without cooldown. Below `min` it goes to `min`, or further if
 //!    rule 6 would (without waiting); above `max` it goes to `max`, but not
 //!    below the busy agents (those follow as they become idle).
@@ -42,6 +47,11 @@
 //!    the previous change.
 //! 8. Otherwise **steady**.
 //!
+//! A capacity window's minimum counts as need while it is open, and is
+//! recorded as such: when the window closes, rule 7's stabilization window
+//! keeps its agents for a window's length before they go, and agents busy
+//! at the close are never removed (they finish their task first).
+//!
 //! The window needs the needs of earlier decisions: the caller keeps a
 //! [`Recommendations`] per pool, passes it in, and records each decision's
 //! [`ScaleDecision::need`] in it afterwards. A caller with no history (a
@@ -58,6 +68,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use jiff::Timestamp;
+
+use super::capacity::OpenCapacity;
 
 /// What the autoscaler knows about a pool at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +101,9 @@ pub struct AutoscaleInput {
     pub recommendations: Recommendations,
     /// Reason from the freeze planner when inside a freeze window.
     pub frozen: Option<String>,
+    /// The capacity windows open now; their bounds replace `min_replicas`
+    /// and `max_replicas` (but not for a hold).
+    pub capacity: Option<OpenCapacity>,
     pub draining: bool,
     /// An operator's replica hold, if one is set (expired or not).
     pub hold: Option<HoldInput>,
@@ -249,11 +264,18 @@ pub fn decide(input: &AutoscaleInput) -> ScaleDecision {
             } else {
                 format!("would scale to {}", plan.desired)
             };
+            let waits = match &input.capacity {
+                Some(open) if plan.desired != current => format!(
+                    "; capacity window {} waits for the freeze to end",
+                    open.open.join("+")
+                ),
+                _ => String::new(),
+            };
             ScaleDecision {
                 desired: current,
                 direction: ScaleDirection::Hold,
                 need: need.clamped,
-                reason: format!("frozen: {freeze}; {otherwise}"),
+                reason: format!("frozen: {freeze}; {otherwise}{waits}"),
                 cooldown_left: None,
                 hold_left: None,
                 stabilization_left: None,
@@ -271,14 +293,26 @@ struct Need {
     clamped: u32,
     min: u32,
     max: u32,
+    /// The pool's own bounds (a hold is clamped to them).
+    pool_min: u32,
+    pool_max: u32,
+    /// The capacity window that sets `min`, when one does.
+    min_from: Option<String>,
+    /// The capacity window that sets `max`, when one does with a maximum
+    /// of its own.
+    max_from: Option<String>,
     pending: u32,
     running: u32,
 }
 
 impl Need {
     fn of(input: &AutoscaleInput) -> Need {
-        let min = input.min_replicas;
-        let max = input.max_replicas.max(min);
+        let pool_min = input.min_replicas;
+        let pool_max = input.max_replicas.max(pool_min);
+        let (min, max) = match &input.capacity {
+            Some(open) => (open.bounds.min, open.bounds.max.max(open.bounds.min)),
+            None => (pool_min, pool_max),
+        };
         let work = u64::from(input.pending_tasks) + u64::from(input.running_tasks);
         let raw = work.div_ceil(u64::from(input.concurrency.max(1)));
         let clamped = u32::try_from(raw.clamp(u64::from(min), u64::from(max))).unwrap_or(max);
@@ -287,23 +321,54 @@ impl Need {
             clamped,
             min,
             max,
+            pool_min,
+            pool_max,
+            min_from: input.capacity.as_ref().map(|c| c.min_from.clone()),
+            max_from: input.capacity.as_ref().and_then(|c| c.max_from.clone()),
             pending: input.pending_tasks,
             running: input.running_tasks,
         }
     }
 
+    /// `min 3`, or `min 3 from capacity window all-day (until 23:59 UTC)`.
+    fn min_label(&self) -> String {
+        match &self.min_from {
+            Some(from) => format!("min {} from {from}", self.min),
+            None => format!("min {}", self.min),
+        }
+    }
+
+    /// `max 10`, or `max 8 from capacity window release (until 02:00 UTC)`.
+    fn max_label(&self) -> String {
+        match &self.max_from {
+            Some(from) => format!("max {} from {from}", self.max),
+            None => format!("max {}", self.max),
+        }
+    }
+
     /// `100 pending, 0 running, need 100 agents, capped at max 10`.
     fn describe(&self) -> String {
+        self.describe_work(true)
+    }
+
+    /// As [`Need::describe`]; with `sources` false the bound is not said to
+    /// come from a window (the line already says so).
+    fn describe_work(&self, sources: bool) -> String {
         let mut text = format!(
             "{} pending, {} running, need {}",
             self.pending,
             self.running,
             agents(self.raw)
         );
+        let (min, max) = if sources {
+            (self.min_label(), self.max_label())
+        } else {
+            (format!("min {}", self.min), format!("max {}", self.max))
+        };
         if self.raw > u64::from(self.max) {
-            text.push_str(&format!(", capped at max {}", self.max));
+            text.push_str(&format!(", capped at {max}"));
         } else if self.raw < u64::from(self.min) {
-            text.push_str(&format!(", raised to min {}", self.min));
+            text.push_str(&format!(", raised to {min}"));
         }
         text
     }
@@ -330,7 +395,7 @@ fn held(
 ) -> ScaleDecision {
     let current = input.current_replicas;
     let busy = input.busy_agents;
-    let target = hold.replicas.clamp(need.min, need.max);
+    let target = hold.replicas.clamp(need.pool_min, need.pool_max);
     let desired = target.max(busy.min(current));
     let by = if hold.set_by.is_empty() {
         String::new()
@@ -345,7 +410,7 @@ fn held(
     if target != hold.replicas {
         notes.push(format!(
             "{} is outside min {} / max {}, holding {target}",
-            hold.replicas, need.min, need.max
+            hold.replicas, need.pool_min, need.pool_max
         ));
     }
     if desired > target {
@@ -353,6 +418,12 @@ fn held(
     }
     if input.frozen.is_some() {
         notes.push("freeze window ignored while held".to_string());
+    }
+    if let Some(open) = &input.capacity {
+        notes.push(format!(
+            "capacity window {} ignored while held",
+            open.open.join("+")
+        ));
     }
     let notes = if notes.is_empty() {
         String::new()
@@ -398,6 +469,12 @@ fn drain(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     if input.frozen.is_some() {
         reason.push_str("; freeze window ignored while draining");
     }
+    if let Some(open) = &input.capacity {
+        reason.push_str(&format!(
+            "; capacity window {} ignored while draining",
+            open.open.join("+")
+        ));
+    }
     ScaleDecision {
         desired,
         direction: direction(current, desired),
@@ -434,6 +511,7 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     let work = need.describe();
 
     if current < need.min {
+        let work = need.describe_work(false);
         let desired = up_to.max(need.min);
         // Name the step only when it, not min, set the target.
         let step_note = if up_to > need.min {
@@ -444,13 +522,14 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         return decision(
             desired,
             format!(
-                "scale up {current}→{desired}{step_note}: below min {}; {work}",
-                need.min
+                "scale up {current}→{desired}{step_note}: below {}; {work}",
+                need.min_label()
             ),
             None,
         );
     }
     if current > need.max {
+        let work = need.describe_work(false);
         let desired = need.max.max(busy.min(current));
         let kept = if desired > need.max {
             format!(", keeping {}", busy_agents(u64::from(busy)))
@@ -458,11 +537,14 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
             String::new()
         };
         let reason = if desired == current {
-            format!("hold at {current}: above max {}{kept}; {work}", need.max)
+            format!(
+                "hold at {current}: above {}{kept}; {work}",
+                need.max_label()
+            )
         } else {
             format!(
-                "scale down {current}→{desired}: above max {}{kept}; {work}",
-                need.max
+                "scale down {current}→{desired}: above {}{kept}; {work}",
+                need.max_label()
             )
         };
         return decision(desired, reason, None);
@@ -544,9 +626,9 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     }
 
     let bound = if need.raw > u64::from(need.max) {
-        format!(" (max {})", need.max)
+        format!(" ({})", need.max_label())
     } else if need.raw < u64::from(need.min) {
-        format!(" (min {})", need.min)
+        format!(" ({})", need.min_label())
     } else {
         String::new()
     };
@@ -709,6 +791,7 @@ mod tests {
             scale_down_window: Duration::ZERO,
             recommendations: Recommendations::default(),
             frozen: None,
+            capacity: None,
             draining: false,
             hold: None,
             last_scale_time: None,
@@ -2097,6 +2180,7 @@ mod tests {
                 scale_down_window: window,
                 recommendations: history.clone(),
                 frozen: None,
+                capacity: None,
                 draining: false,
                 hold: None,
                 last_scale_time,
@@ -2160,5 +2244,261 @@ mod tests {
             "without the window: {flapping:?}"
         );
         assert!(stable.pods_started < flapping.pods_started);
+    }
+
+    /// The open capacity windows at `now` among `schedules` (UTC), over a
+    /// pool whose own maximum is 10, as the controller computes them.
+    fn capacity_at(
+        schedules: &[(&str, &str, &str, i32, Option<i32>)],
+        now: Timestamp,
+    ) -> Option<OpenCapacity> {
+        let schedules: Vec<crate::crd::CapacitySchedule> = schedules
+            .iter()
+            .map(|&(name, from, to, min, max)| crate::crd::CapacitySchedule {
+                name: Some(name.to_string()),
+                from: from.to_string(),
+                to: to.to_string(),
+                weekdays: Vec::new(),
+                timezone: None,
+                min_replicas: min,
+                max_replicas: max,
+            })
+            .collect();
+        let windows = crate::plan::capacity::parse_all(&schedules, 10, &jiff::tz::TimeZone::UTC)
+            .expect("test schedules are valid");
+        crate::plan::capacity::open_at(&windows, 10, now)
+    }
+
+    /// An idle, empty pool (min 0, max 10) inside the `all-day` window
+    /// (00:00–23:59 UTC, min 3) at t0.
+    fn in_all_day_window(current: u32) -> AutoscaleInput {
+        AutoscaleInput {
+            current_replicas: current,
+            idle_agents: current,
+            capacity: capacity_at(&[("all-day", "00:00", "23:59", 3, None)], t0()),
+            ..base()
+        }
+    }
+
+    #[test]
+    fn an_open_capacity_window_raises_an_empty_pool_to_its_minimum_without_a_task() {
+        check(vec![
+            Case {
+                name: "the window opens on an empty pool",
+                input: AutoscaleInput {
+                    // Just scaled: a bound correction does not wait for the cooldown.
+                    last_scale_time: Some(t0()),
+                    ..in_all_day_window(0)
+                },
+                desired: 3,
+                direction: Up,
+                need: 3,
+                reason: "scale up 0→3: below min 3 from capacity window all-day (until 23:59 UTC); \
+                         0 pending, 0 running, need 0 agents, raised to min 3",
+            },
+            Case {
+                name: "inside the window the pool stays at its minimum",
+                input: in_all_day_window(3),
+                desired: 3,
+                direction: Hold,
+                need: 3,
+                reason: "steady: 0 pending, 0 running, 3 agents \
+                         (min 3 from capacity window all-day (until 23:59 UTC))",
+            },
+            Case {
+                name: "work beyond the window's minimum still scales up",
+                input: AutoscaleInput {
+                    pending_tasks: 5,
+                    ..in_all_day_window(3)
+                },
+                desired: 5,
+                direction: Up,
+                need: 5,
+                reason: "scale up 3→5: 5 pending, 0 running, need 5 agents",
+            },
+            Case {
+                name: "a window that lowers the max caps the work",
+                input: AutoscaleInput {
+                    pending_tasks: 9,
+                    capacity: capacity_at(&[("night", "00:00", "23:59", 0, Some(2))], t0()),
+                    ..in_all_day_window(1)
+                },
+                desired: 2,
+                direction: Up,
+                need: 2,
+                reason: "scale up 1→2: 9 pending, 0 running, need 9 agents, \
+                         capped at max 2 from capacity window night (until 23:59 UTC)",
+            },
+            Case {
+                name: "a window that lowers the max removes idle agents at once, not busy ones",
+                input: AutoscaleInput {
+                    running_tasks: 3,
+                    busy_agents: 3,
+                    idle_agents: 2,
+                    capacity: capacity_at(&[("night", "00:00", "23:59", 0, Some(2))], t0()),
+                    ..in_all_day_window(5)
+                },
+                desired: 3,
+                direction: Down,
+                need: 2,
+                reason: "scale down 5→3: above max 2 from capacity window night (until 23:59 UTC), \
+                         keeping 3 busy agents; 0 pending, 3 running, need 3 agents, capped at max 2",
+            },
+        ]);
+    }
+
+    #[test]
+    fn overlapping_capacity_windows_scale_to_the_highest_minimum() {
+        let capacity = capacity_at(
+            &[
+                ("office-hours", "09:00", "18:00", 2, None),
+                ("release", "11:00", "13:00", 4, Some(12)),
+            ],
+            t0(),
+        );
+        let decision = decide(&AutoscaleInput {
+            capacity,
+            pending_tasks: 11,
+            ..in_all_day_window(0)
+        });
+        assert_eq!(decision.desired, 11, "{decision:?}");
+        assert_eq!(
+            decision.reason,
+            "scale up 0→11: below min 4 from capacity window release (until 13:00 UTC); \
+             11 pending, 0 running, need 11 agents"
+        );
+    }
+
+    #[test]
+    fn a_closing_capacity_window_keeps_its_agents_for_the_stabilization_window() {
+        // The morning window (min 3) closes at t0 = 12:00; one agent is busy
+        // across the close. Decisions every 10 s from 11:58 to 12:08.
+        let schedules = [("morning", "09:00", "12:00", 3, None)];
+        let mut history = Recommendations::default();
+        let mut current = 3;
+        let mut last_scale = Some(secs(-3600));
+        let mut seen = Vec::new();
+        for step in -12..=48 {
+            let now = secs(step * 10);
+            let input = AutoscaleInput {
+                running_tasks: 1,
+                busy_agents: 1,
+                idle_agents: current - 1,
+                current_replicas: current,
+                scale_down_window: Duration::from_secs(300),
+                recommendations: history.clone(),
+                capacity: capacity_at(&schedules, now),
+                last_scale_time: last_scale,
+                now,
+                ..base()
+            };
+            let decision = decide(&input);
+            history.record(now, decision.need, Duration::from_secs(300));
+            if decision.desired != current {
+                last_scale = Some(now);
+                seen.push((
+                    step * 10,
+                    current,
+                    decision.desired,
+                    decision.reason.clone(),
+                ));
+                current = decision.desired;
+            }
+            if (0..290).contains(&(step * 10)) {
+                assert_eq!(current, 3, "at {now}: {decision:?}");
+                assert!(
+                    decision
+                        .reason
+                        .starts_with("stabilizing: hold at 3 until 2025-01-10T12:04:50Z"),
+                    "at {now}: {decision:?}"
+                );
+            }
+        }
+        // Down once, at the end of the window counted from the last decision
+        // inside the capacity window, to the busy agent, never below it.
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let (at, from, to, reason) = &seen[0];
+        assert_eq!((*at, *from, *to), (290, 3, 1), "{reason}");
+        assert_eq!(reason, "scale down 3→1: 0 pending, 1 running, need 1 agent");
+    }
+
+    #[test]
+    fn a_freeze_holds_the_count_while_a_capacity_window_opens() {
+        let decision = decide(&AutoscaleInput {
+            frozen: Some("frozen by window \"release-freeze\"".to_string()),
+            ..in_all_day_window(0)
+        });
+        assert_eq!(decision.desired, 0);
+        assert_eq!(decision.direction, Hold);
+        assert_eq!(
+            decision.reason,
+            "frozen: frozen by window \"release-freeze\"; would scale to 3; \
+             capacity window all-day waits for the freeze to end"
+        );
+        // Once the freeze ends, the window's minimum applies at once.
+        assert_eq!(decide(&in_all_day_window(0)).desired, 3);
+    }
+
+    #[test]
+    fn a_hold_wins_over_a_capacity_window_within_the_pool_bounds() {
+        let hold = |replicas| HoldInput {
+            replicas,
+            until: Some(secs(1800)),
+            set_by: "alice".to_string(),
+        };
+        let below = decide(&AutoscaleInput {
+            hold: Some(hold(1)),
+            ..in_all_day_window(3)
+        });
+        assert_eq!(below.desired, 1, "{below:?}");
+        assert_eq!(
+            below.reason,
+            "held: scale 3→1, 1 held by alice until 2025-01-10T12:30:00Z; \
+             capacity window all-day ignored while held"
+        );
+        // A window's larger maximum does not widen the hold's bounds.
+        let above = decide(&AutoscaleInput {
+            hold: Some(hold(12)),
+            capacity: capacity_at(&[("release", "00:00", "23:59", 3, Some(20))], t0()),
+            ..in_all_day_window(3)
+        });
+        assert_eq!(above.desired, 10, "{above:?}");
+        assert!(
+            above
+                .reason
+                .contains("12 is outside min 0 / max 10, holding 10"),
+            "{above:?}"
+        );
+        // The hold ended: the window applies again.
+        let ended = decide(&AutoscaleInput {
+            hold: Some(HoldInput {
+                until: Some(secs(-1)),
+                ..hold(1)
+            }),
+            ..in_all_day_window(1)
+        });
+        assert_eq!(ended.desired, 3, "{ended:?}");
+    }
+
+    #[test]
+    fn a_drain_wins_over_a_capacity_window() {
+        let decision = decide(&AutoscaleInput {
+            draining: true,
+            running_tasks: 1,
+            busy_agents: 1,
+            idle_agents: 2,
+            ..in_all_day_window(3)
+        });
+        assert_eq!(decision.desired, 1);
+        assert_eq!(
+            decision.reason,
+            "draining: scale down 3→1, waiting for 1 busy agent to finish; \
+             capacity window all-day ignored while draining"
+        );
+        let empty = decide(&AutoscaleInput {
+            draining: true,
+            ..in_all_day_window(0)
+        });
+        assert_eq!(empty.desired, 0, "{empty:?}");
     }
 }

@@ -126,7 +126,7 @@ impl FreezeWindow {
         schedule: &FreezeSchedule,
         default_tz: &TimeZone,
     ) -> Result<FreezeWindow, FreezeError> {
-        Self::parse_collecting(index, schedule, default_tz).map_err(|errors| {
+        Self::parse_collecting(FIELD_PREFIX, index, schedule, default_tz).map_err(|errors| {
             errors
                 .into_iter()
                 .next()
@@ -134,14 +134,17 @@ impl FreezeWindow {
         })
     }
 
-    /// Like [`FreezeWindow::parse`], but reports every problem; the error
-    /// list is never empty.
-    fn parse_collecting(
+    /// Like [`FreezeWindow::parse`], but reports every problem, naming
+    /// fields under `field_prefix` (another list of windows in the same
+    /// shape, such as `spec.capacitySchedules`); the error list is never
+    /// empty.
+    pub(crate) fn parse_collecting(
+        field_prefix: &str,
         index: usize,
         schedule: &FreezeSchedule,
         default_tz: &TimeZone,
     ) -> Result<FreezeWindow, Vec<FreezeError>> {
-        let field = |name: &str| format!("{FIELD_PREFIX}[{index}].{name}");
+        let field = |name: &str| format!("{field_prefix}[{index}].{name}");
         let mut errors = Vec::new();
 
         let from = parse_hh_mm(&schedule.from).ok_or_else(|| FreezeError::InvalidTime {
@@ -257,7 +260,7 @@ impl FreezeWindow {
 
     /// Occurrences starting on the local dates from `first` to `last` days
     /// after the local date of `around`.
-    fn occurrences_near(
+    pub(crate) fn occurrences_near(
         &self,
         around: Timestamp,
         first: i64,
@@ -271,7 +274,7 @@ impl FreezeWindow {
     }
 
     /// The occurrence containing `t` that ends last, if any.
-    fn covering(&self, t: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn covering(&self, t: Timestamp) -> Option<Timestamp> {
         // An occurrence lasts at most 25 hours, so one that covers `t` started
         // on the local date of `t` or one of the two before it (two, because a
         // fall-back hour can shift local dates against real time).
@@ -305,7 +308,7 @@ pub fn parse_all(
     let mut windows = Vec::with_capacity(schedules.len());
     let mut errors = Vec::new();
     for (index, schedule) in schedules.iter().enumerate() {
-        match FreezeWindow::parse_collecting(index, schedule, default_tz) {
+        match FreezeWindow::parse_collecting(FIELD_PREFIX, index, schedule, default_tz) {
             Ok(window) => windows.push(window),
             Err(mut found) => errors.append(&mut found),
         }
@@ -417,7 +420,7 @@ pub fn next_freeze(windows: &[FreezeWindow], now: Timestamp) -> Option<Timestamp
         .min()
 }
 
-fn horizon_from(now: Timestamp) -> Timestamp {
+pub(crate) fn horizon_from(now: Timestamp) -> Timestamp {
     now.checked_add(SignedDuration::from_hours(HORIZON_DAYS * 24))
         .unwrap_or(Timestamp::MAX)
 }
@@ -475,7 +478,7 @@ fn minute_of_day(t: Time) -> u16 {
 }
 
 /// Name of a time zone for messages: IANA name, else its fixed offset.
-fn tz_label(tz: &TimeZone) -> String {
+pub(crate) fn tz_label(tz: &TimeZone) -> String {
     match tz.iana_name() {
         Some(name) => name.to_string(),
         None => tz

@@ -1,6 +1,7 @@
 //! Pure decisions: no I/O, no clock (time is an input), exhaustively unit-tested.
 
 pub mod autoscale;
+pub mod capacity;
 pub mod freeze;
 pub mod manifests;
 pub mod names;

@@ -123,8 +123,25 @@ pub fn verdict(pool: &AgentPool, unclaimed: u32, now: Timestamp) -> Verdict {
                 pool.metadata.name.as_deref().unwrap_or_default()
             ));
         }
-        if pool.spec.max_replicas == 0 {
-            return stuck(format!("{} pending and maxReplicas is 0", tasks(pending)));
+        // An open capacity window's maximum is the one in force.
+        let window = status
+            .capacity
+            .as_ref()
+            .filter(|c| !c.open.is_empty() && !job_mode);
+        match window.and_then(|c| Some((c.max_replicas?, c))) {
+            Some((0, c)) => {
+                return stuck(format!(
+                    "{} pending with maxReplicas 0 from capacity window {} ({})",
+                    tasks(pending),
+                    c.open.join("+"),
+                    c.summary
+                ));
+            }
+            Some(_) => {}
+            None if pool.spec.max_replicas == 0 => {
+                return stuck(format!("{} pending and maxReplicas is 0", tasks(pending)));
+            }
+            None => {}
         }
         if let Some(h) = HoldStatus::of(pool.spec.hold.as_ref(), now).filter(|h| h.replicas == 0)
             && !job_mode
@@ -333,6 +350,31 @@ mod tests {
                 0,
                 Stuck,
                 "1 task pending and maxReplicas is 0",
+            ),
+            (
+                "pending work in a capacity window of max 0",
+                pool(
+                    json!({}),
+                    json!({"pendingTasks": 1, "readyReplicas": 0, "desiredReplicas": 0,
+                           "capacity": {"open": ["night"], "minReplicas": 0, "maxReplicas": 0,
+                                        "summary": "night: min 0, max 0 until 06:00, then min 1, max 5"}}),
+                ),
+                0,
+                Stuck,
+                "1 task pending with maxReplicas 0 from capacity window night \
+                 (night: min 0, max 0 until 06:00, then min 1, max 5)",
+            ),
+            (
+                "pending work and max 0 but a capacity window opens it",
+                pool(
+                    json!({"minReplicas": 0, "maxReplicas": 0}),
+                    json!({"pendingTasks": 1, "runningTasks": 0,
+                           "capacity": {"open": ["day"], "minReplicas": 2, "maxReplicas": 4,
+                                        "summary": "day: min 2, max 4 until 18:00, then min 0, max 0"}}),
+                ),
+                0,
+                Ok,
+                "2/2 ready, 1 pending, 0 running",
             ),
             (
                 "pending work on a pool held at zero",

@@ -1,8 +1,9 @@
 //! A pool's last hour, drawn: the QUEUE 1h sparkline of the pools table,
 //! and the pool history view (`i`): queue, ready/desired replicas and
 //! fresh agents on one time axis, the pool's scaling decisions marked on
-//! it and listed below. Every mark is a character (`▲` `▼` `◆`, `░` for
-//! replicas desired but not ready), so it reads with `NO_COLOR`.
+//! it and listed below. Every mark is a character (`▲` `▼` `◆`, `◇` for a
+//! capacity window opening or closing, `░` for replicas desired but not
+//! ready), so it reads with `NO_COLOR`.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -280,10 +281,21 @@ pub fn draw_pool_history(
         now_line.push(Span::styled(since, theme.style(Role::Muted)));
     }
     lines.push(Line::from(now_line));
+    // The capacity window open and the next change, for a pool with windows.
+    let capacity = pool.and_then(|p| p.capacity.as_deref());
+    if let Some(c) = capacity {
+        lines.push(Line::from(vec![
+            Span::styled(" capacity ", theme.style(Role::Header)),
+            Span::styled(
+                text::ellipsize(c, w.saturating_sub(10)).into_owned(),
+                theme.style(Role::Text),
+            ),
+        ]));
+    }
 
-    // Rows: the line above, three chart titles, the axis and its labels,
+    // Rows: the lines above, three chart titles, the axis and its labels,
     // the decisions' title and list; the charts share what is left.
-    let fixed = 1 + 3 + 2 + 1;
+    let fixed = 1 + usize::from(capacity.is_some()) + 3 + 2 + 1;
     let room = (h - fixed).saturating_sub(6).clamp(1, 10);
     let listed = decisions.len().clamp(1, room);
     let charts = h - fixed - listed;
@@ -326,7 +338,11 @@ pub fn draw_pool_history(
         Span::styled(" scaling decisions ", theme.style(Role::Header)),
         Span::styled(
             text::ellipsize(
-                "(▲ up  ▼ down  ◆ hold, operator, freeze)",
+                if decisions.iter().any(|(_, d, _)| *d == Decision::Window) {
+                    "(▲ up  ▼ down  ◆ hold, operator, freeze  ◇ capacity window)"
+                } else {
+                    "(▲ up  ▼ down  ◆ hold, operator, freeze)"
+                },
                 w.saturating_sub(19),
             )
             .into_owned(),

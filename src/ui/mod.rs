@@ -263,6 +263,12 @@ pub fn pool_columns() -> Vec<Column<PoolRow>> {
             Some(h) => (Cow::Borrowed(h.as_str()), Role::Warn),
             None => (Cow::Borrowed("-"), Role::Muted),
         }),
+        // Of the pools with capacity windows only, the last column to come
+        // in when the width is short.
+        long("CAPACITY", 20, 10, |r, _| match &r.capacity {
+            Some(c) => (Cow::Borrowed(c.as_str()), Role::Text),
+            None => (Cow::Borrowed("-"), Role::Muted),
+        }),
         fill("REASON", 24, 1, |r, _| {
             (
                 Cow::Borrowed(r.verdict.reason.as_str()),
