@@ -650,7 +650,9 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         // The API latency (index 5) and the clock (the last).
         parts.truncate(7);
         parts.remove(5);
-        let file = text::shorten_middle(&b.file, 40).into_owned();
+        // Whole on a wide terminal (a default name is 45 characters).
+        let room = if width >= 140 { 64 } else { 40 };
+        let file = text::shorten_middle(&b.file, room).into_owned();
         parts.insert(1, (0, vec![h(" bundle "), v(file, Role::Warn)]));
         parts.push((
             2,
