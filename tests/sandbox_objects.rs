@@ -1,7 +1,7 @@
-//! Sandbox fidelity, round 4 (issue 43): objects as a real server returns
-//! them. What a real kube-apiserver writes is read from the Go types of
-//! the API (`agentdeck::sandbox::gotypes`, generated from their sources),
-//! never from a list kept here.
+//! Objects as a real server returns them. What a real kube-apiserver
+//! writes is read from the Go types of the API
+//! (`agentdeck::sandbox::gotypes`, generated from their sources), never
+//! from a list kept here.
 
 mod common;
 

@@ -1,6 +1,9 @@
-//! Sandbox fidelity, round 3 (issue 31): what real clients' own cluster
-//! suites found, each checked through a real client (kube-rs, kubectl) or
-//! on the wire where the bytes themselves are the behaviour.
+//! What real clients' own cluster suites check of an API server — metadata
+//! only reads, the order and end of what is written, token review
+//! audiences, API services, CSR approval, component statuses, watch
+//! parameters, the port-forward handshake — each checked through a real
+//! client (kube-rs, kubectl) or on the wire where the bytes themselves are
+//! the behaviour.
 
 mod common;
 
