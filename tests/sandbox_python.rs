@@ -147,3 +147,68 @@ fn the_official_python_client_lists_watches_writes_and_pages() {
     assert_eq!(seen["scale"], serde_json::json!(["Scale", 3]));
     assert_eq!(seen["missing"], serde_json::json!([404, "NotFound"]));
 }
+
+/// The Python client's interactive exec, as its own e2e suite drives it
+/// (`test_pod_apis`, `test_pod_exec_close_channel`): `str` stdin goes as
+/// WebSocket text frames, which the apiserver reads as it reads binary ones.
+const EXEC_SCRIPT: &str = r#"
+import json, sys, time
+from kubernetes import client, config
+from kubernetes.stream import stream
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+v1.create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bb"},
+    "spec": {"containers": [{"name": "sleep", "image": "busybox",
+        "args": ["/bin/sh", "-c", "while true; do sleep 5; done"]}]}})
+deadline = time.time() + 60
+while v1.read_namespaced_pod("bb", "default").status.phase != "Running":
+    if time.time() > deadline:
+        sys.exit("the pod never ran")
+    time.sleep(0.5)
+seen = {}
+resp = stream(v1.connect_post_namespaced_pod_exec, "bb", "default", command=["/bin/sh"],
+              stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+resp.write_stdin("echo test string 1\n")
+seen["stdout"] = resp.readline_stdout(timeout=10)
+resp.write_stdin("echo test string 2 >&2\n")
+seen["stderr"] = resp.readline_stderr(timeout=10)
+resp.write_stdin("exit\n")
+resp.close()
+resp = stream(v1.connect_post_namespaced_pod_exec, "bb", "default", command=["/bin/sh", "-c", "cat"],
+              stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+seen["protocol"] = resp.subprotocol
+resp.write_stdin("test-close\n")
+seen["cat"] = resp.readline_stdout(timeout=10)
+resp.close_channel(0)
+resp.run_forever(timeout=15)
+seen["open_after_eof"] = resp.is_open()
+print(json.dumps(seen))
+"#;
+
+#[test]
+fn the_official_python_clients_interactive_exec_reads_stdin_sent_as_text() {
+    let has_client = Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_client {
+        println!(
+            "note: skipped: the Python Kubernetes client is not installed (pip install kubernetes)"
+        );
+        return;
+    }
+    let sb = TestSandbox::start();
+    let o = Command::new("python3")
+        .args(["-c", EXEC_SCRIPT])
+        .arg(&sb.kubeconfig)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let seen: Value = serde_json::from_str(out(&o).trim()).expect("script prints JSON");
+    assert_eq!(seen["stdout"], "test string 1", "{seen}");
+    assert_eq!(seen["stderr"], "test string 2", "{seen}");
+    assert_eq!(seen["cat"], "test-close", "{seen}");
+    if seen["protocol"] == "v5.channel.k8s.io" {
+        assert_eq!(seen["open_after_eof"], false, "cat ends at EOF: {seen}");
+    }
+}

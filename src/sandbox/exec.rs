@@ -285,6 +285,17 @@ async fn ended(ends: &mut Ends) -> i32 {
     }
 }
 
+/// A text frame read as the binary frame of the same bytes: the
+/// apiserver's stream reader (wsstream, `websocket.Message.Receive` into a
+/// byte slice) takes either, and the Python client sends `str` stdin as
+/// text (`ws_client.write_channel`).
+fn text_as_binary(m: Message) -> Message {
+    match m {
+        Message::Text(t) => Message::Binary(Bytes::copy_from_slice(t.as_str().as_bytes())),
+        other => other,
+    }
+}
+
 fn frame(channel: u8, data: &[u8]) -> Message {
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(channel);
@@ -506,7 +517,7 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
     let code = loop {
         tokio::select! {
             code = ended(&mut process.ends) => break code,
-            msg = incoming.next(), if !client_gone => match msg {
+            msg = incoming.next(), if !client_gone => match msg.map(|m| m.map(text_as_binary)) {
                 Some(Ok(Message::Binary(b))) => match b.first() {
                     Some(&STDIN) => {
                         if let Some(i) = &input {
