@@ -100,8 +100,8 @@ except ApiException as e:
 print(json.dumps(seen))
 "#;
 
-#[test]
-fn the_official_python_client_lists_watches_writes_and_pages() {
+/// A sandbox, or `None` (with a note) where the Python client is missing.
+fn sandbox_with_python_client() -> Option<TestSandbox> {
     let has_client = Command::new("python3")
         .args(["-c", "import kubernetes"])
         .output()
@@ -110,9 +110,16 @@ fn the_official_python_client_lists_watches_writes_and_pages() {
         println!(
             "note: skipped: the Python Kubernetes client is not installed (pip install kubernetes)"
         );
-        return;
+        return None;
     }
-    let sb = TestSandbox::start();
+    Some(TestSandbox::start())
+}
+
+#[test]
+fn the_official_python_client_lists_watches_writes_and_pages() {
+    let Some(sb) = sandbox_with_python_client() else {
+        return;
+    };
     let o = Command::new("python3")
         .args(["-c", SCRIPT])
         .arg(&sb.kubeconfig)
@@ -187,17 +194,9 @@ print(json.dumps(seen))
 
 #[test]
 fn the_official_python_clients_interactive_exec_reads_stdin_sent_as_text() {
-    let has_client = Command::new("python3")
-        .args(["-c", "import kubernetes"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_client {
-        println!(
-            "note: skipped: the Python Kubernetes client is not installed (pip install kubernetes)"
-        );
+    let Some(sb) = sandbox_with_python_client() else {
         return;
-    }
-    let sb = TestSandbox::start();
+    };
     let o = Command::new("python3")
         .args(["-c", EXEC_SCRIPT])
         .arg(&sb.kubeconfig)
