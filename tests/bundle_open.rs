@@ -31,26 +31,9 @@ fn take_bundle(dir: &Path) -> PathBuf {
     // SAFETY: set before the sandbox (and any other thread) starts.
     unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
     let sb = TestSandbox::start();
-    let crds = out(&sb.agentdeck(&["crds"]));
-    sb.kubectl_in_ok(&["apply", "-f", "-"], &crds);
-    sb.kubectl_ok(&["create", "namespace", "agentdeck-system"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    sb.install();
     let home = tempfile::tempdir().expect("temp dir");
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
-        .arg("--daemon")
-        .env_remove("AGENTDECK_SANDBOX_EXE")
-        .env("KUBECONFIG", &sb.kubeconfig)
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("AGENTDECK_SERVER__PORT", port.to_string())
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("daemon starts");
+    let (mut daemon, port) = sb.daemon(home.path());
     sb.kubectl_ok(&["apply", "-f", "config/pool-quickstart.yaml"]);
     sb.kubectl_in_ok(&["create", "-f", "-"], &tasks_yaml());
     poll("the three tasks to succeed", || {

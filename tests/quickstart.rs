@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::process::Stdio;
-
 use common::{TestSandbox, eventually_blocking as poll, out};
 use serde_json::Value;
 
@@ -15,29 +13,9 @@ fn the_quickstart_runs_every_task_once_on_a_pool_the_daemon_scales() {
     unsafe { std::env::set_var("AGENTDECK_SANDBOX_EXE", env!("CARGO_BIN_EXE_agentdeck")) };
     let sb = TestSandbox::start();
 
-    let crds = out(&sb.agentdeck(&["crds"]));
-    sb.kubectl_in_ok(&["apply", "-f", "-"], &crds);
-    sb.kubectl_ok(&["create", "namespace", "agentdeck-system"]);
-
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    sb.install();
     let home = tempfile::tempdir().expect("temp dir");
-    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_agentdeck"))
-        .arg("--daemon")
-        .env_remove("AGENTDECK_SANDBOX_EXE")
-        .env("KUBECONFIG", &sb.kubeconfig)
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .env("AGENTDECK_SERVER__PORT", port.to_string())
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(
-            std::fs::File::create(home.path().join("daemon.log")).expect("log file"),
-        ))
-        .spawn()
-        .expect("daemon starts");
+    let (mut daemon, _) = sb.daemon(home.path());
 
     let applied = sb.kubectl_ok(&["apply", "-f", "config/pool-quickstart.yaml"]);
     assert!(

@@ -144,6 +144,38 @@ impl TestSandbox {
         out(&o)
     }
 
+    /// The README's install on this sandbox: the CRDs and the
+    /// controller's namespace.
+    pub fn install(&self) {
+        let crds = out(&self.agentdeck(&["crds"]));
+        self.kubectl_in_ok(&["apply", "-f", "-"], &crds);
+        self.kubectl_ok(&["create", "namespace", "agentdeck-system"]);
+    }
+
+    /// `agentdeck --daemon` against this sandbox as a user starts it: in
+    /// `home` (its HOME and working directory), serving on a free port,
+    /// its log in `home/daemon.log`. Returns the process and the port.
+    pub fn daemon(&self, home: &std::path::Path) -> (std::process::Child, u16) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let log = std::fs::File::create(home.join("daemon.log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+            .arg("--daemon")
+            .env_remove("AGENTDECK_SANDBOX_EXE")
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home)
+            .env("AGENTDECK_SERVER__PORT", port.to_string())
+            .current_dir(home)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("daemon starts");
+        (child, port)
+    }
+
     /// Runs our own binary.
     pub fn agentdeck(&self, args: &[&str]) -> Output {
         self.run(env!("CARGO_BIN_EXE_agentdeck"), args, None)
