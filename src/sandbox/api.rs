@@ -629,6 +629,15 @@ impl Api {
         }
     }
 
+    /// A stored pod, or the 404 the apiserver answers for it (logs, exec,
+    /// attach and port-forward all start here).
+    pub fn pod(&self, namespace: &str, name: &str) -> ApiResult<Arc<Value>> {
+        let served = self.served("", "v1", "pods")?;
+        self.store
+            .get("pods", namespace, name)
+            .ok_or_else(|| ApiError::not_found(&served.info, name))
+    }
+
     /// Refuses every write from now on, saying the server serves `what`.
     pub fn set_read_only(&self, what: &str) {
         *self.read_only.write().unwrap_or_else(|p| p.into_inner()) = Some(what.to_owned());

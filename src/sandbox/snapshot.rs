@@ -122,11 +122,7 @@ impl Hooks for SnapshotHooks {
             .api
             .upgrade()
             .ok_or_else(|| ApiError::internal("the server is stopping"))?;
-        let served = api.served("", "v1", "pods")?;
-        let pod = api
-            .store
-            .get("pods", namespace, name)
-            .ok_or_else(|| ApiError::not_found(&served.info, name))?;
+        let pod = api.pod(namespace, name)?;
         let container = super::kubelet::choose_container(&pod, opts.container.as_deref())?;
         let Some(bytes) = (self.logs)(namespace, name, &container, opts.previous) else {
             return Err(ApiError::bad_request(if opts.previous {

@@ -471,11 +471,7 @@ impl Hooks for KubeletHooks {
             .api
             .upgrade()
             .ok_or_else(|| ApiError::internal("the sandbox is stopping"))?;
-        let served = api.served("", "v1", "pods")?;
-        let pod = api
-            .store
-            .get("pods", namespace, name)
-            .ok_or_else(|| ApiError::not_found(&served.info, name))?;
+        let pod = api.pod(namespace, name)?;
         let container = choose_container(&pod, opts.container.as_deref())?;
         if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
             // As the apiserver does for a pod with no host: an empty log.
@@ -504,11 +500,7 @@ impl Hooks for KubeletHooks {
             .api
             .upgrade()
             .ok_or_else(|| ApiError::internal("the sandbox is stopping"))?;
-        let served = api.served("", "v1", "pods")?;
-        let pod = api
-            .store
-            .get("pods", &req.namespace, &req.pod)
-            .ok_or_else(|| ApiError::not_found(&served.info, &req.pod))?;
+        let pod = api.pod(&req.namespace, &req.pod)?;
         let container = choose_container(&pod, req.container.as_deref())?;
         let rt = self.shared.get(meta(&pod, "uid"));
         exec::launcher(&pod, rt, &container, &self.exe, req)
@@ -523,11 +515,7 @@ impl Hooks for KubeletHooks {
             .api
             .upgrade()
             .ok_or_else(|| ApiError::internal("the sandbox is stopping"))?;
-        let served = api.served("", "v1", "pods")?;
-        let pod = api
-            .store
-            .get("pods", namespace, name)
-            .ok_or_else(|| ApiError::not_found(&served.info, name))?;
+        let pod = api.pod(namespace, name)?;
         // As the kubelet answers for a pod it does not run (any more).
         let rt = self
             .shared
