@@ -141,12 +141,8 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
             let max_attempts = state.max_attempts();
             tracing::info!(task = name, ?ending, "task ended");
             match writer
-                .finish(name, attempts, |s| {
-                    let mut next = plan::finished_status(s, &ending, duration, max_attempts, now);
-                    if next.phase.is_finished() {
-                        next.output_tail = tail.clone();
-                    }
-                    next
+                .finish(name, attempts, tail.as_deref(), |s| {
+                    plan::finished_status(s, &ending, duration, max_attempts, now)
                 })
                 .await
             {

@@ -3,6 +3,7 @@
 
 // kube-derive expands repeated `printcolumn`/`shortname` attributes, which clippy
 // mistakes for duplicates.
+pub mod output;
 #[allow(clippy::duplicated_attributes)]
 mod pool;
 #[allow(clippy::duplicated_attributes)]
