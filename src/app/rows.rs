@@ -567,11 +567,11 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
     let message = match (st.phase, b.long) {
         (TaskPhase::Pending, _) if !t.spec.cancel => waiting_message(t, b.queue, &own),
         (_, Some(after)) if own.is_empty() => {
-            format!("running over {}", crate::ops::duration::format(after))
+            format!("running over {}", crate::units::format_duration(after))
         }
         (_, Some(after)) => format!(
             "running over {}; {own}",
-            crate::ops::duration::format(after)
+            crate::units::format_duration(after)
         ),
         _ => own,
     };

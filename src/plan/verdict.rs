@@ -233,7 +233,7 @@ pub fn with_long_running(v: Verdict, long_running: u32, after: Duration) -> Verd
     let note = format!(
         "{} running over {}",
         tasks(i64::from(long_running)),
-        crate::ops::duration::format(after)
+        crate::units::format_duration(after)
     );
     match v.level {
         VerdictLevel::Ok => Verdict {
