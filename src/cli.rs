@@ -393,17 +393,17 @@ fn replica_count(text: &str) -> Result<i32, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a whole number"))?;
-    let limit = crate::ops::plan::MAX_REPLICAS;
+    let limit = crate::crd::MAX_REPLICAS;
     let n = i32::try_from(wide).map_err(|_| {
         format!("{text} is out of range; expected a whole number from 0 to {limit}")
     })?;
     if n < 0 {
         return Err(format!("{n} is negative; replica counts are 0 or more"));
     }
-    if n > crate::ops::plan::MAX_REPLICAS {
+    if n > crate::crd::MAX_REPLICAS {
         return Err(format!(
             "{n} is above the limit of {}",
-            crate::ops::plan::MAX_REPLICAS
+            crate::crd::MAX_REPLICAS
         ));
     }
     Ok(n)

@@ -19,9 +19,9 @@ use super::text::clean;
 use crate::controller::AgentSample;
 use crate::controller::pod::CachedPod;
 use crate::crd::{AgentPool, AgentTask, LABEL_POOL, LABEL_TASK, TaskPhase};
+use crate::crd::{POOL_NOT_FOUND, UNCLAIMED};
 use crate::health::{Freshness, FreshnessThresholds};
 use crate::plan::manifests::COMPONENT_TASK;
-use crate::plan::pool::{POOL_NOT_FOUND, UNCLAIMED};
 use crate::plan::verdict::{Verdict, verdict};
 
 /// Labels of a row, for `-l` selectors and the wide LABELS column: the

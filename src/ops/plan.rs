@@ -15,13 +15,10 @@ use super::diff;
 use super::error::{OpsError, Result};
 use crate::crd::{
     ANNOTATION_DEBUG, ANNOTATION_DRAIN, AgentPool, AgentTask, ExecutionMode, HoldStatus,
-    ReplicaHold, TaskPhase, k8s_time,
+    MAX_REPLICAS, ReplicaHold, TaskPhase, k8s_time,
 };
 use crate::plan::capacity::{self, CapacityWindow, OpenCapacity};
 use crate::units::format_duration;
-
-/// Largest replica count the CRD accepts.
-pub const MAX_REPLICAS: i32 = 10_000;
 
 /// Kinds an action writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
+use crate::crd::UNCLAIMED;
 use crate::crd::{AgentPool, AgentTask, HoldStatus};
-use crate::plan::pool::UNCLAIMED;
 
 /// How long agents may be short of the desired count before it counts
 /// as degraded (a scale-up in progress is not a problem).
