@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::units::{format_duration, parse_duration, parse_positive_duration};
+
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::telemetry::LogFormat;
@@ -334,73 +336,28 @@ pub struct DebugArgs {
     pub cleanup: bool,
 }
 
-/// Parses `90`, `30s`, `15m`, `2h`, `1d`, `1h30m` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let bad = || format!("{s:?} is not a duration; use e.g. 30s, 15m, 2h, 1d or 1h30m");
-    let t = s.trim();
-    if t.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(n) = t.parse::<u64>() {
-        return Ok(std::time::Duration::from_secs(n));
-    }
-    let mut total = 0u64;
-    let mut num = String::new();
-    for c in t.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            _ => return Err(bad()),
-        };
-        let n: u64 = num.parse().map_err(|_| bad())?;
-        total = n
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(bad)?;
-        num.clear();
-    }
-    if !num.is_empty() {
-        return Err(bad());
-    }
-    Ok(std::time::Duration::from_secs(total))
-}
-
 const SECOND: Duration = Duration::from_secs(1);
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
 
-/// A duration flag's parser: [`parse_duration`], refusing negative values
-/// with their own answer and values outside `min..=max`.
+/// A duration flag's parser: [`parse_duration`] (which answers a negative
+/// value as such), refusing values outside `min..=max`.
 pub fn duration_within(
     min: Duration,
     max: Duration,
 ) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
     move |text: &str| {
-        if text.trim_start().starts_with('-') {
-            return Err(negative_duration(text));
-        }
         let d = parse_duration(text)?;
         if d < min || d > max {
             return Err(format!(
                 "{text} is out of range; expected from {} to {}",
-                crate::ops::duration::format(min),
-                crate::ops::duration::format(max)
+                format_duration(min),
+                format_duration(max)
             ));
         }
         Ok(d)
     }
-}
-
-/// The answer to `--since -5m` and the like.
-pub fn negative_duration(text: &str) -> String {
-    format!("{text:?} is negative; durations are positive (e.g. 5m)")
 }
 
 /// Parses a byte count: `1048576`, `512K`, `10M`, `1G` (powers of 1024).
@@ -436,24 +393,20 @@ fn replica_count(text: &str) -> Result<i32, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a whole number"))?;
-    let limit = crate::ops::plan::MAX_REPLICAS;
+    let limit = crate::crd::MAX_REPLICAS;
     let n = i32::try_from(wide).map_err(|_| {
         format!("{text} is out of range; expected a whole number from 0 to {limit}")
     })?;
     if n < 0 {
         return Err(format!("{n} is negative; replica counts are 0 or more"));
     }
-    if n > crate::ops::plan::MAX_REPLICAS {
+    if n > crate::crd::MAX_REPLICAS {
         return Err(format!(
             "{n} is above the limit of {}",
-            crate::ops::plan::MAX_REPLICAS
+            crate::crd::MAX_REPLICAS
         ));
     }
     Ok(n)
-}
-
-fn duration(text: &str) -> Result<Duration, String> {
-    crate::ops::duration::parse(text)
 }
 
 /// Preview and confirmation, shared by every action.
@@ -484,7 +437,7 @@ pub struct ScaleArgs {
           conflicts_with_all = ["min", "max"])]
     pub replicas: Option<i32>,
     /// How long the hold lasts (90s, 30m, 2h, 1h30m); default: until --clear.
-    #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true, value_parser = duration,
+    #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_positive_duration,
           conflicts_with_all = ["min", "max", "clear"])]
     pub hold_for: Option<Duration>,
     /// Remove the hold: the autoscaler decides again.
@@ -512,7 +465,7 @@ pub struct DrainArgs {
     pub wait: bool,
     /// With --wait: give up after this long (exit 1).
     #[arg(long, value_name = "DURATION", requires = "wait", allow_hyphen_values = true,
-          value_parser = duration)]
+          value_parser = parse_positive_duration)]
     pub timeout: Option<Duration>,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
@@ -627,7 +580,7 @@ pub enum AuditOutput {
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Only actions within this long (90s, 30m, 2h, 1d).
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_positive_duration)]
     pub since: Option<Duration>,
     /// Output format (default: a table).
     #[arg(long, short = 'o', value_enum)]

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::crd::validate::{FieldError, parse_pool};
 use crate::crd::{self, AgentPool};
+use crate::plan::validate::{FieldError, parse_pool};
 
 /// Why an install stream could not be rendered.
 #[derive(Debug, thiserror::Error)]

@@ -25,3 +25,4 @@ pub mod telemetry;
 pub mod text;
 pub mod tui;
 pub mod ui;
+pub mod units;

@@ -156,9 +156,9 @@ pub fn task_env(
     task: &AgentTask,
     home: &str,
 ) -> Result<Vec<(String, String)>, EnvProblem> {
-    let bad_names = crate::crd::validate::env_errors("spec.env", &task.spec.env);
+    let bad_names = crate::plan::validate::env_errors("spec.env", &task.spec.env);
     if !bad_names.is_empty() {
-        return Err(EnvProblem(crate::crd::validate::summary(&bad_names)));
+        return Err(EnvProblem(crate::plan::validate::summary(&bad_names)));
     }
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     if let Some(path) = agent_env.get("PATH") {

@@ -99,7 +99,7 @@ impl ActionRequest {
                 match for_secs {
                     Some(s) => format!(
                         " for {}",
-                        crate::ops::duration::format(Duration::from_secs(*s))
+                        crate::units::format_duration(Duration::from_secs(*s))
                     ),
                     None => " until cleared".into(),
                 },
@@ -279,7 +279,7 @@ pub fn parse_scale(s: &str) -> Result<ScaleInput, String> {
             "for" => {}
             "force" | "!" => force = true,
             d => {
-                let d = crate::ops::duration::parse(d)?;
+                let d = crate::units::parse_positive_duration(d)?;
                 for_secs = Some(d.as_secs());
             }
         }
@@ -1254,7 +1254,7 @@ impl App {
             self.toast("debug-pod works on an agent (2 or :agents)".into(), true);
             return Vec::new();
         };
-        let ttl = crate::ops::duration::format(DEBUG_POD_TTL);
+        let ttl = crate::units::format_duration(DEBUG_POD_TTL);
         self.dialog = Some(Dialog {
             title: if context.is_empty() {
                 format!("Debug pod of {pod}")

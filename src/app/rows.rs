@@ -19,9 +19,9 @@ use super::text::clean;
 use crate::controller::AgentSample;
 use crate::controller::pod::CachedPod;
 use crate::crd::{AgentPool, AgentTask, LABEL_POOL, LABEL_TASK, TaskPhase};
+use crate::crd::{POOL_NOT_FOUND, UNCLAIMED};
 use crate::health::{Freshness, FreshnessThresholds};
 use crate::plan::manifests::COMPONENT_TASK;
-use crate::plan::pool::{POOL_NOT_FOUND, UNCLAIMED};
 use crate::plan::verdict::{Verdict, verdict};
 
 /// Labels of a row, for `-l` selectors and the wide LABELS column: the
@@ -569,11 +569,11 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
     let message = match (st.phase, b.long) {
         (TaskPhase::Pending, _) if !t.spec.cancel => waiting_message(t, b.queue, &own),
         (_, Some(after)) if own.is_empty() => {
-            format!("running over {}", crate::ops::duration::format(after))
+            format!("running over {}", crate::units::format_duration(after))
         }
         (_, Some(after)) => format!(
             "running over {}; {own}",
-            crate::ops::duration::format(after)
+            crate::units::format_duration(after)
         ),
         _ => own,
     };

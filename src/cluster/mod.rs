@@ -1,6 +1,8 @@
 //! Connecting to the Kubernetes API (a real cluster or the sandbox), shared by
 //! every mode that talks to one.
 
+pub mod debug_pods;
+
 use kube::config::KubeConfigOptions;
 
 /// Why no client could be made.

@@ -1,4 +1,4 @@
-//! Deletes debug pods past their expiry ([`crate::ops::debug`]), while
+//! Deletes debug pods past their expiry ([`crate::cluster::debug_pods`]), while
 //! leading.
 
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use crate::ops::debug;
+use crate::cluster::debug_pods as debug;
 
 /// How often expired debug pods are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(15);

@@ -22,7 +22,6 @@ use serde_json::json;
 
 use super::pod::CachedPod;
 use super::{ControllerError, Result, Shared, resync as resync_action};
-use crate::crd::validate::{summary, validate_pool};
 use crate::crd::{
     AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, CapacityStatus, ExecutionMode,
     HealthCounts, HoldStatus, LABEL_COMPONENT, LABEL_TASK, TaskPhase, k8s_time,
@@ -39,6 +38,7 @@ use crate::plan::pool::{
     condition, count_agents, count_tasks, deletion_costs, offline_recheck, recovery,
     requeued_condition, same_conditions, unclaimed, valid_pool_conditions,
 };
+use crate::plan::validate::{summary, validate_pool};
 
 /// An applied object is sent again after this long even when unchanged, so
 /// drift (someone deleted the Service) is repaired without a watch on it.

@@ -1,14 +1,16 @@
 //! The two custom resources agentdeck defines (group `agentdeck.dev`, version
-//! `v1alpha1`) and their validation.
+//! `v1alpha1`), and the names, labels and limits they own. Their validation
+//! beyond the schema is [`crate::plan::validate`] (it reads schedules as the
+//! planners do).
 
+pub mod names;
+pub mod output;
 // kube-derive expands repeated `printcolumn`/`shortname` attributes, which clippy
 // mistakes for duplicates.
-pub mod output;
 #[allow(clippy::duplicated_attributes)]
 mod pool;
 #[allow(clippy::duplicated_attributes)]
 mod task;
-pub mod validate;
 
 pub use pool::*;
 pub use task::*;
@@ -46,6 +48,10 @@ pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 /// Label of every debug pod (`"true"`); the controller keeps no log tails
 /// of these.
 pub const LABEL_DEBUG_POD: &str = "agentdeck.dev/debug-pod";
+
+/// Largest replica count the CRD accepts (its schema's range for the
+/// bounds, holds and capacity windows).
+pub const MAX_REPLICAS: i32 = 10_000;
 
 /// Both CRDs, pool first, as `kubectl apply` should receive them.
 pub fn crds() -> Vec<CustomResourceDefinition> {

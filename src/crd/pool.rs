@@ -668,6 +668,6 @@ pub struct HealthCounts {
 impl AgentPool {
     /// Name of the pool's Deployment in deployment mode.
     pub fn deployment_name(&self) -> String {
-        crate::plan::names::bounded_name("iac-agent-", &kube::ResourceExt::name_any(self))
+        crate::crd::names::bounded_name("iac-agent-", &kube::ResourceExt::name_any(self))
     }
 }

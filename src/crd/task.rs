@@ -4,6 +4,12 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Condition type on a Pending task no agent claimed within the pool's
+/// `taskDefaults.acquireTimeoutSeconds`.
+pub const UNCLAIMED: &str = "Unclaimed";
+/// Condition of a task whose `spec.pool` names no AgentPool (yet).
+pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+
 /// One unit of work (a plan, an apply …) for a pool's agents.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -225,10 +231,7 @@ impl AgentTaskStatus {
     pub fn claimed(&self, agent: &str, now: jiff::Timestamp) -> AgentTaskStatus {
         let mut conditions = self.conditions.clone();
         for c in &mut conditions {
-            let waiting = [
-                crate::plan::pool::UNCLAIMED,
-                crate::plan::pool::POOL_NOT_FOUND,
-            ];
+            let waiting = [UNCLAIMED, POOL_NOT_FOUND];
             if waiting.contains(&c.type_.as_str()) && c.status == "True" {
                 c.status = "False".to_owned();
                 c.reason = "Claimed".to_owned();

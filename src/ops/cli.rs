@@ -287,7 +287,7 @@ pub async fn wait_drained(conn: &Connection, args: &DrainArgs, out: &mut impl Wr
             && started.elapsed() >= t
         {
             return Err(OpsError::DrainTimeout {
-                after: super::duration::format(t),
+                after: crate::units::format_duration(t),
                 left: last,
             });
         }

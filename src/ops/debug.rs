@@ -6,23 +6,22 @@
 //! none of its labels or owners: a copy carrying the ReplicaSet's labels
 //! would be adopted by it and scaled away, or counted as an agent.
 
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EphemeralContainer, Pod, SeccompProfile, SecurityContext,
 };
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
 use crate::cli::{DebugMode, DebugProfile};
 
-pub use crate::crd::LABEL_DEBUG_POD;
+pub use crate::cluster::debug_pods::{
+    ANNOTATION_EXPIRES, DeleteFailed, LABEL_DEBUG_POD, delete_due, expired,
+};
 /// Label naming the pod a debug pod was copied from.
 pub const LABEL_DEBUG_TARGET: &str = "agentdeck.dev/debug-target";
-/// Annotation: when the debug pod is deleted (RFC 3339).
-pub const ANNOTATION_EXPIRES: &str = "agentdeck.dev/expires-at";
 /// Annotation: the agent container's original command (JSON array).
 pub const ANNOTATION_ORIGINAL_COMMAND: &str = "agentdeck.dev/original-command";
 
@@ -86,6 +85,16 @@ pub enum DebugError {
     /// The shell ended with a non-zero exit code (the process's own).
     #[error("the shell exited with code {0}")]
     ShellExited(i32),
+}
+
+impl From<DeleteFailed> for DebugError {
+    fn from(e: DeleteFailed) -> Self {
+        DebugError::Api {
+            action: "delete debug pod",
+            name: e.name,
+            source: e.source,
+        }
+    }
 }
 
 impl DebugError {
@@ -375,15 +384,6 @@ pub async fn create(client: &Client, opts: &DebugOptions) -> Result<DebugPod, De
     }
 }
 
-/// Whether a debug pod's expiry has passed (an unreadable expiry counts as
-/// expired: nobody would ever delete it otherwise).
-pub fn expired(pod: &Pod, now: Timestamp) -> bool {
-    pod.annotations()
-        .get(ANNOTATION_EXPIRES)
-        .and_then(|s| s.parse::<Timestamp>().ok())
-        .is_none_or(|t| t <= now)
-}
-
 fn info(p: &Pod) -> DebugPod {
     let container = p
         .spec
@@ -576,7 +576,7 @@ pub async fn cleanup(
                     name: name.to_owned(),
                     source,
                 })?;
-                delete_due(client, &[pod], only_expired).await
+                Ok(delete_due(client, &[pod], only_expired).await?)
             }
             None => {
                 let ephemeral: Vec<String> = api
@@ -605,38 +605,7 @@ pub async fn cleanup(
             }
         };
     }
-    delete_due(client, &pods.items, only_expired).await
-}
-
-/// Deletes those of `pods` (debug pods) not already going: all of them, or
-/// with `only_expired` those past their expiry then. Their names.
-pub async fn delete_due<P: std::borrow::Borrow<Pod>>(
-    client: &Client,
-    pods: &[P],
-    only_expired: Option<Timestamp>,
-) -> Result<Vec<String>, DebugError> {
-    let mut deleted = Vec::new();
-    for p in pods.iter().map(Borrow::borrow) {
-        if only_expired.is_some_and(|now| !expired(p, now))
-            || p.metadata.deletion_timestamp.is_some()
-        {
-            continue;
-        }
-        let name = p.name_any();
-        let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(name),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => {
-                return Err(DebugError::Api {
-                    action: "delete debug pod",
-                    name,
-                    source,
-                });
-            }
-        }
-    }
-    Ok(deleted)
+    Ok(delete_due(client, &pods.items, only_expired).await?)
 }
 
 #[cfg(test)]

@@ -14,11 +14,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::controller::retention::{LABEL_TASK_HISTORY, record_in};
 use crate::crd::AgentTask;
 use crate::crd::output::Found;
 use crate::ops::bundle::LABEL_LOG_TAILS;
 use crate::plan::retention::TaskRecord;
+use crate::plan::retention::{LABEL_TASK_HISTORY, record_in};
 
 /// Output found, and where it came from (said to the reader).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub async fn pod_tail(
         .await?;
     for cm in &tails.items {
         let value = serde_json::to_value(cm).unwrap_or_default();
-        let found: Vec<(String, String)> = crate::controller::tails::entries(&value)
+        let found: Vec<(String, String)> = crate::plan::tails::entries(&value)
             .into_iter()
             .filter(|(p, c, _)| p == pod && container.is_none_or(|want| want == c))
             .map(|(_, c, text)| (c, text))

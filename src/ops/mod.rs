@@ -14,7 +14,6 @@ pub mod bundle;
 pub mod cli;
 pub mod debug;
 pub mod diff;
-pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod kept;

@@ -12,16 +12,13 @@ use serde_json::{Value, json};
 
 use super::action::{Action, TaskSelection};
 use super::diff;
-use super::duration;
 use super::error::{OpsError, Result};
 use crate::crd::{
     ANNOTATION_DEBUG, ANNOTATION_DRAIN, AgentPool, AgentTask, ExecutionMode, HoldStatus,
-    ReplicaHold, TaskPhase, k8s_time,
+    MAX_REPLICAS, ReplicaHold, TaskPhase, k8s_time,
 };
 use crate::plan::capacity::{self, CapacityWindow, OpenCapacity};
-
-/// Largest replica count the CRD accepts.
-pub const MAX_REPLICAS: i32 = 10_000;
+use crate::units::format_duration;
 
 /// Kinds an action writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -375,7 +372,7 @@ fn scale_bounds(
             let when = if window > 0 {
                 format!(
                     " within the scale-down stabilization window of {}",
-                    duration::format(Duration::from_secs(window.unsigned_abs()))
+                    format_duration(Duration::from_secs(window.unsigned_abs()))
                 )
             } else {
                 " at once".to_owned()
@@ -552,11 +549,11 @@ fn hold(
         Some(d) => {
             let span = jiff::SignedDuration::try_from(d).map_err(|_| OpsError::Refused {
                 flag: "--for",
-                message: format!("{} is too long", duration::format(d)),
+                message: format!("{} is too long", format_duration(d)),
             })?;
             Some(now.checked_add(span).map_err(|_| OpsError::Refused {
                 flag: "--for",
-                message: format!("{} is too long", duration::format(d)),
+                message: format!("{} is too long", format_duration(d)),
             })?)
         }
         None => None,
@@ -577,7 +574,7 @@ fn hold(
         (Some(u), Some(d)) => format!(
             "until {} (for {}), then decides again from pending work",
             u.strftime("%Y-%m-%d %H:%M UTC"),
-            duration::format(d)
+            format_duration(d)
         ),
         _ => format!("until `agentdeck scale {name} --clear`"),
     };

@@ -32,7 +32,7 @@ use crate::crd::{CapacitySchedule, CapacityStatus};
 /// Path of the schedule list in an AgentPool, for error messages.
 const FIELD_PREFIX: &str = "spec.capacitySchedules";
 /// Most replicas a bound may name, as the CRD's range says.
-const MOST_REPLICAS: i32 = 10_000;
+const MOST_REPLICAS: i32 = crate::crd::MAX_REPLICAS;
 
 /// A capacity schedule from an AgentPool that did not validate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -253,11 +253,8 @@ pub fn offline_recheck<'a>(
         .min()
 }
 
-/// Condition type on a Pending task no agent claimed within the pool's
-/// `taskDefaults.acquireTimeoutSeconds`.
-pub const UNCLAIMED: &str = "Unclaimed";
-/// Condition of a task whose `spec.pool` names no AgentPool (yet).
-pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+// The task conditions the pool planner sets, owned by the task resource.
+pub use crate::crd::{POOL_NOT_FOUND, UNCLAIMED};
 
 /// What the pool looks like to a task waiting for an agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
+use crate::crd::UNCLAIMED;
 use crate::crd::{AgentPool, AgentTask, HoldStatus};
-use crate::plan::pool::UNCLAIMED;
 
 /// How long agents may be short of the desired count before it counts
 /// as degraded (a scale-up in progress is not a problem).
@@ -233,7 +233,7 @@ pub fn with_long_running(v: Verdict, long_running: u32, after: Duration) -> Verd
     let note = format!(
         "{} running over {}",
         tasks(i64::from(long_running)),
-        crate::ops::duration::format(after)
+        crate::units::format_duration(after)
     );
     match v.level {
         VerdictLevel::Ok => Verdict {

@@ -2473,11 +2473,11 @@ fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
     // objects path segments, everything else RFC 1123 subdomains; the
     // messages are apimachinery's.
     let message = match info.kind.as_str() {
-        "Namespace" if !crate::plan::names::is_dns1123_label(name) => {
+        "Namespace" if !crate::crd::names::is_dns1123_label(name) => {
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
         }
         "Service"
-            if !crate::plan::names::is_dns1123_label(name)
+            if !crate::crd::names::is_dns1123_label(name)
                 || !name.starts_with(|c: char| c.is_ascii_lowercase()) =>
         {
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
@@ -2504,7 +2504,7 @@ fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
             }
             "may not contain '/' or '%' and may not be '.' or '..'"
         }
-        _ if crate::plan::names::is_dns1123_subdomain(name) => return Vec::new(),
+        _ if crate::crd::names::is_dns1123_subdomain(name) => return Vec::new(),
         _ => {
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
         }

@@ -74,7 +74,7 @@ impl Retention {
             let Ok(text) = std::env::var(name) else {
                 return default;
             };
-            crate::cli::parse_duration(&text).unwrap_or_else(|e| {
+            crate::units::parse_duration(&text).unwrap_or_else(|e| {
                 tracing::warn!(variable = name, "{e}; using {default:?}");
                 default
             })

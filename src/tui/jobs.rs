@@ -235,7 +235,7 @@ fn debug_pod_record(
         context: actor.context.clone(),
         namespace: namespace.to_owned(),
         action: "debug-pod".into(),
-        request: serde_json::json!({"pod": pod, "mode": "copy", "ttl": crate::ops::duration::format(DEBUG_POD_TTL)}),
+        request: serde_json::json!({"pod": pod, "mode": "copy", "ttl": crate::units::format_duration(DEBUG_POD_TTL)}),
         summary: format!("debug pod of {pod}"),
         objects: match result {
             Ok((_, made)) => vec![AuditObject {

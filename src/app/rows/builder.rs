@@ -35,12 +35,12 @@ use super::{
 };
 use crate::controller::AgentSample;
 use crate::controller::pod::CachedPod;
+use crate::crd::UNCLAIMED;
 use crate::crd::{
     AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,
 };
 use crate::health::{Freshness, FreshnessThresholds};
 use crate::plan::manifests::{COMPONENT_AGENT, COMPONENT_TASK};
-use crate::plan::pool::UNCLAIMED;
 use crate::plan::verdict::with_long_running;
 
 /// An object's (namespace, name).

@@ -147,6 +147,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::crd::names::is_dns1123_label;
     use crate::crd::{LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_POOL};
     use crate::plan::manifests::fixtures::{
         POOL_UID, container, env, env_names, env_value, mount_path, plain_pool, pod_spec, pool,
@@ -154,7 +155,6 @@ mod tests {
     use crate::plan::manifests::{
         APP_NAME, CA_FILE, LABEL_APP_NAME, ManifestError, TOKEN_DIR, TOKEN_FILE,
     };
-    use crate::plan::names::is_dns1123_label;
 
     fn template(deployment: &Deployment) -> &PodTemplateSpec {
         &deployment

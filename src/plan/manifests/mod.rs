@@ -20,10 +20,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use serde::Serialize;
 
+use crate::crd::names;
 use crate::crd::{
     AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY,
 };
-use crate::plan::names;
 
 pub use agent::agent_deployment;
 pub use pod::{

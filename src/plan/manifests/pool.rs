@@ -22,8 +22,8 @@ use super::{
     COMPONENT_AGENT, COMPONENT_TASK, Result, label_value, pool_ids, pool_object_meta,
     selector_labels,
 };
+use crate::crd::names;
 use crate::crd::{AgentPool, GROUP, LABEL_POOL};
-use crate::plan::names;
 
 /// Cloud metadata services the NetworkPolicy denies: the link-local address
 /// every major cloud uses, and AWS's IPv6 endpoint.

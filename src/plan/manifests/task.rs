@@ -21,8 +21,8 @@ use super::{
     COMPONENT_TASK, ManifestError, Result, label_value, labels, pool_ids, task_controller_ref,
     task_ids,
 };
+use crate::crd::names;
 use crate::crd::{AgentPool, AgentTask, LABEL_TASK};
-use crate::plan::names;
 
 /// The task pod's agent container: `agentdeck agent --task <name>`.
 pub const WORKER_CONTAINER: &str = "worker";
@@ -347,13 +347,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::crd::names::is_dns1123_label;
     use crate::crd::{LABEL_COMPONENT, LABEL_POOL};
     use crate::plan::manifests::TOKEN_FILE;
     use crate::plan::manifests::fixtures::{
         NAMESPACE, TASK_UID, container, env, env_value, mount_path, plain_pool, pod_spec, pool,
         task,
     };
-    use crate::plan::names::is_dns1123_label;
 
     fn job_pool() -> AgentPool {
         pool(

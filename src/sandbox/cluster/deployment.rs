@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::meta::{self, Claim, Claimable, DEPLOYMENTS, PODS, REPLICA_SETS, Writer};
 use super::pods;
 use super::{Controller, Pass};
-use crate::plan::names::fnv1a32;
+use crate::crd::names::fnv1a32;
 use crate::sandbox::api::Api;
 
 pub(crate) const REVISION: &str = "deployment.kubernetes.io/revision";

@@ -5,7 +5,9 @@
 //! --pools`), the controller before it acts on an object (an `Invalid`
 //! condition with the same message), and tests. Documents read from files are
 //! also checked for unknown fields against the CRD's own schema, the way
-//! `kubectl apply --validate=strict` would.
+//! `kubectl apply --validate=strict` would. The schedules are read as the
+//! planners read them ([`super::freeze`], [`super::capacity`]), so a
+//! schedule that validates is one they can follow.
 
 use std::fmt;
 
@@ -14,9 +16,9 @@ use kube::{CustomResourceExt, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{AgentPool, AgentTask};
-use crate::plan::names::{is_dns1123_label, is_dns1123_subdomain};
-use crate::plan::{capacity, freeze};
+use super::{capacity, freeze};
+use crate::crd::names::{is_dns1123_label, is_dns1123_subdomain};
+use crate::crd::{AgentPool, AgentTask};
 
 /// One thing wrong with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]

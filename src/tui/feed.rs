@@ -1,0 +1,246 @@
+//! What feeds the rows: the watch of Events (started once the first screen
+//! is shown), the snapshot builder woken by the view's change signal, and
+//! the changes it reads from the feeds kept beside the stores.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Event;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{Clock, FRAME, SNAPSHOT_GAP};
+use crate::app::Msg;
+use crate::app::rows::{Changes, Delta, RowBuilder, Sources};
+use crate::cluster::Connection;
+use crate::config::Config;
+use crate::controller::{self, ClusterView, ControllerHandle};
+use crate::health::FreshnessThresholds;
+
+/// The kind whose watch starts after the first screen (events are a view
+/// away): its first list is that view's loading, not the console's sync.
+pub(super) const LATE_KIND: &str = "Event";
+
+/// A reflector of Events in the watched namespaces, bumping `changes`.
+///
+/// The list starts once the first screen of synced rows is built (`shown`
+/// turns true): events are a view away, and their pages would compete with
+/// the lists and the rows that screen shows.
+pub(super) fn watch_events(
+    conn: &Connection,
+    all: bool,
+    config: &Config,
+    (changes, cell): (controller::Changes, controller::watches::WatchCell),
+    mut shown: watch::Receiver<bool>,
+    cancel: CancellationToken,
+) -> (Store<Event>, controller::feed::ChangeFeed) {
+    let api: Api<Event> = if all || config.namespaces.len() > 1 {
+        Api::all(conn.client.clone())
+    } else {
+        let ns = config.namespaces.first().unwrap_or(&conn.namespace);
+        Api::namespaced(conn.client.clone(), ns)
+    };
+    let (reader, writer) = reflector::store::<Event>();
+    let stream = controller::listwatch::watcher_reporting(api, watcher::Config::default(), cell)
+        .default_backoff()
+        .modify(|e| e.meta_mut().managed_fields = None)
+        .reflect(writer);
+    let feed = controller::feed::ChangeFeed::default();
+    let told = feed.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = shown.wait_for(|shown| *shown) => if r.is_err() { return },
+        }
+        tokio::pin!(stream);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                n = stream.next() => match n {
+                    Some(Ok(e)) => {
+                        // Told before the bump, so a reader woken by it
+                        // finds the change in the feed.
+                        use controller::feed::Follower;
+                        match &e {
+                            watcher::Event::Apply(o) => told.applied(o),
+                            watcher::Event::Delete(o) => told.deleted(o),
+                            watcher::Event::InitDone => told.relisted(&[] as &[Arc<Event>]),
+                            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                        }
+                        changes.bump();
+                    }
+                    Some(Err(e)) => tracing::debug!(error = %e, "event watch failed; retrying"),
+                    None => return,
+                }
+            }
+        }
+    });
+    (reader, feed)
+}
+
+/// Rebuilds the rows whenever the view changes (not on a timer), at most
+/// every [`SNAPSHOT_GAP`] or twice the time the last build took. `shown`
+/// turns true once rows built from synced stores are sent.
+pub(super) async fn snapshots(
+    view: ClusterView,
+    (events, event_feed): (Store<Event>, controller::feed::ChangeFeed),
+    synced: Arc<ControllerHandle>,
+    // Agents' freshness thresholds; when a Running task is flagged.
+    (thresholds, long_running): (FreshnessThresholds, Duration),
+    (tx, clock): (mpsc::Sender<Msg>, Clock),
+    shown: watch::Sender<bool>,
+    cancel: CancellationToken,
+) {
+    let mut changes = view.changes.subscribe();
+    let told = ViewChanges::new(view.clone(), events, event_feed);
+    // Keeps the rows of the last build: a change costs the rows it touches.
+    let mut builder = RowBuilder::flagging_long_running(long_running);
+    loop {
+        let started = Instant::now();
+        let whole = answered(&synced);
+        let delta = told.take();
+        let now = clock.now();
+        let Ok((b, snap)) = tokio::task::spawn_blocking(move || {
+            let snap = builder.update(delta, now, &thresholds);
+            (builder, snap)
+        })
+        .await
+        else {
+            return;
+        };
+        builder = b;
+        tracing::debug!(
+            tasks = snap.tasks.len(),
+            agents = snap.agents.len(),
+            rebuilt = builder.rebuilt,
+            took_us = started.elapsed().as_micros() as u64,
+            "rows built"
+        );
+        if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
+            return;
+        }
+        if whole {
+            shown.send_if_modified(|shown| !std::mem::replace(shown, true));
+        }
+        let gap = if answered(&synced) {
+            SNAPSHOT_GAP
+        } else {
+            FRAME
+        };
+        let gap = gap.max(started.elapsed() * 2);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(gap) => {}
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = changes.changed() => if r.is_err() { return },
+            // Rows that follow the clock (a task running past the
+            // threshold, its pool's verdict) catch up in a quiet cluster
+            // too; the rebuild reuses every row that did not change.
+            _ = tokio::time::sleep(CLOCK_REBUILD) => {}
+        }
+    }
+}
+
+/// Whether the rows are as whole as the API lets them be: every watch
+/// listed, or refused (a forbidden kind never lists, and is not waited for).
+pub(super) fn answered(handle: &ControllerHandle) -> bool {
+    handle.is_synced() || handle.view().watches.answered_but(LATE_KIND)
+}
+
+/// Longest time between two snapshots when nothing changes.
+const CLOCK_REBUILD: Duration = Duration::from_secs(15);
+
+/// What changed in the view since the console last looked, from the
+/// feeds kept beside its stores (see `controller::feed`): a watch event
+/// costs the rows it touches, not a pass over every object.
+pub struct ViewChanges {
+    view: ClusterView,
+    events: Store<Event>,
+    event_feed: controller::feed::ChangeFeed,
+}
+
+impl ViewChanges {
+    /// Starts the view's feeds and `event_feed` (told by the watch behind
+    /// `events`); the first take reads every store whole.
+    pub fn new(
+        view: ClusterView,
+        events: Store<Event>,
+        event_feed: controller::feed::ChangeFeed,
+    ) -> ViewChanges {
+        view.feeds.subscribe();
+        view.health.feed().subscribe();
+        event_feed.subscribe();
+        ViewChanges {
+            view,
+            events,
+            event_feed,
+        }
+    }
+
+    /// What changed since the last take.
+    pub fn take(&self) -> Delta {
+        let v = &self.view;
+        let samples = v.health.feed().take();
+        Delta {
+            pools: changes(&v.feeds.pools, &v.pools),
+            tasks: changes(&v.feeds.tasks, &v.tasks),
+            pods: changes(&v.feeds.pods, &v.pods),
+            jobs: changes(&v.feeds.jobs, &v.jobs),
+            samples: if samples.relisted {
+                Changes::All(v.health.snapshot().into_iter().map(Arc::new).collect())
+            } else {
+                Changes::Some(
+                    samples
+                        .keys
+                        .into_iter()
+                        .map(|k| {
+                            let s = v.health.get(&k.0, &k.1).map(Arc::new);
+                            (k, s)
+                        })
+                        .collect(),
+                )
+            },
+            events: changes(&self.event_feed, &self.events),
+        }
+    }
+}
+
+/// The objects `feed` says changed, read from `store` (absent: deleted).
+fn changes<K>(feed: &controller::feed::ChangeFeed, store: &Store<K>) -> Changes<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let taken = feed.take();
+    if taken.relisted {
+        return Changes::All(store.state());
+    }
+    Changes::Some(
+        taken
+            .keys
+            .into_iter()
+            .map(|k| {
+                let o = store.get(&ObjectRef::new(&k.1).within(&k.0));
+                (k, o)
+            })
+            .collect(),
+    )
+}
+
+/// The objects of the view, as they are now.
+pub fn sources(view: &ClusterView, events: &Store<Event>) -> Sources {
+    Sources {
+        pools: view.pools.state(),
+        tasks: view.tasks.state(),
+        pods: view.pods.state(),
+        jobs: view.jobs.state(),
+        events: events.state(),
+        samples: view.health.snapshot(),
+    }
+}
