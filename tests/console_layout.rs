@@ -803,3 +803,33 @@ fn a_pool_with_a_capacity_window_shows_it_and_marks_the_opening_on_its_hour() {
         .expect("platform's row");
     assert!(platform.contains("office-hours: min 4"), "{platform}");
 }
+
+#[test]
+fn while_the_first_list_streams_in_the_tab_counts_what_is_here_of_what_will_be() {
+    use agentdeck::controller::watches::ListProgress;
+    let mut a = app_on(160, 48, snapshot(40), "prod-eu");
+    let listing = |listed, expected| ClusterStatus {
+        listing: vec![("AgentTask".into(), ListProgress { listed, expected })],
+        ..status(WatchState::Syncing)
+    };
+    a.update(Msg::Status(listing(40, Some(100_000))));
+    let screen = text(&a);
+    let tabs = screen.lines().nth(1).expect("tabs");
+    assert!(tabs.contains("3:tasks 40/100000…"), "{tabs}");
+    assert!(tabs.contains("1:pools 3 "), "pools listed whole: {tabs}");
+    assert!(
+        screen.contains("Pools [3/3]"),
+        "the rows there are are shown: {screen}"
+    );
+    // No total said (a list with a selector): the count alone.
+    a.update(Msg::Status(listing(40, None)));
+    let tabs = text(&a).lines().nth(1).expect("tabs").to_owned();
+    assert!(tabs.contains("3:tasks 40 "), "{tabs}");
+    // Listed: the count alone.
+    a.update(Msg::Status(status(WatchState::Synced)));
+    let tabs = text(&a).lines().nth(1).expect("tabs").to_owned();
+    assert!(
+        tabs.contains("3:tasks 40 ") && !tabs.contains('…'),
+        "{tabs}"
+    );
+}

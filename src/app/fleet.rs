@@ -382,6 +382,9 @@ fn overall(contexts: &[ContextState], narrow: Option<&str>, read_only: bool) -> 
             .find(|c| c.status.role == role)
             .and_then(|c| c.status.role_reason.clone()),
         loading,
+        // Several contexts' rows in one table: one context's progress
+        // would not count them.
+        listing: Vec::new(),
         refused,
     }
 }

@@ -175,11 +175,22 @@ pub struct ClusterStatus {
     pub role_reason: Option<String>,
     /// The kinds (`Pod`, `AgentPool`) whose first list has not answered.
     pub loading: Vec<String>,
+    /// How far the kinds still on their first list have come.
+    pub listing: Vec<(String, crate::controller::watches::ListProgress)>,
     /// The kinds the API refused, and how.
     pub refused: Vec<(String, Refusal)>,
 }
 
 impl ClusterStatus {
+    /// How many objects of `kind` its first list, still under way, will
+    /// bring in all, when the API said.
+    pub fn expected(&self, kind: &str) -> Option<u64> {
+        self.listing
+            .iter()
+            .find(|(k, _)| k == kind)
+            .and_then(|(_, p)| p.expected)
+    }
+
     /// How the API refused `kind`, if it did.
     pub fn refusal(&self, kind: &str) -> Option<Refusal> {
         self.refused

@@ -494,9 +494,13 @@ where
         tokio::task::yield_now().await;
     }
     tracing::trace!(url = %lister.url, bytes = text.len(), more = next.is_some(), "list page arrived");
+    let remaining = head.remaining_item_count;
     match super::slim::items_emptying::<K>(&text, lister.emptied) {
         Ok(items) => (
-            None,
+            {
+                lister.cell.page_listed(items.len(), remaining);
+                None
+            },
             State::Listing {
                 objects: items.into_iter(),
                 next,

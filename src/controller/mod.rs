@@ -596,8 +596,7 @@ pub(crate) fn strip_pod(pod: &mut Pod) {
 fn shared_watch<K>(
     api: Api<K>,
     config: watcher::Config,
-    strip: fn(&mut K),
-    emptied: slim::Emptied,
+    (strip, emptied, first_list): (fn(&mut K), slim::Emptied, FirstListAs),
     shared_api: WatchHealth,
     changes: Changes,
     cell: WatchCell,
@@ -627,22 +626,38 @@ where
             // managedFields are never read here and are most of an object's size.
             o.meta_mut().managed_fields = None;
             strip(o);
-        })
-        .reflect(writer);
+        });
     let store = reader.clone();
+    let mut writer = writer;
     tasks.spawn(async move {
         tokio::pin!(stream);
         let mut senders = senders;
         let mut listed = false;
+        let mut first = FirstList::new(first_list);
         loop {
             let next = tokio::select! {
                 _ = cancel.cancelled() => return,
                 n = stream.next() => n,
             };
+            // Into the store (as kube-runtime's `reflect`), the first list
+            // as it arrives (see `FirstList`).
+            let (next, filling) = match next {
+                Some(Ok(event)) => {
+                    let (event, filling) = first.write(&mut writer, event);
+                    (Some(Ok(event)), filling)
+                }
+                other => (other, false),
+            };
             // What the subscribers are told (kube-runtime's dispatch: an
             // applied object; after a list, every object), and the
             // followers (every change).
             let told: Vec<ObjectRef<K>> = match &next {
+                // The first list's objects, each in the store as it came:
+                // the subscribers hear of them all once it has ended.
+                Some(Ok(watcher::Event::InitApply(o))) if filling => {
+                    followers.iter().for_each(|f| f.applied(o));
+                    Vec::new()
+                }
                 Some(Ok(watcher::Event::Apply(o))) => {
                     followers.iter().for_each(|f| f.applied(o));
                     vec![ObjectRef::from_obj(o)]
@@ -705,6 +720,81 @@ where
         }
     });
     (reader, subscribers)
+}
+
+/// How a watch's first list goes into its store: as it arrives.
+///
+/// kube-runtime's reflector keeps a list's objects aside until the list
+/// has ended, then swaps them in, so that a relist never shows a mix of
+/// old and new. On the first list there is nothing old to mix with: the
+/// store is empty. So each object of the first list goes into the store
+/// as its page arrives, and a console shows the first page of 100,000
+/// tasks while the rest streams in (the watch still counts as listing
+/// until the end, so nothing acts on a partial store: see `gate`). A first
+/// list that fails part way and starts again is taken as every relist is
+/// (aside, then swapped in), so that nothing it brought stays if the
+/// second list has it no more.
+struct FirstList {
+    /// Lists started.
+    lists: u32,
+    /// The first list has ended (or is taken whole).
+    done: bool,
+}
+
+/// How a watch's first list goes into its store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FirstListAs {
+    /// As it arrives (see [`FirstList`]).
+    Arriving,
+    /// Whole at its end, as every relist: for the store a kube
+    /// `Controller` runs on (the pools'), whose runner waits for the
+    /// reflector's ready signal, which only that swap gives.
+    Whole,
+}
+
+impl FirstList {
+    fn new(first_list: FirstListAs) -> Self {
+        FirstList {
+            lists: 0,
+            done: first_list == FirstListAs::Whole,
+        }
+    }
+
+    /// Writes `event` to the store behind `writer`, and gives it back with
+    /// `true` when it was an object of the first list, applied at once.
+    fn write<K>(
+        &mut self,
+        writer: &mut reflector::store::Writer<K>,
+        event: watcher::Event<K>,
+    ) -> (watcher::Event<K>, bool)
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        let filling = !self.done && self.lists == 1;
+        match event {
+            watcher::Event::InitApply(o) if filling => {
+                // Moved, not copied, into the event the store applies.
+                let apply = watcher::Event::Apply(o);
+                writer.apply_watcher_event(&apply);
+                let watcher::Event::Apply(o) = apply else {
+                    unreachable!("built as Apply just above")
+                };
+                return (watcher::Event::InitApply(o), true);
+            }
+            watcher::Event::Init => self.lists += 1,
+            // The store holds the whole list already: the swap would put
+            // the empty set aside in its place.
+            watcher::Event::InitDone if filling => {
+                self.done = true;
+                return (event, false);
+            }
+            watcher::Event::InitDone => self.done = true,
+            _ => {}
+        }
+        writer.apply_watcher_event(&event);
+        (event, false)
+    }
 }
 
 /// Objects told to a subscriber and not yet read, per subscriber (as the
@@ -1037,14 +1127,13 @@ fn start_watches(
     let by_pool = ByPool::default();
     macro_rules! watch {
         ($kind:ty, $name:literal, $config:expr, $subscribers:expr, [$($follower:expr),*]) => {
-            watch!($kind, $name, $config, (keep_all, &[]), $subscribers, [$($follower),*])
+            watch!($kind, $name, $config, (keep_all, &[], FirstListAs::Arriving), $subscribers, [$($follower),*])
         };
-        ($kind:ty, $name:literal, $config:expr, ($strip:expr, $emptied:expr), $subscribers:expr, [$($follower:expr),*]) => {
+        ($kind:ty, $name:literal, $config:expr, $how:expr, $subscribers:expr, [$($follower:expr),*]) => {
             shared_watch(
                 namespaced_or_all::<$kind>(client, namespaces),
                 $config,
-                $strip,
-                $emptied,
+                $how,
                 report.clone(),
                 changes.clone(),
                 board.cell($name),
@@ -1059,6 +1148,7 @@ fn start_watches(
         AgentPool,
         "AgentPool",
         watcher::Config::default(),
+        (keep_all, &[], FirstListAs::Whole),
         1,
         [feeds.pools]
     );
@@ -1066,7 +1156,7 @@ fn start_watches(
         AgentTask,
         "AgentTask",
         watcher::Config::default(),
-        (strip_task, STRIPPED_TASK_FIELDS),
+        (strip_task, STRIPPED_TASK_FIELDS, FirstListAs::Arriving),
         1,
         [feeds.tasks, by_pool.tasks]
     );
@@ -1212,6 +1302,75 @@ pub(crate) fn resync(shared: &Shared) -> Action {
 mod tests {
     use super::*;
     use crate::crd::TaskPhase;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn names(store: &Store<ConfigMap>) -> Vec<String> {
+        let mut n: Vec<String> = store.state().iter().map(|c| c.name_any()).collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn the_first_list_fills_the_store_as_it_arrives_and_a_relist_swaps_whole() {
+        use watcher::Event::{Init, InitApply, InitDone};
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        let mut first = FirstList::new(FirstListAs::Arriving);
+        let mut write = |e| first.write(&mut writer, e).1;
+        assert!(!write(Init));
+        assert!(write(InitApply(cm("a"))), "applied at once");
+        assert_eq!(names(&reader), ["a"], "seen before the list ends");
+        assert!(write(InitApply(cm("b"))));
+        assert!(!write(InitDone));
+        assert_eq!(names(&reader), ["a", "b"], "the end does not empty it");
+        // A relist (410): aside until its end, then swapped in whole.
+        write(Init);
+        assert!(!write(InitApply(cm("b"))));
+        assert_eq!(names(&reader), ["a", "b"]);
+        write(InitDone);
+        assert_eq!(names(&reader), ["b"], "what the relist lacks goes");
+    }
+
+    #[test]
+    fn a_first_list_started_again_is_taken_whole_so_nothing_stale_stays() {
+        use watcher::Event::{Init, InitApply, InitDone};
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        let mut first = FirstList::new(FirstListAs::Arriving);
+        let mut write = |e| first.write(&mut writer, e).1;
+        write(Init);
+        write(InitApply(cm("gone")));
+        // The list failed part way; the watcher lists again.
+        write(Init);
+        assert!(!write(InitApply(cm("kept"))));
+        write(InitDone);
+        assert_eq!(names(&reader), ["kept"]);
+    }
+
+    #[tokio::test]
+    async fn a_store_listed_whole_is_ready_for_a_controller_after_its_first_list() {
+        use watcher::Event::{Init, InitApply, InitDone};
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        let mut first = FirstList::new(FirstListAs::Whole);
+        first.write(&mut writer, Init);
+        first.write(&mut writer, InitApply(cm("a")));
+        assert!(names(&reader).is_empty(), "aside until the end");
+        first.write(&mut writer, InitDone);
+        assert_eq!(names(&reader), ["a"]);
+        tokio::time::timeout(Duration::from_secs(1), reader.wait_until_ready())
+            .await
+            .expect("ready")
+            .expect("writer alive");
+    }
 
     #[test]
     fn a_cached_task_keeps_no_output_but_says_it_had_one() {
@@ -1308,8 +1467,7 @@ mod tests {
         let (store, subscribers) = shared_watch(
             api,
             watcher::Config::default(),
-            keep_all,
-            &[],
+            (keep_all, &[], FirstListAs::Arriving),
             report,
             Changes::default(),
             WatchCell::detached("ConfigMap"),

@@ -101,6 +101,18 @@ pub struct WatchStatus {
     pub since: Instant,
     /// Whether it has listed at least once (its store was whole once).
     pub listed_once: bool,
+    /// While it lists: how far (see [`ListProgress`]).
+    pub progress: Option<ListProgress>,
+}
+
+/// How far a list has come: the objects its pages brought so far, and how
+/// many the API said there are in all (`listed` and the last page's
+/// `remainingItemCount`; unknown when the API leaves it out, as it does for
+/// a list with a label selector).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListProgress {
+    pub listed: u64,
+    pub expected: Option<u64>,
 }
 
 impl WatchStatus {
@@ -265,12 +277,16 @@ impl WatchCell {
                 failures_in_row: 0,
                 since: now,
                 listed_once: false,
+                progress: None,
             });
         if entry.phase != phase {
             entry.since = now;
         }
         entry.phase = phase;
         entry.listed_once |= phase == Phase::Watching;
+        if phase != Phase::Listing {
+            entry.progress = None;
+        }
         match failure {
             Some(why) => {
                 entry.reason = Some(why);
@@ -303,7 +319,28 @@ impl WatchCell {
             .is_some_and(|s| matches!(s.phase, Phase::Refused(_)));
         if !refused {
             self.set(Phase::Listing, None);
+            if let Some(s) = self.board.lock().get_mut(&self.kind) {
+                s.progress = Some(ListProgress::default());
+            }
         }
+    }
+
+    /// A page of the list brought `items` objects, and said `remaining`
+    /// more are to come (its `remainingItemCount`).
+    pub fn page_listed(&self, items: usize, remaining: Option<i64>) {
+        let mut watches = self.board.lock();
+        let Some(p) = watches
+            .get_mut(&self.kind)
+            .and_then(|s| s.progress.as_mut())
+        else {
+            return;
+        };
+        p.listed += items as u64;
+        p.expected = match remaining {
+            Some(r) => Some(p.listed + u64::try_from(r).unwrap_or(0)),
+            // The last page says nothing more is to come.
+            None => p.expected.map(|e| e.max(p.listed)),
+        };
     }
 
     /// Listed, or a watch started or delivered: the store is current.
@@ -360,6 +397,44 @@ impl WatchCell {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_counts_its_pages_against_what_the_api_said_is_to_come() {
+        let board = WatchBoard::default();
+        let cell = board.cell("AgentTask");
+        let progress = || board.statuses()["AgentTask"].progress;
+        cell.listing();
+        assert_eq!(progress(), Some(ListProgress::default()));
+        cell.page_listed(500, Some(1_500));
+        assert_eq!(
+            progress(),
+            Some(ListProgress {
+                listed: 500,
+                expected: Some(2_000)
+            })
+        );
+        // The last page carries no remainingItemCount.
+        cell.page_listed(1_500, None);
+        assert_eq!(
+            progress(),
+            Some(ListProgress {
+                listed: 2_000,
+                expected: Some(2_000)
+            })
+        );
+        cell.watching();
+        assert_eq!(progress(), None, "listed: nothing under way");
+        // A list with a selector: the API says no total.
+        cell.listing();
+        cell.page_listed(10, None);
+        assert_eq!(
+            progress(),
+            Some(ListProgress {
+                listed: 10,
+                expected: None
+            })
+        );
+    }
 
     #[test]
     fn the_board_is_current_only_while_every_watch_watches() {

@@ -44,6 +44,12 @@ pub(super) async fn status(
         let current =
             loading.is_empty() && matches!(watch, WatchState::Synced | WatchState::Partial(_));
         let latency = last.as_ref().and_then(|r| r.as_ref().ok().copied());
+        // How far each first list has come, for the view tabs' counts.
+        let listing = watches
+            .iter()
+            .filter(|(_, w)| !w.listed_once)
+            .filter_map(|(k, w)| Some((k.clone(), w.progress?)))
+            .collect();
         if tx
             .send(Msg::Status(ClusterStatus {
                 role,
@@ -51,6 +57,7 @@ pub(super) async fn status(
                 latency,
                 role_reason,
                 loading,
+                listing,
                 refused,
             }))
             .await
@@ -288,6 +295,7 @@ mod tests {
                         failures_in_row: 0,
                         since: Instant::now(),
                         listed_once: *listed_once,
+                        progress: None,
                     },
                 )
             })

@@ -704,6 +704,11 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         } else {
             theme.style(Role::Muted)
         };
+        // While the first list streams in: what is here of what will be.
+        let n = match loading_kind(*kind).and_then(|k| app.status.expected(k)) {
+            Some(all) if one.is_none() && (n as u64) < all => format!("{n}/{all}…"),
+            _ => n.to_string(),
+        };
         tabs.push((
             0,
             vec![
@@ -751,6 +756,16 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     ));
     let second = by_priority(tabs, width);
     frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The kind whose list fills a view's rows (a tab's count).
+fn loading_kind(view: ViewKind) -> Option<&'static str> {
+    match view {
+        ViewKind::Pools => Some("AgentPool"),
+        ViewKind::Agents => Some("Pod"),
+        ViewKind::Tasks => Some("AgentTask"),
+        ViewKind::Events => None,
+    }
 }
 
 /// The header's first line with several contexts: each context's name,
