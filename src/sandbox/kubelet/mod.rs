@@ -7,9 +7,11 @@
 //!   container states, restarts with back-off), written through the status
 //!   subresource.
 //! - Containers run as real child processes, the host's userland standing
-//!   in for their images (agentdeck's own binary for agentdeck's); those
-//!   with neither command nor args, or the simulation annotations, are
-//!   simulated ([`policy`] has the rules, [`runtime`] applies them).
+//!   in for their images (agentdeck's own binary for agentdeck's); the
+//!   pause image and those with the simulation annotations are played, and
+//!   a commandless one of an image the sandbox does not know fails as an
+//!   image that cannot be pulled ([`policy`] has the rules, [`runtime`]
+//!   applies them).
 //! - Output is kept per container instance and served by the API's
 //!   `GET …/pods/NAME/log` through [`Hooks::pod_logs`]; port-forward dials
 //!   the pod's IP ([`Hooks::pod_port_forward`]).

@@ -443,6 +443,14 @@ impl Kubelet {
                 }
             }
             Program::Simulated { .. } => (None, format!("image {image} is simulated")),
+            Program::Pause => (
+                None,
+                format!("image {image}'s /pause is played (it sleeps until stopped)"),
+            ),
+            Program::Unpullable { .. } => (
+                None,
+                format!("image {image} cannot run here without a command"),
+            ),
         };
         if let Program::Exec {
             program: exe,
@@ -555,6 +563,12 @@ impl Kubelet {
             .and_then(|c| c["image"].as_str())
             .unwrap_or_default()
             .to_string();
+            if let Program::Unpullable { message } = &prepared.program {
+                slot.status().stand_in = Some(prepared.stand_in.clone());
+                self.pull_back_off(rt, slot, pod, &image, message, &mut stop_rx)
+                    .await;
+                return previous.map(|t| t.exit_code);
+            }
             // What the kubelet reports for each (re)start, as `kubectl
             // describe pod` and `kubectl events` show it.
             self.event(
@@ -663,17 +677,16 @@ impl Kubelet {
                     exit_code,
                     ready,
                 } => {
-                    run_simulated(
-                        rt,
-                        slot,
-                        &id,
-                        *exit_after,
-                        *exit_code,
-                        *ready,
-                        stop_rx.clone(),
-                    )
-                    .await
+                    let play = Play::Simulated {
+                        exit_after: *exit_after,
+                        exit_code: *exit_code,
+                        ready: *ready,
+                    };
+                    run_simulated(rt, slot, &id, play, stop_rx.clone()).await
                 }
+                Program::Pause => run_simulated(rt, slot, &id, Play::Pause, stop_rx.clone()).await,
+                // Waited out before the container was created.
+                Program::Unpullable { .. } => return previous.map(|t| t.exit_code),
             };
             slot.logs.close(&id);
             let term = Terminated::exited(&id, code, &started_at, &now_rfc3339());
@@ -699,6 +712,66 @@ impl Kubelet {
                 .await
             {
                 return Some(code);
+            }
+        }
+    }
+
+    /// A container whose image cannot be run ([`Program::Unpullable`]),
+    /// until the pod stops: `Waiting` as the kubelet leaves a container
+    /// whose image it cannot pull, `ErrImagePull` after each attempt and
+    /// `ImagePullBackOff` between them (the back-off doubling to 5 minutes),
+    /// with the kubelet's events.
+    async fn pull_back_off(
+        &self,
+        rt: &Arc<PodRuntime>,
+        slot: &Arc<ContainerSlot>,
+        pod: &Value,
+        image: &str,
+        message: &str,
+        stop_rx: &mut watch::Receiver<Stop>,
+    ) {
+        let base = self.config.restart_backoff;
+        let mut attempts: u32 = 0;
+        loop {
+            self.event(
+                pod,
+                "Normal",
+                "Pulling",
+                &format!("Pulling image \"{image}\""),
+            );
+            self.event(
+                pod,
+                "Warning",
+                "Failed",
+                &format!("Failed to pull image \"{image}\": {message}"),
+            );
+            self.event(pod, "Warning", "Failed", "Error: ErrImagePull");
+            slot.status().state = State::Waiting {
+                reason: "ErrImagePull".into(),
+                message: Some(message.to_string()),
+            };
+            rt.changed();
+            // The pod's next sync finds the pull backing off.
+            if wait_or_stop(stop_rx, base).await {
+                return;
+            }
+            attempts += 1;
+            self.event(
+                pod,
+                "Normal",
+                "BackOff",
+                &format!("Back-off pulling image \"{image}\""),
+            );
+            self.event(pod, "Warning", "Failed", "Error: ImagePullBackOff");
+            slot.status().state = State::Waiting {
+                reason: "ImagePullBackOff".into(),
+                message: Some(format!(
+                    "Back-off pulling image \"{image}\": ErrImagePull: {message}"
+                )),
+            };
+            rt.changed();
+            if wait_or_stop(stop_rx, restart_delay(base, attempts)).await {
+                return;
             }
         }
     }
@@ -1068,14 +1141,27 @@ impl Kubelet {
     }
 }
 
-/// A simulated container: logs, waits, exits.
+/// How a played container behaves.
+#[derive(Debug, Clone, Copy)]
+enum Play {
+    /// The simulation annotations' (or their defaults'): it says that it
+    /// started, runs until stopped or `exit_after`, then exits `exit_code`.
+    Simulated {
+        exit_after: Option<Duration>,
+        exit_code: i32,
+        ready: bool,
+    },
+    /// The pause image's `/pause`: silent until SIGTERM, then psignal's
+    /// line on its standard error and exit 0.
+    Pause,
+}
+
+/// A played container: logs, waits, exits.
 async fn run_simulated(
     rt: &Arc<PodRuntime>,
     slot: &Arc<ContainerSlot>,
     id: &str,
-    exit_after: Option<Duration>,
-    exit_code: i32,
-    ready: bool,
+    play: Play,
     mut stop_rx: watch::Receiver<Stop>,
 ) -> i32 {
     let image = slot.spec["image"].as_str().unwrap_or_default();
@@ -1083,10 +1169,20 @@ async fn run_simulated(
         slot.logs
             .append(id, jiff::Timestamp::now(), format!("{line}\n").into_bytes())
     };
-    log(format!(
-        "simulated container {} (image {image}) started",
-        slot.name
-    ));
+    let (exit_after, exit_code, ready) = match play {
+        Play::Simulated {
+            exit_after,
+            exit_code,
+            ready,
+        } => {
+            log(format!(
+                "simulated container {} (image {image}) started",
+                slot.name
+            ));
+            (exit_after, exit_code, ready)
+        }
+        Play::Pause => (None, 0, true),
+    };
     if ready {
         slot.status().ready = true;
         rt.changed();
@@ -1096,10 +1192,13 @@ async fn run_simulated(
         match *stop_rx.borrow_and_update() {
             Stop::None => {}
             Stop::Graceful { .. } => {
-                log(format!(
-                    "simulated container {} received SIGTERM, exiting",
-                    slot.name
-                ));
+                log(match play {
+                    Play::Simulated { .. } => format!(
+                        "simulated container {} received SIGTERM, exiting",
+                        slot.name
+                    ),
+                    Play::Pause => "Shutting down, got signal: Terminated".to_string(),
+                });
                 return 0;
             }
             Stop::Kill => return 137,
