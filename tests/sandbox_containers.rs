@@ -306,3 +306,59 @@ fn commandless_containers_run_their_images_default_or_fail_as_a_node_would() {
     );
     assert_eq!(sb.kubectl_ok(&["logs", "placeholder"]), "");
 }
+
+#[test]
+fn a_containers_command_is_pid_1_of_its_own_pid_namespace_and_exec_joins_it() {
+    // This build's binary sets up the container's namespaces.
+    let sb = TestSandbox::start_with(agentdeck::sandbox::kubelet::KubeletConfig {
+        exe: std::path::PathBuf::from(env!("CARGO_BIN_EXE_agentdeck")),
+        mount_namespaces: true,
+        ..agentdeck::sandbox::kubelet::KubeletConfig::from_env()
+    });
+    sb.kubectl_ok(&[
+        "run",
+        "pid",
+        "--image=busybox",
+        "--",
+        "sh",
+        "-c",
+        // `$$` is Kubernetes' escape for `$`.
+        "echo pid=$$$$; exec sleep 3600",
+    ]);
+    sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/pid", "--timeout=120s"]);
+    let log = eventually_blocking("the command's pid in its log", || {
+        let log = sb.kubectl_ok(&["logs", "pid"]);
+        (!log.is_empty()).then_some(log)
+    });
+    assert_eq!(log, "pid=1\n");
+    assert!(
+        stand_in(&pod_json(&sb, "pid")).contains("in mount and PID namespaces of its own"),
+        "{}",
+        stand_in(&pod_json(&sb, "pid"))
+    );
+    // Exec'd processes are in the container's namespace: PID 1 is its
+    // command, and /proc lists only the container's processes.
+    let one = sb.kubectl_ok(&["exec", "pid", "--", "cat", "/proc/1/cmdline"]);
+    assert_eq!(one.replace('\0', " ").trim(), "sleep 3600");
+    let listed = sb.kubectl_ok(&[
+        "exec",
+        "pid",
+        "--",
+        "sh",
+        "-c",
+        "echo self=$$; ls /proc | grep -E '^[0-9]+$'",
+    ]);
+    let mut lines = listed.lines();
+    let own: u32 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("self="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{listed}"));
+    let pids: Vec<u32> = lines.filter_map(|l| l.parse().ok()).collect();
+    assert!(
+        own > 1 && pids.contains(&own) && pids.contains(&1),
+        "{listed}"
+    );
+    // sleep, the exec'd sh, ls and grep: nothing of the host's.
+    assert!(pids.len() <= 4, "{listed}");
+}

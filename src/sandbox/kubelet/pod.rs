@@ -297,6 +297,16 @@ pub(super) fn restart_delay(base: Duration, n: u32) -> Duration {
 /// A container's run of the kubelet has after this long resets the back-off.
 const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
+/// The namespaces a pod's real-process containers get (see
+/// [`super::Namespaces`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Isolation {
+    /// A mount namespace: volumes at their mount paths.
+    pub at_paths: bool,
+    /// A PID namespace: the command is PID 1 and sees only its processes.
+    pub pid: bool,
+}
+
 /// What a container instance starts with.
 struct Prepared {
     program: Program,
@@ -351,8 +361,9 @@ impl Kubelet {
         slot: &ContainerSlot,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
-        mounts_at_paths: bool,
+        iso: Isolation,
     ) -> Result<Prepared, String> {
+        let mounts_at_paths = iso.at_paths;
         let mounts = volumes::container_mounts(&slot.spec, vols);
         let tmp_mount = mounts
             .iter()
@@ -434,7 +445,15 @@ impl Kubelet {
                 let found = runtime::program_exists(p, &env, &mounts, &cwd);
                 let name = p.display().to_string();
                 if found {
-                    (None, format!("the host's {name} runs for image {image}"))
+                    let how = match (iso.at_paths, iso.pid) {
+                        (true, true) => "in mount and PID namespaces of its own",
+                        (true, false) => "in a mount namespace of its own, with the host's PIDs",
+                        (false, _) => "without namespaces: host paths and PIDs",
+                    };
+                    (
+                        None,
+                        format!("the host's {name} runs for image {image}, {how}"),
+                    )
                 } else {
                     (
                         Some(policy::missing_program(&name)),
@@ -493,8 +512,13 @@ impl Kubelet {
                 let mut command: Vec<OsString> = vec![exe.clone().into_os_string()];
                 command.extend(args.iter().map(OsString::from));
                 let cwd = working_dir.unwrap_or_else(|| PathBuf::from("/"));
-                let wrapped =
-                    mountns::create_args(&rt.dir.join("rootfs"), Some(&cwd), &ns_mounts, &command);
+                let wrapped = mountns::create_args(
+                    &rt.dir.join("rootfs"),
+                    Some(&cwd),
+                    &ns_mounts,
+                    iso.pid,
+                    &command,
+                );
                 *exe = self.config.exe.clone();
                 *args = wrapped
                     .into_iter()
@@ -521,7 +545,7 @@ impl Kubelet {
         slot: &Arc<ContainerSlot>,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
-        mounts_at_paths: bool,
+        iso: Isolation,
     ) -> Option<i32> {
         let mut stop_rx = rt.stop.subscribe();
         let policy = match (slot.init, rt.restart_policy.as_str()) {
@@ -536,7 +560,7 @@ impl Kubelet {
             if rt.stopping() {
                 return previous.map(|t| t.exit_code);
             }
-            let prepared = match self.prepare(rt, slot, pod, vols, mounts_at_paths) {
+            let prepared = match self.prepare(rt, slot, pod, vols, iso) {
                 Ok(p) => p,
                 Err(message) => {
                     {
@@ -958,8 +982,11 @@ impl Kubelet {
             }
         };
         if let Some(vols) = vols {
-            let at_paths = match self.mount_mode().await {
-                Ok(()) => true,
+            let iso = match self.mount_mode().await {
+                Ok(ns) => Isolation {
+                    at_paths: true,
+                    pid: ns.pid.is_ok(),
+                },
                 Err(why) => {
                     let mounted = rt.slots.iter().any(|s| {
                         s.spec["volumeMounts"]
@@ -976,14 +1003,17 @@ impl Kubelet {
                             ),
                         );
                     }
-                    false
+                    Isolation {
+                        at_paths: false,
+                        pid: false,
+                    }
                 }
             };
             rt.state().sandbox_ready = true;
             rt.changed();
             let mut initialized = true;
             for slot in rt.slots.iter().filter(|s| s.init) {
-                if self.run_container(&rt, slot, &pod, &vols, at_paths).await != Some(0) {
+                if self.run_container(&rt, slot, &pod, &vols, iso).await != Some(0) {
                     initialized = false;
                     break;
                 }
@@ -996,7 +1026,7 @@ impl Kubelet {
                 rt.changed();
                 futures::future::join_all(
                     main.iter()
-                        .map(|slot| self.run_container(&rt, slot, &pod, &vols, at_paths)),
+                        .map(|slot| self.run_container(&rt, slot, &pod, &vols, iso)),
                 )
                 .await;
             }

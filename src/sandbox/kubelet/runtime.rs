@@ -247,6 +247,14 @@ pub(super) struct Launch<'a> {
     pub cwd: &'a Path,
 }
 
+/// Whether `launch` starts the namespaces' entry point ([`super::mountns`]),
+/// whose command takes a terminal as its own controlling one in the
+/// container (its PID namespace's), as runc gives it: the process started
+/// here leads a session without one.
+fn in_namespaces(launch: &Launch<'_>) -> bool {
+    launch.args.first().map(String::as_str) == Some(super::mountns::SUBCOMMAND)
+}
+
 fn setsid_program() -> Option<&'static Path> {
     ["/usr/bin/setsid", "/bin/setsid"]
         .into_iter()
@@ -272,7 +280,7 @@ pub(super) fn spawn(
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let mut cmd = Command::new(setsid);
-            if tty {
+            if tty && !in_namespaces(launch) {
                 cmd.arg("--ctty");
             }
             cmd.arg("--").arg(launch.program);
@@ -415,7 +423,7 @@ pub(super) fn exec_command(launch: &Launch<'_>, tty: bool) -> Command {
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let mut cmd = Command::new(setsid);
-            if tty {
+            if tty && !in_namespaces(launch) {
                 cmd.arg("--ctty");
             }
             cmd.arg("--").arg(launch.program);
