@@ -381,7 +381,8 @@ async fn fill(client: &Client, tasks: usize, agents: usize) {
                     "metadata": {"name": format!("iac-agent-pool-{}-{i:04}", i % 10), "labels": {
                         "app.kubernetes.io/managed-by": "agentdeck",
                         "app.kubernetes.io/component": "agent",
-                        "agentdeck.dev/pool": format!("pool-{}", i % 10)}},
+                        "agentdeck.dev/pool": format!("pool-{}", i % 10)},
+                        "annotations": {"sandbox.agentdeck.dev/simulate": "true"}},
                     "spec": {"containers": [{"name": "agent", "image": "example.com/sim:1"}]}
                 }))
                 .expect("pod");

@@ -66,7 +66,12 @@ def pod(name):
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "churn"}},
+        "metadata": {
+            "name": name,
+            "labels": {"app": "churn"},
+            # The image is a name only: the sandbox plays the container.
+            "annotations": {"sandbox.agentdeck.dev/simulate": "true"},
+        },
         "spec": {
             "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "main", "image": "example.com/sim:1"}],

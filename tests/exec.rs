@@ -118,7 +118,12 @@ fn kubectl_cp_copies_files_and_directories_both_ways() {
 #[test]
 fn simulated_containers_refuse_exec_and_attach_saying_why() {
     let sb = TestSandbox::start();
-    sb.kubectl_ok(&["run", "web", "--image=nginx"]);
+    sb.kubectl_ok(&[
+        "run",
+        "web",
+        "--image=nginx",
+        "--annotations=sandbox.agentdeck.dev/simulate=true",
+    ]);
     eventually_blocking("the simulated pod to run", || {
         let phase = sb.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.status.phase}"]);
         (phase == "Running").then_some(())
@@ -392,7 +397,7 @@ fn debug_attach_says_plainly_when_there_is_no_shell_no_running_container_or_no_s
     debug_pod(
         &sb,
         "simulated",
-        "    note: simulated",
+        "    sandbox.agentdeck.dev/simulate: \"true\"",
         "  - name: agent\n    image: busybox",
     );
     let attach = |pod: &str| {

@@ -19,7 +19,10 @@ spec:
   replicas: 2
   selector: {matchLabels: {app: api}}
   template:
-    metadata: {labels: {app: api}}
+    metadata:
+      labels: {app: api}
+      # The image is a name only: the sandbox plays its container.
+      annotations: {sandbox.agentdeck.dev/simulate: "true"}
     spec:
       containers:
         - name: api
@@ -251,7 +254,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: web, labels: {app: web}}
 spec:
-  containers: [{name: nginx, image: nginx:1.27}]
+  containers: [{name: pause, image: registry.k8s.io/pause:3.10}]
 "#;
     sb.kubectl_in_ok(&["create", "-f", "-"], pod);
     let ready = sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
@@ -669,7 +672,7 @@ fn drain_evicts_only_what_the_disruption_budget_allows() {
 #[test]
 fn debug_adds_an_ephemeral_container_through_its_subresource() {
     let sb = TestSandbox::start();
-    sb.kubectl_ok(&["run", "web", "--image=nginx:1.27"]);
+    sb.kubectl_ok(&["run", "web", "--image=registry.k8s.io/pause:3.10"]);
     sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
     let o = sb.kubectl(&[
         "debug",
@@ -1086,7 +1089,12 @@ fn older_bundled_kubectls_work_too() {
             out(&o)
         };
         let name = format!("web-{}", version.replace('.', "-"));
-        let created = run(&["create", "deployment", &name, "--image=nginx"]);
+        let created = run(&[
+            "create",
+            "deployment",
+            &name,
+            "--image=registry.k8s.io/pause:3.10",
+        ]);
         assert_eq!(created.trim(), format!("deployment.apps/{name} created"));
         let status = run(&[
             "rollout",

@@ -492,7 +492,7 @@ fn evictions_answer_429_while_a_budget_forbids_them() {
     for name in ["a", "b"] {
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}});
         assert_eq!(post(&sb, pods, pod).code, 201);
     }
     sb.kubectl_ok(&[

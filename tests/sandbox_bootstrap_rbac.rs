@@ -307,3 +307,29 @@ fn a_new_certificate_signing_request_records_who_asked_for_it() {
     );
     assert_eq!(got["status"], json!({}), "{got}");
 }
+
+#[test]
+fn the_volume_controllers_keep_the_portworx_plugins_rule_of_v1_33() {
+    let sb = TestSandbox::start();
+    // v1.33's in-tree Portworx plugin reads its Service: expand-controller
+    // and persistent-volume-binder may get services (dropped in v1.36).
+    for role in ["expand-controller", "persistent-volume-binder"] {
+        let rules = rules_of(&sb, &format!("system:controller:{role}"));
+        assert_eq!(
+            rules.last(),
+            Some(&json!({"apiGroups": [""], "resources": ["services"], "verbs": ["get"]})),
+            "{role}: {rules:?}"
+        );
+        let o = sb.kubectl(&[
+            "auth",
+            "can-i",
+            "get",
+            "services",
+            "-n",
+            "default",
+            "--as",
+            &format!("system:serviceaccount:kube-system:{role}"),
+        ]);
+        assert_eq!(out(&o).trim(), "yes", "{role}");
+    }
+}

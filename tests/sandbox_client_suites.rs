@@ -485,7 +485,7 @@ fn a_spdy_port_forward_is_negotiated_as_the_kubelets_handshake_does() {
     sb.kubectl_in_ok(
         &["apply", "-f", "-"],
         r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pf", "namespace": "default"},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}]}]}}"#,
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "ports": [{"containerPort": 80}]}]}}"#,
     );
     sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/pf", "--timeout=60s"]);
     let url = format!(

@@ -216,3 +216,149 @@ fn kubectl_run_i_rm_attaches_to_the_containers_shell_and_returns_its_exit_code()
     assert!(!o.status.success());
     assert!(err(&o).contains("stdin: true"), "{}", err(&o));
 }
+
+fn container_state(pod: &Value) -> &Value {
+    &pod["status"]["containerStatuses"][0]
+}
+
+#[test]
+fn commandless_containers_run_their_images_default_or_fail_as_a_node_would() {
+    let sb = TestSandbox::start();
+    // nginx's ENTRYPOINT is not on this machine: a missing binary.
+    sb.kubectl_ok(&["create", "deployment", "web", "--image=nginx"]);
+    // busybox's CMD is `sh`, which without input exits at once.
+    sb.kubectl_ok(&["run", "bb", "--image=busybox"]);
+    // An image the sandbox does not know has nothing it can run.
+    sb.kubectl_ok(&["run", "app", "--image=example.com/acme/app:2"]);
+    // The pause image sleeps until stopped, as on a node.
+    sb.kubectl_ok(&["run", "placeholder", "--image=registry.k8s.io/pause:3.10"]);
+
+    let web = sb.kubectl_ok(&["get", "pods", "-l", "app=web", "-o", "name"]);
+    let web = web.trim().trim_start_matches("pod/").to_string();
+    let pod = eventually_blocking("nginx to fail to start, then back off", || {
+        let pod = pod_json(&sb, &web);
+        let s = container_state(&pod);
+        (s["lastState"]["terminated"]["reason"] == "StartError"
+            && s["state"]["waiting"]["reason"] == "CrashLoopBackOff")
+            .then_some(pod)
+    });
+    let s = container_state(&pod);
+    assert_eq!(s["ready"], false, "{s}");
+    assert!(
+        s["lastState"]["terminated"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exec: \"/docker-entrypoint.sh\": stat /docker-entrypoint.sh"),
+        "{s}"
+    );
+
+    let pod = eventually_blocking("busybox's sh to exit into a crash loop", || {
+        let pod = pod_json(&sb, "bb");
+        let s = container_state(&pod);
+        (s["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+            && s["lastState"]["terminated"]["reason"] == "Completed")
+            .then_some(pod)
+    });
+    assert_eq!(
+        container_state(&pod)["lastState"]["terminated"]["exitCode"],
+        0
+    );
+
+    let pod = eventually_blocking("the unknown image to back off its pull", || {
+        let pod = pod_json(&sb, "app");
+        (container_state(&pod)["state"]["waiting"]["reason"] == "ImagePullBackOff").then_some(pod)
+    });
+    assert_eq!(pod["status"]["phase"], "Pending");
+    let message = container_state(&pod)["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.starts_with(
+            "Back-off pulling image \"example.com/acme/app:2\": ErrImagePull: rpc error: code = Unknown desc = failed to pull and unpack image \"example.com/acme/app:2\""
+        ) && message.contains("registry.k8s.io/pause"),
+        "{message}"
+    );
+    let table = sb.kubectl_ok(&["get", "pod", "app", "--no-headers"]);
+    assert!(
+        table.contains("ImagePullBackOff") || table.contains("ErrImagePull"),
+        "{table}"
+    );
+    let events = sb.kubectl_ok(&["events", "--for", "pod/app"]);
+    assert!(
+        events.contains("Pulling image \"example.com/acme/app:2\"")
+            && events.contains("Failed to pull image \"example.com/acme/app:2\""),
+        "{events}"
+    );
+
+    sb.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/placeholder",
+        "--timeout=120s",
+    ]);
+    let pod = pod_json(&sb, "placeholder");
+    assert!(container_state(&pod)["state"]["running"].is_object());
+    assert!(
+        stand_in(&pod).contains("/pause is played"),
+        "{}",
+        stand_in(&pod)
+    );
+    assert_eq!(sb.kubectl_ok(&["logs", "placeholder"]), "");
+}
+
+#[test]
+fn a_containers_command_is_pid_1_of_its_own_pid_namespace_and_exec_joins_it() {
+    // This build's binary sets up the container's namespaces.
+    let sb = TestSandbox::start_with(agentdeck::sandbox::kubelet::KubeletConfig {
+        exe: std::path::PathBuf::from(env!("CARGO_BIN_EXE_agentdeck")),
+        mount_namespaces: true,
+        ..agentdeck::sandbox::kubelet::KubeletConfig::from_env()
+    });
+    sb.kubectl_ok(&[
+        "run",
+        "pid",
+        "--image=busybox",
+        "--",
+        "sh",
+        "-c",
+        // `$$` is Kubernetes' escape for `$`.
+        "echo pid=$$$$; exec sleep 3600",
+    ]);
+    sb.kubectl_ok(&["wait", "--for=condition=Ready", "pod/pid", "--timeout=120s"]);
+    let log = eventually_blocking("the command's pid in its log", || {
+        let log = sb.kubectl_ok(&["logs", "pid"]);
+        (!log.is_empty()).then_some(log)
+    });
+    assert_eq!(log, "pid=1\n");
+    assert!(
+        stand_in(&pod_json(&sb, "pid")).contains("in mount and PID namespaces of its own"),
+        "{}",
+        stand_in(&pod_json(&sb, "pid"))
+    );
+    // Exec'd processes are in the container's namespace: PID 1 is its
+    // command, and /proc lists only the container's processes.
+    let one = sb.kubectl_ok(&["exec", "pid", "--", "cat", "/proc/1/cmdline"]);
+    assert_eq!(one.replace('\0', " ").trim(), "sleep 3600");
+    let listed = sb.kubectl_ok(&[
+        "exec",
+        "pid",
+        "--",
+        "sh",
+        "-c",
+        "echo self=$$; ls /proc | grep -E '^[0-9]+$'",
+    ]);
+    let mut lines = listed.lines();
+    let own: u32 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("self="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{listed}"));
+    let pids: Vec<u32> = lines.filter_map(|l| l.parse().ok()).collect();
+    assert!(
+        own > 1 && pids.contains(&own) && pids.contains(&1),
+        "{listed}"
+    );
+    // sleep, the exec'd sh, ls and grep: nothing of the host's.
+    assert!(pids.len() <= 4, "{listed}");
+}

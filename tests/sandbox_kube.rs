@@ -235,13 +235,13 @@ fn injected_429s_are_retried_after_retry_after_and_500s_reach_the_caller() {
     });
 }
 
-/// Creates pods `names` of a simulated image (running until deleted, a log
-/// to follow) and waits until each runs.
+/// Creates pods `names` of a simulated image (the simulation annotation:
+/// running until deleted, a log to follow) and waits until each runs.
 async fn running_sim_pods(pods: &Api<Pod>, names: &[String]) {
     for name in names {
         let p: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": {"sandbox.agentdeck.dev/simulate": "true"}},
             "spec": {"containers": [{"name": "main", "image": "example.com/sim:1"}]}
         }))
         .expect("pod");

@@ -192,6 +192,7 @@ fn an_unprivileged_user_gets_its_mounts_through_a_user_namespace_too() {
                 read_only: false,
             },
         ],
+        false,
         &command,
     );
     let o = Command::new("/usr/bin/setpriv")
@@ -204,6 +205,21 @@ fn an_unprivileged_user_gets_its_mounts_through_a_user_namespace_too() {
     assert_eq!(out(&o), "65534\nmine\nrefused\nwritten\n");
     assert!(vol.join("y").exists(), "written through to the volume");
     assert!(!Path::new("/shared").exists());
+    // No PID namespace for it, and the probe says why: its uid maps to
+    // itself, so the command's first process has no capability left after
+    // its exec to mount the namespace's /proc.
+    let probe = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args(mountns::probe_args(&dir.path().join("probe")))
+        .output()
+        .expect("probes");
+    assert!(probe.status.success(), "{}", common::err(&probe));
+    let why = mountns::probed_pid_namespace(&out(&probe)).expect_err("no PID namespace");
+    assert!(
+        why.contains("cannot mount /proc for the PID namespace: EPERM"),
+        "{why}"
+    );
 }
 
 /// A sandbox and controller started from a copy of the binary under `/tmp`,

@@ -79,7 +79,7 @@ dep = {
     "metadata": {"name": "pyweb"},
     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "pyweb"}},
              "template": {"metadata": {"labels": {"app": "pyweb"}},
-                          "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+                          "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}}},
 }
 apps.create_namespaced_deployment("default", dep)
 deadline = time.time() + 60

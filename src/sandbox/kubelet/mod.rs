@@ -7,9 +7,11 @@
 //!   container states, restarts with back-off), written through the status
 //!   subresource.
 //! - Containers run as real child processes, the host's userland standing
-//!   in for their images (agentdeck's own binary for agentdeck's); those
-//!   with neither command nor args, or the simulation annotations, are
-//!   simulated ([`policy`] has the rules, [`runtime`] applies them).
+//!   in for their images (agentdeck's own binary for agentdeck's); the
+//!   pause image and those with the simulation annotations are played, and
+//!   a commandless one of an image the sandbox does not know fails as an
+//!   image that cannot be pulled ([`policy`] has the rules, [`runtime`]
+//!   applies them).
 //! - Output is kept per container instance and served by the API's
 //!   `GET …/pods/NAME/log` through [`Hooks::pod_logs`]; port-forward dials
 //!   the pod's IP ([`Hooks::pod_port_forward`]).
@@ -17,12 +19,15 @@
 //!   final status, then removal); pods removed from the store otherwise are
 //!   killed at once, and every process is killed when the kubelet stops.
 //!
-//! - Processes see their volumes at their mount paths, each container in a
-//!   private mount namespace set up by our own binary before it becomes the
-//!   container's command ([`mountns`]; joined by `kubectl exec`). Where the
-//!   machine allows no namespaces (found out once, by a probe) or
-//!   `AGENTDECK_SANDBOX_MOUNT_NAMESPACES=0` says so, they get host paths
-//!   instead ([`fallback`]) and the pod a `MountsNotAtPaths` Warning Event.
+//! - Processes see their volumes at their mount paths and only their own
+//!   processes, each container in a private mount namespace and a PID
+//!   namespace (its command PID 1) set up by our own binary before it
+//!   becomes the container's command ([`mountns`]; joined by `kubectl
+//!   exec`). Where the machine allows no namespaces (found out once, by a
+//!   probe) or `AGENTDECK_SANDBOX_MOUNT_NAMESPACES=0` says so, they get
+//!   host paths instead ([`fallback`]) and the pod a `MountsNotAtPaths`
+//!   Warning Event; where it allows no PID namespace, they see the host's
+//!   processes.
 //! - Their environment is the kubelet's: service links for the Services of
 //!   the pod's namespace (unless `enableServiceLinks: false`) and always
 //!   `KUBERNETES_*` for `default/kubernetes`, which points at the sandbox,
@@ -243,7 +248,16 @@ pub(crate) struct Kubelet {
     own_root: bool,
     ips: Mutex<IpPool>,
     /// Whether containers get mount namespaces, or why not (probed once).
-    mount_mode: tokio::sync::OnceCell<Result<(), String>>,
+    mount_mode: tokio::sync::OnceCell<Result<Namespaces, String>>,
+}
+
+/// The namespaces containers get besides their mount namespace (found by
+/// the probe).
+#[derive(Debug, Clone)]
+pub(super) struct Namespaces {
+    /// A PID namespace of their own (`sh -c 'echo $$'` prints 1), or why
+    /// not: without one they see the host's processes and PIDs.
+    pub pid: Result<(), String>,
 }
 
 fn meta<'a>(pod: &'a Value, key: &str) -> &'a str {
@@ -251,9 +265,10 @@ fn meta<'a>(pod: &'a Value, key: &str) -> &'a str {
 }
 
 impl Kubelet {
-    /// Ok when containers run in mount namespaces; else why not (decided on
-    /// first use: off by configuration, or a probe of `exe` that failed).
-    pub(super) async fn mount_mode(&self) -> Result<(), String> {
+    /// Ok when containers run in mount namespaces, with the others they
+    /// get; else why not (decided on first use: off by configuration, or a
+    /// probe of `exe` that failed).
+    pub(super) async fn mount_mode(&self) -> Result<Namespaces, String> {
         self.mount_mode
             .get_or_init(|| async {
                 if !self.config.mount_namespaces {
@@ -263,12 +278,16 @@ impl Kubelet {
                 let mut cmd = tokio::process::Command::new(&self.config.exe);
                 cmd.args(mountns::probe_args(&scratch))
                     .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .kill_on_drop(true);
                 let outcome =
                     match tokio::time::timeout(Duration::from_secs(30), cmd.output()).await {
-                        Ok(Ok(o)) if o.status.success() => Ok(()),
+                        Ok(Ok(o)) if o.status.success() => Ok(Namespaces {
+                            pid: mountns::probed_pid_namespace(&String::from_utf8_lossy(
+                                &o.stdout,
+                            )),
+                        }),
                         Ok(Ok(o)) => Err(format!(
                             "{} {} failed ({}): {}",
                             self.config.exe.display(),
@@ -281,7 +300,13 @@ impl Kubelet {
                     };
                 let _ = std::fs::remove_dir(&scratch);
                 match &outcome {
-                    Ok(()) => tracing::debug!("containers see their volumes at their mount paths"),
+                    Ok(Namespaces { pid: Ok(()) }) => tracing::debug!(
+                        "containers see their volumes at their mount paths, in PID namespaces of their own"
+                    ),
+                    Ok(Namespaces { pid: Err(why) }) => tracing::warn!(
+                        reason = %why,
+                        "no PID namespaces: containers see the host's processes"
+                    ),
                     Err(why) => tracing::warn!(
                         reason = %why,
                         "no mount namespaces: containers get host paths for their volumes"

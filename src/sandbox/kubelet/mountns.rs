@@ -1,12 +1,13 @@
-//! Containers that see their volumes at their mount paths: a private mount
-//! namespace per container, set up by a hidden entry point of our own
-//! binary that then `exec`s the container's command.
+//! Containers that see their volumes at their mount paths and only their
+//! own processes: a private mount namespace and a PID namespace per
+//! container, set up by a hidden entry point of our own binary that then
+//! `exec`s the container's command.
 //!
 //! The kubelet starts a real-process container as
 //!
 //! ```text
 //! agentdeck __sandbox-container --rootfs <pod dir>/rootfs [--cwd DIR]
-//!     [--mount SRC=DST]… [--mount-ro SRC=DST]… -- COMMAND ARGS…
+//!     [--pid-namespace] [--mount SRC=DST]… [--mount-ro SRC=DST]… -- COMMAND ARGS…
 //! ```
 //!
 //! which, first thing in `main` (before any thread or runtime exists):
@@ -29,14 +30,31 @@
 //!    at [`super::policy::CONTAINER_EXE`], and agentdeck containers run that path: where
 //!    the binary really is may be hidden by a volume (a checkout under
 //!    `/tmp`, below the pods' `/tmp` emptyDir);
-//! 5. detaches the old root and starts the command as its child, staying as
-//!    the container's supervisor ([`supervise`]): tied to the sandbox (a
-//!    parent-death signal, checked against `--parent`), subreaper of what
-//!    the command leaves behind, all of it SIGKILLed when the sandbox is
-//!    gone — SIGKILL of the sandbox included — or when the command ends, and
-//!    exiting as the command did. It is the process the kubelet knows (its
-//!    group and session are the container's, so the kubelet's signals and
-//!    kills reach the command too).
+//! 5. detaches the old root, with `--pid-namespace` unshares a PID
+//!    namespace (`CLONE_NEWPID`: its next child is that namespace's PID 1),
+//!    and starts the command as its child, staying as the container's
+//!    supervisor ([`supervise`]): tied to the sandbox (a parent-death
+//!    signal, checked against `--parent`), subreaper of what the command
+//!    leaves behind, all of it SIGKILLed when the sandbox is gone — SIGKILL
+//!    of the sandbox included — or when the command ends, and exiting as the
+//!    command did. It is the process the kubelet knows (its group and
+//!    session are the container's, so the kubelet's signals and kills reach
+//!    the command too), outside the PID namespace;
+//! 6. in a PID namespace, the command, before it is `exec`ed, mounts a
+//!    fresh `/proc` over the host's (in the container's mount namespace), so
+//!    `sh -c 'echo $$'` prints 1 and `ps` shows the container's processes
+//!    only. As on a node, PID 1 gets no signal it has no handler for (a
+//!    bare `sleep` ignores the SIGTERM of a deletion and is SIGKILLed after
+//!    the grace period, a shell's children get the kubelet's SIGTERM, which
+//!    goes to the container's process group), and when it ends the kernel
+//!    ends every other process of the container. The supervisor no longer
+//!    reads `/proc` once the command runs (it is the container's now): it
+//!    ends the container by SIGKILLing its PID 1. Given a terminal (`tty:
+//!    true`, an `exec -t`), the command leads a session of its own whose
+//!    controlling terminal it is (util-linux `setsid --ctty`), as runc
+//!    sets up a terminal, so a shell's job control finds its process groups
+//!    in the namespace; the supervisor passes the kubelet's signals on to it
+//!    then.
 //!
 //! Nothing is written to the host outside the pod directory: shadow tmpfs
 //! mounts live in the namespace, which dies with the container's last
@@ -45,26 +63,43 @@
 //! does.
 //!
 //! **Joining** (for `kubectl exec` and anything else that must see the same
-//! files): `agentdeck __sandbox-container --join PID [--cwd DIR] -- COMMAND
-//! ARGS…` enters the user namespace of process `PID` when it has its own, then
-//! its mount namespace (`setns` on `/proc/PID/ns/user` and
-//! `/proc/PID/ns/mnt`), whose root is the container's root (it was
-//! `pivot_root`ed), changes to `--cwd` (default `/`) and runs the command
-//! under the same supervision as step 5. Build the argument list with [`join_args`]; the kubelet keeps
-//! each running container's pid and whether it has a namespace of its own
-//! (`ContainerSlot::process` in `pod.rs`).
+//! files and processes): `agentdeck __sandbox-container --join PID [--cwd
+//! DIR] -- COMMAND ARGS…`, `PID` a container's supervisor, enters its user
+//! namespace when it has its own and, for its children, the PID namespace
+//! of its children (`setns` on `/proc/PID/ns/user` and
+//! `/proc/PID/ns/pid_for_children`), and runs the command under the same
+//! supervision as step 5; the command first enters the container's mount
+//! namespace (`/proc/PID/ns/mnt`, opened by the supervisor and inherited),
+//! whose root is the container's root (it was `pivot_root`ed) and whose
+//! `/proc` the container's, then changes to `--cwd` (default `/`). So an
+//! exec'd `sh -c 'echo $$'` prints a PID of the container's namespace
+//! (other than 1, the container's command) and its `ps` shows the
+//! container's processes; the supervisor stays in the host's mount
+//! namespace, whose `/proc` it reads to end what the command leaves behind. Build the argument list with [`join_args`]; the
+//! kubelet keeps each running container's pid and whether it has a
+//! namespace of its own (`ContainerSlot::process` in `pod.rs`).
 //!
-//! **Probing**: `--probe` does steps 1–3 and exits 0 instead of running
-//! anything; the kubelet runs it once to learn whether this machine allows
-//! mount namespaces (see [`probe_args`]), and otherwise falls back to passing
-//! host paths (see the kubelet module).
+//! **Probing**: `--probe` does steps 1–3, then tries a PID namespace whose
+//! first process mounts its `/proc`, says on standard output whether that
+//! worked ([`probed_pid_namespace`] reads it) and exits 0 instead of
+//! running anything; the kubelet runs it once to learn whether this machine
+//! allows mount namespaces (see [`probe_args`]), and otherwise falls back
+//! to passing host paths (see the kubelet module); without PID namespaces
+//! containers keep their mount namespace and see the host's processes.
+//! That is the case of a sandbox run by a user other than root: its uid is
+//! mapped to itself in the user namespace, so the command's first process
+//! has no capability left after its `exec` to mount the namespace's
+//! `/proc` (the probe says `EPERM`), and a PID namespace whose `/proc` is
+//! the host's would show PIDs that are not the container's.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::symlink;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::signal::{SigSet, Signal};
@@ -120,6 +155,9 @@ pub enum Invocation {
         probe: bool,
         /// The process that started it (see [`supervise`]).
         parent: Option<i32>,
+        /// Run `command` as the first process of a PID namespace of its
+        /// own (`--pid-namespace`).
+        pid_namespace: bool,
     },
     /// Enter the namespaces of process `pid` and run `command` there.
     Join {
@@ -135,15 +173,20 @@ pub enum Invocation {
 }
 
 /// Arguments (after the executable) that run `command` in a new mount
-/// namespace with `mounts` at their paths.
+/// namespace with `mounts` at their paths, and with `pid_namespace` in a
+/// PID namespace of its own.
 pub fn create_args(
     rootfs: &Path,
     cwd: Option<&Path>,
     mounts: &[Mount],
+    pid_namespace: bool,
     command: &[OsString],
 ) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![SUBCOMMAND.into(), "--rootfs".into(), rootfs.into()];
     out.extend(parent_args());
+    if pid_namespace {
+        out.push("--pid-namespace".into());
+    }
     if let Some(cwd) = cwd {
         out.extend(["--cwd".into(), cwd.into()]);
     }
@@ -197,6 +240,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
     let mut join = None;
     let mut parent = None;
     let mut probe = false;
+    let mut pid_namespace = false;
     let mut mounts = Vec::new();
     let mut it = args.iter();
     let mut command = Vec::new();
@@ -214,6 +258,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
             Some("--rootfs") => rootfs = Some(PathBuf::from(value("--rootfs")?)),
             Some("--cwd") => cwd = Some(PathBuf::from(value("--cwd")?)),
             Some("--probe") => probe = true,
+            Some("--pid-namespace") => pid_namespace = true,
             Some(flag @ ("--join" | "--parent")) => {
                 let v = value(flag)?;
                 let pid = v
@@ -269,6 +314,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
         command,
         probe,
         parent,
+        pid_namespace,
     })
 }
 
@@ -310,10 +356,12 @@ fn run(invocation: Invocation) -> Result<u8, String> {
             command,
             probe,
             parent,
+            pid_namespace,
         } => {
             enter_new_namespace()?;
             switch_root(&rootfs)?;
             if probe {
+                probe_pid_namespace();
                 return Ok(0);
             }
             let mut sorted = mounts;
@@ -337,7 +385,18 @@ fn run(invocation: Invocation) -> Result<u8, String> {
             umount2(OLD_ROOT, MntFlags::MNT_DETACH)
                 .map_err(|e| format!("cannot detach the host's root: {e}"))?;
             let _ = std::fs::remove_dir(OLD_ROOT);
-            supervise(cwd.as_deref(), &command, parent)
+            if pid_namespace {
+                // The next child (the command) is the namespace's first
+                // process, PID 1; this one stays outside it.
+                unshare(CloneFlags::CLONE_NEWPID)
+                    .map_err(|e| format!("cannot create a PID namespace: {e}"))?;
+            }
+            let child = ChildSetup {
+                cwd: cwd.unwrap_or_else(|| PathBuf::from("/")),
+                init: pid_namespace,
+                mount_fd: None,
+            };
+            supervise(&child, &command, parent)
         }
         Invocation::Join {
             pid,
@@ -345,8 +404,13 @@ fn run(invocation: Invocation) -> Result<u8, String> {
             command,
             parent,
         } => {
-            join(pid)?;
-            supervise(cwd.as_deref(), &command, parent)
+            let mount = join(pid)?;
+            let child = ChildSetup {
+                cwd: cwd.unwrap_or_else(|| PathBuf::from("/")),
+                init: false,
+                mount_fd: Some(mount),
+            };
+            supervise(&child, &command, parent)
         }
     }
 }
@@ -531,8 +595,12 @@ fn remount_read_only(target: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot make {} read-only: {e}", target.display()))
 }
 
-/// Enters the user (when it is not ours) and mount namespaces of `pid`.
-fn join(pid: i32) -> Result<(), String> {
+/// Enters the user namespace of `pid` (when it is not ours) and, for the
+/// children to come, its PID namespace (when it has its own); returns its
+/// mount namespace, which the child enters ([`ChildSetup::mount_fd`]):
+/// this process stays in the host's, whose `/proc` shows the host's
+/// processes (the container's shows only its own).
+fn join(pid: i32) -> Result<File, String> {
     let open = |kind: &str| {
         let path = format!("/proc/{pid}/ns/{kind}");
         File::open(&path).map_err(|e| format!("cannot open {path}: {e}"))
@@ -541,20 +609,99 @@ fn join(pid: i32) -> Result<(), String> {
         let mine = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok();
         mine.is_some() && mine == std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()
     };
-    // Both are opened first: once in the user namespace, the other file
-    // may no longer be ours to open.
+    // All are opened first: once in the user namespace, the others may no
+    // longer be ours to open. The container's supervisor is outside the
+    // container's PID namespace; its children are in it.
     let user = if same("user") {
         None
     } else {
         Some(open("user")?)
+    };
+    let pids = if same("pid_for_children") {
+        None
+    } else {
+        Some(open("pid_for_children")?)
     };
     let mnt = open("mnt")?;
     if let Some(user) = user {
         setns(&user, CloneFlags::CLONE_NEWUSER)
             .map_err(|e| format!("cannot enter the user namespace of {pid}: {e}"))?;
     }
-    setns(&mnt, CloneFlags::CLONE_NEWNS)
-        .map_err(|e| format!("cannot enter the mount namespace of {pid}: {e}"))
+    if let Some(pids) = pids {
+        setns(&pids, CloneFlags::CLONE_NEWPID)
+            .map_err(|e| format!("cannot enter the PID namespace of {pid}'s children: {e}"))?;
+    }
+    Ok(mnt)
+}
+
+/// What the supervisor's child does before it becomes the command.
+struct ChildSetup {
+    /// Its working directory in the container.
+    cwd: PathBuf,
+    /// It is PID 1 of a new PID namespace: it mounts that namespace's
+    /// `/proc` over the host's.
+    init: bool,
+    /// A mount namespace to enter first (inherited by the child).
+    mount_fd: Option<File>,
+}
+
+/// Where the first process of a new PID namespace mounts it (`ps` and
+/// `/proc` show the container's processes), with the flags a runtime
+/// mounts a container's `/proc` with.
+fn mount_proc() -> Result<(), String> {
+    mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot mount /proc for the PID namespace: {e}"))
+}
+
+/// The probe's second half: whether a PID namespace, whose first process
+/// mounts its own `/proc`, can be had here. Says so on standard output
+/// ([`PID_NAMESPACE_OK`], or why not): without one, containers still get
+/// their mount namespace.
+fn probe_pid_namespace() {
+    let outcome = unshare(CloneFlags::CLONE_NEWPID)
+        .map_err(|e| format!("cannot create a PID namespace: {e}"))
+        .and_then(|()| {
+            std::process::Command::new("/proc/self/exe")
+                .args([SUBCOMMAND, UNBLOCK, "--proc", "--"])
+                .output()
+                .map_err(|e| format!("cannot start a process in a PID namespace: {e}"))
+        })
+        .and_then(|o| {
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+            }
+        });
+    match outcome {
+        Ok(()) => println!("{PID_NAMESPACE_OK}"),
+        Err(why) => println!("{PID_NAMESPACE_NO}{why}"),
+    }
+}
+
+/// What the probe prints when containers can have PID namespaces.
+pub const PID_NAMESPACE_OK: &str = "pid namespace: yes";
+/// ... and before why not, when they cannot.
+pub const PID_NAMESPACE_NO: &str = "pid namespace: no: ";
+
+/// Whether a probe's standard output says containers can have PID
+/// namespaces: `Ok`, or why not.
+pub fn probed_pid_namespace(stdout: &str) -> Result<(), String> {
+    for line in stdout.lines() {
+        if line == PID_NAMESPACE_OK {
+            return Ok(());
+        }
+        if let Some(why) = line.strip_prefix(PID_NAMESPACE_NO) {
+            return Err(why.to_string());
+        }
+    }
+    Err("the probe did not say".to_string())
 }
 
 /// Signals the supervisor takes itself (blocked, and read with `sigwait`)
@@ -584,12 +731,10 @@ const SUPERVISOR_SIGNALS: [Signal; 8] = [
 ///   SIGKILLs every process below it and exits;
 /// - when the command exits, it ends what is left below it (as a runtime
 ///   tears the container down) and exits as the command did.
-fn supervise(cwd: Option<&Path>, command: &[OsString], parent: Option<i32>) -> Result<u8, String> {
-    let dir = cwd.unwrap_or(Path::new("/"));
-    nix::unistd::chdir(dir).map_err(|e| format!("cannot change to {}: {e}", dir.display()))?;
-    let Some((program, args)) = command.split_first() else {
+fn supervise(child: &ChildSetup, command: &[OsString], parent: Option<i32>) -> Result<u8, String> {
+    if command.is_empty() {
         return Err("no command".into());
-    };
+    }
     let mut signals = SigSet::empty();
     for s in SUPERVISOR_SIGNALS {
         signals.add(s);
@@ -609,35 +754,62 @@ fn supervise(cwd: Option<&Path>, command: &[OsString], parent: Option<i32>) -> R
     }
     // The command must not inherit the blocked signals: it starts through
     // this entry point again, which unblocks them and becomes the command.
-    let child = std::process::Command::new("/proc/self/exe")
-        .arg(SUBCOMMAND)
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    cmd.arg(SUBCOMMAND)
         .arg(UNBLOCK)
+        .arg("--cwd")
+        .arg(&child.cwd);
+    if child.init {
+        cmd.arg("--proc");
+    }
+    if let Some(mnt) = &child.mount_fd {
+        // Inherited (this one flag cleared), entered and closed by the child.
+        fcntl(mnt, FcntlArg::F_SETFD(FdFlag::empty()))
+            .map_err(|e| format!("cannot pass the mount namespace on: {e}"))?;
+        cmd.arg("--mount-fd").arg(mnt.as_raw_fd().to_string());
+    }
+    let spawned = cmd
         .arg("--")
-        .arg(program)
-        .args(args)
+        .args(command)
         .spawn()
-        .map_err(|e| format!("exec {}: {e}", Path::new(program).display()))?;
+        .map_err(|e| format!("cannot start the command: {e}"))?;
     let main = Pid::from_raw(
-        i32::try_from(child.id()).map_err(|_| "the command has no process id".to_string())?,
+        i32::try_from(spawned.id()).map_err(|_| "the command has no process id".to_string())?,
     );
-    drop(child);
+    drop(spawned);
+    // With a PID namespace of its own, the container is every process in
+    // it, which the kernel ends with its first one, `main`; this process
+    // no longer reads `/proc` (the container's is mounted over the host's).
+    let end_container = || {
+        if child.init {
+            let _ = nix::sys::signal::kill(main, Signal::SIGKILL);
+        } else {
+            kill_below(getpid());
+        }
+    };
     let status = loop {
         let signal = signals
             .wait()
             .map_err(|e| format!("cannot wait for signals: {e}"))?;
         if orphaned() {
-            kill_below(getpid());
+            end_container();
             reap_all();
             return Ok(128 + Signal::SIGKILL as u8);
         }
         if signal != Signal::SIGCHLD {
+            // The command leads a session of its own (a terminal's, see
+            // `unblock_and_exec`): the kubelet's signals to the container's
+            // process group reach it through here.
+            if nix::unistd::getpgid(Some(main)).is_ok_and(|g| g != nix::unistd::getpgrp()) {
+                let _ = nix::sys::signal::kill(main, signal);
+            }
             continue;
         }
         if let Some(status) = reap(main) {
             break status;
         }
     };
-    kill_below(getpid());
+    end_container();
     reap_all();
     Ok(match status {
         WaitStatus::Exited(_, code) => u8::try_from(code).unwrap_or(255),
@@ -664,25 +836,89 @@ fn supervise(cwd: Option<&Path>, command: &[OsString], parent: Option<i32>) -> R
     })
 }
 
-/// The supervisor's child: unblocks every signal, then becomes the command.
+/// The supervisor's child: unblocks every signal, enters the container's
+/// mount namespace (`--mount-fd N`, when joining) or mounts its PID
+/// namespace's `/proc` (`--proc`, as its first process), changes to
+/// `--cwd`, then becomes the command; with `--proc` and no command, a
+/// probe: exits 0 when it is PID 1 with its `/proc` mounted.
 const UNBLOCK: &str = "--unblock";
 
 fn unblock_and_exec(rest: &[OsString]) -> ExitCode {
     use std::os::unix::process::CommandExt;
     let _ = SigSet::all().thread_unblock();
-    let command = rest
-        .strip_prefix(&[OsString::from("--")][..])
-        .unwrap_or(rest);
-    let Some((program, args)) = command.split_first() else {
-        eprintln!("agentdeck {SUBCOMMAND}: no command");
-        return ExitCode::from(128);
+    let fail = |e: String| {
+        eprintln!("agentdeck {SUBCOMMAND}: {e}");
+        ExitCode::from(128)
     };
-    let e = std::process::Command::new(program).args(args).exec();
-    eprintln!(
-        "agentdeck {SUBCOMMAND}: exec {}: {e}",
-        Path::new(program).display()
-    );
-    ExitCode::from(128)
+    let mut it = rest.iter();
+    let mut cwd = PathBuf::from("/");
+    let mut proc = false;
+    let mut mount_fd = None;
+    let mut command: Vec<OsString> = Vec::new();
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--") => {
+                command = it.cloned().collect();
+                break;
+            }
+            Some("--cwd") => cwd = it.next().map(PathBuf::from).unwrap_or(cwd),
+            Some("--proc") => proc = true,
+            Some("--mount-fd") => {
+                mount_fd = it.next().and_then(|v| v.to_str()?.parse::<i32>().ok());
+            }
+            _ => return fail(format!("unexpected argument {arg:?}")),
+        }
+    }
+    if let Some(fd) = mount_fd {
+        // Reopened through its number (a new descriptor, closed on exec),
+        // the inherited one closed: the command gets none of ours.
+        let entered = File::open(format!("/proc/self/fd/{fd}"))
+            .map_err(|e| format!("cannot open the container's mount namespace: {e}"))
+            .and_then(|ns| {
+                let _ = nix::unistd::close(fd);
+                setns(&ns, CloneFlags::CLONE_NEWNS)
+                    .map_err(|e| format!("cannot enter the container's mount namespace: {e}"))
+            });
+        if let Err(e) = entered {
+            return fail(e);
+        }
+    }
+    if proc {
+        if let Err(e) = mount_proc() {
+            return fail(e);
+        }
+        if command.is_empty() {
+            return if getpid().as_raw() == 1 {
+                ExitCode::SUCCESS
+            } else {
+                fail(format!("the first process is {}, not 1", getpid()))
+            };
+        }
+    }
+    if let Err(e) = nix::unistd::chdir(&cwd) {
+        return fail(format!("cannot change to {}: {e}", cwd.display()));
+    }
+    let Some((program, args)) = command.split_first() else {
+        return fail("no command".to_string());
+    };
+    // Given a terminal, the command leads a session of its own in the
+    // container whose controlling terminal it is, as runc makes a `tty`
+    // container's process or an `exec -t`'s: a shell's job control then
+    // finds its process groups in the container's PID namespace.
+    let setsid = ["/usr/bin/setsid", "/bin/setsid"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let e = match setsid {
+        Some(setsid) if nix::unistd::isatty(std::io::stdin()).unwrap_or(false) => {
+            std::process::Command::new(setsid)
+                .args(["--ctty", "--"])
+                .arg(program)
+                .args(args)
+                .exec()
+        }
+        _ => std::process::Command::new(program).args(args).exec(),
+    };
+    fail(format!("exec {}: {e}", Path::new(program).display()))
 }
 
 /// Reaps every child that has exited (adopted orphans included); the
@@ -758,6 +994,7 @@ mod tests {
             Path::new("/pod/rootfs"),
             Some(Path::new("/work")),
             &mounts,
+            true,
             &command,
         );
         assert_eq!(args[0], SUBCOMMAND);
@@ -770,6 +1007,7 @@ mod tests {
                 command,
                 probe: false,
                 parent: Some(std::process::id() as i32),
+                pid_namespace: true,
             })
         );
     }

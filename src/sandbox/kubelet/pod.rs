@@ -297,6 +297,16 @@ pub(super) fn restart_delay(base: Duration, n: u32) -> Duration {
 /// A container's run of the kubelet has after this long resets the back-off.
 const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
+/// The namespaces a pod's real-process containers get (see
+/// [`super::Namespaces`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Isolation {
+    /// A mount namespace: volumes at their mount paths.
+    pub at_paths: bool,
+    /// A PID namespace: the command is PID 1 and sees only its processes.
+    pub pid: bool,
+}
+
 /// What a container instance starts with.
 struct Prepared {
     program: Program,
@@ -351,8 +361,9 @@ impl Kubelet {
         slot: &ContainerSlot,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
-        mounts_at_paths: bool,
+        iso: Isolation,
     ) -> Result<Prepared, String> {
+        let mounts_at_paths = iso.at_paths;
         let mounts = volumes::container_mounts(&slot.spec, vols);
         let tmp_mount = mounts
             .iter()
@@ -434,7 +445,15 @@ impl Kubelet {
                 let found = runtime::program_exists(p, &env, &mounts, &cwd);
                 let name = p.display().to_string();
                 if found {
-                    (None, format!("the host's {name} runs for image {image}"))
+                    let how = match (iso.at_paths, iso.pid) {
+                        (true, true) => "in mount and PID namespaces of its own",
+                        (true, false) => "in a mount namespace of its own, with the host's PIDs",
+                        (false, _) => "without namespaces: host paths and PIDs",
+                    };
+                    (
+                        None,
+                        format!("the host's {name} runs for image {image}, {how}"),
+                    )
                 } else {
                     (
                         Some(policy::missing_program(&name)),
@@ -443,6 +462,14 @@ impl Kubelet {
                 }
             }
             Program::Simulated { .. } => (None, format!("image {image} is simulated")),
+            Program::Pause => (
+                None,
+                format!("image {image}'s /pause is played (it sleeps until stopped)"),
+            ),
+            Program::Unpullable { .. } => (
+                None,
+                format!("image {image} cannot run here without a command"),
+            ),
         };
         if let Program::Exec {
             program: exe,
@@ -485,8 +512,13 @@ impl Kubelet {
                 let mut command: Vec<OsString> = vec![exe.clone().into_os_string()];
                 command.extend(args.iter().map(OsString::from));
                 let cwd = working_dir.unwrap_or_else(|| PathBuf::from("/"));
-                let wrapped =
-                    mountns::create_args(&rt.dir.join("rootfs"), Some(&cwd), &ns_mounts, &command);
+                let wrapped = mountns::create_args(
+                    &rt.dir.join("rootfs"),
+                    Some(&cwd),
+                    &ns_mounts,
+                    iso.pid,
+                    &command,
+                );
                 *exe = self.config.exe.clone();
                 *args = wrapped
                     .into_iter()
@@ -513,7 +545,7 @@ impl Kubelet {
         slot: &Arc<ContainerSlot>,
         pod: &Value,
         vols: &BTreeMap<String, PathBuf>,
-        mounts_at_paths: bool,
+        iso: Isolation,
     ) -> Option<i32> {
         let mut stop_rx = rt.stop.subscribe();
         let policy = match (slot.init, rt.restart_policy.as_str()) {
@@ -528,7 +560,7 @@ impl Kubelet {
             if rt.stopping() {
                 return previous.map(|t| t.exit_code);
             }
-            let prepared = match self.prepare(rt, slot, pod, vols, mounts_at_paths) {
+            let prepared = match self.prepare(rt, slot, pod, vols, iso) {
                 Ok(p) => p,
                 Err(message) => {
                     {
@@ -555,6 +587,12 @@ impl Kubelet {
             .and_then(|c| c["image"].as_str())
             .unwrap_or_default()
             .to_string();
+            if let Program::Unpullable { message } = &prepared.program {
+                slot.status().stand_in = Some(prepared.stand_in.clone());
+                self.pull_back_off(rt, slot, pod, &image, message, &mut stop_rx)
+                    .await;
+                return previous.map(|t| t.exit_code);
+            }
             // What the kubelet reports for each (re)start, as `kubectl
             // describe pod` and `kubectl events` show it.
             self.event(
@@ -663,17 +701,16 @@ impl Kubelet {
                     exit_code,
                     ready,
                 } => {
-                    run_simulated(
-                        rt,
-                        slot,
-                        &id,
-                        *exit_after,
-                        *exit_code,
-                        *ready,
-                        stop_rx.clone(),
-                    )
-                    .await
+                    let play = Play::Simulated {
+                        exit_after: *exit_after,
+                        exit_code: *exit_code,
+                        ready: *ready,
+                    };
+                    run_simulated(rt, slot, &id, play, stop_rx.clone()).await
                 }
+                Program::Pause => run_simulated(rt, slot, &id, Play::Pause, stop_rx.clone()).await,
+                // Waited out before the container was created.
+                Program::Unpullable { .. } => return previous.map(|t| t.exit_code),
             };
             slot.logs.close(&id);
             let term = Terminated::exited(&id, code, &started_at, &now_rfc3339());
@@ -699,6 +736,66 @@ impl Kubelet {
                 .await
             {
                 return Some(code);
+            }
+        }
+    }
+
+    /// A container whose image cannot be run ([`Program::Unpullable`]),
+    /// until the pod stops: `Waiting` as the kubelet leaves a container
+    /// whose image it cannot pull, `ErrImagePull` after each attempt and
+    /// `ImagePullBackOff` between them (the back-off doubling to 5 minutes),
+    /// with the kubelet's events.
+    async fn pull_back_off(
+        &self,
+        rt: &Arc<PodRuntime>,
+        slot: &Arc<ContainerSlot>,
+        pod: &Value,
+        image: &str,
+        message: &str,
+        stop_rx: &mut watch::Receiver<Stop>,
+    ) {
+        let base = self.config.restart_backoff;
+        let mut attempts: u32 = 0;
+        loop {
+            self.event(
+                pod,
+                "Normal",
+                "Pulling",
+                &format!("Pulling image \"{image}\""),
+            );
+            self.event(
+                pod,
+                "Warning",
+                "Failed",
+                &format!("Failed to pull image \"{image}\": {message}"),
+            );
+            self.event(pod, "Warning", "Failed", "Error: ErrImagePull");
+            slot.status().state = State::Waiting {
+                reason: "ErrImagePull".into(),
+                message: Some(message.to_string()),
+            };
+            rt.changed();
+            // The pod's next sync finds the pull backing off.
+            if wait_or_stop(stop_rx, base).await {
+                return;
+            }
+            attempts += 1;
+            self.event(
+                pod,
+                "Normal",
+                "BackOff",
+                &format!("Back-off pulling image \"{image}\""),
+            );
+            self.event(pod, "Warning", "Failed", "Error: ImagePullBackOff");
+            slot.status().state = State::Waiting {
+                reason: "ImagePullBackOff".into(),
+                message: Some(format!(
+                    "Back-off pulling image \"{image}\": ErrImagePull: {message}"
+                )),
+            };
+            rt.changed();
+            if wait_or_stop(stop_rx, restart_delay(base, attempts)).await {
+                return;
             }
         }
     }
@@ -885,8 +982,11 @@ impl Kubelet {
             }
         };
         if let Some(vols) = vols {
-            let at_paths = match self.mount_mode().await {
-                Ok(()) => true,
+            let iso = match self.mount_mode().await {
+                Ok(ns) => Isolation {
+                    at_paths: true,
+                    pid: ns.pid.is_ok(),
+                },
                 Err(why) => {
                     let mounted = rt.slots.iter().any(|s| {
                         s.spec["volumeMounts"]
@@ -903,14 +1003,17 @@ impl Kubelet {
                             ),
                         );
                     }
-                    false
+                    Isolation {
+                        at_paths: false,
+                        pid: false,
+                    }
                 }
             };
             rt.state().sandbox_ready = true;
             rt.changed();
             let mut initialized = true;
             for slot in rt.slots.iter().filter(|s| s.init) {
-                if self.run_container(&rt, slot, &pod, &vols, at_paths).await != Some(0) {
+                if self.run_container(&rt, slot, &pod, &vols, iso).await != Some(0) {
                     initialized = false;
                     break;
                 }
@@ -923,7 +1026,7 @@ impl Kubelet {
                 rt.changed();
                 futures::future::join_all(
                     main.iter()
-                        .map(|slot| self.run_container(&rt, slot, &pod, &vols, at_paths)),
+                        .map(|slot| self.run_container(&rt, slot, &pod, &vols, iso)),
                 )
                 .await;
             }
@@ -1068,14 +1171,27 @@ impl Kubelet {
     }
 }
 
-/// A simulated container: logs, waits, exits.
+/// How a played container behaves.
+#[derive(Debug, Clone, Copy)]
+enum Play {
+    /// The simulation annotations' (or their defaults'): it says that it
+    /// started, runs until stopped or `exit_after`, then exits `exit_code`.
+    Simulated {
+        exit_after: Option<Duration>,
+        exit_code: i32,
+        ready: bool,
+    },
+    /// The pause image's `/pause`: silent until SIGTERM, then psignal's
+    /// line on its standard error and exit 0.
+    Pause,
+}
+
+/// A played container: logs, waits, exits.
 async fn run_simulated(
     rt: &Arc<PodRuntime>,
     slot: &Arc<ContainerSlot>,
     id: &str,
-    exit_after: Option<Duration>,
-    exit_code: i32,
-    ready: bool,
+    play: Play,
     mut stop_rx: watch::Receiver<Stop>,
 ) -> i32 {
     let image = slot.spec["image"].as_str().unwrap_or_default();
@@ -1083,10 +1199,20 @@ async fn run_simulated(
         slot.logs
             .append(id, jiff::Timestamp::now(), format!("{line}\n").into_bytes())
     };
-    log(format!(
-        "simulated container {} (image {image}) started",
-        slot.name
-    ));
+    let (exit_after, exit_code, ready) = match play {
+        Play::Simulated {
+            exit_after,
+            exit_code,
+            ready,
+        } => {
+            log(format!(
+                "simulated container {} (image {image}) started",
+                slot.name
+            ));
+            (exit_after, exit_code, ready)
+        }
+        Play::Pause => (None, 0, true),
+    };
     if ready {
         slot.status().ready = true;
         rt.changed();
@@ -1096,10 +1222,13 @@ async fn run_simulated(
         match *stop_rx.borrow_and_update() {
             Stop::None => {}
             Stop::Graceful { .. } => {
-                log(format!(
-                    "simulated container {} received SIGTERM, exiting",
-                    slot.name
-                ));
+                log(match play {
+                    Play::Simulated { .. } => format!(
+                        "simulated container {} received SIGTERM, exiting",
+                        slot.name
+                    ),
+                    Play::Pause => "Shutting down, got signal: Terminated".to_string(),
+                });
                 return 0;
             }
             Stop::Kill => return 137,

@@ -24,10 +24,14 @@
 //!    (`sandbox.agentdeck.dev/simulate: "true"`, `exit-after`, `exit-code`,
 //!    `ready`, see [`super::runtime`]) is played: its author asked for a
 //!    stand-in.
-//! 4. Any other container with a `command` or `args` runs them: `command +
-//!    args`, or with `args` alone the image's entrypoint ([`default_command`])
-//!    followed by them (none for an image this module does not know: base
-//!    images have none, and kubectl puts `kubectl run … -- CMD` in `args`).
+//! 4. Any other container runs what a runtime would run: `command +
+//!    args`; `args` alone after the image's ENTRYPOINT; neither, the image's
+//!    ENTRYPOINT and CMD. Images have them in their config, which the
+//!    sandbox cannot pull: [`default_command`] is the table of the images it
+//!    knows (busybox `sh`, alpine `/bin/sh`, nginx `/docker-entrypoint.sh
+//!    nginx -g 'daemon off;'`, …, each as its Dockerfile sets it); for one
+//!    it does not know, `args` are the whole command line (base images have
+//!    no ENTRYPOINT, and kubectl puts `kubectl run … -- CMD` in `args`).
 //!    The program is looked up as a runtime does (a name on the container's
 //!    `PATH`, a path in the container's file tree: the host's, with its
 //!    volumes at their mount paths). One that is not there fails the way a
@@ -35,22 +39,31 @@
 //!    container is `Terminated` with reason `StartError`, exit code 128 and
 //!    runc's message, then restarted by the pod's policy with back-off
 //!    (`CrashLoopBackOff`), or fails the pod under `restartPolicy: Never`.
-//! 5. A container with neither is played ("simulated": it logs that it
-//!    started and runs until stopped, ready). A real node would run the
-//!    image's ENTRYPOINT/CMD, which the sandbox cannot know for an arbitrary
-//!    image; and for the images it does know ([`default_command`]: busybox's
-//!    `sh`, …) that default is a shell that, without input, exits at once —
-//!    a crash loop nobody writing a placeholder pod (`kubectl create
-//!    deployment web --image=nginx`, the demo's, tests' and client suites'
-//!    pods) wants. The table serves containers that keep their input open
-//!    (`stdin: true`: `kubectl run -it --image=busybox` runs `sh`, attached),
-//!    attach to an ephemeral container (`kubectl debug -it --image=busybox`
-//!    starts `sh`) and `args`-only containers.
+//!    So a commandless `nginx` is a `StartError` (no
+//!    `/docker-entrypoint.sh` here), and a commandless `busybox` runs the
+//!    host's `sh`, which, its input empty, exits 0 at once and is restarted
+//!    into `CrashLoopBackOff`, as on a real node (with `stdin: true`,
+//!    `kubectl run -it --image=busybox`, it has input and stays).
+//! 5. The pause image (`registry.k8s.io/pause`, any registry or tag)
+//!    running its own `/pause` is played: that program only sleeps until
+//!    SIGTERM or SIGINT (then writes `Shutting down, got signal:
+//!    Terminated` and exits 0), which the kubelet does exactly: Running,
+//!    ready, an empty log. It is the placeholder for a pod that only has to
+//!    exist (`kubectl create deployment web --image=registry.k8s.io/pause`).
+//! 6. A container with neither `command` nor `args` whose image this
+//!    module does not know has nothing the sandbox can run, and it does not
+//!    pretend: the container stays `Waiting` as one whose image cannot be
+//!    pulled, with the kubelet's reasons — `ErrImagePull` with the
+//!    runtime's message ([`unpullable`], which says what to do instead),
+//!    then `ImagePullBackOff` (`Back-off pulling image "…": ErrImagePull:
+//!    …`) with the image back-off (10 s doubling to 300 s on a kubelet,
+//!    the kubelet's restart back-off here) — and the pod `Pending`.
 //!
 //! The pod's status says what stood in for what: a condition of type
 //! [`STAND_IN_CONDITION`] (a qualified name, as readiness gates use, which
 //! clients list and otherwise ignore) whose message names, per container,
-//! the host program run for its image or that it was played.
+//! the host program run for its image, that it was played (the pause
+//! image, the annotations) or that its image could not be run.
 //!
 //! Without a mount namespace ([`super::fallback`]): an `agentdeck agent`'s
 //! default token, shared and work paths (as `AGENTDECK_AGENT_*` variables)
@@ -145,9 +158,12 @@ pub struct ImageDefaults {
 }
 
 /// The well-known images whose defaults the sandbox knows, by repository
-/// name (the last path segment, any registry and tag): the base images
-/// people run commands in, whose CMD is a shell and ENTRYPOINT empty.
-const KNOWN_IMAGES: [(&str, ImageDefaults); 8] = [
+/// name (the last path segment, any registry and tag), as their
+/// Dockerfiles set them: the base images people run commands in (CMD a
+/// shell, no ENTRYPOINT), the pause image, and the placeholder images
+/// tutorials and client suites use (whose programs are not on this
+/// machine: they fail as a missing binary does).
+const KNOWN_IMAGES: [(&str, ImageDefaults); 12] = [
     (
         "busybox",
         ImageDefaults {
@@ -204,7 +220,50 @@ const KNOWN_IMAGES: [(&str, ImageDefaults); 8] = [
             cmd: &["zsh"],
         },
     ),
+    // kubernetes/build/pause: ENTRYPOINT ["/pause"] (see [`is_pause`]).
+    (
+        PAUSE,
+        ImageDefaults {
+            entrypoint: &[PAUSE_PROGRAM],
+            cmd: &[],
+        },
+    ),
+    // nginxinc/docker-nginx.
+    (
+        "nginx",
+        ImageDefaults {
+            entrypoint: &["/docker-entrypoint.sh"],
+            cmd: &["nginx", "-g", "daemon off;"],
+        },
+    ),
+    (
+        "httpd",
+        ImageDefaults {
+            entrypoint: &[],
+            cmd: &["httpd-foreground"],
+        },
+    ),
+    (
+        "redis",
+        ImageDefaults {
+            entrypoint: &["docker-entrypoint.sh"],
+            cmd: &["redis-server"],
+        },
+    ),
 ];
+
+/// The pause image's repository name (`registry.k8s.io/pause:3.10`).
+const PAUSE: &str = "pause";
+
+/// What the pause image runs.
+const PAUSE_PROGRAM: &str = "/pause";
+
+/// Whether a container of `image` that runs `argv` is the pause image's
+/// own program: it sleeps until signalled, which the kubelet plays exactly
+/// (see the module documentation, rule 5).
+pub fn is_pause(image: &str, argv: &[String]) -> bool {
+    repository(image) == PAUSE && argv.len() == 1 && argv[0] == PAUSE_PROGRAM
+}
 
 /// The repository name of an image reference: `busybox` for
 /// `docker.io/library/busybox:1.36@sha256:…`.
@@ -225,53 +284,82 @@ pub fn default_command(image: &str) -> Option<ImageDefaults> {
 
 /// What a container runs, as a runtime builds it from the image and the
 /// pod (`command` replaces ENTRYPOINT and CMD, `args` replaces CMD): empty
-/// when the container sets neither (see the module documentation, rule 5).
+/// when the container sets neither and its image is not one this module
+/// knows (see the module documentation, rule 6).
 pub fn container_argv(image: &str, command: &[String], args: &[String]) -> Vec<String> {
     if !command.is_empty() {
         return command.iter().chain(args).cloned().collect();
     }
-    if args.is_empty() {
-        return Vec::new();
-    }
-    let entrypoint = default_command(image).map_or(&[][..], |d| d.entrypoint);
+    let defaults = default_command(image);
+    let entrypoint = defaults.map_or(&[][..], |d| d.entrypoint);
+    let cmd: Vec<String> = if args.is_empty() {
+        defaults
+            .map_or(&[][..], |d| d.cmd)
+            .iter()
+            .map(|s| (*s).to_string())
+            .collect()
+    } else {
+        args.to_vec()
+    };
     entrypoint
         .iter()
         .map(|s| (*s).to_string())
-        .chain(args.iter().cloned())
+        .chain(cmd)
         .collect()
 }
 
-/// What a container with neither command nor args that keeps its input
-/// open (`stdin: true`) runs: its image's default, when the image is one
-/// this module knows (else nothing: it is simulated).
-pub fn interactive_argv(image: &str) -> Vec<String> {
-    default_command(image)
-        .map(|d| {
-            d.entrypoint
-                .iter()
-                .chain(d.cmd)
-                .map(|s| (*s).to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// What attach to an ephemeral container starts when it sets no command:
-/// its image's default, or `sh` (what debugging images run).
+/// What attach to an ephemeral container starts: what it runs, or `sh`
+/// (what debugging images run) for an image this module does not know.
 pub fn attach_argv(image: &str, command: &[String], args: &[String]) -> Vec<String> {
     let argv = container_argv(image, command, args);
     if !argv.is_empty() {
         return argv;
     }
-    match default_command(image) {
-        Some(d) => d
-            .entrypoint
-            .iter()
-            .chain(d.cmd)
-            .map(|s| (*s).to_string())
-            .collect(),
-        None => vec!["sh".to_string()],
+    vec!["sh".to_string()]
+}
+
+/// The reference a runtime pulls for `image`, as containerd normalizes it:
+/// `docker.io/library/nginx:latest` for `nginx`.
+fn normalized(image: &str) -> String {
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    let first = name.split('/').next().unwrap_or(name);
+    let has_domain =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let mut out = if has_domain {
+        name.to_string()
+    } else if name.contains('/') {
+        format!("docker.io/{name}")
+    } else {
+        format!("docker.io/library/{name}")
+    };
+    let last = out.rsplit('/').next().unwrap_or_default();
+    if !last.contains(':') && digest.is_none() {
+        out.push_str(":latest");
     }
+    if let Some(d) = digest {
+        out.push('@');
+        out.push_str(d);
+    }
+    out
+}
+
+/// The runtime's error for an image the sandbox cannot run (rule 6), as
+/// the kubelet puts it in the container's `ErrImagePull` state and its
+/// `Failed to pull image` event: containerd's words for a reference it
+/// cannot resolve, then why and what to do instead.
+pub fn unpullable(image: &str) -> String {
+    let reference = normalized(image);
+    format!(
+        "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": \
+         failed to resolve reference \"{reference}\": the agentdeck sandbox pulls no images \
+         and does not know what {image} runs: give the container a command (this machine's \
+         programs stand in for the image's), use the image registry.k8s.io/pause (a container \
+         that runs until stopped), or annotate the pod {}: \"true\"",
+        super::runtime::SIMULATE
+    )
 }
 
 /// The message containerd reports (in the container's `StartError` state
@@ -302,7 +390,7 @@ mod tests {
 
     #[test]
     fn what_a_container_runs_is_built_from_its_image_command_and_args() {
-        let cases: [Case; 6] = [
+        let cases: [Case; 9] = [
             // command replaces ENTRYPOINT and CMD.
             (
                 "busybox",
@@ -320,8 +408,17 @@ mod tests {
                 &["docker-entrypoint.sh", "-c", "date"],
             ),
             ("example.com/unknown:1", &[], &["serve"], &["serve"]),
-            // Neither: nothing to run (simulated).
-            ("busybox", &[], &[], &[]),
+            // Neither: the image's ENTRYPOINT and CMD, as its config has them.
+            ("busybox", &[], &[], &["sh"]),
+            (
+                "nginx:1.27",
+                &[],
+                &[],
+                &["/docker-entrypoint.sh", "nginx", "-g", "daemon off;"],
+            ),
+            ("registry.k8s.io/pause:3.10", &[], &[], &["/pause"]),
+            // ... nothing for an image the table does not know.
+            ("example.com/unknown:1", &[], &[], &[]),
         ];
         for (image, command, args, want) in cases {
             assert_eq!(
@@ -333,16 +430,58 @@ mod tests {
     }
 
     #[test]
-    fn interactive_and_attached_containers_get_their_images_default() {
-        assert_eq!(interactive_argv("busybox:1.36"), v(&["sh"]));
+    fn attached_ephemeral_containers_get_their_images_default_or_sh() {
+        assert_eq!(attach_argv("busybox:1.36", &[], &[]), v(&["sh"]));
         assert_eq!(
-            interactive_argv("ghcr.io/x/alpine@sha256:ab"),
+            attach_argv("ghcr.io/x/alpine@sha256:ab", &[], &[]),
             v(&["/bin/sh"])
         );
-        assert_eq!(interactive_argv("nginx"), Vec::<String>::new());
         assert_eq!(attach_argv("nicolaka/netshoot", &[], &[]), v(&["zsh"]));
         assert_eq!(attach_argv("example.com/debug:1", &[], &[]), v(&["sh"]));
         assert_eq!(attach_argv("busybox", &v(&["top"]), &[]), v(&["top"]));
+    }
+
+    #[test]
+    fn only_the_pause_images_own_program_is_the_pause_program() {
+        for image in [
+            "registry.k8s.io/pause",
+            "registry.k8s.io/pause:3.10",
+            "k8s.gcr.io/pause@sha256:ab",
+        ] {
+            assert!(is_pause(image, &container_argv(image, &[], &[])), "{image}");
+        }
+        assert!(!is_pause(
+            "registry.k8s.io/pause:3.10",
+            &v(&["sh", "-c", "sleep 1"])
+        ));
+        assert!(!is_pause("busybox", &v(&["/pause"])));
+    }
+
+    #[test]
+    fn an_image_the_sandbox_cannot_run_fails_as_a_pull_in_containerds_words() {
+        let cases = [
+            ("nginx-unknown", "docker.io/library/nginx-unknown:latest"),
+            ("acme/web:2", "docker.io/acme/web:2"),
+            ("localhost:5000/web", "localhost:5000/web:latest"),
+            ("ghcr.io/acme/web@sha256:ab", "ghcr.io/acme/web@sha256:ab"),
+        ];
+        for (image, reference) in cases {
+            let m = unpullable(image);
+            assert!(
+                m.starts_with(&format!(
+                    "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": "
+                )),
+                "{m}"
+            );
+        }
+        let m = unpullable("acme/web:2");
+        for hint in [
+            "give the container a command",
+            "registry.k8s.io/pause",
+            "sandbox.agentdeck.dev/simulate: \"true\"",
+        ] {
+            assert!(m.contains(hint), "{m} lacks {hint}");
+        }
     }
 
     #[test]

@@ -12,10 +12,13 @@
 //! - a container with the simulation annotations ([`SIMULATE`],
 //!   [`EXIT_AFTER`], [`EXIT_CODE`], [`READY`]) is simulated: it logs that it started and runs
 //!   until stopped, or exits after [`EXIT_AFTER`] seconds with [`EXIT_CODE`];
-//! - any other `command`/`args` runs as a process of the host's userland (in
-//!   the container's mount namespace, or with its mount paths rewritten to
-//!   host directories where there is none);
-//! - a container with neither is simulated.
+//! - any other container runs what a runtime would (its `command`/`args`,
+//!   else its image's ENTRYPOINT and CMD as the policy knows them) as a
+//!   process of the host's userland (in the container's namespaces, or with
+//!   its mount paths rewritten to host directories where there are none);
+//! - the pause image's `/pause` is played ([`Program::Pause`]);
+//! - a container with neither whose image the policy does not know cannot
+//!   run ([`Program::Unpullable`]).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -69,6 +72,12 @@ pub(super) enum Program {
         exit_code: i32,
         ready: bool,
     },
+    /// The pause image's program, played exactly: silent, ready, until
+    /// stopped.
+    Pause,
+    /// Nothing can run: the image is one the sandbox cannot stand in for
+    /// (the runtime's pull error).
+    Unpullable { message: String },
 }
 
 fn annotation<'a>(pod: &'a Value, key: &str, container: &str) -> Option<&'a str> {
@@ -136,15 +145,16 @@ pub(super) fn plan(
             shell: false,
         };
     }
-    let mut argv = policy::container_argv(image, command, args);
-    if argv.is_empty() && container["stdin"].as_bool() == Some(true) {
-        // Given input (`kubectl run -it`), the image's default shell has
-        // something to do.
-        argv = policy::interactive_argv(image);
-    }
-    if !simulation_asked(pod, name)
-        && let [program, rest @ ..] = argv.as_slice()
-    {
+    let argv = policy::container_argv(image, command, args);
+    if !simulation_asked(pod, name) {
+        if policy::is_pause(image, &argv) {
+            return Program::Pause;
+        }
+        let Some((program, rest)) = argv.split_first() else {
+            return Program::Unpullable {
+                message: policy::unpullable(image),
+            };
+        };
         let shell = is_shell(program) && rest.first().is_some_and(|f| f == "-c");
         return Program::Exec {
             program: PathBuf::from(program),
@@ -237,6 +247,14 @@ pub(super) struct Launch<'a> {
     pub cwd: &'a Path,
 }
 
+/// Whether `launch` starts the namespaces' entry point ([`super::mountns`]),
+/// whose command takes a terminal as its own controlling one in the
+/// container (its PID namespace's), as runc gives it: the process started
+/// here leads a session without one.
+fn in_namespaces(launch: &Launch<'_>) -> bool {
+    launch.args.first().map(String::as_str) == Some(super::mountns::SUBCOMMAND)
+}
+
 fn setsid_program() -> Option<&'static Path> {
     ["/usr/bin/setsid", "/bin/setsid"]
         .into_iter()
@@ -262,7 +280,7 @@ pub(super) fn spawn(
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let mut cmd = Command::new(setsid);
-            if tty {
+            if tty && !in_namespaces(launch) {
                 cmd.arg("--ctty");
             }
             cmd.arg("--").arg(launch.program);
@@ -405,7 +423,7 @@ pub(super) fn exec_command(launch: &Launch<'_>, tty: bool) -> Command {
     let mut cmd = match setsid_program() {
         Some(setsid) => {
             let mut cmd = Command::new(setsid);
-            if tty {
+            if tty && !in_namespaces(launch) {
                 cmd.arg("--ctty");
             }
             cmd.arg("--").arg(launch.program);
@@ -818,16 +836,58 @@ mod tests {
     }
 
     #[test]
-    fn simulated_containers_follow_the_exit_annotations() {
-        let c = json!({"name": "web", "image": "nginx"});
+    fn a_container_without_a_command_runs_its_images_default_or_cannot_run() {
+        // nginx's ENTRYPOINT and CMD (which the host does not have).
+        let nginx = json!({"name": "web", "image": "nginx"});
         assert_eq!(
-            plan_of(&json!({}), &c),
-            Program::Simulated {
-                exit_after: None,
-                exit_code: 0,
-                ready: true
+            plan_of(&json!({}), &nginx),
+            Program::Exec {
+                program: "/docker-entrypoint.sh".into(),
+                args: strings(&["nginx", "-g", "daemon off;"]),
+                shell: false
             }
         );
+        // busybox's CMD, with or without input.
+        for c in [
+            json!({"name": "bb", "image": "busybox:1.36"}),
+            json!({"name": "bb", "image": "busybox:1.36", "stdin": true}),
+        ] {
+            assert_eq!(
+                plan_of(&json!({}), &c),
+                Program::Exec {
+                    program: "sh".into(),
+                    args: Vec::new(),
+                    shell: false
+                }
+            );
+        }
+        let pause = json!({"name": "p", "image": "registry.k8s.io/pause:3.10"});
+        assert_eq!(plan_of(&json!({}), &pause), Program::Pause);
+        let unknown = json!({"name": "app", "image": "example.com/app:1"});
+        assert_eq!(
+            plan_of(&json!({}), &unknown),
+            Program::Unpullable {
+                message: policy::unpullable("example.com/app:1")
+            }
+        );
+        // The annotations play any of them.
+        let simulated = json!({"metadata": {"annotations": {SIMULATE: "true"}}});
+        for c in [nginx, pause, unknown] {
+            assert_eq!(
+                plan_of(&simulated, &c),
+                Program::Simulated {
+                    exit_after: None,
+                    exit_code: 0,
+                    ready: true
+                },
+                "{c}"
+            );
+        }
+    }
+
+    #[test]
+    fn simulated_containers_follow_the_exit_annotations() {
+        let c = json!({"name": "web", "image": "nginx"});
         let pod = json!({"metadata": {"annotations": {EXIT_AFTER: "1.5", EXIT_CODE: "3", "sandbox.agentdeck.dev/exit-code.web": "4"}}});
         assert_eq!(
             plan_of(&pod, &c),

@@ -222,11 +222,15 @@ fn pid_in(log: &str) -> i32 {
         .unwrap_or_else(|| panic!("no pid= line in {log:?}"))
 }
 
+/// The placeholder image whose program the kubelet plays exactly.
+const PAUSE: &str = "registry.k8s.io/pause:3.10";
+
 #[tokio::test]
 async fn a_simulated_container_runs_and_becomes_ready_with_full_status() {
     let node = Node::start();
-    node.create(pod(
+    node.create(pod_with(
         "web",
+        json!({"sandbox.agentdeck.dev/simulate": "true"}),
         json!({"containers": [{"name": "nginx", "image": "nginx:1.27"}]}),
     ));
     let p = node
@@ -526,8 +530,9 @@ async fn following_a_log_streams_until_the_container_stops() {
 #[tokio::test]
 async fn log_requests_name_the_container_as_the_api_requires() {
     let node = Node::start();
-    node.create(pod(
+    node.create(pod_with(
         "two",
+        json!({"sandbox.agentdeck.dev/simulate": "true"}),
         json!({"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "redis"}]}),
     ));
     node.wait_for("two", "Running", |p| phase(p) == "Running")
@@ -730,7 +735,7 @@ fn the_address_pool_never_hands_out_an_address_in_use() {
 #[tokio::test]
 async fn a_missing_secret_holds_the_pod_until_it_exists() {
     let node = Node::start();
-    let mut c = json!({"name": "c", "image": "nginx"});
+    let mut c = json!({"name": "c", "image": PAUSE});
     c["env"] = json!([{"name": "T", "valueFrom": {"secretKeyRef": {"name": "later", "key": "k"}}}]);
     node.create(pod("waiting", json!({"containers": [c]})));
     let p = node
@@ -760,7 +765,7 @@ async fn a_missing_secret_holds_the_pod_until_it_exists() {
 async fn a_missing_volume_source_keeps_containers_creating() {
     let node = Node::start();
     node.create(pod("mounting", json!({
-        "containers": [{"name": "c", "image": "nginx", "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}],
+        "containers": [{"name": "c", "image": PAUSE, "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}],
         "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}]
     })));
     let p = node
@@ -902,7 +907,7 @@ async fn after_the_kubelet_stops_deletions_are_immediate() {
     let node = Node::start();
     node.create(pod(
         "late",
-        json!({"containers": [{"name": "c", "image": "nginx"}]}),
+        json!({"containers": [{"name": "c", "image": PAUSE}]}),
     ));
     node.wait_for("late", "Running", |p| phase(p) == "Running")
         .await;
@@ -933,4 +938,138 @@ fn only_the_agentdeck_binary_is_taken_as_the_container_entry_point() {
     ] {
         assert!(!super::is_agentdeck(Path::new(other)), "{other}");
     }
+}
+
+#[tokio::test]
+async fn the_pause_image_runs_silent_and_ready_until_stopped() {
+    let node = Node::start();
+    node.create(pod(
+        "placeholder",
+        json!({"containers": [{"name": "c", "image": PAUSE}]}),
+    ));
+    let p = node
+        .wait_for("placeholder", "Running and Ready", |p| {
+            phase(p) == "Running" && is_ready(p)
+        })
+        .await;
+    assert!(container_status(&p, "c")["state"]["running"].is_object());
+    let stand_in = condition(&p, crate::sandbox::kubelet::policy::STAND_IN_CONDITION);
+    assert!(
+        stand_in["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("c: image registry.k8s.io/pause:3.10's /pause is played")),
+        "{stand_in}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        node.logs("placeholder", LogOptions::default())
+            .expect("a log"),
+        "",
+        "pause writes nothing until it is signalled"
+    );
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn a_commandless_nginx_fails_to_start_as_its_entrypoint_is_not_here() {
+    let node = Node::start();
+    node.create(pod(
+        "web",
+        json!({"containers": [{"name": "web", "image": "nginx:1.27"}]}),
+    ));
+    let p = node
+        .wait_for("web", "a StartError, then back-off", |p| {
+            let c = container_status(p, "web");
+            c["lastState"]["terminated"]["reason"] == "StartError"
+                && c["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+        })
+        .await;
+    let c = container_status(&p, "web");
+    let t = &c["lastState"]["terminated"];
+    assert_eq!(t["exitCode"], 128);
+    assert!(
+        t["message"].as_str().is_some_and(|m| m.contains(
+            "exec: \"/docker-entrypoint.sh\": stat /docker-entrypoint.sh: no such file or directory"
+        )),
+        "{t}"
+    );
+    // Never silently running: not ready, its pod neither (a pod whose
+    // container restarts under `Always` is in phase Running, as a
+    // kubelet's).
+    assert_eq!(c["ready"], false);
+    assert!(c["state"]["running"].is_null(), "{c}");
+    assert_eq!(condition(&p, "Ready")["status"], "False");
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn a_commandless_busybox_runs_sh_which_exits_at_once_into_a_crash_loop() {
+    let node = Node::start();
+    node.create(pod(
+        "bb",
+        json!({"containers": [{"name": "bb", "image": "busybox"}]}),
+    ));
+    let p = node
+        .wait_for("bb", "CrashLoopBackOff after sh completed", |p| {
+            let c = container_status(p, "bb");
+            c["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+                && c["lastState"]["terminated"]["reason"] == "Completed"
+        })
+        .await;
+    let c = container_status(&p, "bb");
+    assert_eq!(c["lastState"]["terminated"]["exitCode"], 0);
+    assert!(c["restartCount"].as_u64().is_some_and(|n| n >= 1), "{c}");
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn an_image_the_sandbox_cannot_run_waits_as_an_image_it_cannot_pull() {
+    let node = Node::start();
+    node.create(pod(
+        "app",
+        json!({"containers": [{"name": "app", "image": "example.com/acme/app:2"}]}),
+    ));
+    let p = node
+        .wait_for("app", "ErrImagePull", |p| {
+            container_status(p, "app")["state"]["waiting"]["reason"] == "ErrImagePull"
+        })
+        .await;
+    let message = container_status(&p, "app")["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.starts_with(
+            "rpc error: code = Unknown desc = failed to pull and unpack image \"example.com/acme/app:2\""
+        ),
+        "{message}"
+    );
+    assert_eq!(phase(&p), "Pending");
+    let p = node
+        .wait_for("app", "ImagePullBackOff", |p| {
+            container_status(p, "app")["state"]["waiting"]["reason"] == "ImagePullBackOff"
+        })
+        .await;
+    assert_eq!(
+        container_status(&p, "app")["state"]["waiting"]["message"],
+        format!("Back-off pulling image \"example.com/acme/app:2\": ErrImagePull: {message}")
+    );
+    assert_eq!(phase(&p), "Pending");
+    assert_eq!(container_status(&p, "app")["restartCount"], 0);
+    let (events, _) = node.api.store.list("events", Some("default"));
+    let said = |reason: &str, text: &str| {
+        events.iter().any(|e| {
+            e["reason"] == reason && e["message"].as_str().is_some_and(|m| m.contains(text))
+        })
+    };
+    assert!(said("Pulling", "Pulling image \"example.com/acme/app:2\""));
+    assert!(said(
+        "Failed",
+        "Failed to pull image \"example.com/acme/app:2\": rpc error"
+    ));
+    assert!(said(
+        "BackOff",
+        "Back-off pulling image \"example.com/acme/app:2\""
+    ));
+    node.stop().await;
 }
