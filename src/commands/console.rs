@@ -42,75 +42,17 @@ pub fn console(cli: &Cli) -> Result<()> {
     };
     let rt = runtime()?;
     let result = rt.block_on(async {
-        // Read-only refuses actions in the app; no runner either. The
-        // audit records the context acted in.
-        let runner = |context: &str| {
-            (!cli.read_only).then(|| crate::tui::actions::ops_runner(Some(context.to_owned())))
-        };
-        let mut unusable = Vec::new();
-        let mut given = Vec::new();
         // A bundle: served read-only in this process, the console on it.
         let replay = match &cli.bundle {
             Some(path) => Some(crate::replay::Replay::start(path, 0).await?),
             None => None,
         };
-        let (contexts, demo) = if let Some(r) = &replay {
-            // The bundle's namespaces, whatever the configuration watches.
-            config.namespaces = r.bundle.info.namespaces.clone();
-            let one = crate::tui::ContextSetup {
-                name: r.context(),
-                conn: r.conn.clone(),
-                actions: None,
-            };
-            (vec![one], None)
-        } else if cli.demo {
-            let demo = crate::demo::Demo::start().await?;
-            // Health probed often, so the colours move; idle agents poll
-            // every 30 s, so they count as stale only after that.
-            config.health_probe.interval_seconds = 2;
-            config.health_probe.stale_after_seconds = Some(35);
-            config.resync_interval_seconds = 10;
-            let one = crate::tui::ContextSetup {
-                name: demo.context.clone(),
-                conn: demo.conn.clone(),
-                actions: runner(&demo.context),
-            };
-            (vec![one], Some(demo))
-        } else {
-            let names = console_contexts(cli, &config)?;
-            given = names
-                .iter()
-                .map(|n| crate::ops::action::context_name(n.as_deref()))
-                .collect();
-            let several = names.len() > 1;
-            let mut contexts = Vec::new();
-            let mut first_error = None;
-            for name in &names {
-                let conn =
-                    crate::cluster::connect(name.as_deref(), cli.global.namespace.as_deref())
-                        .await;
-                let name = crate::ops::action::context_name(name.as_deref());
-                match conn {
-                    Ok(conn) => contexts.push(crate::tui::ContextSetup {
-                        actions: runner(&name),
-                        name,
-                        conn,
-                    }),
-                    // One of several that cannot be used (its credentials
-                    // file gone, say): shown with the reason, the others open.
-                    Err(e) if several => {
-                        unusable.push((name, e.to_string()));
-                        first_error.get_or_insert(e);
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            if let (true, Some(e)) = (contexts.is_empty(), first_error) {
-                return Err(e.into());
-            }
-            (contexts, None)
-        };
-        let mut contexts = contexts;
+        let Opened {
+            mut contexts,
+            demo,
+            given,
+            unusable,
+        } = open_contexts(cli, &mut config, replay.as_ref()).await?;
         // `-A` for someone who may not list pools everywhere: the
         // namespaces they may read, said so.
         let (all_namespaces, fallback_note) = if cli.all_namespaces && contexts.len() == 1 {
@@ -124,32 +66,9 @@ pub fn console(cli: &Cli) -> Result<()> {
             (None, None) => given,
             _ => contexts.iter().map(|c| c.name.clone()).collect(),
         };
-        let mut namespaces: Vec<&str> =
-            contexts.iter().map(|c| c.conn.namespace.as_str()).collect();
-        namespaces.dedup();
-        let namespace = if all_namespaces {
-            "(all)".to_owned()
-        } else if config.namespaces.is_empty() {
-            namespaces.join(",")
-        } else {
-            config.namespaces.join(",")
-        };
-        // Nobody chose the namespace: say which default was taken.
-        let namespace_note = (demo.is_none()
-            && replay.is_none()
-            && !all_namespaces
-            && cli.global.namespace.is_none()
-            && config.namespaces.is_empty()
-            && contexts.len() == 1
-            && crate::cluster::context_namespace(
-                cli.global.contexts.first().map(String::as_str),
-            )
-            .is_none())
-        .then(|| {
-            format!(
-                "the kube context names no namespace, so {namespace} was taken (-n NAME picks another)"
-            )
-        });
+        let live = demo.is_none() && replay.is_none();
+        let (namespace, namespace_note) =
+            namespace_shown(cli, &config, &contexts, all_namespaces, live);
         // What the bundle could not give is said at the start.
         let bundle = replay.as_ref().map(|r| crate::app::BundleOpened {
             file: r.bundle.info.file.clone(),
@@ -263,4 +182,127 @@ async fn all_namespaces_or_readable(
         // Not known: ask for all, and let the watches say what they get.
         Err(_) => (true, None),
     }
+}
+
+/// The contexts a console opens, and what the header says of them.
+struct Opened {
+    contexts: Vec<crate::tui::ContextSetup>,
+    /// The demo cluster (`--demo`), stopped when the console ends.
+    demo: Option<crate::demo::Demo>,
+    /// The contexts asked for, in order (the header lists them all).
+    given: Vec<String>,
+    /// Those of several that could not be used, and why.
+    unusable: Vec<(String, String)>,
+}
+
+/// The bundle's context, the demo's (its probes made quick), or those
+/// asked for: one that cannot be used is an error, one of several is
+/// shown with its reason.
+async fn open_contexts(
+    cli: &Cli,
+    config: &mut Config,
+    replay: Option<&crate::replay::Replay>,
+) -> Result<Opened> {
+    // Read-only refuses actions in the app; no runner either. The
+    // audit records the context acted in.
+    let runner = |context: &str| {
+        (!cli.read_only).then(|| crate::tui::actions::ops_runner(Some(context.to_owned())))
+    };
+    let mut unusable = Vec::new();
+    let mut given = Vec::new();
+    let (contexts, demo) = if let Some(r) = replay {
+        // The bundle's namespaces, whatever the configuration watches.
+        config.namespaces = r.bundle.info.namespaces.clone();
+        let one = crate::tui::ContextSetup {
+            name: r.context(),
+            conn: r.conn.clone(),
+            actions: None,
+        };
+        (vec![one], None)
+    } else if cli.demo {
+        let demo = crate::demo::Demo::start().await?;
+        // Health probed often, so the colours move; idle agents poll
+        // every 30 s, so they count as stale only after that.
+        config.health_probe.interval_seconds = 2;
+        config.health_probe.stale_after_seconds = Some(35);
+        config.resync_interval_seconds = 10;
+        let one = crate::tui::ContextSetup {
+            name: demo.context.clone(),
+            conn: demo.conn.clone(),
+            actions: runner(&demo.context),
+        };
+        (vec![one], Some(demo))
+    } else {
+        let names = console_contexts(cli, config)?;
+        given = names
+            .iter()
+            .map(|n| crate::ops::action::context_name(n.as_deref()))
+            .collect();
+        let several = names.len() > 1;
+        let mut contexts = Vec::new();
+        let mut first_error = None;
+        for name in &names {
+            let conn =
+                crate::cluster::connect(name.as_deref(), cli.global.namespace.as_deref()).await;
+            let name = crate::ops::action::context_name(name.as_deref());
+            match conn {
+                Ok(conn) => contexts.push(crate::tui::ContextSetup {
+                    actions: runner(&name),
+                    name,
+                    conn,
+                }),
+                // One of several that cannot be used (its credentials
+                // file gone, say): shown with the reason, the others open.
+                Err(e) if several => {
+                    unusable.push((name, e.to_string()));
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let (true, Some(e)) = (contexts.is_empty(), first_error) {
+            return Err(e.into());
+        }
+        (contexts, None)
+    };
+    Ok(Opened {
+        contexts,
+        demo,
+        given,
+        unusable,
+    })
+}
+
+/// The namespace the header shows, and (`live`: neither a demo nor a
+/// bundle) a note when nobody chose it.
+fn namespace_shown(
+    cli: &Cli,
+    config: &Config,
+    contexts: &[crate::tui::ContextSetup],
+    all_namespaces: bool,
+    live: bool,
+) -> (String, Option<String>) {
+    let mut namespaces: Vec<&str> = contexts.iter().map(|c| c.conn.namespace.as_str()).collect();
+    namespaces.dedup();
+    let namespace = if all_namespaces {
+        "(all)".to_owned()
+    } else if config.namespaces.is_empty() {
+        namespaces.join(",")
+    } else {
+        config.namespaces.join(",")
+    };
+    // Nobody chose the namespace: say which default was taken.
+    let namespace_note = (live
+        && !all_namespaces
+        && cli.global.namespace.is_none()
+        && config.namespaces.is_empty()
+        && contexts.len() == 1
+        && crate::cluster::context_namespace(cli.global.contexts.first().map(String::as_str))
+            .is_none())
+    .then(|| {
+        format!(
+            "the kube context names no namespace, so {namespace} was taken (-n NAME picks another)"
+        )
+    });
+    (namespace, namespace_note)
 }
