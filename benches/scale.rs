@@ -23,7 +23,8 @@
 //! How the size is made:
 //! - The 100,000 tasks (100 a pool: 2 Pending, 2 Running, 10 Failed, 86
 //!   Succeeded, ended within the last hour, each finished one with the 40
-//!   lines of output an agent keeps, about 2.8 KB) are written through the
+//!   lines of output an agent keeps, about 2.8 KB, in a ConfigMap of its
+//!   own summarized in `status.output`, as agents write it) are written through the
 //!   sandbox's own `Api` in this process (create, then the status
 //!   subresource), the path every HTTP request takes after decoding: no
 //!   TLS and no JSON over the wire, so seeding takes seconds, not minutes.
@@ -62,6 +63,8 @@
 //! AGENTDECK_BENCH_SAMPLES=50    # task created → replicas samples (30; quick 10)
 //! AGENTDECK_BENCH_PRESSES=100   # console key presses timed (200; quick 50)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench scale   # another build
+//! AGENTDECK_BENCH_OUTPUT_IN_STATUS=1 # tasks keep their output in status.outputTail, as
+//!                               # agents wrote it before crd::output (not in ConfigMaps)
 //! AGENTDECK_BENCH_TRACE=1       # task → replicas: each sample's stamps (Unix µs, to
 //!                               # match the daemon's log) and this process's runtime
 //!                               # waking a 5 ms timer over 10 ms late (a stalled sandbox)
@@ -144,10 +147,15 @@ impl Size {
 
     fn context(&self) -> String {
         format!(
-            "{} pools, {} tasks, {} agent pods",
+            "{} pools, {} tasks, {} agent pods, output in {}",
             self.pools,
             self.tasks,
-            self.pods()
+            self.pods(),
+            if output_in_status() {
+                "status.outputTail"
+            } else {
+                "ConfigMaps"
+            }
         )
     }
 }
@@ -355,6 +363,40 @@ fn status_target(name: &str) -> Target {
     }
 }
 
+/// Whether finished tasks keep their output in `status.outputTail`, as
+/// agents wrote it before `crd::output` (`AGENTDECK_BENCH_OUTPUT_IN_STATUS=1`,
+/// to measure what the move saves), rather than in a ConfigMap of their own.
+fn output_in_status() -> bool {
+    std::env::var_os("AGENTDECK_BENCH_OUTPUT_IN_STATUS").is_some()
+}
+
+/// Moves a finished task's output from `status.outputTail` into its own
+/// ConfigMap, summarized in `status.output`, as an agent writes it.
+fn keep_output_apart(api: &SandboxApi, created: &Value, status: &mut Value) {
+    let Some(text) = status
+        .as_object_mut()
+        .and_then(|s| s.remove("outputTail"))
+        .and_then(|t| t.as_str().map(str::to_owned))
+    else {
+        return;
+    };
+    let Ok(task) = serde_json::from_value::<AgentTask>(created.clone()) else {
+        return;
+    };
+    let Some(cm) = agentdeck::crd::output::config_map(&task, 1, &text) else {
+        return;
+    };
+    let name = cm.metadata.name.clone().unwrap_or_default();
+    let cm = serde_json::to_value(cm).expect("ConfigMap as JSON");
+    if api
+        .create("", "v1", "configmaps", Some(NS), cm, &Query::default())
+        .is_ok()
+    {
+        let summary = agentdeck::crd::output::TaskOutput::of(name, &text);
+        status["output"] = serde_json::to_value(summary).expect("summary as JSON");
+    }
+}
+
 /// Creates tasks `range` through the sandbox's API, each with its status.
 fn seed_tasks(api: &SandboxApi, range: std::ops::Range<usize>, pools: usize) {
     let q = Query::default();
@@ -363,11 +405,14 @@ fn seed_tasks(api: &SandboxApi, range: std::ops::Range<usize>, pools: usize) {
         let Ok(mut created) = api.create(GROUP, VERSION, "agenttasks", Some(NS), obj, &q) else {
             continue;
         };
-        if let Some(status) = status {
+        if let Some(mut status) = status {
             let name = created["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
+            if !output_in_status() {
+                keep_output_apart(api, &created, &mut status);
+            }
             created["status"] = status;
             let _ = api.update(
                 GROUP,

@@ -885,3 +885,107 @@ fn an_agent_that_cannot_reach_the_api_reports_unhealthy_until_it_can() {
         );
     });
 }
+
+/// A finished run's output goes into a ConfigMap of the task's own, not the
+/// task (whose every watcher would pay for it), summarized in
+/// `status.output`, and goes with the task; an agent whose Role predates
+/// that (no `create` on ConfigMaps) keeps it in `status.outputTail`.
+#[test]
+fn a_tasks_output_is_kept_in_its_own_config_map_or_with_an_old_role_in_its_status() {
+    use agentdeck::crd::output;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::rbac::v1::Role;
+    let sb = start_sandbox();
+    let client = sb.client();
+    sb.rt.block_on(async {
+        let c = Cluster::new(client.clone()).await;
+        let old = c.pool("old-role", json!({}), 0).await;
+        // The Role as agentdeck rendered it before the output moved.
+        let (_, role, _) = agentdeck::plan::manifests::agent_rbac(&old).expect("rbac");
+        let roles: Api<Role> = Api::namespaced(client.clone(), NS);
+        let mut before = roles
+            .get(&role.metadata.name.clone().unwrap_or_default())
+            .await
+            .expect("role");
+        before.rules.as_mut().expect("rules").retain(|r| {
+            !r.resources
+                .as_ref()
+                .is_some_and(|rs| rs.iter().any(|x| x == "configmaps"))
+        });
+        roles
+            .replace(
+                &before.metadata.name.clone().unwrap_or_default(),
+                &PostParams::default(),
+                &before,
+            )
+            .await
+            .expect("role replaced");
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+        deployments
+            .create(
+                &PostParams::default(),
+                &agent_deployment(&old, 1).expect("deployment"),
+            )
+            .await
+            .expect("deployment");
+        c.pool("new-role", json!({}), 1).await;
+        let script = "for i in 1 2 3; do echo line $i; done; echo 'Plan: 1 to add'";
+        c.task("kept-apart", "new-role", script).await;
+        c.task("kept-inside", "old-role", script).await;
+        let want = "line 1\nline 2\nline 3\nPlan: 1 to add";
+
+        let t = c
+            .wait_task("kept-apart", "Succeeded", phase_is(TaskPhase::Succeeded))
+            .await;
+        let st = t.status.clone().expect("status");
+        assert_eq!(st.output_tail, None, "the output is not in the task");
+        let summary = st.output.clone().expect("status.output");
+        assert_eq!(summary.config_map, "kept-apart-output-1");
+        assert_eq!(
+            (summary.lines, summary.last_line.as_str()),
+            (4, "Plan: 1 to add")
+        );
+        let found = output::read(&client, &t)
+            .await
+            .expect("read")
+            .expect("kept");
+        assert_eq!(
+            found,
+            output::Found::ConfigMap(summary.config_map.clone(), want.to_owned())
+        );
+
+        let t = c
+            .wait_task("kept-inside", "Succeeded", phase_is(TaskPhase::Succeeded))
+            .await;
+        let st = t.status.clone().expect("status");
+        assert_eq!(
+            (st.output_tail.as_deref(), st.output.as_ref()),
+            (Some(want), None)
+        );
+        let found = output::read(&client, &t)
+            .await
+            .expect("read")
+            .expect("kept");
+        assert_eq!(found, output::Found::Status(want.to_owned()));
+
+        // The ConfigMap goes with its task (the garbage collector, by owner).
+        c.tasks
+            .delete("kept-apart", &DeleteParams::default())
+            .await
+            .expect("task deleted");
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+        let start = Instant::now();
+        while cms
+            .get_opt(&summary.config_map)
+            .await
+            .expect("get")
+            .is_some()
+        {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the output ConfigMap outlived its task"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}

@@ -42,7 +42,8 @@ fn take_bundle(dir: &Path) -> PathBuf {
         let items = list["items"].as_array()?;
         (items.len() == 3
             && items.iter().all(|t| {
-                t["status"]["phase"] == "Succeeded" && t["status"]["outputTail"].is_string()
+                t["status"]["phase"] == "Succeeded"
+                    && t["status"]["output"]["configMap"].is_string()
             }))
         .then_some(())
     });

@@ -196,12 +196,8 @@ async fn report_end(
     let max_attempts = state.max_attempts();
     tracing::info!(task = name, ?ending, "task ended");
     match writer
-        .finish(name, attempts, |s| {
-            let mut next = plan::finished_status(s, &ending, duration, max_attempts, now);
-            if next.phase.is_finished() {
-                next.output_tail = tail.clone();
-            }
-            next
+        .finish(name, attempts, tail.as_deref(), |s| {
+            plan::finished_status(s, &ending, duration, max_attempts, now)
         })
         .await
     {

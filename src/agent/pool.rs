@@ -360,7 +360,9 @@ async fn give_back_orphans(
         let max_attempts = agent.state.max_attempts();
         let now = jiff::Timestamp::now();
         if let Err(e) = writer
-            .finish(&name, attempts, |s| s.requeued(&reason, max_attempts, now))
+            .finish(&name, attempts, None, |s| {
+                s.requeued(&reason, max_attempts, now)
+            })
             .await
         {
             tracing::warn!(task = %name, error = %e, "cannot give the task back");

@@ -94,12 +94,8 @@ pub async fn run_task(env: Arc<RunEnv>, task: AgentTask, stop: watch::Receiver<S
     let max_attempts = env.state.max_attempts();
     match env
         .writer
-        .finish(&name, attempts, |s| {
-            let mut next = plan::finished_status(s, &ending, duration, max_attempts, now);
-            if next.phase.is_finished() {
-                next.output_tail = tail.clone();
-            }
-            next
+        .finish(&name, attempts, tail.as_deref(), |s| {
+            plan::finished_status(s, &ending, duration, max_attempts, now)
         })
         .await
     {

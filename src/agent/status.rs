@@ -1,6 +1,8 @@
 //! Every write the agent makes to an AgentTask's status: the claim (with
 //! the resourceVersion read, so a 409 means another agent won), heartbeats,
-//! and the final phase (only while the task is still this agent's).
+//! and the final phase (only while the task is still this agent's), with
+//! the run's output in a ConfigMap of the task's own
+//! ([`crate::crd::output`]).
 
 use std::sync::Arc;
 
@@ -10,6 +12,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::state::AgentState;
+use k8s_openapi::api::core::v1::ConfigMap;
+
+use crate::crd::output::{self, TaskOutput};
 use crate::crd::{AgentTask, AgentTaskStatus, TaskPhase, k8s_time};
 
 /// Conflicts tolerated in a row on a final write before giving up.
@@ -130,9 +135,13 @@ impl StatusWriter {
         &self,
         name: &str,
         attempts: i32,
+        output: Option<&str>,
         next: impl Fn(&AgentTaskStatus) -> AgentTaskStatus,
     ) -> Result<bool, kube::Error> {
         let mut tries = 0;
+        // Where the output went, once written (a conflict on the status
+        // does not write it again).
+        let mut kept: Option<KeptOutput> = None;
         loop {
             tries += 1;
             let r = self.api.get_opt(name).await;
@@ -143,7 +152,17 @@ impl StatusWriter {
                 tracing::warn!(task = name, "task is no longer this agent's; not reporting");
                 return Ok(false);
             }
-            task.status = Some(next(&current));
+            let mut status = next(&current);
+            if let Some(text) = output.filter(|_| status.phase.is_finished()) {
+                if kept.is_none() {
+                    kept = Some(self.keep_output(&task, attempts, text).await);
+                }
+                match &kept {
+                    Some(KeptOutput::ConfigMap(summary)) => status.output = Some(summary.clone()),
+                    _ => status.output_tail = Some(text.to_owned()),
+                }
+            }
+            task.status = Some(status);
             task.metadata.managed_fields = None;
             let r = self
                 .api
@@ -158,6 +177,46 @@ impl StatusWriter {
             }
         }
     }
+
+    /// Writes a finished run's output into the task's own ConfigMap (see
+    /// [`crate::crd::output`]); when that cannot be done (a Role from
+    /// before the change has no `create` on ConfigMaps, the API refused
+    /// it), the output goes into the status as it did before, and why is
+    /// logged.
+    async fn keep_output(&self, task: &AgentTask, attempts: i32, text: &str) -> KeptOutput {
+        let name = task.metadata.name.clone().unwrap_or_default();
+        let Some(cm) = output::config_map(task, attempts, text) else {
+            return KeptOutput::Status;
+        };
+        let cm_name = cm.metadata.name.clone().unwrap_or_default();
+        let ns = self.api.namespace().unwrap_or("default").to_owned();
+        let api: Api<ConfigMap> = Api::namespaced(self.api.clone().into_client(), &ns);
+        let r = api.create(&PostParams::default(), &cm).await;
+        self.note(&r);
+        match r {
+            Ok(_) => KeptOutput::ConfigMap(TaskOutput::of(cm_name, text)),
+            // Most likely this agent's own, written before it restarted;
+            // but the Role grants `create` alone (no agent reads or
+            // changes another's ConfigMaps), so it cannot be checked: the
+            // output goes into the status.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::warn!(task = %name, configmap = %cm_name, "the task's output ConfigMap exists already; keeping the output in the task's status");
+                KeptOutput::Status
+            }
+            Err(e) => {
+                tracing::warn!(task = %name, configmap = %cm_name, error = %e, "cannot keep the task's output in its ConfigMap (does the agent's Role allow creating ConfigMaps? `agentdeck manifests` renders it); keeping it in the task's status");
+                KeptOutput::Status
+            }
+        }
+    }
+}
+
+/// Where a run's output was kept.
+enum KeptOutput {
+    /// In the task's ConfigMap, summarized in `status.output`.
+    ConfigMap(TaskOutput),
+    /// In `status.outputTail`, as before.
+    Status,
 }
 
 #[cfg(test)]

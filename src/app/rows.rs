@@ -544,13 +544,15 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
         // The Job's pod is gone (its TTL, a deletion): what was kept of
         // its output is read instead, so a task that ran keeps a log.
         let ran = !matches!(st.phase, TaskPhase::Pending | TaskPhase::Scheduled);
-        (ran && (st.job.is_some() || st.output_tail.is_some())).then(|| LogSource {
-            context: String::new(),
-            namespace: ns.clone(),
-            pod: st.job.clone().unwrap_or_else(|| name.clone()),
-            container: Some("worker".into()),
-            prefix: Some(format!("[{name}] ")),
-            task: Some(name.clone()),
+        (ran && (st.job.is_some() || st.output_tail.is_some() || st.output.is_some())).then(|| {
+            LogSource {
+                context: String::new(),
+                namespace: ns.clone(),
+                pod: st.job.clone().unwrap_or_else(|| name.clone()),
+                container: Some("worker".into()),
+                prefix: Some(format!("[{name}] ")),
+                task: Some(name.clone()),
+            }
         })
     } else {
         st.agent.as_deref().map(|agent| LogSource {

@@ -167,14 +167,29 @@ async fn look(shared: &Arc<Shared>) -> Option<Duration> {
         // now (nothing goes without its record).
         let mut kept = Vec::with_capacity(going.len());
         for (task, mut record) in going {
-            if super::task_output_stripped(&task) {
+            let unreadable = |err: kube::Error| {
+                tracing::debug!(namespace = %ns, task = %record.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
+            };
+            let fresh = if super::task_output_stripped(&task) {
                 match api.get_opt(&record.name).await {
-                    Ok(Some(fresh)) => {
-                        record.output_tail = fresh.status.and_then(|s| s.output_tail);
-                    }
+                    Ok(Some(fresh)) => fresh,
                     Ok(None) => continue,
                     Err(err) => {
-                        tracing::debug!(namespace = %ns, task = %record.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
+                        unreadable(err);
+                        next = Some(MIN_GAP);
+                        continue;
+                    }
+                }
+            } else {
+                (*task).clone()
+            };
+            // Its output: in the status (older agents) or its ConfigMap,
+            // which goes with the task (its owner).
+            if crate::crd::output::has_output(&fresh) {
+                match crate::crd::output::read(&shared.client, &fresh).await {
+                    Ok(found) => record.output_tail = found.map(|f| f.text().to_owned()),
+                    Err(err) => {
+                        unreadable(err);
                         next = Some(MIN_GAP);
                         continue;
                     }

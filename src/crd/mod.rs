@@ -3,9 +3,10 @@
 //! beyond the schema is [`crate::plan::validate`] (it reads schedules as the
 //! planners do).
 
+pub mod names;
+pub mod output;
 // kube-derive expands repeated `printcolumn`/`shortname` attributes, which clippy
 // mistakes for duplicates.
-pub mod names;
 #[allow(clippy::duplicated_attributes)]
 mod pool;
 #[allow(clippy::duplicated_attributes)]

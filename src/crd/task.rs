@@ -161,11 +161,17 @@ pub struct AgentTaskStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<AttemptRecord>,
     /// The last lines the task printed (at most [`OUTPUT_TAIL_LINES`] lines
-    /// and [`OUTPUT_TAIL_BYTES`] bytes), written by the agent with the end
-    /// of the run, so the output outlives the agent pod. Secret values the
-    /// agent was handed are redacted before it is written.
+    /// and [`OUTPUT_TAIL_BYTES`] bytes, Secret values the agent was handed
+    /// redacted), as agents before `output` wrote them, and as an agent
+    /// whose Role cannot create ConfigMaps still does. Read, never written
+    /// otherwise (see [`super::output`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tail: Option<String>,
+    /// Where the last lines the task printed are kept, and a summary: a
+    /// ConfigMap of the task's own (see [`super::output`]), in place of
+    /// `outputTail`, which every watcher of every task paid for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<super::output::TaskOutput>,
 }
 
 /// Lines kept in `status.outputTail`.
@@ -316,6 +322,7 @@ impl AgentTaskStatus {
             conditions: Vec::new(),
             history,
             output_tail: None,
+            output: None,
         }
     }
 }

@@ -323,10 +323,12 @@ fn uses_of(feature: Feature) -> Vec<Uses> {
         Feature::SeeTasks => vec![uses(&["list", "watch"], AGENTDECK, "agenttasks")],
         Feature::SeeAgents => vec![uses(&["list", "watch"], CORE, "pods")],
         // Live logs; the lines the controller kept of pods gone are in
-        // labelled ConfigMaps (ops::kept).
+        // labelled ConfigMaps, a finished task's output in its own
+        // (ops::kept, crd::output).
         Feature::ReadLogs => vec![
             uses(&["get"], CORE, "pods").sub("log"),
             uses(&["list"], CORE, "configmaps").part("lines kept of pods already gone"),
+            uses(&["get"], CORE, "configmaps").part("a finished task's kept output"),
         ],
         Feature::SeeEvents => vec![uses(&["list", "watch"], CORE, "events")],
         // Bounds and holds are a merge patch of the pool (previewed as a

@@ -102,6 +102,10 @@ pub async fn print_task(conn: &Connection, name: &str, out: &mut impl Write) -> 
         }
         Some(TaskNow::Live(task)) => {
             let st = task.status.clone().unwrap_or_default();
+            let output = crate::crd::output::read(&conn.client, &task)
+                .await
+                .map_err(OpsError::api(format!("read the output of task {name}")))?;
+            let output_from = output.as_ref().map(|f| f.source()).unwrap_or_default();
             let at = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
                 t.map_or_else(|| "-".to_owned(), |t| t.0.to_string())
             };
@@ -122,8 +126,8 @@ pub async fn print_task(conn: &Connection, name: &str, out: &mut impl Write) -> 
                     ("finished", at(st.finished_at.as_ref())),
                 ],
                 deleted: None,
-                output: st.output_tail.as_deref(),
-                output_from: "status.outputTail",
+                output: output.as_ref().map(|f| f.text()),
+                output_from: &output_from,
             })
         }
         Some(TaskNow::Deleted(r)) => {

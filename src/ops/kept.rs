@@ -2,8 +2,10 @@
 //! a task once it is deleted: for the console's log view, `agentdeck task
 //! show` and the bundle.
 //!
-//! Three places, most precise first: the task's own `status.outputTail`
-//! (its last lines, written by its agent at the end of the run), the
+//! Three places, most precise first: the task's own output (its last
+//! lines, written by its agent at the end of the run into a ConfigMap of
+//! the task's, or by older agents into its `status.outputTail`: see
+//! [`crate::crd::output`]), the
 //! record of a deleted task in its pool's history ConfigMap
 //! ([`crate::controller::retention`]), and the final log tail of the pod
 //! the controller keeps ([`crate::controller::tails`]).
@@ -13,6 +15,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::crd::AgentTask;
+use crate::crd::output::Found;
 use crate::ops::bundle::LABEL_LOG_TAILS;
 use crate::plan::retention::TaskRecord;
 use crate::plan::retention::{LABEL_TASK_HISTORY, record_in};
@@ -60,16 +63,21 @@ pub async fn task_output(
     name: &str,
 ) -> Result<Option<Kept>, kube::Error> {
     Ok(match find_task(client, namespace, name).await? {
-        Some(TaskNow::Live(task)) => task
-            .status
-            .as_ref()
-            .and_then(|s| s.output_tail.as_deref())
-            .map(|tail| Kept {
-                lines: tail.lines().map(str::to_owned).collect(),
-                from: format!(
-                    "the last {} lines task {name} printed, kept in its status (outputTail)",
-                    tail.lines().count()
-                ),
+        Some(TaskNow::Live(task)) => crate::crd::output::read(client, &task)
+            .await?
+            .map(|found| {
+                let lines: Vec<String> = found.text().lines().map(str::to_owned).collect();
+                Kept {
+                    from: format!(
+                        "the last {} lines task {name} printed, kept in {}",
+                        lines.len(),
+                        match &found {
+                            Found::Status(_) => "its status (outputTail)".to_owned(),
+                            Found::ConfigMap(cm, _) => format!("ConfigMap {cm}"),
+                        }
+                    ),
+                    lines,
+                }
             }),
         Some(TaskNow::Deleted(record)) => record.output_tail.as_deref().map(|tail| Kept {
             lines: tail.lines().map(str::to_owned).collect(),

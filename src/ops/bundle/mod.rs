@@ -952,6 +952,8 @@ impl Scope {
         // from their pool's history.
         let mut outputs: BTreeMap<String, (String, String)> = BTreeMap::new();
         let mut histories: Vec<Value> = Vec::new();
+        // Tasks' uids, so an output ConfigMap is read only for its own task.
+        let mut task_uids: BTreeMap<String, String> = BTreeMap::new();
         while let Some(joined) = lists.join_next().await {
             let Ok((ar, file, result)) = joined else {
                 continue;
@@ -976,10 +978,23 @@ impl Scope {
                             {
                                 histories.push(cm.clone());
                             }
+                            if let Some((task, text)) = task_output_of(cm, &task_uids) {
+                                let from = format!(
+                                    "# the last lines task {task} printed (ConfigMap {})",
+                                    cm["metadata"]["name"].as_str().unwrap_or_default()
+                                );
+                                outputs.insert(task, (from, text));
+                            }
                         }
                     }
                     if ar.kind == "AgentTask" {
                         for t in &items {
+                            if let (Some(name), Some(uid)) = (
+                                t["metadata"]["name"].as_str(),
+                                t["metadata"]["uid"].as_str(),
+                            ) {
+                                task_uids.insert(name.to_owned(), uid.to_owned());
+                            }
                             if let (Some(name), Some(tail)) = (
                                 t["metadata"]["name"].as_str(),
                                 t["status"]["outputTail"].as_str(),
@@ -1560,6 +1575,23 @@ pub fn file_name(namespace: &str, pool: Option<&str>, now: Timestamp) -> String 
         Some(pool) => format!("agentdeck-bundle-{namespace}-{pool}-{t}.zip"),
         None => format!("agentdeck-bundle-{namespace}-{t}.zip"),
     }
+}
+
+/// The task and output an output ConfigMap keeps (see
+/// [`crate::crd::output`]), when `cm` is one and its owner is the task of
+/// that name listed (`uids`).
+fn task_output_of(cm: &Value, uids: &BTreeMap<String, String>) -> Option<(String, String)> {
+    use crate::crd::output::{COMPONENT_TASK_OUTPUT, OUTPUT_KEY};
+    if cm["metadata"]["labels"][crate::crd::LABEL_COMPONENT] != COMPONENT_TASK_OUTPUT {
+        return None;
+    }
+    let owner = cm["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["kind"] == "AgentTask")?;
+    let task = owner["name"].as_str()?;
+    (uids.get(task).map(String::as_str) == owner["uid"].as_str()).then_some(())?;
+    Some((task.to_owned(), cm["data"][OUTPUT_KEY].as_str()?.to_owned()))
 }
 
 #[cfg(test)]

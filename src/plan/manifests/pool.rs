@@ -202,8 +202,9 @@ pub fn task_disruption_budget(pool: &AgentPool) -> Result<PodDisruptionBudget> {
 /// (claims, heartbeats, results); watch its own pool (by name: the Role
 /// names it); watch its own pod for the debug and drain annotations (a pod
 /// watch by name, which RBAC cannot narrow to a name unknown before the pod
-/// exists, so pods of the namespace are readable, never writable). No
-/// Secrets, Events, Deployments or Leases. The service account only when
+/// exists, so pods of the namespace are readable, never writable); create
+/// ConfigMaps (a finished run's output, see [`crate::crd::output`]; no
+/// read or write of any). No Secrets, Events, Deployments or Leases. The service account only when
 /// the pool did not name its own.
 pub fn agent_rbac(pool: &AgentPool) -> Result<(Option<ServiceAccount>, Role, RoleBinding)> {
     let ids = pool_ids(pool)?;
@@ -233,6 +234,9 @@ pub fn agent_rbac(pool: &AgentPool) -> Result<(Option<ServiceAccount>, Role, Rol
             rule(GROUP, &["agenttasks/status"], &["update", "patch"]),
             own_pool,
             rule("", &["pods"], &["get", "list", "watch"]),
+            // A finished run's output, in a ConfigMap of the task's own
+            // (`crd::output`): created, never read or changed.
+            rule("", &["configmaps"], &["create"]),
         ]),
     };
     let binding = RoleBinding {
@@ -530,6 +534,13 @@ mod tests {
                 ),
                 // Read-only: no pod is the agent's to change.
                 (owned(&[""]), owned(&["pods"]), read, None),
+                // A run's output ConfigMap: made, never read or changed.
+                (
+                    owned(&[""]),
+                    owned(&["configmaps"]),
+                    owned(&["create"]),
+                    None
+                ),
             ]
         );
     }
