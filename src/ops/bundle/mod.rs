@@ -988,26 +988,7 @@ impl Scope {
                         }
                     }
                     if ar.kind == "AgentTask" {
-                        for t in &items {
-                            if let (Some(name), Some(uid)) = (
-                                t["metadata"]["name"].as_str(),
-                                t["metadata"]["uid"].as_str(),
-                            ) {
-                                task_uids.insert(name.to_owned(), uid.to_owned());
-                            }
-                            if let (Some(name), Some(tail)) = (
-                                t["metadata"]["name"].as_str(),
-                                t["status"]["outputTail"].as_str(),
-                            ) {
-                                outputs.insert(
-                                    name.to_owned(),
-                                    (
-                                        format!("# the last lines task {name} printed (status.outputTail)"),
-                                        tail.to_owned(),
-                                    ),
-                                );
-                            }
-                        }
+                        read_tasks(&items, &mut task_uids, &mut outputs);
                     }
                     if ar.kind == "Pod" {
                         pods = items.iter().filter_map(PodPlan::of).collect();
@@ -1574,6 +1555,36 @@ pub fn file_name(namespace: &str, pool: Option<&str>, now: Timestamp) -> String 
     match pool {
         Some(pool) => format!("agentdeck-bundle-{namespace}-{pool}-{t}.zip"),
         None => format!("agentdeck-bundle-{namespace}-{t}.zip"),
+    }
+}
+
+/// What the tasks listed tell the later steps: their uids (an output
+/// ConfigMap is read only for its own task) and the outputs kept in their
+/// status.
+fn read_tasks(
+    items: &[Value],
+    task_uids: &mut BTreeMap<String, String>,
+    outputs: &mut BTreeMap<String, (String, String)>,
+) {
+    for t in items {
+        if let (Some(name), Some(uid)) = (
+            t["metadata"]["name"].as_str(),
+            t["metadata"]["uid"].as_str(),
+        ) {
+            task_uids.insert(name.to_owned(), uid.to_owned());
+        }
+        if let (Some(name), Some(tail)) = (
+            t["metadata"]["name"].as_str(),
+            t["status"]["outputTail"].as_str(),
+        ) {
+            outputs.insert(
+                name.to_owned(),
+                (
+                    format!("# the last lines task {name} printed (status.outputTail)"),
+                    tail.to_owned(),
+                ),
+            );
+        }
     }
 }
 
