@@ -6,6 +6,7 @@ pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod cluster;
+pub mod commands;
 pub mod config;
 pub mod controller;
 pub mod crd;

@@ -93,85 +93,25 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     };
 
     // Claim (or find it already ours).
-    let mut task = None;
-    for _ in 0..CLAIM_TRIES {
-        let found = read_task(&api, name)
-            .await
-            .map_err(|source| AgentError::Api {
-                what: format!("cannot read task {name}"),
-                source,
-            })?;
-        agent.state.api_ok();
-        let Some(found) = found else {
-            return abort("the task no longer exists");
-        };
-        match job_start(found.status.as_ref(), &agent.id.agent) {
-            JobStart::Abort(why) => return abort(&why),
-            JobStart::Resume => {
-                task = Some((found, true));
-                break;
-            }
-            JobStart::Claim => match writer.claim(&found).await {
-                Ok(Some(mine)) => {
-                    task = Some((mine, false));
-                    break;
-                }
-                Ok(None) => continue,
-                Err(source) => {
-                    return Err(AgentError::Api {
-                        what: format!("cannot claim task {name}"),
-                        source,
-                    });
-                }
-            },
-        }
-    }
-    let Some((task, resumed)) = task else {
-        return abort("lost every claim race");
+    let (task, resumed) = match claim(&agent, &api, &writer, name).await? {
+        Ok(found) => found,
+        Err(why) => return abort(&why),
     };
     let attempts = task.status.as_ref().map_or(0, |s| s.attempts);
     tracing::info!(task = name, attempt = attempts, resumed, "claimed");
     let started = Instant::now();
     let report = |ending: Ending, tail: Option<String>| {
-        let writer = writer.clone();
-        let state = agent.state.clone();
-        async move {
-            let duration = started.elapsed();
-            let now = Timestamp::now();
-            let max_attempts = state.max_attempts();
-            tracing::info!(task = name, ?ending, "task ended");
-            match writer
-                .finish(name, attempts, tail.as_deref(), |s| {
-                    plan::finished_status(s, &ending, duration, max_attempts, now)
-                })
-                .await
-            {
-                Ok(_) => {
-                    state.touch();
-                    Ok(())
-                }
-                Err(source) => Err(AgentError::Api {
-                    what: format!("cannot report the end of task {name}"),
-                    source,
-                }),
-            }
-        }
+        report_end(
+            &writer,
+            &agent.state,
+            (name, attempts, started),
+            ending,
+            tail,
+        )
     };
 
     if !resumed || !dir.join("ready").exists() {
-        let prepared = plan::task_argv(&task)
-            .map_err(plan::EnvProblem)
-            .and_then(|argv| {
-                let env = plan::task_env(
-                    &agent.env,
-                    &agent.config.env_forward_allowlist,
-                    agent.token().as_deref(),
-                    &task,
-                    "",
-                )?;
-                Ok((plan::run_script(&argv), plan::env_file(&env)?))
-            });
-        let (script, env) = match prepared {
+        let (script, env) = match prepare(&agent, &task) {
             Ok(x) => x,
             Err(e) => {
                 abort(&e.0)?;
@@ -203,17 +143,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     let terminated = crate::signal::terminated();
     tokio::pin!(terminated);
     let exit_file = dir.join("exit-code");
-    let token = agent.token();
-    let redactor = super::secrets::redactor_for(
-        agent.client.clone(),
-        &agent.namespace,
-        Some(&agent.id.agent),
-        crate::plan::manifests::WORKER_CONTAINER,
-        token.as_deref(),
-        &agent.env,
-    )
-    .await;
-    let redactor = Arc::new(redactor);
+    let redactor = Arc::new(worker_redactor(&agent).await);
     let mut output = super::process::OutputRelay::new(dir.join("output"), name, redactor.clone());
     let ending = loop {
         tokio::select! {
@@ -241,19 +171,7 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
                 agent.state.set_stopping();
                 // The runner got the same signal and forwards it to the task;
                 // its exit code decides, unless it is the stop itself.
-                let grace = agent.config.grace_shutdown();
-                let waited = tokio::time::timeout(grace, async {
-                    loop {
-                        if let Some(code) = read_exit_code(&exit_file) {
-                            return code;
-                        }
-                        tokio::time::sleep(CHECK_EVERY).await;
-                    }
-                }).await;
-                break match waited {
-                    Ok(0) => Ending::Exited(0),
-                    _ => Ending::Requeue("task pod stopped".into()),
-                };
+                break stopped_within(&exit_file, agent.config.grace_shutdown()).await;
             }
         }
     };
@@ -263,6 +181,121 @@ pub async fn run_worker(agent: Arc<Agent>, name: &str) -> Result<(), AgentError>
     let tail = super::process::read_end(&dir.join("output"))
         .and_then(|end| plan::output_tail(&end, &redactor));
     report(ending, tail).await
+}
+
+/// Writes the end of task `name` (its output `tail` with it once finished).
+async fn report_end(
+    writer: &StatusWriter,
+    state: &state::AgentState,
+    (name, attempts, started): (&str, i32, Instant),
+    ending: Ending,
+    tail: Option<String>,
+) -> Result<(), AgentError> {
+    let duration = started.elapsed();
+    let now = Timestamp::now();
+    let max_attempts = state.max_attempts();
+    tracing::info!(task = name, ?ending, "task ended");
+    match writer
+        .finish(name, attempts, tail.as_deref(), |s| {
+            plan::finished_status(s, &ending, duration, max_attempts, now)
+        })
+        .await
+    {
+        Ok(_) => {
+            state.touch();
+            Ok(())
+        }
+        Err(source) => Err(AgentError::Api {
+            what: format!("cannot report the end of task {name}"),
+            source,
+        }),
+    }
+}
+
+/// Claims task `name` for this agent, or finds it ours already (`true`:
+/// resumed after a restart). `Err` inside: why the task is not run.
+async fn claim(
+    agent: &Agent,
+    api: &Api<AgentTask>,
+    writer: &StatusWriter,
+    name: &str,
+) -> Result<Result<(AgentTask, bool), String>, AgentError> {
+    for _ in 0..CLAIM_TRIES {
+        let found = read_task(api, name)
+            .await
+            .map_err(|source| AgentError::Api {
+                what: format!("cannot read task {name}"),
+                source,
+            })?;
+        agent.state.api_ok();
+        let Some(found) = found else {
+            return Ok(Err("the task no longer exists".into()));
+        };
+        match job_start(found.status.as_ref(), &agent.id.agent) {
+            JobStart::Abort(why) => return Ok(Err(why)),
+            JobStart::Resume => return Ok(Ok((found, true))),
+            JobStart::Claim => match writer.claim(&found).await {
+                Ok(Some(mine)) => return Ok(Ok((mine, false))),
+                Ok(None) => continue,
+                Err(source) => {
+                    return Err(AgentError::Api {
+                        what: format!("cannot claim task {name}"),
+                        source,
+                    });
+                }
+            },
+        }
+    }
+    Ok(Err("lost every claim race".into()))
+}
+
+/// The runner's script and environment file for `task`.
+fn prepare(agent: &Agent, task: &AgentTask) -> Result<(String, String), plan::EnvProblem> {
+    plan::task_argv(task)
+        .map_err(plan::EnvProblem)
+        .and_then(|argv| {
+            let env = plan::task_env(
+                &agent.env,
+                &agent.config.env_forward_allowlist,
+                agent.token().as_deref(),
+                task,
+                "",
+            )?;
+            Ok((plan::run_script(&argv), plan::env_file(&env)?))
+        })
+}
+
+/// The end of a task whose pod is stopping: the runner got the same
+/// signal and forwards it to the task, so its exit code within `grace`
+/// decides, unless it is the stop itself.
+async fn stopped_within(exit_file: &Path, grace: Duration) -> Ending {
+    let waited = tokio::time::timeout(grace, async {
+        loop {
+            if let Some(code) = read_exit_code(exit_file) {
+                return code;
+            }
+            tokio::time::sleep(CHECK_EVERY).await;
+        }
+    })
+    .await;
+    match waited {
+        Ok(0) => Ending::Exited(0),
+        _ => Ending::Requeue("task pod stopped".into()),
+    }
+}
+
+/// The redactor of the worker's output: the secrets it was given.
+async fn worker_redactor(agent: &Agent) -> crate::redact::Redactor {
+    let token = agent.token();
+    super::secrets::redactor_for(
+        agent.client.clone(),
+        &agent.namespace,
+        Some(&agent.id.agent),
+        crate::plan::manifests::WORKER_CONTAINER,
+        token.as_deref(),
+        &agent.env,
+    )
+    .await
 }
 
 /// Asks the runner to stop the task (SIGTERM, SIGKILL after `grace`; see

@@ -221,33 +221,7 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
     let store = spawn_task_reflector(tasks.clone(), cfg, agent.state.clone(), wake.clone());
     spawn_reachability_probe(tasks.clone(), agent.state.clone());
     let writer = StatusWriter::new(tasks, agent.id.agent.clone(), agent.state.clone());
-    let work_dir = agent.config.work_dir.clone();
-    std::fs::create_dir_all(&work_dir).map_err(|source| AgentError::SharedDir {
-        path: work_dir.clone(),
-        source,
-    })?;
-    let token = agent.token();
-    let redactor = super::secrets::redactor_for(
-        agent.client.clone(),
-        &agent.namespace,
-        Some(&agent.id.agent),
-        crate::plan::manifests::AGENT_CONTAINER,
-        token.as_deref(),
-        &agent.env,
-    )
-    .await;
-    let run_env = Arc::new(RunEnv {
-        writer: writer.clone(),
-        store: store.clone(),
-        state: agent.state.clone(),
-        agent_env: agent.env.clone(),
-        allowlist: agent.config.env_forward_allowlist.clone(),
-        token,
-        work_dir,
-        heartbeat: agent.config.heartbeat(),
-        grace: agent.config.grace_shutdown(),
-        redactor: Arc::new(redactor),
-    });
+    let run_env = run_env(&agent, &writer, &store).await?;
 
     let concurrency = usize::try_from(agent.config.concurrency)
         .unwrap_or(1)
@@ -342,6 +316,42 @@ pub async fn run_pool_agent(agent: Arc<Agent>) -> Result<(), AgentError> {
             }
         }
     }
+}
+
+/// What each task run shares: status writes, the watched tasks, the
+/// environment it may forward, its work directory and redactor.
+async fn run_env(
+    agent: &Agent,
+    writer: &StatusWriter,
+    store: &Store<AgentTask>,
+) -> Result<Arc<RunEnv>, AgentError> {
+    let work_dir = agent.config.work_dir.clone();
+    std::fs::create_dir_all(&work_dir).map_err(|source| AgentError::SharedDir {
+        path: work_dir.clone(),
+        source,
+    })?;
+    let token = agent.token();
+    let redactor = super::secrets::redactor_for(
+        agent.client.clone(),
+        &agent.namespace,
+        Some(&agent.id.agent),
+        crate::plan::manifests::AGENT_CONTAINER,
+        token.as_deref(),
+        &agent.env,
+    )
+    .await;
+    Ok(Arc::new(RunEnv {
+        writer: writer.clone(),
+        store: store.clone(),
+        state: agent.state.clone(),
+        agent_env: agent.env.clone(),
+        allowlist: agent.config.env_forward_allowlist.clone(),
+        token,
+        work_dir,
+        heartbeat: agent.config.heartbeat(),
+        grace: agent.config.grace_shutdown(),
+        redactor: Arc::new(redactor),
+    }))
 }
 
 /// Requeues the tasks an earlier process of this pod claimed and did not

@@ -302,62 +302,8 @@ impl Config {
         check::namespace("controllerNamespace", &self.controller_namespace)?;
         check::positive("resyncIntervalSeconds", self.resync_interval_seconds)?;
 
-        let probe = &self.health_probe;
-        check::positive("healthProbe.intervalSeconds", probe.interval_seconds)?;
-        check::positive("healthProbe.timeoutSeconds", probe.timeout_seconds)?;
-        check::positive("healthProbe.concurrency", u64::from(probe.concurrency))?;
-        if let Some(stale) = probe.stale_after_seconds {
-            check::positive("healthProbe.staleAfterSeconds", stale)?;
-        }
-        check::positive(
-            "healthProbe.offlineAfterSeconds",
-            probe.offline_after_seconds,
-        )?;
-        if probe.stale_after_seconds() >= probe.offline_after_seconds {
-            let value = match probe.stale_after_seconds {
-                Some(stale) => stale.to_string(),
-                None => format!(
-                    "{} (unset: 2 × healthProbe.intervalSeconds)",
-                    probe.stale_after_seconds()
-                ),
-            };
-            return Err(InvalidField::new(
-                "healthProbe.staleAfterSeconds",
-                value,
-                format!(
-                    "less than healthProbe.offlineAfterSeconds ({})",
-                    probe.offline_after_seconds
-                ),
-            )
-            .related_to("healthProbe.offlineAfterSeconds"));
-        }
-
-        let lease = &self.leader_election;
-        check::object_name("leaderElection.leaseName", &lease.lease_name)?;
-        check::positive(
-            "leaderElection.leaseDurationSeconds",
-            lease.lease_duration_seconds,
-        )?;
-        check::positive(
-            "leaderElection.renewDeadlineSeconds",
-            lease.renew_deadline_seconds,
-        )?;
-        check::positive(
-            "leaderElection.retryPeriodSeconds",
-            lease.retry_period_seconds,
-        )?;
-        check::less_than(
-            "leaderElection.renewDeadlineSeconds",
-            lease.renew_deadline_seconds,
-            "leaderElection.leaseDurationSeconds",
-            lease.lease_duration_seconds,
-        )?;
-        check::less_than(
-            "leaderElection.retryPeriodSeconds",
-            lease.retry_period_seconds,
-            "leaderElection.renewDeadlineSeconds",
-            lease.renew_deadline_seconds,
-        )?;
+        validate_probe(&self.health_probe)?;
+        validate_lease(&self.leader_election)?;
 
         if let Some(bind) = &self.server.bind
             && bind.parse::<IpAddr>().is_err()
@@ -428,6 +374,68 @@ impl ConfigFile for Config {
     fn validate(&self) -> Result<(), InvalidField> {
         Config::validate(self)
     }
+}
+
+/// The health prober's timings: positive, stale before offline.
+fn validate_probe(probe: &HealthProbeConfig) -> Result<(), InvalidField> {
+    check::positive("healthProbe.intervalSeconds", probe.interval_seconds)?;
+    check::positive("healthProbe.timeoutSeconds", probe.timeout_seconds)?;
+    check::positive("healthProbe.concurrency", u64::from(probe.concurrency))?;
+    if let Some(stale) = probe.stale_after_seconds {
+        check::positive("healthProbe.staleAfterSeconds", stale)?;
+    }
+    check::positive(
+        "healthProbe.offlineAfterSeconds",
+        probe.offline_after_seconds,
+    )?;
+    if probe.stale_after_seconds() >= probe.offline_after_seconds {
+        let value = match probe.stale_after_seconds {
+            Some(stale) => stale.to_string(),
+            None => format!(
+                "{} (unset: 2 × healthProbe.intervalSeconds)",
+                probe.stale_after_seconds()
+            ),
+        };
+        return Err(InvalidField::new(
+            "healthProbe.staleAfterSeconds",
+            value,
+            format!(
+                "less than healthProbe.offlineAfterSeconds ({})",
+                probe.offline_after_seconds
+            ),
+        )
+        .related_to("healthProbe.offlineAfterSeconds"));
+    }
+    Ok(())
+}
+
+/// The Lease's timings: positive, each shorter than the one it serves.
+fn validate_lease(lease: &LeaderElectionConfig) -> Result<(), InvalidField> {
+    check::object_name("leaderElection.leaseName", &lease.lease_name)?;
+    check::positive(
+        "leaderElection.leaseDurationSeconds",
+        lease.lease_duration_seconds,
+    )?;
+    check::positive(
+        "leaderElection.renewDeadlineSeconds",
+        lease.renew_deadline_seconds,
+    )?;
+    check::positive(
+        "leaderElection.retryPeriodSeconds",
+        lease.retry_period_seconds,
+    )?;
+    check::less_than(
+        "leaderElection.renewDeadlineSeconds",
+        lease.renew_deadline_seconds,
+        "leaderElection.leaseDurationSeconds",
+        lease.lease_duration_seconds,
+    )?;
+    check::less_than(
+        "leaderElection.retryPeriodSeconds",
+        lease.retry_period_seconds,
+        "leaderElection.renewDeadlineSeconds",
+        lease.renew_deadline_seconds,
+    )
 }
 
 #[cfg(test)]

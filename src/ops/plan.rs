@@ -365,32 +365,13 @@ fn scale_bounds(
         // Inside the bounds the autoscaler still decides again with them:
         // a lower minimum lets an idle pool shrink.
         let open = capacity::open_at(&windows, u32::try_from(new_max.max(0)).unwrap_or(0), now);
-        let decision = autoscale_with(state, &after, current, open, now);
-        let desired = i32::try_from(decision.desired).unwrap_or(current);
-        let window = after.spec.scale_down_stabilization_seconds;
-        if desired < current {
-            let when = if window > 0 {
-                format!(
-                    " within the scale-down stabilization window of {}",
-                    format_duration(Duration::from_secs(window.unsigned_abs()))
-                )
-            } else {
-                " at once".to_owned()
-            };
-            plan.impact.push(format!(
-                "the autoscaler shrinks the pool from {current} to {desired} agents{when} ({}); idle agents go first",
-                decision.reason
-            ));
-        } else if desired > current {
-            plan.impact.push(format!(
-                "the autoscaler grows the pool from {current} to {desired} agents ({})",
-                decision.reason
-            ));
-        } else {
-            plan.impact.push(format!(
-                "no agent changes now ({current} agents); the autoscaler stays between {new_min} and {new_max}"
-            ));
-        }
+        plan.impact.push(autoscaler_impact(
+            state,
+            &after,
+            (current, open),
+            (new_min, new_max),
+            now,
+        ));
     }
     plan.impact.extend(next_window);
     if pool.spec.execution_mode == ExecutionMode::Job && new_max != old_max {
@@ -400,6 +381,43 @@ fn scale_bounds(
         ));
     }
     Ok(plan)
+}
+
+/// What the autoscaler does with new bounds it is inside of: grow,
+/// shrink (within its stabilization window) or leave the pool.
+fn autoscaler_impact(
+    state: &State,
+    after: &AgentPool,
+    (current, open): (i32, Option<OpenCapacity>),
+    (new_min, new_max): (i32, i32),
+    now: Timestamp,
+) -> String {
+    let decision = autoscale_with(state, after, current, open, now);
+    let desired = i32::try_from(decision.desired).unwrap_or(current);
+    let window = after.spec.scale_down_stabilization_seconds;
+    if desired < current {
+        let when = if window > 0 {
+            format!(
+                " within the scale-down stabilization window of {}",
+                format_duration(Duration::from_secs(window.unsigned_abs()))
+            )
+        } else {
+            " at once".to_owned()
+        };
+        format!(
+            "the autoscaler shrinks the pool from {current} to {desired} agents{when} ({}); idle agents go first",
+            decision.reason
+        )
+    } else if desired > current {
+        format!(
+            "the autoscaler grows the pool from {current} to {desired} agents ({})",
+            decision.reason
+        )
+    } else {
+        format!(
+            "no agent changes now ({current} agents); the autoscaler stays between {new_min} and {new_max}"
+        )
+    }
 }
 
 /// The pool's capacity windows with its new maximum. A new maximum below
@@ -545,19 +563,7 @@ fn hold(
             ));
         }
     }
-    let until = match for_ {
-        Some(d) => {
-            let span = jiff::SignedDuration::try_from(d).map_err(|_| OpsError::Refused {
-                flag: "--for",
-                message: format!("{} is too long", format_duration(d)),
-            })?;
-            Some(now.checked_add(span).map_err(|_| OpsError::Refused {
-                flag: "--for",
-                message: format!("{} is too long", format_duration(d)),
-            })?)
-        }
-        None => None,
-    };
+    let until = for_.map(|d| hold_until(now, d)).transpose()?;
     let new_hold = ReplicaHold {
         replicas,
         until: until.map(k8s_time),
@@ -618,6 +624,17 @@ fn hold(
         impact,
         unchanged: Vec::new(),
     })
+}
+
+/// When a hold `for` `d` from `now` ends; a span past the calendar is
+/// refused.
+fn hold_until(now: Timestamp, d: Duration) -> Result<Timestamp> {
+    let too_long = || OpsError::Refused {
+        flag: "--for",
+        message: format!("{} is too long", format_duration(d)),
+    };
+    let span = jiff::SignedDuration::try_from(d).map_err(|_| too_long())?;
+    now.checked_add(span).map_err(|_| too_long())
 }
 
 fn clear_hold(state: &State, name: &str, now: Timestamp) -> Result<Plan> {

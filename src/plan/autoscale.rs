@@ -489,17 +489,31 @@ fn drain(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
 /// Rules 5 to 8, as if no freeze applied.
 fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     let current = input.current_replicas;
-    let busy = input.busy_agents;
-    let step = input.scale_up_step.map(|step| step.max(1));
-    let up_to = match step {
-        Some(step) => current.saturating_add(step).min(need.clamped),
-        None => need.clamped,
-    };
-    let stepped = |target: u32| match step {
-        Some(step) if target < need.clamped => format!(" (step {step})"),
-        _ => String::new(),
-    };
-    let decision = |desired: u32, reason: String, cooldown_left: Option<Duration>| ScaleDecision {
+    if current < need.min {
+        return below_min(input, need);
+    }
+    if current > need.max {
+        return above_max(input, need);
+    }
+    if need.clamped > current {
+        return scale_up(input, need);
+    }
+    if need.clamped < current {
+        return scale_down(input, need);
+    }
+    steady(current, need)
+}
+
+/// A decision of `desired` replicas from `current` (no hold, no
+/// stabilization said).
+fn decided(
+    current: u32,
+    need: &Need,
+    desired: u32,
+    reason: String,
+    cooldown_left: Option<Duration>,
+) -> ScaleDecision {
+    ScaleDecision {
         desired,
         direction: direction(current, desired),
         need: need.clamped,
@@ -507,124 +521,176 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
         cooldown_left,
         hold_left: None,
         stabilization_left: None,
-    };
-    let work = need.describe();
+    }
+}
 
-    if current < need.min {
-        let work = need.describe_work(false);
-        let desired = up_to.max(need.min);
-        // Name the step only when it, not min, set the target.
-        let step_note = if up_to > need.min {
-            stepped(desired)
-        } else {
-            String::new()
-        };
+/// How far a scale-up goes now: to the need, or one `scaleUpStep`; and the
+/// note that names the step when it, not the need, set `target`.
+fn up_to(input: &AutoscaleInput, need: &Need) -> (u32, impl Fn(u32) -> String) {
+    let step = input.scale_up_step.map(|step| step.max(1));
+    let up_to = match step {
+        Some(step) => input
+            .current_replicas
+            .saturating_add(step)
+            .min(need.clamped),
+        None => need.clamped,
+    };
+    let clamped = need.clamped;
+    let stepped = move |target: u32| match step {
+        Some(step) if target < clamped => format!(" (step {step})"),
+        _ => String::new(),
+    };
+    (up_to, stepped)
+}
+
+/// Rule 5, below the minimum: up to it at once.
+fn below_min(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
+    let current = input.current_replicas;
+    let decision = |desired: u32, reason: String, cooldown_left: Option<Duration>| {
+        decided(current, need, desired, reason, cooldown_left)
+    };
+    let (up_to, stepped) = up_to(input, need);
+    let work = need.describe_work(false);
+    let desired = up_to.max(need.min);
+    // Name the step only when it, not min, set the target.
+    let step_note = if up_to > need.min {
+        stepped(desired)
+    } else {
+        String::new()
+    };
+    decision(
+        desired,
+        format!(
+            "scale up {current}→{desired}{step_note}: below {}; {work}",
+            need.min_label()
+        ),
+        None,
+    )
+}
+
+/// Rule 5, above the maximum: down to it, keeping the busy agents.
+fn above_max(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
+    let current = input.current_replicas;
+    let decision = |desired: u32, reason: String, cooldown_left: Option<Duration>| {
+        decided(current, need, desired, reason, cooldown_left)
+    };
+    let busy = input.busy_agents;
+    let work = need.describe_work(false);
+    let desired = need.max.max(busy.min(current));
+    let kept = if desired > need.max {
+        format!(", keeping {}", busy_agents(u64::from(busy)))
+    } else {
+        String::new()
+    };
+    let reason = if desired == current {
+        format!(
+            "hold at {current}: above {}{kept}; {work}",
+            need.max_label()
+        )
+    } else {
+        format!(
+            "scale down {current}→{desired}: above {}{kept}; {work}",
+            need.max_label()
+        )
+    };
+    decision(desired, reason, None)
+}
+
+/// Rule 6, more work than agents: up (after the up cooldown).
+fn scale_up(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
+    let current = input.current_replicas;
+    let decision = |desired: u32, reason: String, cooldown_left: Option<Duration>| {
+        decided(current, need, desired, reason, cooldown_left)
+    };
+    let (up_to, stepped) = up_to(input, need);
+    let work = need.describe();
+    let desired = up_to;
+    let change = format!("scale up {current}→{desired}{}", stepped(desired));
+    match cooldown_left(input.last_scale_time, input.now, input.cooldown_up) {
+        Some(left) => decision(
+            current,
+            format!("cooldown: {change} in {}s; {work}", whole_seconds(left)),
+            Some(left),
+        ),
+        None => decision(desired, format!("{change}: {work}"), None),
+    }
+}
+
+/// Rule 7, less work than agents: down, keeping the busy agents and
+/// nothing while tasks are pending, after the stabilization window and
+/// the down cooldown.
+fn scale_down(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
+    let current = input.current_replicas;
+    let decision = |desired: u32, reason: String, cooldown_left: Option<Duration>| {
+        decided(current, need, desired, reason, cooldown_left)
+    };
+    let busy = input.busy_agents;
+    let work = need.describe();
+    let desired = need.clamped.max(busy.min(current));
+    if desired == current {
         return decision(
-            desired,
+            current,
             format!(
-                "scale up {current}→{desired}{step_note}: below {}; {work}",
-                need.min_label()
+                "hold at {current}: keeping {}; {work}",
+                busy_agents(u64::from(busy))
             ),
             None,
         );
     }
-    if current > need.max {
-        let work = need.describe_work(false);
-        let desired = need.max.max(busy.min(current));
-        let kept = if desired > need.max {
-            format!(", keeping {}", busy_agents(u64::from(busy)))
-        } else {
-            String::new()
-        };
-        let reason = if desired == current {
+    if need.pending > 0 {
+        return decision(
+            current,
             format!(
-                "hold at {current}: above {}{kept}; {work}",
-                need.max_label()
-            )
-        } else {
-            format!(
-                "scale down {current}→{desired}: above {}{kept}; {work}",
-                need.max_label()
-            )
-        };
-        return decision(desired, reason, None);
-    }
-    if need.clamped > current {
-        let desired = up_to;
-        let change = format!("scale up {current}→{desired}{}", stepped(desired));
-        return match cooldown_left(input.last_scale_time, input.now, input.cooldown_up) {
-            Some(left) => decision(
-                current,
-                format!("cooldown: {change} in {}s; {work}", whole_seconds(left)),
-                Some(left),
+                "hold at {current}: no scale-down while {} pending; {work}",
+                tasks(need.pending)
             ),
-            None => decision(desired, format!("{change}: {work}"), None),
-        };
-    }
-    if need.clamped < current {
-        let desired = need.clamped.max(busy.min(current));
-        if desired == current {
-            return decision(
-                current,
-                format!(
-                    "hold at {current}: keeping {}; {work}",
-                    busy_agents(u64::from(busy))
-                ),
-                None,
-            );
-        }
-        if need.pending > 0 {
-            return decision(
-                current,
-                format!(
-                    "hold at {current}: no scale-down while {} pending; {work}",
-                    tasks(need.pending)
-                ),
-                None,
-            );
-        }
-        let stable = stabilized(input, desired);
-        // Busy agents set the count only when the window does not.
-        let kept = if stable.is_none() && busy > need.clamped {
-            format!(", keeping {}", busy_agents(u64::from(busy)))
-        } else {
-            String::new()
-        };
-        let stabilization_left = stable.as_ref().map(|s| s.left);
-        let with_left = |d: ScaleDecision| ScaleDecision {
-            stabilization_left,
-            ..d
-        };
-        let (desired, note) = match &stable {
-            Some(s) if s.target == current => {
-                return with_left(decision(
-                    current,
-                    format!(
-                        "stabilizing: hold at {current} until {}; {work}{kept}",
-                        s.note
-                    ),
-                    None,
-                ));
-            }
-            Some(s) => (s.target, format!(" (stabilizing until {})", s.note)),
-            None => (desired, String::new()),
-        };
-        let change = format!("scale down {current}→{desired}{note}");
-        return with_left(
-            match cooldown_left(input.last_scale_time, input.now, input.cooldown_down) {
-                Some(left) => decision(
-                    current,
-                    format!(
-                        "cooldown: {change} in {}s; {work}{kept}",
-                        whole_seconds(left)
-                    ),
-                    Some(left),
-                ),
-                None => decision(desired, format!("{change}: {work}{kept}"), None),
-            },
+            None,
         );
     }
+    let stable = stabilized(input, desired);
+    // Busy agents set the count only when the window does not.
+    let kept = if stable.is_none() && busy > need.clamped {
+        format!(", keeping {}", busy_agents(u64::from(busy)))
+    } else {
+        String::new()
+    };
+    let stabilization_left = stable.as_ref().map(|s| s.left);
+    let with_left = |d: ScaleDecision| ScaleDecision {
+        stabilization_left,
+        ..d
+    };
+    let (desired, note) = match &stable {
+        Some(s) if s.target == current => {
+            return with_left(decision(
+                current,
+                format!(
+                    "stabilizing: hold at {current} until {}; {work}{kept}",
+                    s.note
+                ),
+                None,
+            ));
+        }
+        Some(s) => (s.target, format!(" (stabilizing until {})", s.note)),
+        None => (desired, String::new()),
+    };
+    let change = format!("scale down {current}→{desired}{note}");
+    with_left(
+        match cooldown_left(input.last_scale_time, input.now, input.cooldown_down) {
+            Some(left) => decision(
+                current,
+                format!(
+                    "cooldown: {change} in {}s; {work}{kept}",
+                    whole_seconds(left)
+                ),
+                Some(left),
+            ),
+            None => decision(desired, format!("{change}: {work}{kept}"), None),
+        },
+    )
+}
 
+/// Rule 8, steady: the counts, and the bound that set the target.
+fn steady(current: u32, need: &Need) -> ScaleDecision {
     let bound = if need.raw > u64::from(need.max) {
         format!(" ({})", need.max_label())
     } else if need.raw < u64::from(need.min) {
@@ -632,7 +698,9 @@ fn plan(input: &AutoscaleInput, need: &Need) -> ScaleDecision {
     } else {
         String::new()
     };
-    decision(
+    decided(
+        current,
+        need,
         current,
         format!(
             "steady: {} pending, {} running, {}{bound}",

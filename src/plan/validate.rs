@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::{capacity, freeze};
 use crate::crd::names::{is_dns1123_label, is_dns1123_subdomain};
-use crate::crd::{AgentPool, AgentTask};
+use crate::crd::{AgentPool, AgentPoolSpec, AgentTask, TaskDefaults, TaskHistory};
 
 /// One thing wrong with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,20 +80,27 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
             "a container image reference such as ghcr.io/acme/agentdeck:1.0",
         ));
     }
-    range(
-        &mut errs,
-        "spec.minReplicas",
-        s.min_replicas.into(),
-        0,
-        10_000,
-    );
-    range(
-        &mut errs,
-        "spec.maxReplicas",
-        s.max_replicas.into(),
-        0,
-        10_000,
-    );
+    check_scaling(s, &mut errs);
+    check_agent_pod(s, &mut errs);
+    check_schedules(s, &mut errs);
+    if let Some(ca) = &s.ca_bundle
+        && !is_dns1123_subdomain(&ca.config_map_name)
+    {
+        errs.push(FieldError::new(
+            "spec.caBundle.configMapName",
+            format!("{:?}", ca.config_map_name),
+            DNS_SUBDOMAIN,
+        ));
+    }
+    check_task_defaults(&s.task_defaults, &mut errs);
+    check_task_history(&s.task_history, &mut errs);
+    errs
+}
+
+/// The bounds, steps and timings of scaling and draining.
+fn check_scaling(s: &AgentPoolSpec, errs: &mut Vec<FieldError>) {
+    range(errs, "spec.minReplicas", s.min_replicas.into(), 0, 10_000);
+    range(errs, "spec.maxReplicas", s.max_replicas.into(), 0, 10_000);
     if s.min_replicas > s.max_replicas {
         errs.push(FieldError::new(
             "spec.minReplicas",
@@ -105,56 +112,55 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
         ));
     }
     if let Some(step) = s.scale_up_step {
-        range(&mut errs, "spec.scaleUpStep", step.into(), 1, 10_000);
+        range(errs, "spec.scaleUpStep", step.into(), 1, 10_000);
     }
-    range(&mut errs, "spec.concurrency", s.concurrency.into(), 1, 64);
+    range(errs, "spec.concurrency", s.concurrency.into(), 1, 64);
     if let Some(n) = s.max_in_flight {
-        range(&mut errs, "spec.maxInFlight", n.into(), 1, 10_000);
+        range(errs, "spec.maxInFlight", n.into(), 1, 10_000);
     }
     range(
-        &mut errs,
+        errs,
         "spec.cooldownSeconds.up",
         s.cooldown_seconds.up,
         0,
         86_400,
     );
     range(
-        &mut errs,
+        errs,
         "spec.cooldownSeconds.down",
         s.cooldown_seconds.down,
         0,
         86_400,
     );
     range(
-        &mut errs,
+        errs,
         "spec.scaleDownStabilizationSeconds",
         s.scale_down_stabilization_seconds,
         0,
         3_600,
     );
+    range(errs, "spec.healthPort", s.health_port.into(), 1, 65_535);
     range(
-        &mut errs,
-        "spec.healthPort",
-        s.health_port.into(),
-        1,
-        65_535,
-    );
-    range(
-        &mut errs,
+        errs,
         "spec.drainTimeoutSeconds",
         s.drain_timeout_seconds,
         0,
         86_400,
     );
     range(
-        &mut errs,
+        errs,
         "spec.graceShutdownSeconds",
         s.grace_shutdown_seconds,
         0,
         3_600,
     );
+}
+
+/// What the agent pods are made of: resources, identity, environment,
+/// the platform's token and endpoint, the pod template.
+fn check_agent_pod(s: &AgentPoolSpec, errs: &mut Vec<FieldError>) {
     if let Some(r) = &s.resources {
-        check_resources("spec.resources", r, &mut errs);
+        check_resources("spec.resources", r, errs);
     }
     if let Some(sa) = &s.service_account_name
         && !is_dns1123_subdomain(sa)
@@ -165,7 +171,7 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
             DNS_SUBDOMAIN,
         ));
     }
-    check_env("spec.env", &s.env, &mut errs);
+    check_env("spec.env", &s.env, errs);
     if let Some(t) = &s.token_secret_ref {
         if !is_dns1123_subdomain(&t.name) {
             errs.push(FieldError::new(
@@ -201,8 +207,12 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
         }
     }
     if let Some(t) = &s.pod_template {
-        check_pod_template(t, &mut errs);
+        check_pod_template(t, errs);
     }
+}
+
+/// The freeze and capacity windows, read as the planners read them.
+fn check_schedules(s: &AgentPoolSpec, errs: &mut Vec<FieldError>) {
     if let Err(fe) = freeze::parse_all(&s.freeze_schedules, &jiff::tz::TimeZone::UTC) {
         errs.extend(fe.into_iter().map(|e| FieldError {
             field: e.field().to_string(),
@@ -221,70 +231,66 @@ pub fn validate_pool(pool: &AgentPool) -> Vec<FieldError> {
             expected: e.expected,
         }));
     }
-    if let Some(ca) = &s.ca_bundle
-        && !is_dns1123_subdomain(&ca.config_map_name)
-    {
-        errs.push(FieldError::new(
-            "spec.caBundle.configMapName",
-            format!("{:?}", ca.config_map_name),
-            DNS_SUBDOMAIN,
-        ));
-    }
-    let td = &s.task_defaults;
+}
+
+/// What a task gets unless it says otherwise.
+fn check_task_defaults(td: &TaskDefaults, errs: &mut Vec<FieldError>) {
     range(
-        &mut errs,
+        errs,
         "spec.taskDefaults.schedulingTimeoutSeconds",
         td.scheduling_timeout_seconds,
         1,
         86_400,
     );
     range(
-        &mut errs,
+        errs,
         "spec.taskDefaults.acquireTimeoutSeconds",
         td.acquire_timeout_seconds,
         1,
         86_400,
     );
     range(
-        &mut errs,
+        errs,
         "spec.taskDefaults.ttlSecondsAfterFinished",
         td.ttl_seconds_after_finished.into(),
         0,
         604_800,
     );
     range(
-        &mut errs,
+        errs,
         "spec.taskDefaults.maxAttempts",
         td.max_attempts.into(),
         1,
         100,
     );
     if let Some(r) = &td.resources {
-        check_resources("spec.taskDefaults.resources", r, &mut errs);
+        check_resources("spec.taskDefaults.resources", r, errs);
     }
-    let th = &s.task_history;
+}
+
+/// How long finished tasks are kept, and how many.
+fn check_task_history(th: &TaskHistory, errs: &mut Vec<FieldError>) {
     range(
-        &mut errs,
+        errs,
         "spec.taskHistory.ttlSecondsAfterFinished",
         th.ttl_seconds_after_finished,
         0,
         31_536_000,
     );
     range(
-        &mut errs,
+        errs,
         "spec.taskHistory.succeededLimit",
         th.succeeded_limit.into(),
         0,
         100_000,
     );
     range(
-        &mut errs,
+        errs,
         "spec.taskHistory.failedLimit",
         th.failed_limit.into(),
         0,
         100_000,
     );
-    errs
 }
 
 /// Everything wrong with a task; empty when it is valid.

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::crd::UNCLAIMED;
-use crate::crd::{AgentPool, AgentTask, HoldStatus};
+use crate::crd::{AgentPool, AgentPoolStatus, AgentTask, HoldStatus};
 
 /// How long agents may be short of the desired count before it counts
 /// as degraded (a scale-up in progress is not a problem).
@@ -115,56 +115,10 @@ pub fn verdict(pool: &AgentPool, unclaimed: u32, now: Timestamp) -> Verdict {
     let ready = i64::from(status.ready_replicas);
     let desired = i64::from(status.desired_replicas);
     let job_mode = pool.spec.execution_mode == crate::crd::ExecutionMode::Job;
-    if pending > 0 {
-        if pool.spec.drain {
-            return stuck(format!(
-                "{} pending while the pool drains (undo with `agentdeck drain {} --undo`)",
-                tasks(pending),
-                pool.metadata.name.as_deref().unwrap_or_default()
-            ));
-        }
-        // An open capacity window's maximum is the one in force.
-        let window = status
-            .capacity
-            .as_ref()
-            .filter(|c| !c.open.is_empty() && !job_mode);
-        match window.and_then(|c| Some((c.max_replicas?, c))) {
-            Some((0, c)) => {
-                return stuck(format!(
-                    "{} pending with maxReplicas 0 from capacity window {} ({})",
-                    tasks(pending),
-                    c.open.join("+"),
-                    c.summary
-                ));
-            }
-            Some(_) => {}
-            None if pool.spec.max_replicas == 0 => {
-                return stuck(format!("{} pending and maxReplicas is 0", tasks(pending)));
-            }
-            None => {}
-        }
-        if let Some(h) = HoldStatus::of(pool.spec.hold.as_ref(), now).filter(|h| h.replicas == 0)
-            && !job_mode
-        {
-            return stuck(format!(
-                "{} pending and the pool is held at 0 ({})",
-                tasks(pending),
-                h.summary
-            ));
-        }
-        if status.frozen && ready == 0 && !job_mode {
-            return stuck(format!(
-                "{} pending, no agent ready, and the pool is frozen ({})",
-                tasks(pending),
-                status.frozen_reason.as_deref().unwrap_or("freeze window")
-            ));
-        }
-        if unclaimed > 0 {
-            return stuck(format!(
-                "{} unclaimed past the acquire timeout",
-                tasks(i64::from(unclaimed))
-            ));
-        }
+    if pending > 0
+        && let Some(why) = stuck_with_pending(pool, status, unclaimed, now)
+    {
+        return stuck(why);
     }
     if status.health.offline > 0 {
         return degraded(format!(
@@ -220,6 +174,70 @@ pub fn verdict(pool: &AgentPool, unclaimed: u32, now: Timestamp) -> Verdict {
         level: VerdictLevel::Ok,
         reason: notes.join("; "),
     }
+}
+
+/// Why a pool with pending tasks is stuck, if it is: draining, a maximum
+/// of 0 in force, held at 0, frozen with no agent ready, or tasks nobody
+/// claimed in time.
+fn stuck_with_pending(
+    pool: &AgentPool,
+    status: &AgentPoolStatus,
+    unclaimed: u32,
+    now: Timestamp,
+) -> Option<String> {
+    let pending = i64::from(status.pending_tasks);
+    let ready = i64::from(status.ready_replicas);
+    let job_mode = pool.spec.execution_mode == crate::crd::ExecutionMode::Job;
+    if pool.spec.drain {
+        return Some(format!(
+            "{} pending while the pool drains (undo with `agentdeck drain {} --undo`)",
+            tasks(pending),
+            pool.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
+    // An open capacity window's maximum is the one in force.
+    let window = status
+        .capacity
+        .as_ref()
+        .filter(|c| !c.open.is_empty() && !job_mode);
+    match window.and_then(|c| Some((c.max_replicas?, c))) {
+        Some((0, c)) => {
+            return Some(format!(
+                "{} pending with maxReplicas 0 from capacity window {} ({})",
+                tasks(pending),
+                c.open.join("+"),
+                c.summary
+            ));
+        }
+        Some(_) => {}
+        None if pool.spec.max_replicas == 0 => {
+            return Some(format!("{} pending and maxReplicas is 0", tasks(pending)));
+        }
+        None => {}
+    }
+    if let Some(h) = HoldStatus::of(pool.spec.hold.as_ref(), now).filter(|h| h.replicas == 0)
+        && !job_mode
+    {
+        return Some(format!(
+            "{} pending and the pool is held at 0 ({})",
+            tasks(pending),
+            h.summary
+        ));
+    }
+    if status.frozen && ready == 0 && !job_mode {
+        return Some(format!(
+            "{} pending, no agent ready, and the pool is frozen ({})",
+            tasks(pending),
+            status.frozen_reason.as_deref().unwrap_or("freeze window")
+        ));
+    }
+    if unclaimed > 0 {
+        return Some(format!(
+            "{} unclaimed past the acquire timeout",
+            tasks(i64::from(unclaimed))
+        ));
+    }
+    None
 }
 
 /// `v` with the pool's tasks running longer than `after` counted in: a

@@ -252,15 +252,7 @@ async fn stream_logs(
     let reader = match pods.log_stream(&source.pod, &params).await {
         Ok(r) => r,
         Err(e) => {
-            let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404);
-            let because = if not_found || pod_gone(&view, &pods, &source, true).await {
-                KeptBecause::PodGone
-            } else {
-                KeptBecause::Unreadable(match &e {
-                    kube::Error::Api(s) => s.message.clone(),
-                    other => root_cause(other),
-                })
-            };
+            let because = unreadable(&view, &pods, &source, &e).await;
             end_with_kept(&client, &tx, id, &source, because).await;
             return;
         }
@@ -330,22 +322,68 @@ async fn stream_logs(
             lines: std::mem::take(&mut batch),
         })
         .await;
+    let Some(reason) = end_reason(
+        (&client, &view, &pods),
+        (&tx, id),
+        &source,
+        (previous, collected),
+        own,
+        stopped,
+    )
+    .await
+    else {
+        return;
+    };
+    let _ = tx.send(Msg::LogEnded { id, reason }).await;
+}
+
+/// Why the log could not be opened: its pod gone, or what the API said.
+async fn unreadable(
+    view: &ClusterView,
+    pods: &Api<Pod>,
+    source: &LogSource,
+    e: &kube::Error,
+) -> KeptBecause {
+    let not_found = matches!(e, kube::Error::Api(s) if s.code == 404);
+    if not_found || pod_gone(view, pods, source, true).await {
+        KeptBecause::PodGone
+    } else {
+        KeptBecause::Unreadable(match e {
+            kube::Error::Api(s) => s.message.clone(),
+            other => root_cause(other),
+        })
+    }
+}
+
+/// The line that ends a log once its stream `stopped` (at its end, failed,
+/// or the pod went), `own` lines of the task read: said with the task's
+/// end, the pod's going, or what was kept (sent here). `None` when what
+/// was kept has been sent with its own end line.
+async fn end_reason(
+    (client, view, pods): (&Client, &ClusterView, &Api<Pod>),
+    (tx, id): (&mpsc::Sender<Msg>, StreamId),
+    source: &LogSource,
+    (previous, collected): (bool, bool),
+    own: usize,
+    stopped: Result<bool, String>,
+) -> Option<String> {
     // Asked of the API, not the view: the stream of a deleted pod ends
     // before the watch has told the view, the more so on a busy machine.
     let gone = match stopped {
         Ok(false) => true,
-        _ => pod_going(&view, &source) || pod_gone(&view, &pods, &source, true).await,
+        _ => pod_going(view, source) || pod_gone(view, pods, source, true).await,
     };
-    let finished = finished_task(&view, &source);
+    let finished = finished_task(view, source);
     let reason = match (gone, own, finished, stopped) {
         // Nothing of the task came from the pod: what was kept, if anything.
         (true, 0, _, _) => {
-            return end_with_kept(&client, &tx, id, &source, KeptBecause::PodGone).await;
+            end_with_kept(client, tx, id, source, KeptBecause::PodGone).await;
+            return None;
         }
         // None of the finished task's lines in the pod's log: read too little
         // of a long shared log, or it printed nothing at all.
         (false, 0, Some((phase, at)), _) if source.prefix.is_some() && !previous => {
-            match kept_output(&client, &source).await {
+            match kept_output(client, source).await {
                 Some(kept) => {
                     let _ = tx
                         .send(Msg::LogLines {
@@ -377,7 +415,7 @@ async fn stream_logs(
         }
         (false, _, None, _) => "the container ended; end of log".to_owned(),
     };
-    let _ = tx.send(Msg::LogEnded { id, reason }).await;
+    Some(reason)
 }
 
 #[cfg(test)]

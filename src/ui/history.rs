@@ -247,40 +247,7 @@ pub fn draw_pool_history(
 
     // What is true now, and since when the console has watched.
     let mut lines: Vec<Line> = Vec::new();
-    let mut now_line = match pool {
-        Some(p) => vec![
-            Span::styled(" now ", theme.style(Role::Header)),
-            Span::styled(format!("queue {}", p.pending), theme.style(Role::Pending)),
-            Span::styled(" · ", theme.style(Role::Muted)),
-            Span::styled(
-                format!("ready {} of {} desired", p.ready, p.desired),
-                theme.style(if p.ready < p.desired {
-                    Role::Warn
-                } else {
-                    Role::Ok
-                }),
-            ),
-            Span::styled(" · ", theme.style(Role::Muted)),
-            Span::styled(format!("fresh {}", p.fresh), theme.style(Role::Fresh)),
-        ],
-        None => vec![Span::styled(
-            format!(" pool {name} is gone"),
-            theme.style(Role::Warn),
-        )],
-    };
-    let since = match samples.and_then(|s| s.front()) {
-        Some(first) if first.at > now.as_second() - history::WINDOW_SECS => {
-            let at = jiff::Timestamp::from_second(first.at).unwrap_or(now);
-            format!("   watched since {}Z", at.strftime("%H:%M:%S"))
-        }
-        Some(_) => String::new(),
-        None => "   no sample yet".to_owned(),
-    };
-    let used: usize = now_line.iter().map(Span::width).sum();
-    if used + text::width(&since) <= w {
-        now_line.push(Span::styled(since, theme.style(Role::Muted)));
-    }
-    lines.push(Line::from(now_line));
+    lines.push(now_line(pool.map(|p| &**p), samples, (name, now), w, theme));
     // The capacity window open and the next change, for a pool with windows.
     let capacity = pool.and_then(|p| p.capacity.as_deref());
     if let Some(c) = capacity {
@@ -334,6 +301,64 @@ pub fn draw_pool_history(
     lines.push(axis_line);
     lines.push(labels);
 
+    lines.extend(decision_lines(&decisions, listed, w, theme));
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// What is true of the pool now, and since when the console has watched
+/// it (its `samples`), in `w` columns.
+fn now_line<'a>(
+    pool: Option<&PoolRow>,
+    samples: Option<&std::collections::VecDeque<Sample>>,
+    (name, now): (&str, jiff::Timestamp),
+    w: usize,
+    theme: &Theme,
+) -> Line<'a> {
+    let mut now_line = match pool {
+        Some(p) => vec![
+            Span::styled(" now ", theme.style(Role::Header)),
+            Span::styled(format!("queue {}", p.pending), theme.style(Role::Pending)),
+            Span::styled(" · ", theme.style(Role::Muted)),
+            Span::styled(
+                format!("ready {} of {} desired", p.ready, p.desired),
+                theme.style(if p.ready < p.desired {
+                    Role::Warn
+                } else {
+                    Role::Ok
+                }),
+            ),
+            Span::styled(" · ", theme.style(Role::Muted)),
+            Span::styled(format!("fresh {}", p.fresh), theme.style(Role::Fresh)),
+        ],
+        None => vec![Span::styled(
+            format!(" pool {name} is gone"),
+            theme.style(Role::Warn),
+        )],
+    };
+    let since = match samples.and_then(|s| s.front()) {
+        Some(first) if first.at > now.as_second() - history::WINDOW_SECS => {
+            let at = jiff::Timestamp::from_second(first.at).unwrap_or(now);
+            format!("   watched since {}Z", at.strftime("%H:%M:%S"))
+        }
+        Some(_) => String::new(),
+        None => "   no sample yet".to_owned(),
+    };
+    let used: usize = now_line.iter().map(Span::width).sum();
+    if used + text::width(&since) <= w {
+        now_line.push(Span::styled(since, theme.style(Role::Muted)));
+    }
+    Line::from(now_line)
+}
+
+/// The scaling decisions' title and list, newest first, `listed` of them
+/// at most (what does not fit is counted).
+fn decision_lines<'a>(
+    decisions: &[(jiff::Timestamp, Decision, &crate::app::rows::EventRow)],
+    listed: usize,
+    w: usize,
+    theme: &Theme,
+) -> Vec<Line<'a>> {
+    let mut lines = Vec::new();
     lines.push(Line::from(vec![
         Span::styled(" scaling decisions ", theme.style(Role::Header)),
         Span::styled(
@@ -380,5 +405,5 @@ pub fn draw_pool_history(
             theme.style(Role::Muted),
         ));
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    lines
 }

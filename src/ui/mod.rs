@@ -583,6 +583,15 @@ pub fn draw(frame: &mut Frame, app: &App, theme: &Theme) {
 }
 
 fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let width = usize::from(area.width);
+    let first = header_status(app, theme, width);
+    let second = header_tabs(app, theme, width);
+    frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The header's first line: context, namespace, role, API latency, the
+/// watches' state and the clock (a bundle's name and time in their place).
+fn header_status<'a>(app: &'a App, theme: &Theme, width: usize) -> Line<'a> {
     let h = |s: &'static str| Span::styled(s, theme.style(Role::Header));
     let v = |s: String, r: Role| Span::styled(s, theme.style(r));
     let role = app.status.role;
@@ -602,7 +611,6 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     // useful first, when they do not fit. A long reason is shortened so
     // that the context and the role stay beside it down to 24 columns of
     // it; narrower, they go too.
-    let width = usize::from(area.width);
     let ctx = text::shorten_middle(&app.opts.context, 28).into_owned();
     let beside = text::width(" ctx ")
         + text::width(&ctx)
@@ -678,7 +686,12 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     } else {
         parts
     };
-    let first = by_priority(parts, width);
+    by_priority(parts, width)
+}
+
+/// The header's second line: the views, the current one highlighted, with
+/// their counts, and the tasks' counts.
+fn header_tabs<'a>(app: &'a App, theme: &Theme, width: usize) -> Line<'a> {
     // Second line: the views, the current one highlighted, with counts.
     let mut tabs: Vec<(u8, Vec<Span>)> = vec![(0, vec![Span::raw(" ")])];
     let current = app.table_kind().map(|(k, _)| k);
@@ -754,8 +767,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             theme.style(Role::Failed),
         )],
     ));
-    let second = by_priority(tabs, width);
-    frame.render_widget(Paragraph::new(vec![first, second]), area);
+    by_priority(tabs, width)
 }
 
 /// The kind whose list fills a view's rows (a tab's count).
@@ -948,75 +960,7 @@ fn table<R: Row>(
     spark: SparkFn<'_, R>,
 ) {
     let st = app.table(kind);
-    // What the title says, by priority: the view, its counts and its marks
-    // always (an action acts on the marks); the filter, the sort, the pool
-    // and `wide` go in that order from the end when the border is short.
-    let mut title: Vec<(u8, Vec<Span>)> = vec![(
-        0,
-        vec![Span::styled(
-            format!(" {}", capitalise(kind.as_str())),
-            theme.style(Role::Title),
-        )],
-    )];
-    if let Some(p) = pool {
-        title.push((
-            3,
-            vec![Span::styled(
-                format!(" of pool {}", text::shorten_middle(p, 24)),
-                theme.style(Role::Title),
-            )],
-        ));
-    }
-    title.push((
-        0,
-        vec![Span::styled(
-            format!(" [{}/{}]", st.visible.len(), rows.len()),
-            theme.style(Role::Muted),
-        )],
-    ));
-    if !st.marks.is_empty() {
-        title.push((
-            0,
-            vec![Span::styled(
-                format!(" {} marked", st.marks.len()),
-                theme.style(Role::Marked),
-            )],
-        ));
-    }
-    if let Some(c) = &app.narrow {
-        title.push((
-            1,
-            vec![Span::styled(
-                format!(" ctx:{}", text::shorten_middle(c, 24)),
-                theme.style(Role::Prompt),
-            )],
-        ));
-    }
-    if !st.filter_text.is_empty() {
-        let mut spans = vec![Span::styled(
-            format!(" /{}", text::ellipsize(&st.filter_text, 30)),
-            theme.style(Role::Prompt),
-        )];
-        if let Some(e) = st.filter.error() {
-            spans.push(Span::styled(format!(" ({e})"), theme.style(Role::Danger)));
-        }
-        title.push((1, spans));
-    }
-    if app.wide {
-        title.push((4, vec![Span::styled(" wide", theme.style(Role::Muted))]));
-    }
-    if st.sort != crate::app::SortKey::Natural {
-        title.push((
-            2,
-            vec![Span::styled(
-                format!(" sort:{:?}{}", st.sort, if st.reverse { "↑" } else { "" }).to_lowercase(),
-                theme.style(Role::Muted),
-            )],
-        ));
-    }
-    title.push((0, vec![Span::raw(" ")]));
-    // The border's corners and a dash of it either side.
-    let title = by_priority(title, usize::from(area.width.saturating_sub(4)));
+    let title = table_title(app, theme, (kind, pool), rows.len(), area.width);
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style(Role::Border))
@@ -1096,27 +1040,120 @@ fn table<R: Row>(
         area,
     );
     if empty && area.height > 4 {
-        let (lines, role) = if rows.is_empty() {
-            empty_view::why_empty(app, kind)
-        } else {
-            (
-                vec!["nothing matches the filter (esc clears it)".to_owned()],
-                Role::Muted,
-            )
-        };
-        let r = Rect {
-            x: area.x + 2,
-            y: area.y + 2,
-            width: area.width.saturating_sub(4),
-            height: area.height.saturating_sub(3).min(lines.len() as u16 * 2),
-        };
-        frame.render_widget(
-            Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
-                .wrap(ratatui::widgets::Wrap { trim: false })
-                .style(theme.style(role)),
-            r,
-        );
+        draw_why_empty(frame, area, app, theme, (kind, rows.is_empty()));
     }
+}
+
+/// A table's title: the view, its counts and its marks always (an
+/// action acts on the marks); the filter, the sort, the pool and `wide`
+/// go in that order from the end when the border (`width`) is short.
+fn table_title<'a>(
+    app: &'a App,
+    theme: &Theme,
+    (kind, pool): (ViewKind, Option<&'a str>),
+    total: usize,
+    width: u16,
+) -> Line<'a> {
+    let st = app.table(kind);
+    // What the title says, by priority: the view, its counts and its marks
+    // always (an action acts on the marks); the filter, the sort, the pool
+    // and `wide` go in that order from the end when the border is short.
+    let mut title: Vec<(u8, Vec<Span>)> = vec![(
+        0,
+        vec![Span::styled(
+            format!(" {}", capitalise(kind.as_str())),
+            theme.style(Role::Title),
+        )],
+    )];
+    if let Some(p) = pool {
+        title.push((
+            3,
+            vec![Span::styled(
+                format!(" of pool {}", text::shorten_middle(p, 24)),
+                theme.style(Role::Title),
+            )],
+        ));
+    }
+    title.push((
+        0,
+        vec![Span::styled(
+            format!(" [{}/{}]", st.visible.len(), total),
+            theme.style(Role::Muted),
+        )],
+    ));
+    if !st.marks.is_empty() {
+        title.push((
+            0,
+            vec![Span::styled(
+                format!(" {} marked", st.marks.len()),
+                theme.style(Role::Marked),
+            )],
+        ));
+    }
+    if let Some(c) = &app.narrow {
+        title.push((
+            1,
+            vec![Span::styled(
+                format!(" ctx:{}", text::shorten_middle(c, 24)),
+                theme.style(Role::Prompt),
+            )],
+        ));
+    }
+    if !st.filter_text.is_empty() {
+        let mut spans = vec![Span::styled(
+            format!(" /{}", text::ellipsize(&st.filter_text, 30)),
+            theme.style(Role::Prompt),
+        )];
+        if let Some(e) = st.filter.error() {
+            spans.push(Span::styled(format!(" ({e})"), theme.style(Role::Danger)));
+        }
+        title.push((1, spans));
+    }
+    if app.wide {
+        title.push((4, vec![Span::styled(" wide", theme.style(Role::Muted))]));
+    }
+    if st.sort != crate::app::SortKey::Natural {
+        title.push((
+            2,
+            vec![Span::styled(
+                format!(" sort:{:?}{}", st.sort, if st.reverse { "↑" } else { "" }).to_lowercase(),
+                theme.style(Role::Muted),
+            )],
+        ));
+    }
+    title.push((0, vec![Span::raw(" ")]));
+    // The border's corners and a dash of it either side.
+    by_priority(title, usize::from(width.saturating_sub(4)))
+}
+
+/// Why a table shows no rows: its view's reason, or the filter.
+fn draw_why_empty(
+    frame: &mut Frame,
+    area: Rect,
+    app: &App,
+    theme: &Theme,
+    (kind, no_rows): (ViewKind, bool),
+) {
+    let (lines, role) = if no_rows {
+        empty_view::why_empty(app, kind)
+    } else {
+        (
+            vec!["nothing matches the filter (esc clears it)".to_owned()],
+            Role::Muted,
+        )
+    };
+    let r = Rect {
+        x: area.x + 2,
+        y: area.y + 2,
+        width: area.width.saturating_sub(4),
+        height: area.height.saturating_sub(3).min(lines.len() as u16 * 2),
+    };
+    frame.render_widget(
+        Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
+            .wrap(ratatui::widgets::Wrap { trim: false })
+            .style(theme.style(role)),
+        r,
+    );
 }
 
 /// The header's words for a watch state, and their colour.
@@ -1206,51 +1243,11 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &st
     let Some(l) = &app.logs else {
         return;
     };
-    let flags = format!(
-        " {} · wrap {} · time {} · {} lines{} ",
-        if l.follow { "following" } else { "paused" },
-        if l.wrap { "on" } else { "off" },
-        if l.timestamps { "on" } else { "off" },
-        l.buffer.len(),
-        if l.buffer.dropped > 0 {
-            format!(" ({} older dropped)", l.buffer.dropped)
-        } else {
-            String::new()
-        }
-    );
-    let search = l.search.as_ref().map(|(s, _)| format!("/{s} "));
-    // Where the title (which task, which pod) does not fit, the flags say
-    // less (following or paused, and the count), then the title is
-    // shortened in the middle to what is left.
-    let room_beside = |flags: &str| {
-        usize::from(area.width.saturating_sub(2))
-            .saturating_sub(text::width(" Logs: ") + text::width(flags))
-            .saturating_sub(search.as_deref().map_or(0, text::width))
-    };
-    let flags = if text::width(title) > room_beside(&flags) {
-        format!(
-            " {} · {} lines ",
-            if l.follow { "following" } else { "paused" },
-            l.buffer.len()
-        )
-    } else {
-        flags
-    };
-    let room = room_beside(&flags).max(12);
-    let mut t = vec![
-        Span::styled(
-            format!(" Logs: {}", text::shorten_middle(title, room)),
-            theme.style(Role::Title),
-        ),
-        Span::styled(flags, theme.style(Role::Muted)),
-    ];
-    if let Some(s) = search {
-        t.push(Span::styled(s, theme.style(Role::Prompt)));
-    }
+    let t = log_title(l, title, area.width, theme);
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style(Role::Border))
-        .title(Line::from(t));
+        .title(t);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let height = inner.height as usize;
@@ -1310,35 +1307,7 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &st
     };
     let mut lines: Vec<Line> = Vec::with_capacity(last - first + 1);
     for i in first..last {
-        let (text, ts) = text_of(i);
-        let mut spans = Vec::new();
-        if let Some(ts) = ts {
-            spans.push(Span::styled(format!("{ts} "), theme.style(Role::Muted)));
-        }
-        let is_match = l.matched == Some(i);
-        match &l.search {
-            Some((_, re)) => {
-                let mut at = 0;
-                for m in re.find_iter(&text) {
-                    spans.push(Span::styled(
-                        text[at..m.start()].to_owned(),
-                        theme.style(Role::Text),
-                    ));
-                    spans.push(Span::styled(
-                        m.as_str().to_owned(),
-                        theme.style(Role::Match),
-                    ));
-                    at = m.end();
-                }
-                spans.push(Span::styled(text[at..].to_owned(), theme.style(Role::Text)));
-            }
-            None => spans.push(Span::styled(text, theme.style(Role::Text))),
-        }
-        let mut line = Line::from(spans);
-        if is_match {
-            line = line.style(Style::default().add_modifier(Modifier::BOLD));
-        }
-        lines.push(line);
+        lines.push(log_line(l, i, theme));
     }
     if let Some(why) = &l.ended {
         lines.push(Line::styled(format!("— {why} —"), theme.style(Role::Muted)));
@@ -1353,6 +1322,88 @@ fn draw_logs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &st
         p = p.wrap(Wrap { trim: false });
     }
     frame.render_widget(p, inner);
+}
+
+/// The log view's title: which log, the view's flags and the search,
+/// saying less where `width` is short.
+fn log_title<'a>(l: &crate::app::LogsState, title: &str, width: u16, theme: &Theme) -> Line<'a> {
+    let flags = format!(
+        " {} · wrap {} · time {} · {} lines{} ",
+        if l.follow { "following" } else { "paused" },
+        if l.wrap { "on" } else { "off" },
+        if l.timestamps { "on" } else { "off" },
+        l.buffer.len(),
+        if l.buffer.dropped > 0 {
+            format!(" ({} older dropped)", l.buffer.dropped)
+        } else {
+            String::new()
+        }
+    );
+    let search = l.search.as_ref().map(|(s, _)| format!("/{s} "));
+    // Where the title (which task, which pod) does not fit, the flags say
+    // less (following or paused, and the count), then the title is
+    // shortened in the middle to what is left.
+    let room_beside = |flags: &str| {
+        usize::from(width.saturating_sub(2))
+            .saturating_sub(text::width(" Logs: ") + text::width(flags))
+            .saturating_sub(search.as_deref().map_or(0, text::width))
+    };
+    let flags = if text::width(title) > room_beside(&flags) {
+        format!(
+            " {} · {} lines ",
+            if l.follow { "following" } else { "paused" },
+            l.buffer.len()
+        )
+    } else {
+        flags
+    };
+    let room = room_beside(&flags).max(12);
+    let mut t = vec![
+        Span::styled(
+            format!(" Logs: {}", text::shorten_middle(title, room)),
+            theme.style(Role::Title),
+        ),
+        Span::styled(flags, theme.style(Role::Muted)),
+    ];
+    if let Some(s) = search {
+        t.push(Span::styled(s, theme.style(Role::Prompt)));
+    }
+    Line::from(t)
+}
+
+/// Line `i` of the log, its search matches marked.
+fn log_line<'a>(l: &crate::app::LogsState, i: usize, theme: &Theme) -> Line<'a> {
+    let line = l.buffer.get(i).expect("index within the buffer");
+    let ts = l.timestamps.then(|| line.time.clone().unwrap_or_default());
+    let text = line.text.clone();
+    let mut spans = Vec::new();
+    if let Some(ts) = ts {
+        spans.push(Span::styled(format!("{ts} "), theme.style(Role::Muted)));
+    }
+    let is_match = l.matched == Some(i);
+    match &l.search {
+        Some((_, re)) => {
+            let mut at = 0;
+            for m in re.find_iter(&text) {
+                spans.push(Span::styled(
+                    text[at..m.start()].to_owned(),
+                    theme.style(Role::Text),
+                ));
+                spans.push(Span::styled(
+                    m.as_str().to_owned(),
+                    theme.style(Role::Match),
+                ));
+                at = m.end();
+            }
+            spans.push(Span::styled(text[at..].to_owned(), theme.style(Role::Text)));
+        }
+        None => spans.push(Span::styled(text, theme.style(Role::Text))),
+    }
+    let mut line = Line::from(spans);
+    if is_match {
+        line = line.style(Style::default().add_modifier(Modifier::BOLD));
+    }
+    line
 }
 
 fn draw_yaml(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, title: &str) {

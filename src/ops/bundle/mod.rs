@@ -358,23 +358,11 @@ pub async fn collect(
     let started = Instant::now();
     let started_at = Timestamp::now();
     let deadline = started + opts.deadline;
-    if opts.max_bytes_per_log == 0 {
-        return Err(BundleError::Invalid(
-            "--max-bytes-per-log must be at least 1".into(),
-        ));
-    }
-    check_output_dir(&opts.output)?;
+    check_options(&opts)?;
     let progress: ProgressFn = Arc::new(progress);
     let record = Arc::new(Record::default());
     let expected = Arc::new(AtomicU64::new(0));
-    progress(Progress {
-        phase: Phase::Listing,
-        files_done: 0,
-        files_expected: 0,
-        bytes_written: 0,
-        current: String::new(),
-    });
-
+    progress(Progress::starting());
     let access = tokio::spawn(access_of(
         client.clone(),
         opts.namespace.clone(),
@@ -383,6 +371,144 @@ pub async fn collect(
     ));
 
     // Secrets first: their values teach the redactor what to hide.
+    let secrets = read_secrets(&client, &opts, deadline, &record).await;
+    let keyed_by_namespace = secrets.shared_key.is_some();
+    let redactor = opts.redact.then(|| Arc::new(secrets.redactor()));
+    let partial = zipper::partial_path(&opts.output);
+    let (tx, rx) = mpsc::channel::<Entry>(8);
+    let writer = {
+        let partial = partial.clone();
+        let (redactor, progress, expected) = (redactor.clone(), progress.clone(), expected.clone());
+        tokio::task::spawn_blocking(move || zipper::run(&partial, rx, redactor, progress, expected))
+    };
+    let scope = Scope {
+        client: client.clone(),
+        opts: opts.clone(),
+        redactor: redactor.clone(),
+        record: record.clone(),
+        expected: expected.clone(),
+        tx: tx.clone(),
+        limit: Arc::new(Semaphore::new(opts.parallelism.max(1))),
+    };
+    scope
+        .send_value(
+            "objects/secrets.yaml",
+            Value::Array(secrets.summaries),
+            false,
+        )
+        .await;
+
+    let context = opts
+        .context
+        .clone()
+        .or_else(crate::cluster::current_context);
+    let audited = scope.send_history_and_audit(context.as_deref()).await;
+
+    let mut work = JoinSet::new();
+    let collected = tokio::time::timeout_at(deadline, scope.clone().run(&mut work)).await;
+    let deadline_reached = collected.is_err();
+    if deadline_reached {
+        work.abort_all();
+        while work.join_next().await.is_some() {}
+        record_deadline(&record, opts.deadline);
+    }
+    drop(scope);
+    drop(tx);
+
+    let (zip, written) = writer
+        .await
+        .map_err(|e| BundleError::WriterStopped(e.to_string()))??;
+    progress(Progress::finishing(
+        &written,
+        expected.load(Ordering::Relaxed),
+    ));
+    let errors = std::mem::take(&mut *record.errors.lock().unwrap_or_else(PoisonError::into_inner));
+    let redactions: u64 = written.redactions.values().flat_map(|c| c.values()).sum();
+    let hidden = per_rule(&written.redactions);
+    let bytes: u64 = written.files.iter().map(|f| f.bytes).sum();
+    let access = access.await.unwrap_or_else(
+        |e| serde_json::json!({"error": format!("the access review stopped: {e}")}),
+    );
+    let lacks = lacks_of(&access);
+    let manifest = manifest(
+        &opts,
+        (started_at, deadline_reached),
+        context.as_deref(),
+        audited,
+        &written,
+        &errors,
+        access,
+    );
+    let report = redaction_report(redactor.as_deref(), keyed_by_namespace, &written);
+    let files = written.files.len() + 2;
+    let last = [("manifest.json", &manifest), ("redactions.json", &report)]
+        .map(|(name, v)| {
+            (
+                name.to_owned(),
+                serde_json::to_vec_pretty(v).unwrap_or_default(),
+            )
+        })
+        .to_vec();
+    let target = opts.output.clone();
+    let zip_bytes =
+        tokio::task::spawn_blocking(move || zipper::finish(zip, last, &partial, &target))
+            .await
+            .map_err(|e| BundleError::WriterStopped(e.to_string()))??;
+    progress(Progress::done(files as u64, bytes));
+    Ok(Summary {
+        path: opts.output,
+        files,
+        zip_bytes,
+        bytes,
+        errors,
+        redactions,
+        hidden,
+        deadline_reached,
+        listed: record.listed.load(Ordering::Relaxed),
+        lacks,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Refuses options no bundle can be taken with, before anything starts.
+fn check_options(opts: &BundleOptions) -> Result<(), BundleError> {
+    if opts.max_bytes_per_log == 0 {
+        return Err(BundleError::Invalid(
+            "--max-bytes-per-log must be at least 1".into(),
+        ));
+    }
+    check_output_dir(&opts.output)
+}
+
+impl Secrets {
+    /// The redactor that hides what they taught, keyed with the
+    /// namespace's key when there is one.
+    fn redactor(&self) -> Redactor {
+        match &self.shared_key {
+            Some(key) => Redactor::with_hash_key(&self.literals, key),
+            None => Redactor::new(&self.literals),
+        }
+    }
+}
+
+/// What a namespace's Secrets teach the redactor.
+struct Secrets {
+    /// Values to hide: the operator's and every Secret's.
+    literals: Vec<Vec<u8>>,
+    /// The Secrets as the bundle lists them (no values).
+    summaries: Vec<Value>,
+    /// The namespace's redaction key (`crate::plan::redaction_key`).
+    shared_key: Option<Vec<u8>>,
+}
+
+/// Lists the namespace's Secrets (a failure is recorded: nothing is then
+/// known to hide but the operator's literals).
+async fn read_secrets(
+    client: &Client,
+    opts: &BundleOptions,
+    deadline: Instant,
+    record: &Record,
+) -> Secrets {
     let ns = opts.namespace.clone();
     let secrets_api: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -424,127 +550,77 @@ pub async fn collect(
             m,
         )),
     }
-    let keyed_by_namespace = shared_key.is_some();
-    let redactor = opts.redact.then(|| {
-        Arc::new(match &shared_key {
-            Some(key) => Redactor::with_hash_key(&literals, key),
-            None => Redactor::new(&literals),
-        })
-    });
-
-    let partial = zipper::partial_path(&opts.output);
-    let (tx, rx) = mpsc::channel::<Entry>(8);
-    let writer = {
-        let partial = partial.clone();
-        let redactor = redactor.clone();
-        let progress = progress.clone();
-        let expected = expected.clone();
-        tokio::task::spawn_blocking(move || zipper::run(&partial, rx, redactor, progress, expected))
-    };
-
-    let scope = Scope {
-        client: client.clone(),
-        opts: opts.clone(),
-        redactor: redactor.clone(),
-        record: record.clone(),
-        expected: expected.clone(),
-        tx: tx.clone(),
-        limit: Arc::new(Semaphore::new(opts.parallelism.max(1))),
-    };
-    scope
-        .send_value(
-            "objects/secrets.yaml",
-            Value::Array(secret_summaries),
-            false,
-        )
-        .await;
-
-    let context = opts
-        .context
-        .clone()
-        .or_else(crate::cluster::current_context);
-    if let Some(h) = &opts.history {
-        scope
-            .send(Entry {
-                path: open::HISTORY_FILE.into(),
-                body: Body::Bytes(serde_json::to_vec_pretty(h).unwrap_or_default()),
-                cap: None,
-                redact: false,
-                counts: Default::default(),
-            })
-            .await;
-        expected.fetch_add(1, Ordering::Relaxed);
+    Secrets {
+        literals,
+        summaries: secret_summaries,
+        shared_key,
     }
-    let audited = scope.send_audit(context.as_deref()).await;
+}
 
-    let mut work = JoinSet::new();
-    let collected = tokio::time::timeout_at(deadline, scope.clone().run(&mut work)).await;
-    let deadline_reached = collected.is_err();
-    if deadline_reached {
-        work.abort_all();
-        while work.join_next().await.is_some() {}
+/// Records that the overall deadline was reached, and each log still
+/// being read then as not collected.
+fn record_deadline(record: &Record, deadline: Duration) {
+    record.error(err(
+        "bundle",
+        "",
+        "",
+        None,
+        format!(
+            "the overall deadline of {} s was reached; what is listed below as not collected is missing",
+            deadline.as_secs()
+        ),
+    ));
+    let missing: Vec<String> = record
+        .pending_logs
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect();
+    for m in missing {
+        let mut parts = m.splitn(3, '/');
+        let pod = parts.next().unwrap_or_default();
+        let container = parts.next();
+        let what = if parts.next().is_some() {
+            "previous logs"
+        } else {
+            "logs"
+        };
         record.error(err(
-            "bundle",
-            "",
-            "",
-            None,
-            format!(
-                "the overall deadline of {} s was reached; what is listed below as not collected is missing",
-                opts.deadline.as_secs()
-            ),
+            what,
+            "Pod",
+            pod,
+            container,
+            "not collected before the deadline".into(),
         ));
-        let missing: Vec<String> = record
-            .pending_logs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect();
-        for m in missing {
-            let mut parts = m.splitn(3, '/');
-            let pod = parts.next().unwrap_or_default();
-            let container = parts.next();
-            let what = if parts.next().is_some() {
-                "previous logs"
-            } else {
-                "logs"
-            };
-            record.error(err(
-                what,
-                "Pod",
-                pod,
-                container,
-                "not collected before the deadline".into(),
-            ));
-        }
     }
-    drop(scope);
-    drop(tx);
+}
 
-    let (zip, written) = writer
-        .await
-        .map_err(|e| BundleError::WriterStopped(e.to_string()))??;
-    progress(Progress {
-        phase: Phase::Finishing,
-        files_done: written.files.len() as u64,
-        files_expected: expected.load(Ordering::Relaxed),
-        bytes_written: written.files.iter().map(|f| f.bytes).sum(),
-        current: "manifest.json".into(),
-    });
-    let errors = std::mem::take(&mut *record.errors.lock().unwrap_or_else(PoisonError::into_inner));
-    let redactions: u64 = written.redactions.values().flat_map(|c| c.values()).sum();
-    let hidden = per_rule(&written.redactions);
-    let bytes: u64 = written.files.iter().map(|f| f.bytes).sum();
-    let access = access.await.unwrap_or_else(
-        |e| serde_json::json!({"error": format!("the access review stopped: {e}")}),
-    );
-    let lacks: Vec<String> = access["bundleLacks"]
+/// The parts of the bundle this identity may not read, from the access
+/// review.
+fn lacks_of(access: &Value) -> Vec<String> {
+    access["bundleLacks"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|l| l.as_str().map(str::to_owned))
-        .collect();
-    let manifest = serde_json::json!({
+        .collect()
+}
+
+/// `manifest.json`: what was asked, what was written, what failed, what
+/// this identity may not read.
+fn manifest(
+    opts: &BundleOptions,
+    (started_at, deadline_reached): (Timestamp, bool),
+    context: Option<&str>,
+    audited: Value,
+    written: &zipper::Written,
+    errors: &[CollectionError],
+    access: Value,
+) -> Value {
+    let redactions: u64 = written.redactions.values().flat_map(|c| c.values()).sum();
+    let bytes: u64 = written.files.iter().map(|f| f.bytes).sum();
+    serde_json::json!({
         "tool": "agentdeck",
         "version": env!("CARGO_PKG_VERSION"),
         // What a reader may expect (open::FORMAT_VERSION); added to, never renamed.
@@ -575,9 +651,18 @@ pub async fn collect(
         "redactions": redactions,
         "errors": errors,
         "access": access,
-    });
-    let report = serde_json::json!({
-        "rules": redactor.as_ref().map(|r| r.rule_names()).unwrap_or_default(),
+    })
+}
+
+/// `redactions.json`: the rules, the placeholder's form and key, and what
+/// each file had hidden.
+fn redaction_report(
+    redactor: Option<&Redactor>,
+    keyed_by_namespace: bool,
+    written: &zipper::Written,
+) -> Value {
+    serde_json::json!({
+        "rules": redactor.map(|r| r.rule_names()).unwrap_or_default(),
         "placeholder": "***REDACTED:<rule>:<keyed hash of the secret, the same for one secret across this bundle>***",
         // Whether kept log tails (pods/*/*.final.log) share the placeholders
         // of live logs: only when keyed with the namespace's key.
@@ -587,43 +672,42 @@ pub async fn collect(
             "a key of this bundle only: placeholders in kept log tails (*.final.log) do not match those in live logs"
         },
         "files": written.redactions,
-    });
-    let files = written.files.len() + 2;
-    let last = vec![
-        (
-            "manifest.json".to_owned(),
-            serde_json::to_vec_pretty(&manifest).unwrap_or_default(),
-        ),
-        (
-            "redactions.json".to_owned(),
-            serde_json::to_vec_pretty(&report).unwrap_or_default(),
-        ),
-    ];
-    let target = opts.output.clone();
-    let zip_bytes =
-        tokio::task::spawn_blocking(move || zipper::finish(zip, last, &partial, &target))
-            .await
-            .map_err(|e| BundleError::WriterStopped(e.to_string()))??;
-    progress(Progress {
-        phase: Phase::Done,
-        files_done: files as u64,
-        files_expected: files as u64,
-        bytes_written: bytes,
-        current: String::new(),
-    });
-    Ok(Summary {
-        path: opts.output,
-        files,
-        zip_bytes,
-        bytes,
-        errors,
-        redactions,
-        hidden,
-        deadline_reached,
-        listed: record.listed.load(Ordering::Relaxed),
-        lacks,
-        elapsed: started.elapsed(),
     })
+}
+
+impl Progress {
+    /// The files written, the manifest being written.
+    fn finishing(written: &zipper::Written, expected: u64) -> Progress {
+        Progress {
+            phase: Phase::Finishing,
+            files_done: written.files.len() as u64,
+            files_expected: expected,
+            bytes_written: written.files.iter().map(|f| f.bytes).sum(),
+            current: "manifest.json".into(),
+        }
+    }
+
+    /// All `files` written, `bytes` of them.
+    fn done(files: u64, bytes: u64) -> Progress {
+        Progress {
+            phase: Phase::Done,
+            files_done: files,
+            files_expected: files,
+            bytes_written: bytes,
+            current: String::new(),
+        }
+    }
+
+    /// Nothing written yet: listing.
+    fn starting() -> Progress {
+        Progress {
+            phase: Phase::Listing,
+            files_done: 0,
+            files_expected: 0,
+            bytes_written: 0,
+            current: String::new(),
+        }
+    }
 }
 
 /// Per-file per-rule counts summed per rule.
@@ -734,6 +818,23 @@ impl Scope {
 
     /// This context's records of the local audit trail in `audit.jsonl`
     /// (redacted as logs are); what the manifest says of them.
+    /// The pools' history (a console's bundle has it) and the audit trail;
+    /// what the manifest says of the audit.
+    async fn send_history_and_audit(&self, context: Option<&str>) -> Value {
+        if let Some(h) = &self.opts.history {
+            self.send(Entry {
+                path: open::HISTORY_FILE.into(),
+                body: Body::Bytes(serde_json::to_vec_pretty(h).unwrap_or_default()),
+                cap: None,
+                redact: false,
+                counts: Default::default(),
+            })
+            .await;
+            self.expected.fetch_add(1, Ordering::Relaxed);
+        }
+        self.send_audit(context).await
+    }
+
     async fn send_audit(&self, context: Option<&str>) -> Value {
         let path = match self.opts.audit_path.clone() {
             Some(p) => p,
@@ -800,6 +901,21 @@ impl Scope {
     }
 
     async fn run(self, work: &mut JoinSet<()>) {
+        let listed = self.list_objects().await;
+        // With a pool, the tail ConfigMaps of the pool are the ones labelled
+        // with it; they are found in the unfiltered list above only if
+        // labelled, which the controller does.
+
+        self.write_events(&listed.names).await;
+        self.write_outputs(listed.outputs, &listed.histories).await;
+        self.write_tails(&listed.tails, &listed.pods).await;
+        self.fetch_logs_and_health(work, listed.pods, &listed.pools)
+            .await;
+    }
+
+    /// Every kind's objects, listed in parallel and written as they come,
+    /// and what the later steps read from them.
+    async fn list_objects(&self) -> Listed {
         let ns = self.opts.namespace.clone();
         let pool = self.opts.pool.clone();
         // Lists, in parallel.
@@ -872,26 +988,7 @@ impl Scope {
                         }
                     }
                     if ar.kind == "AgentTask" {
-                        for t in &items {
-                            if let (Some(name), Some(uid)) = (
-                                t["metadata"]["name"].as_str(),
-                                t["metadata"]["uid"].as_str(),
-                            ) {
-                                task_uids.insert(name.to_owned(), uid.to_owned());
-                            }
-                            if let (Some(name), Some(tail)) = (
-                                t["metadata"]["name"].as_str(),
-                                t["status"]["outputTail"].as_str(),
-                            ) {
-                                outputs.insert(
-                                    name.to_owned(),
-                                    (
-                                        format!("# the last lines task {name} printed (status.outputTail)"),
-                                        tail.to_owned(),
-                                    ),
-                                );
-                            }
-                        }
+                        read_tasks(&items, &mut task_uids, &mut outputs);
                     }
                     if ar.kind == "Pod" {
                         pods = items.iter().filter_map(PodPlan::of).collect();
@@ -915,17 +1012,29 @@ impl Scope {
                 Err(m) => self.record.error(err("list", &ar.kind, "", None, m)),
             }
         }
-        // With a pool, the tail ConfigMaps of the pool are the ones labelled
-        // with it; they are found in the unfiltered list above only if
-        // labelled, which the controller does.
+        let names =
+            std::mem::take(&mut *events_scope.lock().unwrap_or_else(PoisonError::into_inner));
+        Listed {
+            names,
+            pods,
+            tails,
+            pools,
+            outputs,
+            histories,
+        }
+    }
 
+    /// The namespace's Events (with a pool, those about the objects
+    /// listed, `names`), oldest first.
+    async fn write_events(&self, names: &BTreeSet<String>) {
+        let ns = self.opts.namespace.clone();
+        let pool = self.opts.pool.clone();
         // Events (filtered to the pool's objects when a pool is given).
         {
             let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&());
             match self.list(&ar, Some(&ns)).await {
                 Ok(mut events) => {
                     if pool.is_some() {
-                        let names = events_scope.lock().unwrap_or_else(PoisonError::into_inner);
                         events.retain(|e| {
                             let o = &e["involvedObject"];
                             names.contains(&format!(
@@ -942,9 +1051,17 @@ impl Scope {
                 Err(m) => self.record.error(err("list", "Event", "", None, m)),
             }
         }
+    }
 
+    /// Each task's kept output: the live tasks' (`outputs`), then the
+    /// deleted ones' from their pools' `histories`.
+    async fn write_outputs(
+        &self,
+        mut outputs: BTreeMap<String, (String, String)>,
+        histories: &[Value],
+    ) {
         // Each task's kept output, live tasks first, then deleted ones.
-        for cm in &histories {
+        for cm in histories {
             let Ok(cm) =
                 serde_json::from_value::<k8s_openapi::api::core::v1::ConfigMap>(cm.clone())
             else {
@@ -984,10 +1101,13 @@ impl Scope {
             })
             .await;
         }
+    }
 
+    /// The final log tails the controller kept (in the `tails` ConfigMaps).
+    async fn write_tails(&self, tails: &[Value], pods: &[PodPlan]) {
         // Final log tails the controller kept.
         let live: BTreeSet<String> = pods.iter().map(|p| p.name.clone()).collect();
-        for cm in &tails {
+        for cm in tails {
             for (pod, container, text) in crate::plan::tails::entries(cm) {
                 let state = if live.contains(&pod) {
                     ""
@@ -1013,7 +1133,16 @@ impl Scope {
                 .await;
             }
         }
+    }
 
+    /// The pods' logs and the agents' and controller's health, in
+    /// parallel under the limit; then the health samples.
+    async fn fetch_logs_and_health(
+        &self,
+        work: &mut JoinSet<()>,
+        pods: Vec<PodPlan>,
+        pools: &[Value],
+    ) {
         // Logs and health, in parallel under the limit.
         let health = Arc::new(Mutex::new(Vec::<Value>::new()));
         let health_ports: BTreeMap<String, i64> = pools
@@ -1339,6 +1468,20 @@ fn event_time(e: &Value) -> String {
         .to_owned()
 }
 
+/// What the object lists hold for the later steps of a bundle.
+struct Listed {
+    /// `Kind/name` of every object listed (the Events are about these).
+    names: BTreeSet<String>,
+    pods: Vec<PodPlan>,
+    /// The ConfigMaps of kept log tails.
+    tails: Vec<Value>,
+    pools: Vec<Value>,
+    /// Each live task's kept output: (header, text).
+    outputs: BTreeMap<String, (String, String)>,
+    /// The pools' history ConfigMaps (deleted tasks' records).
+    histories: Vec<Value>,
+}
+
 /// What the bundle needs of a listed pod once its YAML is written.
 struct PodPlan {
     name: String,
@@ -1412,6 +1555,36 @@ pub fn file_name(namespace: &str, pool: Option<&str>, now: Timestamp) -> String 
     match pool {
         Some(pool) => format!("agentdeck-bundle-{namespace}-{pool}-{t}.zip"),
         None => format!("agentdeck-bundle-{namespace}-{t}.zip"),
+    }
+}
+
+/// What the tasks listed tell the later steps: their uids (an output
+/// ConfigMap is read only for its own task) and the outputs kept in their
+/// status.
+fn read_tasks(
+    items: &[Value],
+    task_uids: &mut BTreeMap<String, String>,
+    outputs: &mut BTreeMap<String, (String, String)>,
+) {
+    for t in items {
+        if let (Some(name), Some(uid)) = (
+            t["metadata"]["name"].as_str(),
+            t["metadata"]["uid"].as_str(),
+        ) {
+            task_uids.insert(name.to_owned(), uid.to_owned());
+        }
+        if let (Some(name), Some(tail)) = (
+            t["metadata"]["name"].as_str(),
+            t["status"]["outputTail"].as_str(),
+        ) {
+            outputs.insert(
+                name.to_owned(),
+                (
+                    format!("# the last lines task {name} printed (status.outputTail)"),
+                    tail.to_owned(),
+                ),
+            );
+        }
     }
 }
 

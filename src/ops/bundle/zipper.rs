@@ -150,27 +150,7 @@ pub fn run(
     let (job_tx, job_rx) = std::sync::mpsc::sync_channel::<Entry>(n);
     let job_rx = Arc::new(std::sync::Mutex::new(job_rx));
     let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<(String, io::Result<Compressed>)>(n);
-    let pool: Vec<_> = (0..n)
-        .map(|_| {
-            let job_rx = job_rx.clone();
-            let done_tx = done_tx.clone();
-            let redactor = redactor.clone();
-            std::thread::spawn(move || {
-                loop {
-                    let job = job_rx
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .recv();
-                    let Ok(entry) = job else { break };
-                    let path = entry.path.clone();
-                    let part = compress_part(entry, redactor.as_deref());
-                    if done_tx.send((path, part)).is_err() {
-                        break;
-                    }
-                }
-            })
-        })
-        .collect();
+    let pool = spawn_workers(n, &job_rx, &done_tx, redactor.as_ref());
     drop(done_tx);
     let mut add = |written: &mut Written,
                    path: String,
@@ -258,6 +238,37 @@ pub fn run(
     }
     outcome?;
     Ok((zip, written))
+}
+
+/// `n` threads that each take an entry from `jobs` and send it back to
+/// `done` redacted and compressed (see [`compress_part`]).
+fn spawn_workers(
+    n: usize,
+    jobs: &Arc<std::sync::Mutex<std::sync::mpsc::Receiver<Entry>>>,
+    done: &std::sync::mpsc::SyncSender<(String, io::Result<Compressed>)>,
+    redactor: Option<&Arc<Redactor>>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let job_rx = jobs.clone();
+            let done_tx = done.clone();
+            let redactor = redactor.cloned();
+            std::thread::spawn(move || {
+                loop {
+                    let job = job_rx
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .recv();
+                    let Ok(entry) = job else { break };
+                    let path = entry.path.clone();
+                    let part = compress_part(entry, redactor.as_deref());
+                    if done_tx.send((path, part)).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect()
 }
 
 /// A worker's job: the entry redacted and compressed into a one-file zip.

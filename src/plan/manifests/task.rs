@@ -18,8 +18,8 @@ use super::pod::{
     shared_mount, termination_grace_seconds,
 };
 use super::{
-    COMPONENT_TASK, ManifestError, Result, label_value, labels, pool_ids, task_controller_ref,
-    task_ids,
+    COMPONENT_TASK, ManifestError, OwnerIds, Result, label_value, labels, pool_ids,
+    task_controller_ref, task_ids,
 };
 use crate::crd::names;
 use crate::crd::{AgentPool, AgentTask, LABEL_TASK};
@@ -147,54 +147,8 @@ pub fn task_job(pool: &AgentPool, task: &AgentTask) -> Result<Job> {
     let mut pod_labels = labels(&pool_ids.name, COMPONENT_TASK);
     pod_labels.insert(LABEL_TASK.to_string(), label_value(&task_ids.name));
 
-    let mut worker_mounts = agent_mounts(pool);
-    worker_mounts.push(VolumeMount {
-        name: KUBE_API_VOLUME.to_string(),
-        mount_path: KUBE_API_DIR.to_string(),
-        read_only: Some(true),
-        ..VolumeMount::default()
-    });
-    let worker = Container {
-        name: WORKER_CONTAINER.to_string(),
-        image: Some(spec.image.clone()),
-        command: Some(vec![
-            "agentdeck".to_string(),
-            "agent".to_string(),
-            "--task".to_string(),
-            task_ids.name.clone(),
-        ]),
-        env: Some(merge_env(injected_agent_env(pool, &pool_ids), &spec.env)),
-        // No probes: with restartPolicy Never a liveness kill would fail the
-        // task; the controller's health prober watches the worker instead.
-        ports: Some(vec![health_port(pool)]),
-        resources: spec.resources.clone(),
-        security_context: Some(container_security_context(true)),
-        volume_mounts: Some(worker_mounts),
-        ..Container::default()
-    };
-
-    // The runner runs the user's toolchain: it gets the network settings and
-    // the hand-over directory, never the agent token or API credentials.
-    let mut runner_mounts = vec![shared_mount()];
-    runner_mounts.extend(ca_mount(pool));
-    let runner_env = network_env(pool);
-    let runner = Container {
-        name: RUNNER_CONTAINER.to_string(),
-        image: Some(runner_image),
-        command: Some(vec![
-            "/bin/sh".to_string(),
-            "-c".to_string(),
-            RUNNER_SCRIPT.to_string(),
-        ]),
-        env: (!runner_env.is_empty()).then_some(runner_env),
-        resources: spec.task_defaults.resources.clone(),
-        // No read-only root: IaC toolchains write outside any mount we could
-        // predict (provider plugin caches under $HOME, installs of tools,
-        // scratch files beside the binary).
-        security_context: Some(container_security_context(false)),
-        volume_mounts: Some(runner_mounts),
-        ..Container::default()
-    };
+    let worker = worker_container(pool, &pool_ids, &task_ids.name);
+    let runner = runner_container(pool, runner_image);
 
     let mut volumes = pool_volumes(pool);
     volumes.push(kube_api_volume());
@@ -260,6 +214,63 @@ pub fn task_job(pool: &AgentPool, task: &AgentTask) -> Result<Job> {
         }),
         status: None,
     })
+}
+
+/// The task pod's worker: the agent, reporting the task it hands over.
+fn worker_container(pool: &AgentPool, pool_ids: &OwnerIds, task: &str) -> Container {
+    let spec = &pool.spec;
+    let mut worker_mounts = agent_mounts(pool);
+    worker_mounts.push(VolumeMount {
+        name: KUBE_API_VOLUME.to_string(),
+        mount_path: KUBE_API_DIR.to_string(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    });
+    Container {
+        name: WORKER_CONTAINER.to_string(),
+        image: Some(spec.image.clone()),
+        command: Some(vec![
+            "agentdeck".to_string(),
+            "agent".to_string(),
+            "--task".to_string(),
+            task.to_string(),
+        ]),
+        env: Some(merge_env(injected_agent_env(pool, pool_ids), &spec.env)),
+        // No probes: with restartPolicy Never a liveness kill would fail the
+        // task; the controller's health prober watches the worker instead.
+        ports: Some(vec![health_port(pool)]),
+        resources: spec.resources.clone(),
+        security_context: Some(container_security_context(true)),
+        volume_mounts: Some(worker_mounts),
+        ..Container::default()
+    }
+}
+
+/// The task pod's runner. It runs the user's toolchain: it gets the
+/// network settings and the hand-over directory, never the agent token or
+/// API credentials.
+fn runner_container(pool: &AgentPool, runner_image: String) -> Container {
+    let spec = &pool.spec;
+    let mut runner_mounts = vec![shared_mount()];
+    runner_mounts.extend(ca_mount(pool));
+    let runner_env = network_env(pool);
+    Container {
+        name: RUNNER_CONTAINER.to_string(),
+        image: Some(runner_image),
+        command: Some(vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            RUNNER_SCRIPT.to_string(),
+        ]),
+        env: (!runner_env.is_empty()).then_some(runner_env),
+        resources: spec.task_defaults.resources.clone(),
+        // No read-only root: IaC toolchains write outside any mount we could
+        // predict (provider plugin caches under $HOME, installs of tools,
+        // scratch files beside the binary).
+        security_context: Some(container_security_context(false)),
+        volume_mounts: Some(runner_mounts),
+        ..Container::default()
+    }
 }
 
 /// Evictions, preemptions and node drains (DisruptionTarget) do not count
