@@ -6,7 +6,7 @@ Test code (`#[cfg(test)]` modules and `#[test]` functions) is left out, and
 so are `src/sandbox` unless `--sandbox` is given and the data tables the
 house style lets stay whole (`default_rbac`, `rules`, `schema`).
 
-    python3 scripts/fn_lengths.py [--limit N] [--sandbox] [--all] [paths...]
+    python3 .ci/fn_lengths.py [--limit N] [--sandbox] [--all] [paths...]
 """
 import os
 import re

@@ -2,7 +2,7 @@
 """Which top-level modules of `src/` use which (test code left out), and
 the pairs that use each other.
 
-    python3 scripts/rooms.py [--edges] [--from ROOM] [--to ROOM]
+    python3 .ci/rooms.py [--edges] [--from ROOM] [--to ROOM]
 """
 import os
 import re

@@ -701,25 +701,42 @@ where
                 }
                 None => return,
             }
-            for object in told {
-                // A subscriber that went away is not waited for again.
-                let mut gone = Vec::new();
-                for (i, tx) in senders.iter().enumerate() {
-                    let sent = tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        sent = tx.send(object.clone()) => sent,
-                    };
-                    if sent.is_err() {
-                        gone.push(i);
-                    }
-                }
-                for i in gone.into_iter().rev() {
-                    senders.swap_remove(i);
-                }
+            if !tell(&mut senders, told, &cancel).await {
+                return;
             }
         }
     });
     (reader, subscribers)
+}
+
+/// Tells each subscriber of each of `told`, waiting for one whose buffer
+/// is full; a subscriber that went away is not waited for again. `false`
+/// once cancelled.
+async fn tell<K>(
+    senders: &mut Vec<tokio::sync::mpsc::Sender<ObjectRef<K>>>,
+    told: Vec<ObjectRef<K>>,
+    cancel: &CancellationToken,
+) -> bool
+where
+    K: Resource + 'static,
+    K::DynamicType: Clone,
+{
+    for object in told {
+        let mut gone = Vec::new();
+        for (i, tx) in senders.iter().enumerate() {
+            let sent = tokio::select! {
+                _ = cancel.cancelled() => return false,
+                sent = tx.send(object.clone()) => sent,
+            };
+            if sent.is_err() {
+                gone.push(i);
+            }
+        }
+        for i in gone.into_iter().rev() {
+            senders.swap_remove(i);
+        }
+    }
+    true
 }
 
 /// How a watch's first list goes into its store: as it arrives.
