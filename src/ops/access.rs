@@ -931,6 +931,7 @@ mod tests {
                 &[
                     "get pods/log in team-a",
                     "list configmaps in team-a (for lines kept of pods already gone)",
+                    "get configmaps in team-a (for a finished task's kept output)",
                 ],
             ),
             (
