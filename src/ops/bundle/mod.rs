@@ -954,6 +954,7 @@ impl Scope {
         let mut histories: Vec<Value> = Vec::new();
         // Tasks' uids, so an output ConfigMap is read only for its own task.
         let mut task_uids: BTreeMap<String, String> = BTreeMap::new();
+        let mut output_cms: Vec<Value> = Vec::new();
         while let Some(joined) = lists.join_next().await {
             let Ok((ar, file, result)) = joined else {
                 continue;
@@ -978,12 +979,11 @@ impl Scope {
                             {
                                 histories.push(cm.clone());
                             }
-                            if let Some((task, text)) = task_output_of(cm, &task_uids) {
-                                let from = format!(
-                                    "# the last lines task {task} printed (ConfigMap {})",
-                                    cm["metadata"]["name"].as_str().unwrap_or_default()
-                                );
-                                outputs.insert(task, (from, text));
+                            // Read once every list is in: the tasks' may come later.
+                            if cm["metadata"]["labels"][crate::crd::LABEL_COMPONENT]
+                                == crate::crd::output::COMPONENT_TASK_OUTPUT
+                            {
+                                output_cms.push(cm.clone());
                             }
                         }
                     }
@@ -1012,6 +1012,7 @@ impl Scope {
                 Err(m) => self.record.error(err("list", &ar.kind, "", None, m)),
             }
         }
+        outputs_of_config_maps(&output_cms, &task_uids, &mut outputs);
         let names =
             std::mem::take(&mut *events_scope.lock().unwrap_or_else(PoisonError::into_inner));
         Listed {
@@ -1588,6 +1589,24 @@ fn read_tasks(
     }
 }
 
+/// Each task's output from its output ConfigMap (`cms`), for the tasks
+/// listed (`uids`) that have none from their status (`outputs`).
+fn outputs_of_config_maps(
+    cms: &[Value],
+    uids: &BTreeMap<String, String>,
+    outputs: &mut BTreeMap<String, (String, String)>,
+) {
+    for cm in cms {
+        if let Some((task, text)) = task_output_of(cm, uids) {
+            let from = format!(
+                "# the last lines task {task} printed (ConfigMap {})",
+                cm["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            outputs.entry(task).or_insert((from, text));
+        }
+    }
+}
+
 /// The task and output an output ConfigMap keeps (see
 /// [`crate::crd::output`]), when `cm` is one and its owner is the task of
 /// that name listed (`uids`).
@@ -1607,6 +1626,41 @@ fn task_output_of(cm: &Value, uids: &BTreeMap<String, String>) -> Option<(String
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_output_config_map_is_read_for_its_own_listed_task_whatever_came_first() {
+        let cm = |name: &str, task: &str, uid: &str| {
+            serde_json::json!({
+                "metadata": {"name": name,
+                    "labels": {"app.kubernetes.io/component": "task-output"},
+                    "ownerReferences": [{"kind": "AgentTask", "name": task, "uid": uid}]},
+                "data": {"output": format!("{task} done")},
+            })
+        };
+        let cms = [
+            cm("a-output-1", "a", "u-a"),
+            // A task of that name deleted and made again: not this one's.
+            cm("b-output-1", "b", "old-b"),
+            cm("c-output-1", "c", "u-c"),
+        ];
+        let uids = BTreeMap::from([
+            ("a".to_owned(), "u-a".to_owned()),
+            ("b".to_owned(), "u-b".to_owned()),
+            ("c".to_owned(), "u-c".to_owned()),
+        ]);
+        // c's output came from its status (an older agent's): kept.
+        let mut outputs =
+            BTreeMap::from([("c".to_owned(), ("# status".to_owned(), "s".to_owned()))]);
+        super::outputs_of_config_maps(&cms, &uids, &mut outputs);
+        assert_eq!(outputs.len(), 2, "{outputs:?}");
+        assert_eq!(outputs["a"].1, "a done");
+        assert!(
+            outputs["a"].0.contains("ConfigMap a-output-1"),
+            "{:?}",
+            outputs["a"]
+        );
+        assert_eq!(outputs["c"].1, "s");
+    }
+
     use super::*;
     use serde_json::json;
 
