@@ -9,7 +9,6 @@ use crate::ops;
 /// where the zip is and what could not be collected.
 pub fn bundle(global: &crate::cli::GlobalArgs, args: crate::cli::BundleArgs) -> Result<()> {
     use crate::ops::bundle::{self, Phase};
-    use std::io::IsTerminal;
     let (config, _) = Config::load(&ConfigSources::from_process(global.config.clone()))?;
     let rt = runtime()?;
     let summary = rt.block_on(async {
@@ -30,17 +29,7 @@ pub fn bundle(global: &crate::cli::GlobalArgs, args: crate::cli::BundleArgs) -> 
             .into()
         });
         let opts = options(&args, global, conn.namespace.clone(), output, config);
-        let bar = if std::io::stderr().is_terminal() {
-            indicatif::ProgressBar::new(0)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {msg:12} [{bar:30}] {pos}/{len} files, {prefix}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        let bar = progress_bar("files");
         let b = bar.clone();
         let summary = bundle::collect(conn.client, opts, move |p| {
             b.set_length(p.files_expected.max(p.files_done));
@@ -81,7 +70,6 @@ pub fn bundle(global: &crate::cli::GlobalArgs, args: crate::cli::BundleArgs) -> 
 /// progress bar on a terminal; prints what it hid per rule.
 pub fn redact(global: &crate::cli::GlobalArgs, args: crate::cli::BundleRedactArgs) -> Result<()> {
     use crate::ops::bundle::reredact::{self, RedactOptions};
-    use std::io::IsTerminal;
     check_config(global)?;
     let mut literals = Vec::new();
     for file in &args.literal_files {
@@ -95,17 +83,7 @@ pub fn redact(global: &crate::cli::GlobalArgs, args: crate::cli::BundleRedactArg
         literals,
         patterns: args.regexes,
     };
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(0)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {msg:12} [{bar:30}] {pos}/{len} entries, {prefix}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = progress_bar("entries");
     let b = bar.clone();
     let summary = reredact::run(&opts, move |p| {
         b.set_length(p.files_expected.max(p.files_done));
@@ -201,4 +179,21 @@ fn report(summary: &ops::bundle::Summary, no_redact: bool) -> String {
         }
     }
     out
+}
+
+/// A progress bar on stderr counting `unit` (hidden when stderr is not a
+/// terminal).
+fn progress_bar(unit: &str) -> indicatif::ProgressBar {
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        indicatif::ProgressBar::new(0)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} {{msg:12}} [{{bar:30}}] {{pos}}/{{len}} {unit}, {{prefix}}"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }

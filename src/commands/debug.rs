@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 
 /// `agentdeck debug`: makes, lists or removes debug pods.
 pub fn debug(global: &crate::cli::GlobalArgs, args: crate::cli::DebugArgs) -> Result<()> {
-    use crate::ops::debug::{self, DebugOptions};
+    use crate::ops::debug;
     check_config(global)?;
     if args.attach {
         return debug_attach(global, &args);
@@ -74,18 +74,7 @@ pub fn debug(global: &crate::cli::GlobalArgs, args: crate::cli::DebugArgs) -> Re
             });
         }
         let pod = args.pod.clone().unwrap_or_default();
-        let made = debug::create(
-            &conn.client,
-            &DebugOptions {
-                namespace: ns.clone(),
-                pod,
-                image: args.image.clone(),
-                mode: args.mode,
-                profile: args.profile,
-                ttl: args.ttl,
-            },
-        )
-        .await?;
+        let made = debug::create(&conn.client, &debug_options(&args, &ns, pod)).await?;
         let mut out = match made.expires_at {
             Some(t) => format!(
                 "created pod/{} (a copy of {}), deleted by the controller at {t}\n",
@@ -116,7 +105,7 @@ pub fn debug(global: &crate::cli::GlobalArgs, args: crate::cli::DebugArgs) -> Re
 /// when it is one already); exits with the shell's code.
 fn debug_attach(global: &crate::cli::GlobalArgs, args: &crate::cli::DebugArgs) -> Result<()> {
     use crate::ops::attach::{self, ShellTarget};
-    use crate::ops::debug::{self, DebugOptions};
+    use crate::ops::debug;
     let rt = runtime()?;
     let code = rt.block_on(async {
         let conn =
@@ -129,18 +118,7 @@ fn debug_attach(global: &crate::cli::GlobalArgs, args: &crate::cli::DebugArgs) -
                 found
             }
             None => {
-                let made = debug::create(
-                    &conn.client,
-                    &DebugOptions {
-                        namespace: ns.clone(),
-                        pod,
-                        image: args.image.clone(),
-                        mode: args.mode,
-                        profile: args.profile,
-                        ttl: args.ttl,
-                    },
-                )
-                .await?;
+                let made = debug::create(&conn.client, &debug_options(args, &ns, pod)).await?;
                 match made.expires_at {
                     Some(t) => eprintln!(
                         "created pod/{} (a copy of {}), deleted by the controller at {t}",
@@ -173,4 +151,20 @@ fn debug_attach(global: &crate::cli::GlobalArgs, args: &crate::cli::DebugArgs) -
         return Err(crate::ops::debug::DebugError::ShellExited(code).into());
     }
     Ok(())
+}
+
+/// What `agentdeck debug` asks for: a debug pod for `pod` in `ns`.
+fn debug_options(
+    args: &crate::cli::DebugArgs,
+    ns: &str,
+    pod: String,
+) -> crate::ops::debug::DebugOptions {
+    crate::ops::debug::DebugOptions {
+        namespace: ns.to_owned(),
+        pod,
+        image: args.image.clone(),
+        mode: args.mode,
+        profile: args.profile,
+        ttl: args.ttl,
+    }
 }
