@@ -136,38 +136,87 @@ impl<K> Clone for PoolIndex<K> {
     }
 }
 
+/// A pool's objects, and when one of them last came, changed or went.
+#[derive(Default)]
+struct Group {
+    names: BTreeSet<Arc<str>>,
+    /// The index's clock then (kept while the group is empty: its pool's
+    /// readers hear that its last object went).
+    touched: u64,
+}
+
+/// Nested by namespace, so that an object's strings are looked up as they
+/// are (no key built per event), and each name kept once for both maps.
 #[derive(Default)]
 struct Groups {
-    /// (namespace, pool) → names.
-    names: HashMap<Key, BTreeSet<String>>,
-    /// (namespace, name) → pool: where to remove an object from when it
+    /// namespace → pool → its group.
+    groups: HashMap<String, HashMap<Arc<str>, Group>>,
+    /// namespace → name → pool: where to remove an object from when it
     /// moves or goes.
-    pool: HashMap<Key, String>,
+    pool: HashMap<String, HashMap<Arc<str>, Arc<str>>>,
+    /// Changes so far: the clock each group's `touched` is read against.
+    clock: u64,
 }
 
 impl Groups {
-    fn remove(&mut self, key: &Key) {
-        if let Some(pool) = self.pool.remove(key) {
-            let group = (key.0.clone(), pool);
-            if let Some(names) = self.names.get_mut(&group) {
-                names.remove(&key.1);
-                if names.is_empty() {
-                    self.names.remove(&group);
-                }
-            }
+    /// The group of `pool` in `namespace`, made if need be, touched now.
+    fn touch(&mut self, namespace: &str, pool: &str) -> (&mut Group, Arc<str>) {
+        self.clock += 1;
+        if !self.groups.contains_key(namespace) {
+            self.groups.insert(namespace.to_owned(), HashMap::new());
         }
+        let in_ns = self.groups.get_mut(namespace).expect("just made");
+        let (pool, group) = match in_ns.get_key_value(pool) {
+            Some((name, _)) => {
+                let name = name.clone();
+                let group = in_ns.get_mut(pool).expect("just found");
+                (name, group)
+            }
+            None => {
+                let name: Arc<str> = Arc::from(pool);
+                (name.clone(), in_ns.entry(name).or_default())
+            }
+        };
+        group.touched = self.clock;
+        (group, pool)
     }
 
-    fn insert(&mut self, key: Key, pool: &str) {
-        if self.pool.get(&key).map(String::as_str) == Some(pool) {
+    fn remove(&mut self, namespace: &str, name: &str) {
+        let Some(pool) = self
+            .pool
+            .get_mut(namespace)
+            .and_then(|names| names.remove(name))
+        else {
+            return;
+        };
+        self.touch(namespace, &pool).0.names.remove(name);
+    }
+
+    fn insert(&mut self, namespace: &str, name: &str, pool: &str) {
+        let was = self
+            .pool
+            .get(namespace)
+            .and_then(|names| names.get(name))
+            .map(|p| &**p == pool);
+        if was == Some(true) {
+            // Changed in place.
+            self.touch(namespace, pool);
             return;
         }
-        self.remove(&key);
-        self.names
-            .entry((key.0.clone(), pool.to_owned()))
-            .or_default()
-            .insert(key.1.clone());
-        self.pool.insert(key, pool.to_owned());
+        if was == Some(false) {
+            self.remove(namespace, name);
+        }
+        let name: Arc<str> = Arc::from(name);
+        let (group, pool) = self.touch(namespace, pool);
+        group.names.insert(name.clone());
+        match self.pool.get_mut(namespace) {
+            Some(names) => names.insert(name, pool),
+            None => self
+                .pool
+                .entry(namespace.to_owned())
+                .or_default()
+                .insert(name, pool),
+        };
     }
 }
 
@@ -184,9 +233,10 @@ impl<K: Resource> PoolIndex<K> {
     pub fn names(&self, namespace: &str, pool: &str) -> Vec<String> {
         let groups = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         groups
-            .names
-            .get(&(namespace.to_owned(), pool.to_owned()))
-            .map(|n| n.iter().cloned().collect())
+            .groups
+            .get(namespace)
+            .and_then(|pools| pools.get(pool))
+            .map(|g| g.names.iter().map(|n| n.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -203,6 +253,24 @@ impl<K: Resource> PoolIndex<K> {
             .collect()
     }
 
+    /// The groups, (namespace, pool), whose objects came, changed or went
+    /// after `seen` on this index's clock, and the clock now (the `seen`
+    /// of the next call). `seen` 0 gives every group there is.
+    pub fn touched_since(&self, seen: u64) -> (Vec<Key>, u64) {
+        let groups = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let touched = groups
+            .groups
+            .iter()
+            .flat_map(|(ns, pools)| {
+                pools
+                    .iter()
+                    .filter(|(_, g)| g.touched > seen)
+                    .map(|(pool, _)| (ns.clone(), pool.to_string()))
+            })
+            .collect();
+        (touched, groups.clock)
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Groups> {
         self.inner.write().unwrap_or_else(PoisonError::into_inner)
     }
@@ -210,25 +278,78 @@ impl<K: Resource> PoolIndex<K> {
 
 impl<K: Resource> Follower<K> for PoolIndex<K> {
     fn applied(&self, o: &K) {
-        let key = key_of(o);
+        let m = o.meta();
+        let (ns, name) = (
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+        );
         match (self.pool_of)(o) {
-            Some(pool) => self.write().insert(key, pool),
-            None => self.write().remove(&key),
+            Some(pool) => self.write().insert(ns, name, pool),
+            None => self.write().remove(ns, name),
         }
     }
 
     fn deleted(&self, o: &K) {
-        self.write().remove(&key_of(o));
+        let m = o.meta();
+        self.write().remove(
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+        );
     }
 
     fn relisted(&self, all: &[Arc<K>]) {
-        let mut fresh = Groups::default();
+        let mut groups = self.write();
+        // Every group there was or is now counts as touched: the clock
+        // goes on, so a reader's `seen` stays meaningful.
+        let mut fresh = Groups {
+            clock: groups.clock,
+            ..Groups::default()
+        };
         for o in all {
             if let Some(pool) = (self.pool_of)(o) {
-                fresh.insert(key_of(&**o), pool);
+                let m = o.meta();
+                fresh.insert(
+                    m.namespace.as_deref().unwrap_or_default(),
+                    m.name.as_deref().unwrap_or_default(),
+                    pool,
+                );
             }
         }
-        *self.write() = fresh;
+        for (ns, pools) in &groups.groups {
+            for pool in pools.keys() {
+                fresh.touch(ns, pool);
+            }
+        }
+        *groups = fresh;
+    }
+}
+
+/// A count of the changes a watch has written to its store: a reader that
+/// remembers it knows whether anything changed since (the pools, for the
+/// looks that read each pool's spec).
+#[derive(Clone, Debug, Default)]
+pub struct Generation(Arc<std::sync::atomic::AtomicU64>);
+
+impl Generation {
+    /// Changes so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn bump(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl<K> Follower<K> for Generation {
+    fn applied(&self, _: &K) {
+        self.bump();
+    }
+    fn deleted(&self, _: &K) {
+        self.bump();
+    }
+    fn relisted(&self, _: &[Arc<K>]) {
+        self.bump();
     }
 }
 
@@ -269,18 +390,51 @@ mod tests {
         index.deleted(&cm("a", "y", "p"));
         assert!(index.names("a", "p").is_empty());
         assert!(
-            !index
-                .inner
-                .read()
-                .unwrap()
-                .names
-                .contains_key(&("a".into(), "p".into())),
-            "an empty group is not kept"
+            !index.inner.read().unwrap().pool["a"].contains_key("y"),
+            "a deleted object is not kept"
         );
         // A relist replaces everything: what was there and is not listed goes.
         index.relisted(&[Arc::new(cm("c", "w", "p"))]);
         assert!(index.names("a", "q").is_empty());
         assert_eq!(index.names("c", "p"), ["w"]);
+    }
+
+    #[test]
+    fn an_index_says_which_pools_changed_since_a_reader_last_looked() {
+        let index = PoolIndex::new(pool_label);
+        let sorted = |(mut groups, clock): (Vec<Key>, u64)| {
+            groups.sort();
+            (groups, clock)
+        };
+        let group = |ns: &str, pool: &str| (ns.to_owned(), pool.to_owned());
+        index.applied(&cm("a", "x", "p"));
+        index.applied(&cm("a", "y", "q"));
+        let (all, seen) = sorted(index.touched_since(0));
+        assert_eq!(all, [group("a", "p"), group("a", "q")]);
+        assert_eq!(index.touched_since(seen), (vec![], seen), "nothing since");
+        // A change in place (same pool) counts, as does a move (both pools).
+        index.applied(&cm("a", "x", "p"));
+        let (changed, seen) = index.touched_since(seen);
+        assert_eq!(changed, [group("a", "p")]);
+        index.applied(&cm("a", "x", "r"));
+        let (moved, seen) = sorted(index.touched_since(seen));
+        assert_eq!(moved, [group("a", "p"), group("a", "r")]);
+        // The last object of a group going is a change of that group.
+        index.deleted(&cm("a", "y", "q"));
+        let (gone, seen) = index.touched_since(seen);
+        assert_eq!(gone, [group("a", "q")]);
+        // After a relist every group counts, those that went included.
+        index.relisted(&[Arc::new(cm("b", "z", "p"))]);
+        let (relisted, _) = sorted(index.touched_since(seen));
+        assert_eq!(
+            relisted,
+            [
+                group("a", "p"),
+                group("a", "q"),
+                group("a", "r"),
+                group("b", "p")
+            ]
+        );
     }
 
     #[test]

@@ -124,8 +124,12 @@ pub async fn run<K>(
 {
     let mut gate = Gate::new(quiet);
     tokio::pin!(input);
+    // No later than the gate's next deadline (waking early finds nothing
+    // due, and looks again): recomputed over every key only when it
+    // passes, not at each event (100,000 tasks listed are 100,000 events,
+    // and a look over 1,000 pools at each was most of this loop's time).
+    let mut deadline: Option<Instant> = None;
     loop {
-        let deadline = gate.next_deadline();
         let sleep = async {
             match deadline {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -136,7 +140,11 @@ pub async fn run<K>(
             _ = cancel.cancelled() => return,
             next = input.next() => {
                 let Some((key, urgent)) = next else { return };
-                if gate.on_event(key.clone(), urgent, Instant::now()) && output.send(key).await.is_err() {
+                let now = Instant::now();
+                // Whatever the event did, no key's deadline is later than this.
+                let latest = now + quiet;
+                deadline = Some(deadline.map_or(latest, |d| d.min(latest)));
+                if gate.on_event(key.clone(), urgent, now) && output.send(key).await.is_err() {
                     return;
                 }
             }
@@ -146,6 +154,7 @@ pub async fn run<K>(
                         return;
                     }
                 }
+                deadline = gate.next_deadline();
             }
         }
     }

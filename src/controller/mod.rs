@@ -205,6 +205,9 @@ impl Feeds {
 pub struct ByPool {
     pub tasks: feed::PoolIndex<AgentTask>,
     pub pods: feed::PoolIndex<CachedPod>,
+    /// Changes to the pools (their specs are what the retention and
+    /// orphan looks read beside each pool's tasks).
+    pub pools: feed::Generation,
 }
 
 impl Default for ByPool {
@@ -218,6 +221,7 @@ impl Default for ByPool {
                     .get(LABEL_POOL)
                     .map(String::as_str)
             }),
+            pools: feed::Generation::default(),
         }
     }
 }
@@ -634,6 +638,7 @@ where
         let mut senders = senders;
         let mut listed = false;
         let mut first = FirstList::new(first_list);
+        let mut last_bump: Option<tokio::time::Instant> = None;
         loop {
             let next = tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -641,12 +646,12 @@ where
             };
             // Into the store (as kube-runtime's `reflect`), the first list
             // as it arrives (see `FirstList`).
-            let (next, filling) = match next {
+            let (next, fill) = match next {
                 Some(Ok(event)) => {
-                    let (event, filling) = first.write(&mut writer, event);
-                    (Some(Ok(event)), filling)
+                    let (event, fill) = first.write(&mut writer, event);
+                    (Some(Ok(event)), fill)
                 }
-                other => (other, false),
+                other => (other, Fill::No),
             };
             // What the subscribers are told (kube-runtime's dispatch: an
             // applied object; after a list, every object), and the
@@ -654,7 +659,7 @@ where
             let told: Vec<ObjectRef<K>> = match &next {
                 // The first list's objects, each in the store as it came:
                 // the subscribers hear of them all once it has ended.
-                Some(Ok(watcher::Event::InitApply(o))) if filling => {
+                Some(Ok(watcher::Event::InitApply(o))) if fill == Fill::Object => {
                     followers.iter().for_each(|f| f.applied(o));
                     Vec::new()
                 }
@@ -668,15 +673,27 @@ where
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
                     let all = store.state();
-                    followers.iter().for_each(|f| f.relisted(&all));
+                    // After a first list filled as it came, the followers
+                    // were told of each object already (a relist would
+                    // rebuild each index and make the console rebuild
+                    // every row, for nothing new).
+                    if fill != Fill::End {
+                        followers.iter().for_each(|f| f.relisted(&all));
+                    }
                     all.iter().map(|o| ObjectRef::from_obj(&**o)).collect()
                 }
                 _ => Vec::new(),
             };
             // Said after the followers were told, so a reader woken by it
-            // finds the change in the feeds.
-            if matches!(next, Some(Ok(_))) {
+            // finds the change in the feeds. A first list's objects are
+            // said at most every FILL_BUMP_GAP (each bump wakes every
+            // reader: 100,000 of them were a tenth of a console's first
+            // list), the list's end at once.
+            let said_lately =
+                fill == Fill::Object && last_bump.is_some_and(|at| at.elapsed() < FILL_BUMP_GAP);
+            if matches!(next, Some(Ok(_))) && !said_lately {
                 changes.bump();
+                last_bump = Some(tokio::time::Instant::now());
             }
             match next {
                 Some(Ok(watcher::Event::InitDone)) if !listed => {
@@ -758,6 +775,21 @@ struct FirstList {
     done: bool,
 }
 
+/// A first list's objects arriving are said on the change signal at most
+/// this often (see `shared_watch`).
+const FILL_BUMP_GAP: Duration = Duration::from_millis(5);
+
+/// What [`FirstList::write`] did with an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fill {
+    /// Nothing special: as kube-runtime's reflector would.
+    No,
+    /// An object of the first list, in the store at once.
+    Object,
+    /// The end of a first list whose objects went in as they came.
+    End,
+}
+
 /// How a watch's first list goes into its store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FirstListAs {
@@ -778,12 +810,12 @@ impl FirstList {
     }
 
     /// Writes `event` to the store behind `writer`, and gives it back with
-    /// `true` when it was an object of the first list, applied at once.
+    /// what was done ([`Fill`]).
     fn write<K>(
         &mut self,
         writer: &mut reflector::store::Writer<K>,
         event: watcher::Event<K>,
-    ) -> (watcher::Event<K>, bool)
+    ) -> (watcher::Event<K>, Fill)
     where
         K: Resource + Clone + 'static,
         K::DynamicType: Eq + std::hash::Hash + Clone,
@@ -797,20 +829,20 @@ impl FirstList {
                 let watcher::Event::Apply(o) = apply else {
                     unreachable!("built as Apply just above")
                 };
-                return (watcher::Event::InitApply(o), true);
+                return (watcher::Event::InitApply(o), Fill::Object);
             }
             watcher::Event::Init => self.lists += 1,
             // The store holds the whole list already: the swap would put
             // the empty set aside in its place.
             watcher::Event::InitDone if filling => {
                 self.done = true;
-                return (event, false);
+                return (event, Fill::End);
             }
             watcher::Event::InitDone => self.done = true,
             _ => {}
         }
         writer.apply_watcher_event(&event);
-        (event, false)
+        (event, Fill::No)
     }
 }
 
@@ -1167,7 +1199,7 @@ fn start_watches(
         watcher::Config::default(),
         (keep_all, &[], FirstListAs::Whole),
         1,
-        [feeds.pools]
+        [feeds.pools, by_pool.pools]
     );
     let (task_store, task_subs) = watch!(
         AgentTask,
@@ -1344,17 +1376,25 @@ mod tests {
         let (reader, mut writer) = reflector::store::<ConfigMap>();
         let mut first = FirstList::new(FirstListAs::Arriving);
         let mut write = |e| first.write(&mut writer, e).1;
-        assert!(!write(Init));
-        assert!(write(InitApply(cm("a"))), "applied at once");
+        assert_eq!(write(Init), Fill::No);
+        assert_eq!(write(InitApply(cm("a"))), Fill::Object, "applied at once");
         assert_eq!(names(&reader), ["a"], "seen before the list ends");
-        assert!(write(InitApply(cm("b"))));
-        assert!(!write(InitDone));
+        assert_eq!(write(InitApply(cm("b"))), Fill::Object);
+        assert_eq!(
+            write(InitDone),
+            Fill::End,
+            "its end: the followers saw it all"
+        );
         assert_eq!(names(&reader), ["a", "b"], "the end does not empty it");
         // A relist (410): aside until its end, then swapped in whole.
         write(Init);
-        assert!(!write(InitApply(cm("b"))));
+        assert_eq!(write(InitApply(cm("b"))), Fill::No);
         assert_eq!(names(&reader), ["a", "b"]);
-        write(InitDone);
+        assert_eq!(
+            write(InitDone),
+            Fill::No,
+            "the followers are told of the relist"
+        );
         assert_eq!(names(&reader), ["b"], "what the relist lacks goes");
     }
 
@@ -1368,8 +1408,8 @@ mod tests {
         write(InitApply(cm("gone")));
         // The list failed part way; the watcher lists again.
         write(Init);
-        assert!(!write(InitApply(cm("kept"))));
-        write(InitDone);
+        assert_eq!(write(InitApply(cm("kept"))), Fill::No);
+        assert_eq!(write(InitDone), Fill::No);
         assert_eq!(names(&reader), ["kept"]);
     }
 

@@ -102,11 +102,12 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     let mut written: HashMap<String, String> = HashMap::new();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The stores' change count and the role at the last look, and whether
-    // a write of that look failed: a steady cluster is looked at once, not
-    // every tick (10,000 tasks took 5–8 ms a look, twice a second).
-    let mut store_changes = shared.view.changes.subscribe();
-    let mut looked: Option<(u64, bool)> = None;
+    // What the last look saw: the task index's clock, the pools'
+    // generation and the role. Only the pools whose tasks changed since
+    // are looked at; every pool when the pools or the role changed, or a
+    // write failed (a steady cluster is looked at once: 100,000 tasks read
+    // twice a second were most of a quiet controller's CPU).
+    let mut seen: Option<(u64, u64, bool)> = None;
     let mut failed = false;
     loop {
         tokio::select! {
@@ -116,23 +117,28 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
         if !shared.synced.load(std::sync::atomic::Ordering::SeqCst)
             || !shared.view.watches.all_watching()
         {
+            seen = None;
             continue;
         }
-        let state = (
-            *store_changes.borrow_and_update(),
-            shared.leader.is_leader(),
-        );
-        if looked == Some(state) && !failed {
-            continue;
-        }
-        looked = Some(state);
+        let (pools, leading) = (shared.view.by_pool.pools.get(), shared.leader.is_leader());
+        let every = failed || seen.is_none_or(|(_, p, l)| (p, l) != (pools, leading));
+        let since = match seen {
+            Some((clock, ..)) if !every => clock,
+            _ => 0,
+        };
+        let (groups, clock) = shared.view.by_pool.tasks.touched_since(since);
+        seen = Some((clock, pools, leading));
         failed = false;
-        // The look reads every task in the store (100,000 at the scale
-        // bench's size): on the blocking pool, so the runtime's threads go
-        // on carrying watch events to the reconciler meanwhile (issue 32).
+        if groups.is_empty() && !every {
+            continue;
+        }
+        // At the first look, every task in the store (100,000 at the
+        // scale bench's size): on the blocking pool, so the runtime's
+        // threads go on carrying watch events to the reconciler meanwhile
+        // (issue 32).
         let looking = shared.clone();
         let Ok((found, back)) = tokio::task::spawn_blocking(move || {
-            let found = look(&looking, &mut written);
+            let found = look(&looking, &mut written, &groups, every);
             (found, written)
         })
         .await
@@ -146,19 +152,22 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             if write(&shared, &task, &change).await {
                 written.insert(uid, change.condition.status.clone());
             } else {
-                // Looked at again next tick, changed or not.
+                // Every pool is looked at again next tick.
                 failed = true;
             }
         }
     }
 }
 
-/// One look over every pool and task: the metrics of deleted pools go,
-/// and while leading, the [`pool_not_found`] changes to write, each with
-/// its task (those `written` already said are left out).
+/// One look at the tasks of `groups` (namespace, pool): when `every`
+/// group is looked at, the metrics of deleted pools go too; and while
+/// leading, the [`pool_not_found`] changes to write, each with its task
+/// (those `written` already said are left out).
 fn look(
     shared: &Shared,
     written: &mut HashMap<String, String>,
+    groups: &[(String, String)],
+    every: bool,
 ) -> Vec<(Arc<AgentTask>, PoolNotFoundChange)> {
     let pools: HashSet<(String, String)> = shared
         .view
@@ -168,24 +177,19 @@ fn look(
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p: &Arc<AgentPool>| Some((p.namespace()?, p.name_any())))
         .collect();
-    // A deleted pool's series go with it.
-    shared.metrics.retain_pools(&pools);
+    if every {
+        // A deleted pool's series go with it.
+        shared.metrics.retain_pools(&pools);
+    }
     if !shared.leader.is_leader() {
         return Vec::new();
     }
-    let tasks: Vec<Arc<AgentTask>> = shared
-        .view
-        .tasks
-        .state()
-        .into_iter()
-        .filter(|t| {
-            t.metadata
-                .namespace
-                .as_deref()
-                .is_some_and(|ns| shared.namespaces.contains(ns))
-        })
+    let tasks: Vec<Arc<AgentTask>> = groups
+        .iter()
+        .filter(|(ns, _)| shared.namespaces.contains(ns))
+        .flat_map(|(ns, pool)| shared.view.pool_tasks(ns, pool))
         .collect();
-    if !written.is_empty() {
+    if every && !written.is_empty() {
         let live: HashSet<&str> = tasks
             .iter()
             .filter_map(|t| t.metadata.uid.as_deref())

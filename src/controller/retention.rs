@@ -45,6 +45,7 @@ pub fn configmap_name(pool: &str) -> String {
 /// Runs until `cancel`.
 pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     let mut changes = shared.view.changes.subscribe();
+    let mut memory = Memory::default();
     let mut due = MAX_GAP;
     loop {
         tokio::select! {
@@ -66,29 +67,109 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             && shared.leader.is_leader()
             && shared.view.watches.all_watching();
         if !ready {
+            // Whatever happened meanwhile, the next look reads every pool.
+            memory = Memory::default();
             continue;
         }
-        let next = look(&shared).await;
-        due = next.map_or(MAX_GAP, |d| d.clamp(MIN_GAP, MAX_GAP));
+        look(&shared, &mut memory).await;
+        due = memory
+            .next_due(Timestamp::now())
+            .map_or(MAX_GAP, |d| d.clamp(MIN_GAP, MAX_GAP));
     }
 }
 
-/// The deciding part of [`look`]: per pool, what goes now; and when the
-/// next kept task is due.
-fn decide(shared: &Shared, now: Timestamp) -> (Vec<PoolLook>, Option<Duration>) {
-    let mut by_pool: HashMap<(String, String), Vec<Arc<AgentTask>>> = HashMap::new();
-    for task in shared.view.tasks.state() {
-        let finished = task.status.as_ref().is_some_and(|s| s.phase.is_finished());
-        if let (true, Some(ns)) = (finished, task.namespace()) {
-            by_pool
-                .entry((ns, task.spec.pool.clone()))
-                .or_default()
-                .push(task);
+/// A pool, by (namespace, name).
+type PoolKey = (String, String);
+
+/// What the looks remember between them, so that a look reads the pools
+/// whose tasks changed or whose next kept task is due, not every task
+/// (100,000 at the scale bench's size, every two seconds while anything
+/// changed).
+#[derive(Default)]
+struct Memory {
+    /// The task index's clock at the last look (0: every pool).
+    seen: u64,
+    /// The pools' generation at the last look (`None`: never looked): a
+    /// pool that came or whose `taskHistory` changed may let tasks go.
+    pools_seen: Option<u64>,
+    /// When the last look at every pool was.
+    last_full: Option<std::time::Instant>,
+    /// When each pool with kept tasks is next due (its next kept task's
+    /// time, or a retry).
+    due: HashMap<PoolKey, Timestamp>,
+}
+
+/// Every pool is looked at this often all the same.
+const FULL_EVERY: Duration = Duration::from_secs(600);
+
+impl Memory {
+    /// The pools to look at now: those whose tasks came, changed or went
+    /// since the last look, and those due; every pool after a change of
+    /// the pools (or at the first look, or [`FULL_EVERY`]).
+    fn pools_to_look_at(&mut self, shared: &Shared, now: Timestamp) -> Vec<PoolKey> {
+        let pools = shared.view.by_pool.pools.get();
+        let full = self.pools_seen != Some(pools)
+            || self.last_full.is_none_or(|at| at.elapsed() >= FULL_EVERY);
+        let since = if full { 0 } else { self.seen };
+        let (touched, clock) = shared.view.by_pool.tasks.touched_since(since);
+        self.seen = clock;
+        self.pools_seen = Some(pools);
+        if full {
+            self.last_full = Some(std::time::Instant::now());
+        }
+        let mut looking: std::collections::HashSet<PoolKey> = touched.into_iter().collect();
+        looking.extend(
+            self.due
+                .iter()
+                .filter(|(_, at)| **at <= now)
+                .map(|(pool, _)| pool.clone()),
+        );
+        looking.into_iter().collect()
+    }
+
+    /// `pool` is due again after `after` (replacing what it was).
+    fn due_in(&mut self, pool: &PoolKey, now: Timestamp, after: Option<Duration>) {
+        match after.and_then(|d| now.checked_add(d).ok()) {
+            Some(at) => {
+                self.due.insert(pool.clone(), at);
+            }
+            None => {
+                self.due.remove(pool);
+            }
         }
     }
-    let mut next: Option<Duration> = None;
+
+    /// `pool` is due again within `after` at the latest.
+    fn due_within(&mut self, pool: &PoolKey, now: Timestamp, after: Duration) {
+        let Ok(at) = now.checked_add(after) else {
+            return;
+        };
+        let entry = self.due.entry(pool.clone()).or_insert(at);
+        *entry = (*entry).min(at);
+    }
+
+    /// How long until the first pool is due.
+    fn next_due(&self, now: Timestamp) -> Option<Duration> {
+        let first = self.due.values().min()?;
+        Some(
+            first
+                .duration_since(now)
+                .try_into()
+                .unwrap_or(Duration::ZERO),
+        )
+    }
+}
+
+/// The deciding part of [`look`]: for each of `pools`, what goes now, and
+/// when its next kept task is due.
+fn decide(
+    shared: &Shared,
+    pools: Vec<PoolKey>,
+    now: Timestamp,
+) -> (Vec<PoolLook>, Vec<(PoolKey, Option<Duration>)>) {
     let mut looks = Vec::new();
-    for ((ns, pool_name), tasks) in by_pool {
+    let mut dues = Vec::new();
+    for (ns, pool_name) in pools {
         if !shared.namespaces.contains(&ns) {
             continue;
         }
@@ -96,17 +177,23 @@ fn decide(shared: &Shared, now: Timestamp) -> (Vec<PoolLook>, Option<Duration>) 
             kube::runtime::reflector::ObjectRef::<AgentPool>::new(&pool_name).within(&ns);
         // Tasks of a pool that does not exist are the orphan sweep's.
         let Some(pool) = shared.view.pools.get(&pool_ref) else {
+            dues.push(((ns, pool_name), None));
             continue;
         };
+        let tasks: Vec<Arc<AgentTask>> = shared
+            .view
+            .pool_tasks(&ns, &pool_name)
+            .into_iter()
+            .filter(|t| t.status.as_ref().is_some_and(|s| s.phase.is_finished()))
+            .collect();
         let retention = plan(tasks.iter().map(|t| &**t), &pool.spec.task_history, now);
-        if let Some(d) = retention.next_due {
-            next = Some(next.map_or(d, |n| n.min(d)));
+        let mut next = retention.next_due;
+        if retention.expired.len() > PER_LOOK {
+            next = Some(Duration::ZERO);
         }
         if retention.expired.is_empty() {
+            dues.push(((ns, pool_name), next));
             continue;
-        }
-        if retention.expired.len() > PER_LOOK {
-            next = Some(MIN_GAP);
         }
         let by_name: HashMap<String, &Arc<AgentTask>> =
             tasks.iter().map(|t| (t.name_any(), t)).collect();
@@ -119,6 +206,7 @@ fn decide(shared: &Shared, now: Timestamp) -> (Vec<PoolLook>, Option<Duration>) 
                 Some((Arc::clone(task), TaskRecord::of(task, &e.why, now)))
             })
             .collect();
+        dues.push(((ns.clone(), pool_name.clone()), next));
         looks.push(PoolLook {
             ns,
             pool_name,
@@ -126,7 +214,7 @@ fn decide(shared: &Shared, now: Timestamp) -> (Vec<PoolLook>, Option<Duration>) 
             going,
         });
     }
-    (looks, next)
+    (looks, dues)
 }
 
 /// What one look decided for one pool: the tasks to delete now, each with
@@ -138,21 +226,29 @@ struct PoolLook {
     going: Vec<(Arc<AgentTask>, TaskRecord)>,
 }
 
-/// One look over every pool: records and deletes what its history lets
-/// go. Returns when the next kept task is due.
+/// One look at the pools [`Memory`] names: records and deletes what each
+/// one's history lets go, and notes when each is due next.
 ///
-/// The deciding reads every task in the store (100,000 at the scale
-/// bench's size, a good part of a second of a loaded core): it runs on the
-/// blocking pool, so the runtime's threads go on carrying watch events to
-/// the reconciler meanwhile (issue 32).
-async fn look(shared: &Arc<Shared>) -> Option<Duration> {
+/// The deciding reads every task of those pools (all 100,000 at the scale
+/// bench's size at the first look): it runs on the blocking pool, so the
+/// runtime's threads go on carrying watch events to the reconciler
+/// meanwhile (issue 32).
+async fn look(shared: &Arc<Shared>, memory: &mut Memory) {
     let now = Timestamp::now();
+    let pools = memory.pools_to_look_at(shared, now);
+    if pools.is_empty() {
+        return;
+    }
     let deciding = shared.clone();
-    let Ok((looks, mut next)) = tokio::task::spawn_blocking(move || decide(&deciding, now)).await
+    let Ok((looks, dues)) =
+        tokio::task::spawn_blocking(move || decide(&deciding, pools, now)).await
     else {
         // The runtime is going away.
-        return None;
+        return;
     };
+    for (pool, after) in &dues {
+        memory.due_in(pool, now, *after);
+    }
     for PoolLook {
         ns,
         pool_name,
@@ -160,6 +256,7 @@ async fn look(shared: &Arc<Shared>) -> Option<Duration> {
         going,
     } in looks
     {
+        let key = (ns.clone(), pool_name.clone());
         let pool = &*pool;
         let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &ns);
         // The cached copies have no output (see `strip_task`): each record
@@ -176,7 +273,7 @@ async fn look(shared: &Arc<Shared>) -> Option<Duration> {
                     Ok(None) => continue,
                     Err(err) => {
                         unreadable(err);
-                        next = Some(MIN_GAP);
+                        memory.due_within(&key, now, MIN_GAP);
                         continue;
                     }
                 }
@@ -190,7 +287,7 @@ async fn look(shared: &Arc<Shared>) -> Option<Duration> {
                     Ok(found) => record.output_tail = found.map(|f| f.text().to_owned()),
                     Err(err) => {
                         unreadable(err);
-                        next = Some(MIN_GAP);
+                        memory.due_within(&key, now, MIN_GAP);
                         continue;
                     }
                 }
@@ -205,7 +302,7 @@ async fn look(shared: &Arc<Shared>) -> Option<Duration> {
         if let Err(e) = keep_records(shared, &ns, pool, &records).await {
             // Nothing is deleted whose record could not be kept.
             tracing::warn!(namespace = %ns, pool = %pool_name, error = %e, "cannot keep the records of finished tasks; not deleting them");
-            next = Some(MIN_GAP.max(Duration::from_secs(10)));
+            memory.due_within(&key, now, MIN_GAP.max(Duration::from_secs(10)));
             continue;
         }
         let mut deleted = 0u64;
@@ -237,7 +334,6 @@ async fn look(shared: &Arc<Shared>) -> Option<Duration> {
         }
         shared.metrics.tasks_deleted(&ns, &pool_name, deleted);
     }
-    next
 }
 
 /// Adds `records` to the pool's history ConfigMap (created on first use).
