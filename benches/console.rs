@@ -137,7 +137,7 @@ fn incremental_agent(tasks: usize, rounds: usize) -> Duration {
     let _ = builder.build(&src, now, &thresholds());
     let mut times = Vec::new();
     for round in 0..rounds {
-        let mut p = agentdeck::controller::pod::CachedPod::clone(&src.pods[0]);
+        let mut p = agentdeck::cluster::pod::CachedPod::clone(&src.pods[0]);
         p.metadata
             .labels
             .get_or_insert_with(Default::default)
@@ -399,7 +399,7 @@ async fn fill(client: &Client, tasks: usize, agents: usize) {
 /// (one after another), alternately, from a runtime of its own (two
 /// workers, as the console's) beside the sandbox's.
 fn initial_list(sb: &Sandbox) {
-    use agentdeck::controller::listwatch;
+    use agentdeck::cluster::listwatch;
     use kube::runtime::{WatchStreamExt, reflector, watcher};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

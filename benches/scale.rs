@@ -179,7 +179,7 @@ fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
     let mut src = fixtures::sources(now, tasks);
     let agent = src.pods[0].clone();
     for i in src.pods.len()..pods {
-        let mut p = agentdeck::controller::pod::CachedPod::clone(&agent);
+        let mut p = agentdeck::cluster::pod::CachedPod::clone(&agent);
         p.metadata.name = Some(format!("iac-agent-platform-scale-{i:05}"));
         src.pods.push(Arc::new(p));
     }
@@ -222,10 +222,7 @@ fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
     // Each change told as the console's watch feeds tell it: one object
     // in a delta (see `tui::ViewChanges`).
     let one = |tasks: Vec<(rows::Key, Option<Arc<AgentTask>>)>,
-               pods: Vec<(
-        rows::Key,
-        Option<Arc<agentdeck::controller::pod::CachedPod>>,
-    )>,
+               pods: Vec<(rows::Key, Option<Arc<agentdeck::cluster::pod::CachedPod>>)>,
                events| rows::Delta {
         tasks: rows::Changes::Some(tasks),
         pods: rows::Changes::Some(pods),
@@ -244,7 +241,7 @@ fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
         task_times.push(started.elapsed());
 
         let j = (round * 104_729) % src.pods.len();
-        let mut p = agentdeck::controller::pod::CachedPod::clone(&src.pods[j]);
+        let mut p = agentdeck::cluster::pod::CachedPod::clone(&src.pods[j]);
         p.metadata
             .labels
             .get_or_insert_with(Default::default)

@@ -713,7 +713,7 @@ type PoolNames = (String, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
 /// Each pool's (tasks, pods) by the view's pool index and by a filter
 /// over the stores read in `src`.
 fn pool_indexes(
-    view: &agentdeck::controller::ClusterView,
+    view: &agentdeck::cluster::ClusterView,
     src: &agentdeck::app::rows::Sources,
 ) -> (Vec<PoolNames>, Vec<PoolNames>) {
     use agentdeck::crd::LABEL_POOL;

@@ -131,13 +131,13 @@ impl Replay {
 
     /// The agents' health as the bundle recorded it, for the console's
     /// view (nothing is probed on a bundle).
-    pub fn health_samples(&self) -> Vec<crate::controller::prober::AgentSample> {
+    pub fn health_samples(&self) -> Vec<crate::cluster::AgentSample> {
         self.bundle
             .health()
             .iter()
             .filter_map(|r| {
                 let (ns, pool) = self.pods.get(r["pod"].as_str()?)?;
-                crate::controller::prober::AgentSample::from_record(ns, pool.clone(), r)
+                crate::cluster::AgentSample::from_record(ns, pool.clone(), r)
             })
             .collect()
     }

@@ -98,7 +98,7 @@ async fn readyz(State(c): State<Arc<ControllerHandle>>) -> Response {
     }
     // A watch the API refuses never syncs: name it, so that a daemon
     // without its rights (or its CRDs) says what it lacks.
-    use crate::controller::watches::{Phase, Refusal};
+    use crate::cluster::watches::{Phase, Refusal};
     let mut body = "watches not synced\n".to_owned();
     for (kind, w) in c.view().watches.statuses() {
         let Phase::Refused(refusal) = w.phase else {

@@ -364,7 +364,7 @@ async fn output_outlives_its_pod_and_its_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
     use agentdeck::app::rows::{Changes, RowBuilder, Snapshot};
-    use agentdeck::controller::pod::CachedPod;
+    use agentdeck::cluster::pod::CachedPod;
     use agentdeck::crd::{LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_POOL, LABEL_TASK, MANAGED_BY};
     use agentdeck::plan::manifests::label_value;
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -877,7 +877,7 @@ async fn the_view_keeps_no_task_output_and_the_yaml_view_shows_it_whole() {
         Some(""),
         "the view keeps none of the output"
     );
-    assert!(controller::task_output_stripped(&cached));
+    assert!(agentdeck::cluster::task_output_stripped(&cached));
 
     let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
     let key = agentdeck::app::ObjectKey {

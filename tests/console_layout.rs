@@ -806,7 +806,7 @@ fn a_pool_with_a_capacity_window_shows_it_and_marks_the_opening_on_its_hour() {
 
 #[test]
 fn while_the_first_list_streams_in_the_tab_counts_what_is_here_of_what_will_be() {
-    use agentdeck::controller::watches::ListProgress;
+    use agentdeck::cluster::watches::ListProgress;
     let mut a = app_on(160, 48, snapshot(40), "prod-eu");
     let listing = |listed, expected| ClusterStatus {
         listing: vec![("AgentTask".into(), ListProgress { listed, expected })],

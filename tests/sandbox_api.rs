@@ -692,8 +692,8 @@ fn history_is_compacted_on_the_interval_and_the_watcher_relists_to_match_the_api
         let cfg = watcher::Config::default()
             .labels("forget=yes")
             .disable_bookmarks();
-        let stream = reflector(writer, agentdeck::controller::listwatch::watcher(api, cfg))
-            .default_backoff();
+        let stream =
+            reflector(writer, agentdeck::cluster::listwatch::watcher(api, cfg)).default_backoff();
         sb.rt.spawn(stream.for_each(|_| async {}))
     };
     let cached = || {

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Event;
 use serde_json::json;
 
 use super::rows::Sources;
-use crate::controller::AgentSample;
-use crate::controller::pod::CachedPod;
+use crate::cluster::AgentSample;
+use crate::cluster::pod::CachedPod;
 use crate::crd::{AgentPool, AgentTask};
 use crate::health::{HealthReport, HealthStatus};
 

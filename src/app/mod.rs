@@ -176,7 +176,7 @@ pub struct ClusterStatus {
     /// The kinds (`Pod`, `AgentPool`) whose first list has not answered.
     pub loading: Vec<String>,
     /// How far the kinds still on their first list have come.
-    pub listing: Vec<(String, crate::controller::watches::ListProgress)>,
+    pub listing: Vec<(String, crate::cluster::watches::ListProgress)>,
     /// The kinds the API refused, and how.
     pub refused: Vec<(String, Refusal)>,
 }
@@ -200,7 +200,7 @@ impl ClusterStatus {
     }
 }
 
-pub use crate::controller::watches::Refusal;
+pub use crate::cluster::watches::Refusal;
 
 /// The API's name (plural, lower case) of a kind the console watches, as
 /// RBAC and `kubectl` name it.

@@ -16,8 +16,8 @@ mod builder;
 pub use builder::{Changes, Delta, Key, Keyed, RowBuilder};
 
 use super::text::clean;
-use crate::controller::AgentSample;
-use crate::controller::pod::CachedPod;
+use crate::cluster::AgentSample;
+use crate::cluster::pod::CachedPod;
 use crate::crd::{AgentPool, AgentTask, LABEL_POOL, LABEL_TASK, TaskPhase};
 use crate::crd::{POOL_NOT_FOUND, UNCLAIMED};
 use crate::health::{Freshness, FreshnessThresholds};

@@ -2,6 +2,21 @@
 //! every mode that talks to one.
 
 pub mod debug_pods;
+pub mod feed;
+pub mod health;
+pub mod listwatch;
+pub mod pod;
+pub mod reflect;
+pub mod slim;
+pub mod view;
+pub mod watches;
+
+pub use health::{AgentSample, HealthSamples};
+pub use view::{
+    ByPool, Changes, ClusterView, Feeds, strip_pod, strip_task, task_output_stripped,
+    with_kept_output,
+};
+pub use watches::{WatchBoard, WatchCell};
 
 use kube::config::KubeConfigOptions;
 

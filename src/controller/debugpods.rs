@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
+use super::Context;
 use crate::cluster::debug_pods as debug;
 
 /// How often expired debug pods are looked for.
@@ -20,7 +20,7 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 /// While leading, deletes the debug pods of the watched namespaces past
 /// their expiry. The debug pods are watched, not listed at every sweep: an
 /// idle controller's API traffic is its watches.
-pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+pub(crate) async fn run(shared: Arc<Context>, cancel: CancellationToken) {
     // A sweep is due in 15 s at the earliest: its list waits until the
     // first lists, which the console shows, are in.
     tokio::select! {
@@ -30,18 +30,19 @@ pub(crate) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
     let api: Api<Pod> = super::namespaced_or_all(&shared.client, &shared.namespaces);
     let (store, writer) = reflector::store::<Pod>();
     let selector = format!("{}=true", debug::LABEL_DEBUG_POD);
-    let watch = super::listwatch::watcher(api, watcher::Config::default().labels(&selector))
-        .default_backoff()
-        .modify(|p| {
-            p.metadata.managed_fields = None;
-            super::strip_pod(p);
-        })
-        .reflect(writer)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "debug pod watch failed; retrying");
-            }
-        });
+    let watch =
+        crate::cluster::listwatch::watcher(api, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .modify(|p| {
+                p.metadata.managed_fields = None;
+                crate::cluster::strip_pod(p);
+            })
+            .reflect(writer)
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "debug pod watch failed; retrying");
+                }
+            });
     tokio::pin!(watch);
     loop {
         tokio::select! {

@@ -217,7 +217,7 @@ fn why_not(
         }
         Err(e) => Some(format!(
             "cannot reach the Lease: {}",
-            super::listwatch::cause(e)
+            crate::cluster::listwatch::cause(e)
         )),
     }
 }

@@ -127,7 +127,7 @@ pub struct Metrics {
     api_errors: Family<CodeLabels, Counter>,
     leader: Gauge,
     tasks_deleted: Family<PoolLabels, Counter>,
-    watches: super::watches::WatchMetrics,
+    watches: crate::cluster::watches::WatchMetrics,
     seen: Mutex<Seen>,
 }
 
@@ -288,7 +288,7 @@ impl Default for Metrics {
             "Finished AgentTasks deleted by their pool's taskHistory.",
             Family::<PoolLabels, Counter>::default(),
         );
-        let watches = super::watches::WatchMetrics::default();
+        let watches = crate::cluster::watches::WatchMetrics::default();
         registered(
             r,
             "agentdeck_watch_current",
@@ -554,7 +554,7 @@ impl Metrics {
     }
 
     /// The families the watch board writes.
-    pub(crate) fn watch_metrics(&self) -> super::watches::WatchMetrics {
+    pub(crate) fn watch_metrics(&self) -> crate::cluster::watches::WatchMetrics {
         self.watches.clone()
     }
 

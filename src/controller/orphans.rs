@@ -16,7 +16,7 @@ use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
+use super::Context;
 use crate::crd::{AgentPool, AgentTask};
 use crate::plan::pool::{POOL_NOT_FOUND, condition};
 
@@ -96,7 +96,7 @@ pub fn pool_not_found(
 
 /// Runs until `cancel`: while leading and synced, writes the changes
 /// [`pool_not_found`] asks for, with a Warning Event when one turns True.
-pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+pub(super) async fn run(shared: Arc<Context>, cancel: CancellationToken) {
     // What was last written per task uid, so a store that lags behind our
     // own write does not make us write (and warn) twice.
     let mut written: HashMap<String, String> = HashMap::new();
@@ -164,7 +164,7 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
 /// leading, the [`pool_not_found`] changes to write, each with its task
 /// (those `written` already said are left out).
 fn look(
-    shared: &Shared,
+    shared: &Context,
     written: &mut HashMap<String, String>,
     groups: &[(String, String)],
     every: bool,
@@ -221,10 +221,10 @@ fn look(
         .collect()
 }
 
-async fn write(shared: &Shared, task: &AgentTask, change: &PoolNotFoundChange) -> bool {
+async fn write(shared: &Context, task: &AgentTask, change: &PoolNotFoundChange) -> bool {
     let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &change.namespace);
     // The cached copy has no output (see `strip_task`): the API's is kept.
-    let mut next = match super::with_kept_output(&api, task).await {
+    let mut next = match crate::cluster::with_kept_output(&api, task).await {
         Ok(Some(next)) => next,
         Ok(None) => return false,
         Err(e) => {

@@ -20,8 +20,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use super::pod::CachedPod;
-use super::{ControllerError, Result, Shared, resync as resync_action};
+use super::{Context, ControllerError, Result, resync as resync_action};
+use crate::cluster::pod::CachedPod;
 use crate::crd::{
     AgentPool, AgentPoolStatus, AgentTask, AgentTaskStatus, CapacityStatus, ExecutionMode,
     HealthCounts, HoldStatus, LABEL_COMPONENT, LABEL_TASK, TaskPhase, k8s_time,
@@ -50,7 +50,7 @@ const STORE_LAG: Duration = Duration::from_secs(5);
 /// has been quiet for `DEBOUNCE`).
 const BURST: Duration = Duration::from_secs(2);
 
-pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Result<Action> {
+pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let result = reconcile_pool(&pool, &shared).await;
     shared
@@ -59,6 +59,7 @@ pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Resu
     match &result {
         Ok(_) => {
             *shared
+                .diagnostics
                 .last_reconcile
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Some(Timestamp::now());
@@ -75,7 +76,7 @@ pub(super) async fn reconcile(pool: Arc<AgentPool>, shared: Arc<Shared>) -> Resu
 pub(super) fn error_policy(
     pool: Arc<AgentPool>,
     error: &ControllerError,
-    shared: Arc<Shared>,
+    shared: Arc<Context>,
 ) -> Action {
     // An API that does not answer is reported once, by `reachability`.
     if matches!(error.kube_error(), Some(e) if !matches!(e, kube::Error::Api(_))) {
@@ -97,7 +98,7 @@ fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
+async fn reconcile_pool(pool: &AgentPool, shared: &Context) -> Result<Action> {
     if !shared.leader.is_leader() {
         return Ok(Action::await_change());
     }
@@ -127,7 +128,7 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
     if !errors.is_empty() {
         return invalid(pool, shared, &summary(&errors), now).await;
     }
-    // Shared with the store: a task is copied only when a write replaces it.
+    // Context with the store: a task is copied only when a write replaces it.
     // One pool's objects by the index kept beside the stores: a reconcile
     // costs its own pool, not every pool's tasks and pods.
     let mut tasks: Vec<Arc<AgentTask>> = shared.view.pool_tasks(&ns, &name);
@@ -151,7 +152,7 @@ async fn reconcile_pool(pool: &AgentPool, shared: &Shared) -> Result<Action> {
 
 struct PoolCtx<'a> {
     pool: &'a AgentPool,
-    shared: &'a Shared,
+    shared: &'a Context,
     ns: String,
     name: String,
     now: Timestamp,
@@ -188,7 +189,7 @@ impl PoolCtx<'_> {
         let api = self.tasks_api();
         // A status built on the cached copy carries its stripped output:
         // the API's is written back, not the empty string.
-        let mut next = match super::with_kept_output(&api, task).await {
+        let mut next = match crate::cluster::with_kept_output(&api, task).await {
             Ok(Some(next)) => next,
             Ok(None) => {
                 self.retry_soon = true;
@@ -246,7 +247,7 @@ impl PoolCtx<'_> {
 /// Records an Event as the controller (sanitised note); failures are only
 /// logged, an Event is never worth failing a reconcile for.
 pub(super) async fn publish_event(
-    shared: &Shared,
+    shared: &Context,
     reference: k8s_openapi::api::core::v1::ObjectReference,
     type_: EventType,
     reason: &str,
@@ -257,7 +258,7 @@ pub(super) async fn publish_event(
 }
 
 async fn publish(
-    shared: &Shared,
+    shared: &Context,
     reference: k8s_openapi::api::core::v1::ObjectReference,
     type_: EventType,
     reason: &str,
@@ -277,7 +278,7 @@ async fn publish(
     }
 }
 
-fn observe_task_metrics(shared: &Shared, ns: &str, pool: &str, tasks: &[Arc<AgentTask>]) {
+fn observe_task_metrics(shared: &Context, ns: &str, pool: &str, tasks: &[Arc<AgentTask>]) {
     for task in tasks {
         let (Some(uid), Some(created), Some(status)) = (
             task.metadata.uid.as_deref(),
@@ -419,7 +420,7 @@ async fn check_token_secret(ctx: &mut PoolCtx<'_>, pool_pods: &[Arc<CachedPod>])
 /// otherwise left alone: nothing is applied from a spec we cannot trust.
 async fn invalid(
     pool: &AgentPool,
-    shared: &Shared,
+    shared: &Context,
     message: &str,
     now: Timestamp,
 ) -> Result<Action> {
@@ -478,7 +479,7 @@ fn status_equal(a: &AgentPoolStatus, b: &AgentPoolStatus) -> bool {
 
 /// The pool's verdict on `status` (as `agentdeck status` would tell it
 /// once written), its freeze and aims, as metrics.
-fn record_pool_state(pool: &AgentPool, shared: &Shared, status: &AgentPoolStatus) {
+fn record_pool_state(pool: &AgentPool, shared: &Context, status: &AgentPoolStatus) {
     let (Some(ns), name) = (pool.namespace(), pool.name_any()) else {
         return;
     };
@@ -506,7 +507,7 @@ fn record_pool_state(pool: &AgentPool, shared: &Shared, status: &AgentPoolStatus
 
 async fn write_pool_status(
     pool: &AgentPool,
-    shared: &Shared,
+    shared: &Context,
     old: &AgentPoolStatus,
     status: AgentPoolStatus,
 ) -> Result<()> {
@@ -551,7 +552,7 @@ fn status_patch(old: &AgentPoolStatus, new: &AgentPoolStatus) -> serde_json::Val
     json!({ "status": patch })
 }
 
-fn default_tz(shared: &Shared) -> TimeZone {
+fn default_tz(shared: &Context) -> TimeZone {
     TimeZone::get(&shared.config.default_timezone).unwrap_or(TimeZone::UTC)
 }
 
@@ -567,7 +568,7 @@ fn answers_for_health(p: &CachedPod) -> bool {
 }
 
 fn health_counts(
-    shared: &Shared,
+    shared: &Context,
     ns: &str,
     pods: &[Arc<CachedPod>],
     now: Timestamp,
@@ -606,19 +607,18 @@ async fn apply_objects(
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let key = format!("{kind}/{}/{obj_name}", ctx.ns);
+        let pool_key = format!("{}/{}", ctx.ns, ctx.name);
+        let key = format!("{kind}/{obj_name}");
         let hash = {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             object.to_string().hash(&mut h);
             h.finish()
         };
-        let fresh_in_cache = ctx
-            .shared
-            .applied
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .is_some_and(|(h, at)| *h == hash && at.elapsed() < REAPPLY_AFTER);
+        let fresh_in_cache = ctx.shared.memory.read(&pool_key, |m| {
+            m.applied
+                .get(&key)
+                .is_some_and(|(h, at)| *h == hash && at.elapsed() < REAPPLY_AFTER)
+        });
         let must_exist = kind == "Deployment" && !deployment_exists;
         if fresh_in_cache && !must_exist {
             continue;
@@ -640,10 +640,8 @@ async fn apply_objects(
             Ok(_) => {
                 ctx.shared.api_ok();
                 ctx.shared
-                    .applied
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key, (hash, Instant::now()));
+                    .memory
+                    .write(&pool_key, |m| m.applied.insert(key, (hash, Instant::now())));
             }
             Err(kube::Error::Api(s)) if s.code == 404 && kind == "ServiceMonitor" => {
                 ctx.notes.push(
@@ -836,11 +834,8 @@ impl ReplicasNow {
         // wrote for a short while so one burst is one decision.
         let key = format!("{}/{}", ctx.ns, ctx.name);
         let remembered = shared
-            .scaled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .copied()
+            .memory
+            .read(&key, |m| m.scaled)
             .filter(|(_, at, _)| at.elapsed() < STORE_LAG);
         let current = match remembered {
             Some((replicas, _, _)) if deployment.is_some() => replicas,
@@ -909,18 +904,14 @@ fn decide_scale(ctx: &PoolCtx<'_>, counted: &Counted, replicas: &ReplicasNow) ->
     // A leading controller decides at least once a resync; a history older
     // than a few resyncs was not recorded by a leader and is seeded again.
     let stale_after = shared.config.resync_interval().max(Duration::from_secs(1)) * 3;
-    let recommendations = {
-        let histories = shared
-            .recommendations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        Recommendations::fresh_or_seeded(
-            histories.get(&replicas.key).cloned(),
-            clamp_u32(replicas.current),
-            now,
-            stale_after,
-        )
-    };
+    let recommendations = Recommendations::fresh_or_seeded(
+        shared
+            .memory
+            .read(&replicas.key, |m| m.recommendations.clone()),
+        clamp_u32(replicas.current),
+        now,
+        stale_after,
+    );
     let input = AutoscaleInput {
         capacity: open.clone(),
         ..autoscale_input(
@@ -937,11 +928,8 @@ fn decide_scale(ctx: &PoolCtx<'_>, counted: &Counted, replicas: &ReplicasNow) ->
     // counts from before the burst's first decision, so 100 tasks are one
     // or two decisions reaching the target, not a partial one that sticks.
     let burst = shared
-        .burst_scaled
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&replicas.key)
-        .copied()
+        .memory
+        .read(&replicas.key, |m| m.burst)
         .filter(|(at, _)| at.elapsed() < BURST);
     let decision = match burst {
         Some((_, before_burst)) => {
@@ -1062,18 +1050,12 @@ async fn apply_scale(
             ("down", "ScaledDown")
         };
         last_scale_time = Some(k8s_time(ctx.now));
-        if plan.burst.is_none() {
-            shared
-                .burst_scaled
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(replicas.key.clone(), (Instant::now(), plan.last_scale));
-        }
-        shared
-            .scaled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(replicas.key.clone(), (desired, Instant::now(), ctx.now));
+        shared.memory.write(&replicas.key, |m| {
+            if plan.burst.is_none() {
+                m.burst = Some((Instant::now(), plan.last_scale));
+            }
+            m.scaled = Some((desired, Instant::now(), ctx.now));
+        });
         shared.metrics.scaled(&ctx.ns, &ctx.name, dir);
         tracing::info!(pool = %ctx.name, namespace = %ctx.ns, from = current, to = desired, reason = %plan.decision.reason, "scaled");
         ctx.event(
@@ -1294,7 +1276,7 @@ fn next_look(
 /// Records `need` in the history a decision used, and drops the histories
 /// no decision recorded within `stale_after` (they would be seeded again).
 fn record_recommendation(
-    shared: &Shared,
+    shared: &Context,
     key: String,
     mut history: Recommendations,
     now: Timestamp,
@@ -1303,17 +1285,12 @@ fn record_recommendation(
     stale_after: Duration,
 ) {
     history.record(now, need, window);
-    let mut histories = shared
-        .recommendations
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    histories.retain(|_, h| {
-        h.newest().is_some_and(|t| {
-            now.duration_since(t)
-                < jiff::SignedDuration::try_from(stale_after).unwrap_or(jiff::SignedDuration::MAX)
-        })
+    let stale_after =
+        jiff::SignedDuration::try_from(stale_after).unwrap_or(jiff::SignedDuration::MAX);
+    shared.memory.record_recommendations(&key, history, |h| {
+        h.newest()
+            .is_some_and(|t| now.duration_since(t) < stale_after)
     });
-    histories.insert(key, history);
 }
 
 /// Writes the Unclaimed condition of tasks no agent took within the pool's

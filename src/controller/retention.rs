@@ -25,7 +25,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
+use super::Context;
 use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
 pub use crate::plan::retention::{LABEL_TASK_HISTORY, MAX_RECORD_BYTES, MAX_RECORDS, record_in};
 use crate::plan::retention::{TaskRecord, merge_records, plan};
@@ -43,7 +43,7 @@ pub fn configmap_name(pool: &str) -> String {
 }
 
 /// Runs until `cancel`.
-pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
+pub(super) async fn run(shared: Arc<Context>, cancel: CancellationToken) {
     let mut changes = shared.view.changes.subscribe();
     let mut memory = Memory::default();
     let mut due = MAX_GAP;
@@ -106,7 +106,7 @@ impl Memory {
     /// The pools to look at now: those whose tasks came, changed or went
     /// since the last look, and those due; every pool after a change of
     /// the pools (or at the first look, or [`FULL_EVERY`]).
-    fn pools_to_look_at(&mut self, shared: &Shared, now: Timestamp) -> Vec<PoolKey> {
+    fn pools_to_look_at(&mut self, shared: &Context, now: Timestamp) -> Vec<PoolKey> {
         let pools = shared.view.by_pool.pools.get();
         let full = self.pools_seen != Some(pools)
             || self.last_full.is_none_or(|at| at.elapsed() >= FULL_EVERY);
@@ -163,7 +163,7 @@ impl Memory {
 /// The deciding part of [`look`]: for each of `pools`, what goes now, and
 /// when its next kept task is due.
 fn decide(
-    shared: &Shared,
+    shared: &Context,
     pools: Vec<PoolKey>,
     now: Timestamp,
 ) -> (Vec<PoolLook>, Vec<(PoolKey, Option<Duration>)>) {
@@ -233,7 +233,7 @@ struct PoolLook {
 /// bench's size at the first look): it runs on the blocking pool, so the
 /// runtime's threads go on carrying watch events to the reconciler
 /// meanwhile (issue 32).
-async fn look(shared: &Arc<Shared>, memory: &mut Memory) {
+async fn look(shared: &Arc<Context>, memory: &mut Memory) {
     let now = Timestamp::now();
     let pools = memory.pools_to_look_at(shared, now);
     if pools.is_empty() {
@@ -267,7 +267,7 @@ async fn look(shared: &Arc<Shared>, memory: &mut Memory) {
             let unreadable = |err: kube::Error| {
                 tracing::debug!(namespace = %ns, task = %record.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
             };
-            let fresh = if super::task_output_stripped(&task) {
+            let fresh = if crate::cluster::task_output_stripped(&task) {
                 match api.get_opt(&record.name).await {
                     Ok(Some(fresh)) => fresh,
                     Ok(None) => continue,
@@ -338,7 +338,7 @@ async fn look(shared: &Arc<Shared>, memory: &mut Memory) {
 
 /// Adds `records` to the pool's history ConfigMap (created on first use).
 async fn keep_records(
-    shared: &Shared,
+    shared: &Context,
     namespace: &str,
     pool: &AgentPool,
     records: &[TaskRecord],

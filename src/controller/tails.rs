@@ -39,8 +39,8 @@ use kube::api::{Api, LogParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
-use super::pod::CachedPod;
+use super::Context;
+use crate::cluster::pod::CachedPod;
 use crate::crd::{AgentPool, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
 use crate::plan::redaction_key;
 pub use crate::plan::tails::{
@@ -166,7 +166,7 @@ pub const MAX_FOLLOWED: usize = 2000;
 /// (in milliseconds on the sandbox); following also keeps what the agent
 /// printed after SIGTERM. A finalizer would hold deleted pods instead, but
 /// would leave them stuck whenever the controller is not running.
-pub(crate) async fn run<S>(shared: Arc<Shared>, changed: S, cancel: CancellationToken)
+pub(crate) async fn run<S>(shared: Arc<Context>, changed: S, cancel: CancellationToken)
 where
     S: futures::Stream<Item = Arc<CachedPod>> + Send,
 {
@@ -220,7 +220,7 @@ where
 
 /// What the followers share.
 struct Tails {
-    shared: Arc<Shared>,
+    shared: Arc<Context>,
     /// `uid/container` of the containers followed.
     followed: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     redactors: Arc<Redactors>,
@@ -292,7 +292,7 @@ impl Tails {
 
 /// Follows one container's log.
 struct Follower {
-    shared: Arc<Shared>,
+    shared: Arc<Context>,
     pods: Api<CachedPod>,
     namespace: String,
     pool: String,
@@ -519,7 +519,7 @@ async fn namespace_key(client: &kube::Client, namespace: &str) -> Result<Vec<u8>
 }
 
 async fn store(
-    shared: &Shared,
+    shared: &Context,
     namespace: &str,
     pool: &str,
     new: Vec<(TailEntry, String)>,
@@ -569,7 +569,7 @@ async fn store(
 }
 
 fn owner(
-    shared: &Shared,
+    shared: &Context,
     namespace: &str,
     pool: &str,
 ) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::controller::pod::CachedPod;
+use crate::cluster::pod::CachedPod;
 use crate::crd::{ANNOTATION_POD_DELETION_COST, AgentTask, TaskPhase};
 
 /// Deletion cost of an agent running a task: the ReplicaSet removes it last.

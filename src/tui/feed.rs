@@ -16,9 +16,11 @@ use tokio_util::sync::CancellationToken;
 use super::{Clock, FRAME, SNAPSHOT_GAP};
 use crate::app::Msg;
 use crate::app::rows::{Changes, Delta, RowBuilder, Sources};
+use crate::cluster;
+use crate::cluster::ClusterView;
 use crate::cluster::Connection;
 use crate::config::Config;
-use crate::controller::{self, ClusterView, ControllerHandle};
+use crate::controller::ControllerHandle;
 use crate::health::FreshnessThresholds;
 
 /// The kind whose watch starts after the first screen (events are a view
@@ -34,10 +36,10 @@ pub(super) fn watch_events(
     conn: &Connection,
     all: bool,
     config: &Config,
-    (changes, cell): (controller::Changes, controller::watches::WatchCell),
+    (changes, cell): (cluster::Changes, cluster::watches::WatchCell),
     mut shown: watch::Receiver<bool>,
     cancel: CancellationToken,
-) -> (Store<Event>, controller::feed::ChangeFeed) {
+) -> (Store<Event>, cluster::feed::ChangeFeed) {
     let api: Api<Event> = if all || config.namespaces.len() > 1 {
         Api::all(conn.client.clone())
     } else {
@@ -45,11 +47,11 @@ pub(super) fn watch_events(
         Api::namespaced(conn.client.clone(), ns)
     };
     let (reader, writer) = reflector::store::<Event>();
-    let stream = controller::listwatch::watcher_reporting(api, watcher::Config::default(), cell)
+    let stream = cluster::listwatch::watcher_reporting(api, watcher::Config::default(), cell)
         .default_backoff()
         .modify(|e| e.meta_mut().managed_fields = None)
         .reflect(writer);
-    let feed = controller::feed::ChangeFeed::default();
+    let feed = cluster::feed::ChangeFeed::default();
     let told = feed.clone();
     tokio::spawn(async move {
         tokio::select! {
@@ -64,7 +66,7 @@ pub(super) fn watch_events(
                     Some(Ok(e)) => {
                         // Told before the bump, so a reader woken by it
                         // finds the change in the feed.
-                        use controller::feed::Follower;
+                        use cluster::feed::Follower;
                         match &e {
                             watcher::Event::Apply(o) => told.applied(o),
                             watcher::Event::Delete(o) => told.deleted(o),
@@ -87,7 +89,7 @@ pub(super) fn watch_events(
 /// turns true once rows built from synced stores are sent.
 pub(super) async fn snapshots(
     view: ClusterView,
-    (events, event_feed): (Store<Event>, controller::feed::ChangeFeed),
+    (events, event_feed): (Store<Event>, cluster::feed::ChangeFeed),
     synced: Arc<ControllerHandle>,
     // Agents' freshness thresholds; when a Running task is flagged.
     (thresholds, long_running): (FreshnessThresholds, Duration),
@@ -162,7 +164,7 @@ const CLOCK_REBUILD: Duration = Duration::from_secs(15);
 pub struct ViewChanges {
     view: ClusterView,
     events: Store<Event>,
-    event_feed: controller::feed::ChangeFeed,
+    event_feed: cluster::feed::ChangeFeed,
 }
 
 impl ViewChanges {
@@ -171,7 +173,7 @@ impl ViewChanges {
     pub fn new(
         view: ClusterView,
         events: Store<Event>,
-        event_feed: controller::feed::ChangeFeed,
+        event_feed: cluster::feed::ChangeFeed,
     ) -> ViewChanges {
         view.feeds.subscribe();
         view.health.feed().subscribe();
@@ -212,7 +214,7 @@ impl ViewChanges {
 }
 
 /// The objects `feed` says changed, read from `store` (absent: deleted).
-fn changes<K>(feed: &controller::feed::ChangeFeed, store: &Store<K>) -> Changes<K>
+fn changes<K>(feed: &cluster::feed::ChangeFeed, store: &Store<K>) -> Changes<K>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::cluster;
 use crate::crd::{AgentTask, TaskPhase};
 use futures::AsyncBufReadExt;
 use jiff::Timestamp;
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::status::root_cause;
 use crate::app::rows::LogSource;
 use crate::app::{Msg, StreamId};
-use crate::controller::{self, ClusterView};
+use crate::cluster::ClusterView;
 
 /// Lines batched per message, and how long a partial batch may wait.
 const LOG_BATCH: usize = 512;
@@ -143,16 +144,16 @@ fn finished_task(view: &ClusterView, source: &LogSource) -> Option<(TaskPhase, O
 /// is there), the API confirms.
 /// Whether the view holds `source`'s pod as being deleted.
 fn pod_going(view: &ClusterView, source: &LogSource) -> bool {
-    let r = reflector::ObjectRef::<controller::pod::CachedPod>::new(&source.pod)
-        .within(&source.namespace);
+    let r =
+        reflector::ObjectRef::<cluster::pod::CachedPod>::new(&source.pod).within(&source.namespace);
     view.pods
         .get(&r)
         .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
 }
 
 async fn pod_gone(view: &ClusterView, pods: &Api<Pod>, source: &LogSource, ask: bool) -> bool {
-    let r = reflector::ObjectRef::<controller::pod::CachedPod>::new(&source.pod)
-        .within(&source.namespace);
+    let r =
+        reflector::ObjectRef::<cluster::pod::CachedPod>::new(&source.pod).within(&source.namespace);
     if !ask && view.pods.get(&r).is_some() {
         return false;
     }

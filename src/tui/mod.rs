@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::rows::LogSource;
 use crate::app::{ActionRequest, App, AppOptions, Command, Msg, ObjectKey, StreamId};
+use crate::cluster;
 use crate::cluster::Connection;
 use crate::config::Config;
 use crate::controller::{self, ControllerHandle, StartOptions};
@@ -88,7 +89,7 @@ pub struct ConsoleSetup {
 #[derive(Clone, Debug)]
 pub struct ReplaySetup {
     pub taken_at: Timestamp,
-    pub health: Vec<controller::prober::AgentSample>,
+    pub health: Vec<cluster::AgentSample>,
     /// The bundle's audit trail, written out where the audit view reads it.
     pub audit_path: Option<std::path::PathBuf>,
     /// The pools' last hour, as the bundle recorded it.
@@ -253,7 +254,7 @@ pub struct Workers {
     /// A shell asked for, run by the event loop with the console suspended.
     shell: Option<crate::app::ShellRequest>,
     /// The watches' board, to ask refused watches again.
-    board: controller::watches::WatchBoard,
+    board: cluster::watches::WatchBoard,
     /// Asks the rights worker to ask the API again.
     rights_asked: Arc<tokio::sync::Notify>,
 }

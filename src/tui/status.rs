@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::feed::{LATE_KIND, answered};
 use crate::app::{ClusterStatus, Msg, Refusal, Role, WatchState};
-use crate::controller::{self, ControllerHandle};
+use crate::cluster;
+use crate::controller::ControllerHandle;
 
 /// How often the API is asked for its version (latency, reachability).
 const STATUS_EVERY: Duration = Duration::from_secs(3);
@@ -146,7 +147,7 @@ pub(super) async fn pools_elsewhere(
             .watches
             .statuses()
             .get("AgentPool")
-            .is_some_and(|w| matches!(w.phase, controller::watches::Phase::Refused(_)));
+            .is_some_and(|w| matches!(w.phase, cluster::watches::Phase::Refused(_)));
         if empty && served {
             let found = look_elsewhere(&client, &namespace).await;
             if last.as_ref() != Some(&found) {
@@ -196,7 +197,7 @@ async fn look_elsewhere(client: &Client, namespace: &str) -> crate::app::Elsewhe
                     "you may not list agentpools in all namespaces".to_owned(),
                 );
             }
-            Err(e) => return Elsewhere::CannotLook(controller::listwatch::cause(&e)),
+            Err(e) => return Elsewhere::CannotLook(cluster::listwatch::cause(&e)),
         }
     }
     let mut found: Vec<(String, usize)> = counts.into_iter().collect();
@@ -207,10 +208,10 @@ async fn look_elsewhere(client: &Client, namespace: &str) -> crate::app::Elsewhe
 /// The header's watch state from every watch's, the kinds still on their
 /// first list, and the kinds the API refused.
 fn watch_state(
-    watches: &std::collections::BTreeMap<String, controller::watches::WatchStatus>,
+    watches: &std::collections::BTreeMap<String, cluster::watches::WatchStatus>,
     last_ask: Option<&Result<Duration, String>>,
 ) -> (WatchState, Vec<String>, Vec<(String, Refusal)>) {
-    use controller::watches::Phase;
+    use cluster::watches::Phase;
     let loading: Vec<String> = watches
         .iter()
         .filter(|(_, w)| !w.answered())
@@ -250,10 +251,10 @@ fn watch_state(
 }
 
 /// The header's word for a watch that is not current: which, and why.
-fn watch_trouble(kind: &str, w: &controller::watches::WatchStatus) -> WatchState {
+fn watch_trouble(kind: &str, w: &cluster::watches::WatchStatus) -> WatchState {
     let why = w.reason.as_deref().unwrap_or("");
     match w.phase {
-        controller::watches::Phase::Failing => {
+        cluster::watches::Phase::Failing => {
             let times = if w.failures_in_row > 1 {
                 format!(" ({}×)", w.failures_in_row)
             } else {
@@ -282,14 +283,14 @@ mod tests {
 
     /// A board where each `(kind, phase, listed once)` is so.
     fn board(
-        cells: &[(&str, controller::watches::Phase, bool)],
-    ) -> std::collections::BTreeMap<String, controller::watches::WatchStatus> {
+        cells: &[(&str, cluster::watches::Phase, bool)],
+    ) -> std::collections::BTreeMap<String, cluster::watches::WatchStatus> {
         cells
             .iter()
             .map(|(k, phase, listed_once)| {
                 (
                     (*k).to_owned(),
-                    controller::watches::WatchStatus {
+                    cluster::watches::WatchStatus {
                         phase: *phase,
                         reason: None,
                         failures_in_row: 0,
@@ -304,7 +305,7 @@ mod tests {
 
     #[test]
     fn the_header_says_what_the_api_refused_rather_than_syncing() {
-        use controller::watches::Phase::{Listing, Refused, Watching};
+        use cluster::watches::Phase::{Listing, Refused, Watching};
         let ok = Ok(Duration::from_millis(1));
         // Pods and events forbidden, the rest followed: partial.
         let b = board(&[

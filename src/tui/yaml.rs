@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{Msg, ObjectKey};
-use crate::controller::ClusterView;
+use crate::cluster::ClusterView;
 
 pub(super) async fn yaml_loader(
     client: Client,
@@ -53,7 +53,7 @@ pub async fn object_yaml(
                 "with only the fields the console reads (no volumes, env, probes, resources)";
             api_yaml::<Pod>(client, key, cached, lacks).await
         }
-        // The cached tasks keep no output (see `controller::strip_task`).
+        // The cached tasks keep no output (see `cluster::strip_task`).
         "AgentTask" => {
             let cached = || {
                 let mut value = find(&view.tasks, key);

@@ -33,8 +33,8 @@ use super::{
     SKEW_SHOWN, Snapshot, Sources, TaskCounts, TaskRow, ToBuild, agent_row, event_row, pool_row,
     running_past, task_row,
 };
-use crate::controller::AgentSample;
-use crate::controller::pod::CachedPod;
+use crate::cluster::AgentSample;
+use crate::cluster::pod::CachedPod;
 use crate::crd::UNCLAIMED;
 use crate::crd::{
     AgentPool, AgentTask, ExecutionMode, LABEL_COMPONENT, LABEL_POOL, LABEL_TASK, TaskPhase,

@@ -604,7 +604,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
-    use crate::controller::watches::WatchBoard;
+    use crate::cluster::watches::WatchBoard;
 
     /// A client whose answers come from `answer(uri)`: the status and body.
     /// The uris asked for are kept in order.

@@ -34,7 +34,7 @@ pub fn items<K: DeserializeOwned>(text: &str) -> serde_json::Result<Vec<K>> {
 /// [`items`], with the `status` fields named in `emptied` read as the
 /// empty string whatever their text (skipped as `managedFields` are, so
 /// their text is never copied): a task's `status.outputTail` (see
-/// `controller::strip_task`, which does the same to a watched task).
+/// `cluster::strip_task`, which does the same to a watched task).
 pub fn items_emptying<K: DeserializeOwned>(
     text: &str,
     emptied: Emptied,
@@ -488,7 +488,7 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::pod::CachedPod;
+    use crate::cluster::pod::CachedPod;
     use crate::crd::AgentTask;
     use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
     use kube::core::ObjectList;
@@ -557,7 +557,7 @@ mod tests {
             Some(tail.as_str())
         );
         for t in &mut whole {
-            crate::controller::strip_task(t);
+            crate::cluster::strip_task(t);
         }
         // As a watched task is stripped (see `strip_task`): the tail is
         // an empty string with no bytes behind it; the rest is as listed.
