@@ -533,7 +533,7 @@ fn check_escalation(
 }
 
 /// A request for a served resource, its objects or a subresource: one
-/// handler a verb and subresource, chosen by [`Handler::dispatch`].
+/// handler per verb and subresource, chosen by [`Handler::dispatch`].
 struct Handler<'a> {
     /// The API.
     api: &'a Arc<Api>,
