@@ -795,6 +795,53 @@ impl Api {
             ));
         }
         check_type_meta(&s.info, &obj)?;
+        let admission = Admission {
+            s: &s,
+            query,
+            write: WriteKind::Create,
+            applied,
+        };
+        let name = self.new_metadata(&admission, &ns, &mut obj)?;
+        set_type_meta(&s.info, &mut obj);
+        drop_created_status(&s, &mut obj);
+        admission.check_options()?;
+        admission.decode(&mut obj)?;
+        admission.strategy(self, &ns, &mut obj)?;
+        if s.crd.is_none() {
+            // Its status holds what Go always writes of the status struct
+            // (a new DaemonSet's four counts at 0, a ReplicaSet's replicas),
+            // under what the kind's strategy set.
+            super::gotypes::fill_status(&mut obj);
+        }
+        admission.custom_schema(&name, &mut obj, None)?;
+        admission.track(None, &mut obj, None);
+        if query.dry_run() {
+            return Ok(obj);
+        }
+        let created = self
+            .store
+            .create(
+                &s.info.storage_resource(),
+                &ns,
+                &name,
+                convert::to_storage(&s.info, obj),
+            )
+            .map_err(|_| ApiError::already_exists(&s.info, &name))?;
+        self.after_write(&s, &created);
+        Ok(convert::present_value(&s.info, (*created).clone()))
+    }
+
+    /// A new object's metadata: its namespace (the request's), its name
+    /// (or one generated), validated, the namespace open for content, and
+    /// what the server sets of a new object (uid, creationTimestamp,
+    /// generation). Gives the name.
+    fn new_metadata(
+        &self,
+        admission: &Admission<'_>,
+        ns: &str,
+        obj: &mut Value,
+    ) -> ApiResult<String> {
+        let s = admission.s;
         let meta = obj
             .as_object_mut()
             .and_then(|o| {
@@ -817,59 +864,9 @@ impl Api {
         } else {
             meta.remove("namespace");
         }
-        let name = match meta
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-        {
-            Some(n) => n.to_string(),
-            None => match meta
-                .get("generateName")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-            {
-                Some(prefix) => {
-                    let n = format!("{}{}", truncate(prefix, 58), random_suffix());
-                    meta.insert("name".into(), json!(n));
-                    n
-                }
-                None => {
-                    return Err(ApiError::invalid(
-                        &s.info,
-                        "",
-                        vec![(
-                            "metadata.name".into(),
-                            "Required value: name or generateName is required".into(),
-                        )],
-                    ));
-                }
-            },
-        };
-        let mut causes = validate_name(&s.info, &name);
-        causes.extend(validate_meta(meta));
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(&s.info, &name, causes));
-        }
-        if s.info.namespaced
-            && s.info.kind != "Namespace"
-            && self.store.get("namespaces", "", &ns).is_none()
-        {
-            let mut e = ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"));
-            e.details = Some(json!({"name": ns, "kind": "namespaces"}));
-            return Err(e);
-        }
-        if let Some(n) = self.store.get("namespaces", "", &ns)
-            && n.pointer("/metadata/deletionTimestamp").is_some()
-        {
-            return Err(ApiError::new(
-                403,
-                "Forbidden",
-                format!(
-                    "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                    s.info.group_resource()
-                ),
-            ));
-        }
+        let name = new_name(&s.info, meta)?;
+        admission.validate_metadata(&name, meta)?;
+        self.check_namespace_open(&s.info, ns, &name)?;
         meta.insert("uid".into(), json!(new_uid()));
         meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
         meta.remove("resourceVersion");
@@ -881,181 +878,46 @@ impl Api {
         } else {
             meta.remove("generation");
         }
-        set_type_meta(&s.info, &mut obj);
-        if s.info.has_subresource("status")
-            && s.info.kind != "Namespace"
-            && let Some(o) = obj.as_object_mut()
+        Ok(name)
+    }
+
+    /// A namespaced create needs its namespace to exist (404) and not be
+    /// terminating (403).
+    fn check_namespace_open(&self, info: &ResourceInfo, ns: &str, name: &str) -> ApiResult<()> {
+        if info.namespaced
+            && info.kind != "Namespace"
+            && self.store.get("namespaces", "", ns).is_none()
         {
-            // What a create is given as status is dropped. A built-in
-            // kind's status is a Go struct, so kube-apiserver writes an
-            // empty one (`status: {}`) where a custom resource's is absent:
-            // the Python client reads `.status` of a new Deployment before
-            // its controller has written one.
-            if s.crd.is_none() && s.info.kind != "Pod" {
-                o.insert("status".into(), json!({}));
-            } else {
-                o.remove("status");
-            }
+            let mut e = ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"));
+            e.details = Some(json!({"name": ns, "kind": "namespaces"}));
+            return Err(e);
         }
-        query.field_validation("CreateOptions")?;
-        if s.crd.is_none() {
-            let unknown = super::openapi_schemas::prune_unknown_fields(
-                &s.info.group,
-                &s.info.version,
-                &s.info.kind,
-                &mut obj,
-            );
-            query.check_unknown_fields(
-                &unknown,
-                "CreateOptions",
-                Some((&s.info.kind, &s.info.version)),
-            )?;
+        if let Some(n) = self.store.get("namespaces", "", ns)
+            && n.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    info.group_resource()
+                ),
+            ));
         }
-        self.admit_create(&s, &ns, &mut obj)?;
-        if s.crd.is_none() {
-            // Its status holds what Go always writes of the status struct
-            // (a new DaemonSet's four counts at 0, a ReplicaSet's replicas),
-            // under what the kind's strategy set.
-            super::gotypes::fill_status(&mut obj);
-        }
-        if let Some(extras) = &s.crd {
-            let unknown =
-                super::schema::prepare_custom_object(&s.info, extras, &name, &mut obj, None)?;
-            query.check_unknown_fields(
-                &unknown,
-                "CreateOptions",
-                Some((&s.info.kind, &s.info.version)),
-            )?;
-        }
-        let version = s.info.api_version();
-        let now = now_rfc3339();
-        managed::track(
-            None,
-            &mut obj,
-            &managed::Write {
-                manager: &query.manager(),
-                applied,
-                api_version: &version,
-                subresource: "",
-                scope: managed_scope(&s.info, None),
-                time: &now,
-            },
-        );
-        if query.dry_run() {
-            return Ok(obj);
-        }
-        let created = self
-            .store
-            .create(
-                &s.info.storage_resource(),
-                &ns,
-                &name,
-                convert::to_storage(&s.info, obj),
-            )
-            .map_err(|_| ApiError::already_exists(&s.info, &name))?;
-        self.after_write(&s, &created);
-        Ok(convert::present_value(&s.info, (*created).clone()))
+        Ok(())
     }
 
     /// Kind-specific defaults on create, as the real registry strategies do.
-    fn admit_create(&self, s: &Served, _ns: &str, obj: &mut Value) -> ApiResult<()> {
+    fn admit_create(&self, s: &Served, ns: &str, obj: &mut Value) -> ApiResult<()> {
         match (s.info.group.as_str(), s.info.kind.as_str()) {
-            ("", "Namespace") => {
-                // Its own spec.finalizers are kept, `kubernetes` added.
-                let mut kept = super::namespaces::spec_finalizers(obj);
-                if !kept
-                    .iter()
-                    .any(|f| f == super::namespaces::KUBERNETES_FINALIZER)
-                {
-                    kept.push(super::namespaces::KUBERNETES_FINALIZER.to_owned());
-                }
-                obj["spec"] = json!({"finalizers": kept});
-                obj["status"] = json!({"phase": "Active"});
-            }
-            ("", "Pod") => {
-                let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
-                let Some(spec) = spec else {
-                    return Err(ApiError::invalid(
-                        &s.info,
-                        obj.pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                        vec![("spec.containers".into(), "Required value".into())],
-                    ));
-                };
-                let causes = pod_spec_causes(spec);
-                if !causes.is_empty() {
-                    let name = obj
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned();
-                    return Err(ApiError::invalid(&s.info, &name, causes));
-                }
-                let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
-                    return Ok(());
-                };
-                default_toleration_seconds(spec);
-                spec.entry("restartPolicy").or_insert(json!("Always"));
-                spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
-                spec.entry("schedulerName")
-                    .or_insert(json!("default-scheduler"));
-                spec.entry("terminationGracePeriodSeconds")
-                    .or_insert(json!(30));
-                spec.entry("serviceAccountName").or_insert(json!("default"));
-                spec.entry("securityContext").or_insert(json!({}));
-                spec.entry("enableServiceLinks").or_insert(json!(true));
-                spec.entry("preemptionPolicy")
-                    .or_insert(json!("PreemptLowerPriority"));
-                spec.entry("priority").or_insert(json!(0));
-                if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
-                    for c in cs {
-                        if let Some(c) = c.as_object_mut() {
-                            c.entry("imagePullPolicy").or_insert(json!("IfNotPresent"));
-                            c.entry("terminationMessagePath")
-                                .or_insert(json!("/dev/termination-log"));
-                            c.entry("terminationMessagePolicy").or_insert(json!("File"));
-                            c.entry("resources").or_insert(json!({}));
-                        }
-                    }
-                }
-                super::auth::mount_service_account_token(&self.store, _ns, obj);
-                obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
-            }
+            ("", "Namespace") => namespace_defaults(obj),
+            ("", "Pod") => self.pod_defaults(&s.info, ns, obj)?,
             ("", "Secret") => {
                 if let Some(o) = obj.as_object_mut() {
                     o.entry("type").or_insert(json!("Opaque"));
                 }
             }
-            ("", "Service") => {
-                let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
-                if let Some(spec) = spec {
-                    let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
-                    spec.entry("type").or_insert(json!("ClusterIP"));
-                    spec.entry("sessionAffinity").or_insert(json!("None"));
-                    if !headless {
-                        let n = self.store.count("services") as u32 + 1;
-                        let ip = format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1);
-                        spec.entry("clusterIP").or_insert(json!(ip.clone()));
-                        spec.insert(
-                            "clusterIPs".into(),
-                            json!([spec.get("clusterIP").cloned().unwrap_or(json!(ip))]),
-                        );
-                    } else {
-                        spec.insert("clusterIPs".into(), json!(["None"]));
-                    }
-                    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                        for p in ports {
-                            if let Some(p) = p.as_object_mut() {
-                                p.entry("protocol").or_insert(json!("TCP"));
-                                let port = p.get("port").cloned().unwrap_or(Value::Null);
-                                p.entry("targetPort").or_insert(port);
-                            }
-                        }
-                    }
-                }
-                obj["status"] = json!({"loadBalancer": {}});
-            }
+            ("", "Service") => self.service_defaults(obj),
             ("apps", "Deployment") => {
                 if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
                     spec.entry("replicas").or_insert(json!(1));
@@ -1071,49 +933,7 @@ impl Api {
                     spec.entry("replicas").or_insert(json!(1));
                 }
             }
-            ("batch", "Job") => {
-                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                    spec.entry("backoffLimit").or_insert(json!(6));
-                    spec.entry("completions").or_insert(json!(1));
-                    spec.entry("parallelism").or_insert(json!(1));
-                    spec.entry("completionMode").or_insert(json!("NonIndexed"));
-                    spec.entry("suspend").or_insert(json!(false));
-                    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
-                    let name = obj
-                        .pointer("/metadata/name")
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                        let manual = spec
-                            .get("manualSelector")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false);
-                        if !manual {
-                            let labels = json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
-                                                "controller-uid": uid, "job-name": name});
-                            spec.insert(
-                                "selector".into(),
-                                json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
-                            );
-                            let tmeta = spec
-                                .entry("template")
-                                .or_insert(json!({}))
-                                .as_object_mut()
-                                .map(|t| t.entry("metadata").or_insert(json!({})));
-                            if let Some(Value::Object(tm)) = tmeta {
-                                let l = tm.entry("labels").or_insert(json!({}));
-                                if let (Some(l), Some(add)) =
-                                    (l.as_object_mut(), labels.as_object())
-                                {
-                                    for (k, v) in add {
-                                        l.insert(k.clone(), v.clone());
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            ("batch", "Job") => job_defaults(obj),
             ("apiextensions.k8s.io", "CustomResourceDefinition") => {
                 self.check_crd(&s.info, obj)?;
             }
@@ -1123,6 +943,69 @@ impl Api {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A new Service's defaults: type, session affinity, a cluster IP (none
+    /// for a headless one), each port's protocol and target port.
+    fn service_defaults(&self, obj: &mut Value) {
+        let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
+        if let Some(spec) = spec {
+            let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+            spec.entry("type").or_insert(json!("ClusterIP"));
+            spec.entry("sessionAffinity").or_insert(json!("None"));
+            if !headless {
+                let n = self.store.count("services") as u32 + 1;
+                let ip = format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1);
+                spec.entry("clusterIP").or_insert(json!(ip.clone()));
+                spec.insert(
+                    "clusterIPs".into(),
+                    json!([spec.get("clusterIP").cloned().unwrap_or(json!(ip))]),
+                );
+            } else {
+                spec.insert("clusterIPs".into(), json!(["None"]));
+            }
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports {
+                    if let Some(p) = p.as_object_mut() {
+                        p.entry("protocol").or_insert(json!("TCP"));
+                        let port = p.get("port").cloned().unwrap_or(Value::Null);
+                        p.entry("targetPort").or_insert(port);
+                    }
+                }
+            }
+        }
+        obj["status"] = json!({"loadBalancer": {}});
+    }
+
+    /// A new Pod: its spec validated, then defaulted as the Pod strategy
+    /// does, its service account token mounted and its status Pending.
+    fn pod_defaults(&self, info: &ResourceInfo, ns: &str, obj: &mut Value) -> ApiResult<()> {
+        let spec = obj.get_mut("spec").and_then(Value::as_object_mut);
+        let Some(spec) = spec else {
+            return Err(ApiError::invalid(
+                info,
+                obj.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                vec![("spec.containers".into(), "Required value".into())],
+            ));
+        };
+        let causes = pod_spec_causes(spec);
+        if !causes.is_empty() {
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            return Err(ApiError::invalid(info, &name, causes));
+        }
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return Ok(());
+        };
+        pod_spec_defaults(spec);
+        super::auth::mount_service_account_token(&self.store, ns, obj);
+        obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
         Ok(())
     }
 
@@ -1164,270 +1047,46 @@ impl Api {
             ));
         }
         set_type_meta(&s.info, &mut obj);
-        self.replace(
-            &s,
-            &ns,
-            &name,
-            target.subresource.as_deref(),
-            expect_rv,
-            obj,
+        let admission = Admission {
+            s: &s,
             query,
-            How {
-                patched: false,
-                applied: None,
-            },
-        )
+            write: WriteKind::Update,
+            applied: None,
+        };
+        let at = Replacement {
+            ns: &ns,
+            name: &name,
+            sub: target.subresource.as_deref(),
+            expect_rv,
+        };
+        self.replace(&admission, &at, obj)
     }
 
     /// The shared tail of update and patch: preconditions, status/spec split,
     /// generation, finalizer-driven removal.
-    #[allow(clippy::too_many_arguments)]
     fn replace(
         &self,
-        s: &Served,
-        ns: &str,
-        name: &str,
-        sub: Option<&str>,
-        expect_rv: Option<String>,
+        admission: &Admission<'_>,
+        at: &Replacement<'_>,
         new: Value,
-        query: &Query,
-        how: How,
     ) -> ApiResult<Value> {
-        let patched = how.patched;
+        let s = admission.s;
         let info = &s.info;
-        query.field_validation(if patched {
-            "PatchOptions"
-        } else {
-            "UpdateOptions"
-        })?;
+        let (ns, name) = (at.ns, at.name);
+        admission.check_options()?;
         let mut new = new;
-        if s.crd.is_none() && matches!(sub, None | Some("status")) {
+        if matches!(at.sub, None | Some("status")) {
             // The apiserver's typed decoder drops what the kind does not
             // know, and `fieldValidation` says whether that is an error.
-            let unknown = super::openapi_schemas::prune_unknown_fields(
-                &info.group,
-                &info.version,
-                &info.kind,
-                &mut new,
-            );
-            if patched {
-                query.check_unknown_fields(&unknown, "PatchOptions", None)?;
-            } else {
-                query.check_unknown_fields(
-                    &unknown,
-                    "UpdateOptions",
-                    Some((&info.kind, &info.version)),
-                )?;
-            }
+            admission.decode(&mut new)?;
         }
-        let mut new = convert::to_storage(info, new);
-        let ephemeral = sub == Some("ephemeralcontainers") && info.kind == "Pod";
-        let is_namespace = info.kind == "Namespace" && info.group.is_empty();
-        let finalize = sub == Some("finalize") && is_namespace;
-        let approval = sub == Some("approval") && info.kind == "CertificateSigningRequest";
-        if let Some(sub) = sub
-            && sub != "status"
-            && !ephemeral
-            && !finalize
-            && !approval
-        {
-            return Err(ApiError::no_route(sub));
-        }
-        let result = self.store.update(&info.storage_resource(), ns, name, |old| {
-            if let Some(rv) = &expect_rv
-                && rv
-                    != &old["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string()
-            {
-                return Err(ApiError::conflict(info, name));
-            }
-            // Fields the client may not change.
-            for key in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ] {
-                match old["metadata"].get(key) {
-                    Some(v) => new["metadata"][key] = v.clone(),
-                    None => {
-                        if let Some(m) = new["metadata"].as_object_mut() {
-                            m.remove(key);
-                        }
-                    }
-                }
-            }
-            if info.namespaced {
-                new["metadata"]["namespace"] = json!(ns);
-            }
-            if let Some(m) = new["metadata"].as_object_mut() {
-                m.remove("managedFields");
-            }
-            let has_status = info.has_subresource("status");
-            if is_namespace {
-                // spec.finalizers change only through /finalize, and only they do.
-                let finalizers = if finalize {
-                    new["spec"]["finalizers"].clone()
-                } else {
-                    old["spec"]["finalizers"].clone()
-                };
-                if finalize {
-                    let mut merged = old.clone();
-                    merged["spec"]["finalizers"] = if finalizers.is_null() {
-                        json!([])
-                    } else {
-                        finalizers
-                    };
-                    new = merged;
-                } else if !finalizers.is_null() {
-                    new["spec"]["finalizers"] = finalizers;
-                }
-            }
-            if ephemeral {
-                // Only ephemeral containers change through this subresource,
-                // and only by being added.
-                let before = old["spec"]["ephemeralContainers"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                let after = new["spec"]["ephemeralContainers"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                let mut causes = Vec::new();
-                for (i, c) in after.iter().enumerate() {
-                    let field = format!("spec.ephemeralContainers[{i}]");
-                    if c["name"].as_str().unwrap_or_default().is_empty() {
-                        causes.push((format!("{field}.name"), "Required value".into()));
-                    }
-                    if c["image"].as_str().unwrap_or_default().is_empty() {
-                        causes.push((format!("{field}.image"), "Required value".into()));
-                    }
-                }
-                for old_c in &before {
-                    match after.iter().find(|c| c["name"] == old_c["name"]) {
-                        Some(c) if c == old_c => {}
-                        _ => causes.push((
-                            "spec.ephemeralContainers".into(),
-                            format!(
-                                "Forbidden: existing ephemeral containers \"{}\" may not be removed or changed",
-                                old_c["name"].as_str().unwrap_or_default()
-                            ),
-                        )),
-                    }
-                }
-                if !causes.is_empty() {
-                    return Err(ApiError::invalid(info, name, causes));
-                }
-                let mut merged = old.clone();
-                if !after.is_empty() {
-                    merged["spec"]["ephemeralContainers"] = Value::Array(after);
-                }
-                new = merged;
-            } else if approval {
-                // Only the conditions change through /approval (the
-                // approval strategy keeps everything else as it was).
-                let mut merged = old.clone();
-                let conditions = new["status"]["conditions"].clone();
-                if conditions.is_null() {
-                    if let Some(st) = merged["status"].as_object_mut() {
-                        st.remove("conditions");
-                    }
-                } else {
-                    merged["status"]["conditions"] = conditions;
-                }
-                new = merged;
-            } else if sub == Some("status") {
-                // Only status (and metadata labels/annotations) changes through /status.
-                let mut merged = old.clone();
-                merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-                if s.crd.is_none() {
-                    // Decoded into the status struct and written back: what
-                    // Go always writes is there, at zero if not sent.
-                    super::gotypes::fill_status(&mut merged);
-                } else if merged["status"].is_null()
-                    && let Some(o) = merged.as_object_mut()
-                {
-                    o.remove("status");
-                }
-                new = merged;
-            } else if has_status {
-                match old.get("status") {
-                    Some(st) => new["status"] = st.clone(),
-                    None => {
-                        if let Some(o) = new.as_object_mut() {
-                            o.remove("status");
-                        }
-                    }
-                }
-            }
-            let causes = validate_meta(new["metadata"].as_object().unwrap_or(&Map::new()));
-            if !causes.is_empty() {
-                return Err(ApiError::invalid(info, name, causes));
-            }
-            if let Some(extras) = &s.crd {
-                let unknown =
-                    super::schema::prepare_custom_object(info, extras, name, &mut new, Some(old))?;
-                if patched {
-                    query.check_unknown_fields(&unknown, "PatchOptions", None)?;
-                } else {
-                    query.check_unknown_fields(
-                        &unknown,
-                        "UpdateOptions",
-                        Some((&info.kind, &info.version)),
-                    )?;
-                }
-            }
-            if info.kind == "CustomResourceDefinition" {
-                self.check_crd(info, &new)?;
-            }
-            if has_generation(info, s.crd.is_some()) && spec_changed(old, &new) {
-                let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-                new["metadata"]["generation"] = json!(g);
-            }
-            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-            match old["metadata"].get("managedFields") {
-                Some(m) => new["metadata"]["managedFields"] = m.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove("managedFields");
-                    }
-                }
-            }
-            if &new == old && how.applied.is_none() {
-                return Ok(None);
-            }
-            let version = info.api_version();
-            let now = now_rfc3339();
-            managed::track(
-                Some(old),
-                &mut new,
-                &managed::Write {
-                    manager: &query.manager(),
-                    applied: how.applied.clone(),
-                    api_version: &version,
-                    subresource: if sub == Some("status") { "status" } else { "" },
-                    scope: managed_scope(info, sub),
-                    time: &now,
-                },
-            );
-            if &new == old {
-                return Ok(None);
-            }
-            if query.dry_run() {
-                return Err(ApiError {
-                    code: 0,
-                    reason: "DryRun",
-                    message: String::new(),
-                    details: Some(new),
-                    list_meta: None,
-                });
-            }
-            Ok(Some(new))
-        });
+        let new = convert::to_storage(info, new);
+        let write = SubWrite::of(info, at.sub)?;
+        let result = self
+            .store
+            .update(&info.storage_resource(), ns, name, |old| {
+                self.replaced(admission, at, write, old, new)
+            });
         let stored = match result {
             Ok(Ok(v)) => v,
             Ok(Err(_)) => return Err(ApiError::not_found(info, name)),
@@ -1440,13 +1099,71 @@ impl Api {
             Err(e) => return Err(e),
         };
         self.after_write(s, &stored);
-        // The last finalizer gone from an object being deleted removes it,
-        // unless a grace period still runs (a pod's kubelet ends that), as
-        // kube-apiserver's ShouldDeleteDuringUpdate decides.
+        self.remove_if_finalized(s, ns, name, &stored);
+        Ok(convert::present_value(info, (*stored).clone()))
+    }
+
+    /// What a replacement of `old` by `new` stores (`None`: nothing
+    /// changes), run under the store's lock: the precondition, the fields
+    /// the client may not change, what the subresource writes, then the
+    /// admission steps and the server's bookkeeping. A dry run ends in an
+    /// error of reason `DryRun` carrying the object.
+    fn replaced(
+        &self,
+        admission: &Admission<'_>,
+        at: &Replacement<'_>,
+        write: SubWrite,
+        old: &Value,
+        new: Value,
+    ) -> ApiResult<Option<Value>> {
+        let s = admission.s;
+        let info = &s.info;
+        let name = at.name;
+        if let Some(rv) = &at.expect_rv
+            && rv
+                != &old["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+        {
+            return Err(ApiError::conflict(info, name));
+        }
+        let mut new = new;
+        keep_server_metadata(info, at.ns, old, &mut new);
+        let mut new = write.merge(s, name, old, new)?;
+        admission.validate_metadata(name, new["metadata"].as_object().unwrap_or(&Map::new()))?;
+        admission.custom_schema(name, &mut new, Some(old))?;
+        admission.strategy(self, at.ns, &mut new)?;
+        keep_server_bookkeeping(s, old, &mut new);
+        if &new == old && admission.applied.is_none() {
+            return Ok(None);
+        }
+        admission.track(Some(old), &mut new, at.sub);
+        if &new == old {
+            return Ok(None);
+        }
+        if admission.query.dry_run() {
+            return Err(ApiError {
+                code: 0,
+                reason: "DryRun",
+                message: String::new(),
+                details: Some(new),
+                list_meta: None,
+            });
+        }
+        Ok(Some(new))
+    }
+
+    /// The last finalizer gone from an object being deleted removes it,
+    /// unless a grace period still runs (a pod's kubelet ends that), as
+    /// kube-apiserver's ShouldDeleteDuringUpdate decides.
+    fn remove_if_finalized(&self, s: &Served, ns: &str, name: &str, stored: &Value) {
+        let info = &s.info;
+        let is_namespace = info.kind == "Namespace" && info.group.is_empty();
         let last_gone = if is_namespace {
-            super::namespaces::finalized(&stored)
+            super::namespaces::finalized(stored)
         } else {
-            finalizers(&stored).is_empty()
+            finalizers(stored).is_empty()
         };
         let grace_over = stored
             .pointer("/metadata/deletionGracePeriodSeconds")
@@ -1460,7 +1177,6 @@ impl Api {
         {
             self.after_delete(s, &gone);
         }
-        Ok(convert::present_value(info, (*stored).clone()))
     }
 
     /// PATCH with one of the four patch types.
@@ -1560,19 +1276,19 @@ impl Api {
             _ => None,
         };
         doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-        let r = self.replace(
-            &s,
-            &ns,
-            &name,
-            target.subresource.as_deref(),
-            expect_rv,
-            doc,
+        let admission = Admission {
+            s: &s,
             query,
-            How {
-                patched: true,
-                applied: applied_fields,
-            },
-        )?;
+            write: WriteKind::Patch,
+            applied: applied_fields,
+        };
+        let at = Replacement {
+            ns: &ns,
+            name: &name,
+            sub: target.subresource.as_deref(),
+            expect_rv,
+        };
+        let r = self.replace(&admission, &at, doc)?;
         if is_apply && !query.dry_run() {
             self.remember_applied(
                 &s,
@@ -1756,40 +1472,8 @@ impl Api {
             .store
             .get(&res, &ns, &name)
             .ok_or_else(|| ApiError::not_found(&s.info, &name))?;
-        if let Some(rv) = options
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            && rv
-                != current["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default()
-        {
-            return Err(ApiError::conflict(&s.info, &name));
-        }
-        if let Some(uid) = options
-            .pointer("/preconditions/uid")
-            .and_then(Value::as_str)
-            && uid != current["metadata"]["uid"].as_str().unwrap_or_default()
-        {
-            return Err(ApiError::conflict(&s.info, &name));
-        }
-        let policy = options
-            .get("propagationPolicy")
-            .and_then(Value::as_str)
-            .or_else(|| query.get("propagationPolicy"))
-            .map(str::to_string)
-            .or_else(
-                || match options.get("orphanDependents").and_then(Value::as_bool) {
-                    Some(true) => Some("Orphan".into()),
-                    _ => None,
-                },
-            )
-            .unwrap_or_else(|| "Background".into());
-        if !matches!(policy.as_str(), "Background" | "Foreground" | "Orphan") {
-            return Err(ApiError::bad_request(format!(
-                "propagationPolicy: Unsupported value: \"{policy}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-            )));
-        }
+        check_delete_preconditions(&s.info, &name, &current, options)?;
+        let policy = propagation_policy(options, query)?;
         if query.dry_run() {
             return Ok((*current).clone());
         }
@@ -1797,12 +1481,11 @@ impl Api {
             .get("gracePeriodSeconds")
             .and_then(Value::as_i64)
             .or_else(|| query.get("gracePeriodSeconds").and_then(|g| g.parse().ok()));
-        let mut extra_finalizers: Vec<&str> = Vec::new();
-        match policy.as_str() {
-            "Foreground" => extra_finalizers.push("foregroundDeletion"),
-            "Orphan" => extra_finalizers.push("orphan"),
-            _ => {}
-        }
+        let extra_finalizer = match policy.as_str() {
+            "Foreground" => Some("foregroundDeletion"),
+            "Orphan" => Some("orphan"),
+            _ => None,
+        };
         let is_namespace = s.info.kind == "Namespace" && s.info.group.is_empty();
         let graceful_pod = s.info.kind == "Pod"
             && s.info.group.is_empty()
@@ -1812,57 +1495,17 @@ impl Api {
                 .and_then(Value::as_str)
                 .is_some_and(|n| !n.is_empty());
         let needs_mark = !finalizers(&current).is_empty()
-            || !extra_finalizers.is_empty()
+            || extra_finalizer.is_some()
             || is_namespace
             || graceful_pod;
         if needs_mark {
-            let marked = self.store.update(&res, &ns, &name, |old| {
-                let mut new = old.clone();
-                if new.pointer("/metadata/deletionTimestamp").is_none() {
-                    new["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-                    let g = grace.unwrap_or_else(|| {
-                        current
-                            .pointer("/spec/terminationGracePeriodSeconds")
-                            .and_then(Value::as_i64)
-                            .unwrap_or(0)
-                    });
-                    new["metadata"]["deletionGracePeriodSeconds"] =
-                        json!(if graceful_pod { g } else { 0 });
-                }
-                for f in &extra_finalizers {
-                    let list = new["metadata"]
-                        .as_object_mut()
-                        .map(|m| m.entry("finalizers").or_insert(json!([])));
-                    if let Some(Value::Array(l)) = list
-                        && !l.iter().any(|x| x == f)
-                    {
-                        l.push(json!(f));
-                    }
-                }
-                if is_namespace {
-                    new["status"]["phase"] = json!("Terminating");
-                }
-                Ok::<_, ApiError>(Some(new))
-            })?;
-            let marked = marked.map_err(|_| ApiError::not_found(&s.info, &name))?;
-            self.after_write(&s, &marked);
-            if is_namespace {
-                self.sync_namespace(&name);
-                return Ok(self
-                    .store
-                    .get(&res, &ns, &name)
-                    .map_or_else(|| (*marked).clone(), |n| (*n).clone()));
-            } else if graceful_pod && finalizers(&marked).is_empty() {
-                if !self.hooks().pod_deletion_requested(&ns, &name)
-                    && let Ok(gone) = self.store.delete(&res, &ns, &name)
-                {
-                    self.after_delete(&s, &gone);
-                    return Ok((*gone).clone());
-                }
-            } else {
-                self.collect_garbage();
-            }
-            return Ok((*marked).clone());
+            let mark = DeletionMark {
+                grace,
+                extra_finalizer,
+                is_namespace,
+                graceful_pod,
+            };
+            return self.mark_deleted(&s, &ns, &name, &current, &mark);
         }
         let gone = self
             .store
@@ -1870,6 +1513,68 @@ impl Api {
             .map_err(|_| ApiError::not_found(&s.info, &name))?;
         self.after_delete(&s, &gone);
         Ok((*gone).clone())
+    }
+
+    /// A deletion that waits (on finalizers, a namespace's content or a
+    /// pod's grace period): the object is marked with its
+    /// deletionTimestamp and what the policy adds, and the answer is the
+    /// marked object (or the pod, gone once nothing holds it).
+    fn mark_deleted(
+        &self,
+        s: &Served,
+        ns: &str,
+        name: &str,
+        current: &Value,
+        mark: &DeletionMark,
+    ) -> ApiResult<Value> {
+        let res = s.info.storage_resource();
+        let marked = self.store.update(&res, ns, name, |old| {
+            let mut new = old.clone();
+            if new.pointer("/metadata/deletionTimestamp").is_none() {
+                new["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+                let g = mark.grace.unwrap_or_else(|| {
+                    current
+                        .pointer("/spec/terminationGracePeriodSeconds")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                });
+                new["metadata"]["deletionGracePeriodSeconds"] =
+                    json!(if mark.graceful_pod { g } else { 0 });
+            }
+            if let Some(f) = mark.extra_finalizer {
+                let list = new["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.entry("finalizers").or_insert(json!([])));
+                if let Some(Value::Array(l)) = list
+                    && !l.iter().any(|x| x == f)
+                {
+                    l.push(json!(f));
+                }
+            }
+            if mark.is_namespace {
+                new["status"]["phase"] = json!("Terminating");
+            }
+            Ok::<_, ApiError>(Some(new))
+        })?;
+        let marked = marked.map_err(|_| ApiError::not_found(&s.info, name))?;
+        self.after_write(s, &marked);
+        if mark.is_namespace {
+            self.sync_namespace(name);
+            return Ok(self
+                .store
+                .get(&res, ns, name)
+                .map_or_else(|| (*marked).clone(), |n| (*n).clone()));
+        } else if mark.graceful_pod && finalizers(&marked).is_empty() {
+            if !self.hooks().pod_deletion_requested(ns, name)
+                && let Ok(gone) = self.store.delete(&res, ns, name)
+            {
+                self.after_delete(s, &gone);
+                return Ok((*gone).clone());
+            }
+        } else {
+            self.collect_garbage();
+        }
+        Ok((*marked).clone())
     }
 
     /// Removes a pod whose graceful deletion the kubelet has finished.
@@ -1951,7 +1656,24 @@ impl Api {
         }
     }
 
+    /// One pass of the collector over every stored object; whether it
+    /// changed anything.
     fn gc_pass(&self) -> bool {
+        let view = self.gc_view();
+        let mut changed = false;
+        for (s, obj) in &view.all {
+            changed |= self.gc_dependent(&view, s, obj);
+        }
+        // Owners whose dependents are all gone (foreground) or released (orphan).
+        for (s, obj) in &view.all {
+            changed |= self.gc_owner(&view, s, obj);
+        }
+        changed
+    }
+
+    /// Every stored object of every served resource (views left out), and
+    /// the objects by uid.
+    fn gc_view(&self) -> GcView {
         let served: Vec<Served> = self
             .registry()
             .all()
@@ -1970,173 +1692,165 @@ impl Api {
                 all.push((s.clone(), it));
             }
         }
-        let mut changed = false;
-        for (s, obj) in &all {
-            let ns = obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let name = obj
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let owners = obj
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if owners.is_empty() {
-                continue;
-            }
-            let mut live = 0;
-            let mut orphaning_owner = false;
-            let mut foreground_owner = false;
-            for o in &owners {
-                let uid = o.get("uid").and_then(Value::as_str).unwrap_or_default();
-                if let Some(owner) = uids.get(uid) {
-                    let f = finalizers(owner);
-                    let deleting = owner.pointer("/metadata/deletionTimestamp").is_some();
-                    if deleting && f.iter().any(|x| x == "orphan") {
-                        orphaning_owner = true;
-                    } else if deleting && f.iter().any(|x| x == "foregroundDeletion") {
-                        foreground_owner = true;
-                    } else {
-                        live += 1;
-                    }
-                }
-            }
-            if orphaning_owner {
-                let r = self
-                    .store
-                    .update(&s.info.group_resource(), &ns, &name, |old| {
-                        let mut new = old.clone();
-                        if let Some(refs) = new
-                            .pointer_mut("/metadata/ownerReferences")
-                            .and_then(Value::as_array_mut)
-                        {
-                            refs.retain(|r| {
-                                let uid = r.get("uid").and_then(Value::as_str).unwrap_or_default();
-                                !uids.get(uid).is_some_and(|o| {
-                                    o.pointer("/metadata/deletionTimestamp").is_some()
-                                        && finalizers(o).iter().any(|x| x == "orphan")
-                                })
-                            });
-                            if refs.is_empty()
-                                && let Some(m) = new["metadata"].as_object_mut()
-                            {
-                                m.remove("ownerReferences");
-                            }
-                        }
-                        Ok::<_, ()>(Some(new))
-                    });
-                if let Ok(Ok(v)) = r {
-                    self.after_write(s, &v);
-                }
-                changed = true;
-            } else if live == 0
-                && (foreground_owner
-                    || owners
-                        .iter()
-                        .all(|o| !uids.contains_key(o["uid"].as_str().unwrap_or_default())))
-            {
-                if obj.pointer("/metadata/deletionTimestamp").is_some() {
-                    continue;
-                }
-                let target = Target {
-                    namespace: Some(ns.clone()),
-                    name: Some(name.clone()),
-                    subresource: None,
-                };
-                let policy = if foreground_owner {
-                    "Foreground"
+        GcView { served, uids, all }
+    }
+
+    /// A dependent whose owner orphans it loses that owner reference; one
+    /// whose owners are all gone (or one deleting in the foreground) is
+    /// deleted. Whether it did either.
+    fn gc_dependent(&self, view: &GcView, s: &Served, obj: &Value) -> bool {
+        let uids = &view.uids;
+        let (ns, name) = ns_name(obj);
+        let owners = obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if owners.is_empty() {
+            return false;
+        }
+        let mut live = 0;
+        let mut orphaning_owner = false;
+        let mut foreground_owner = false;
+        for o in &owners {
+            let uid = o.get("uid").and_then(Value::as_str).unwrap_or_default();
+            if let Some(owner) = uids.get(uid) {
+                let f = finalizers(owner);
+                let deleting = owner.pointer("/metadata/deletionTimestamp").is_some();
+                if deleting && f.iter().any(|x| x == "orphan") {
+                    orphaning_owner = true;
+                } else if deleting && f.iter().any(|x| x == "foregroundDeletion") {
+                    foreground_owner = true;
                 } else {
-                    "Background"
-                };
-                let _ = self.delete(
-                    &s.info.group,
-                    &s.info.version,
-                    &s.info.plural,
-                    &target,
-                    &json!({"propagationPolicy": policy}),
-                    &Query::default(),
-                );
-                changed = true;
+                    live += 1;
+                }
             }
         }
-        // Owners whose dependents are all gone (foreground) or released (orphan).
-        for (s, obj) in &all {
-            if obj.pointer("/metadata/deletionTimestamp").is_none() {
-                continue;
-            }
-            let f = finalizers(obj);
-            let special: Vec<&str> = f
+        if orphaning_owner {
+            self.gc_orphan(uids, s, &ns, &name);
+            return true;
+        }
+        let all_gone = || {
+            owners
                 .iter()
-                .map(String::as_str)
-                .filter(|x| *x == "foregroundDeletion" || *x == "orphan")
-                .collect();
-            if special.is_empty() {
-                continue;
-            }
-            let uid = obj
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let has_dependents = all.iter().any(|(_, d)| {
-                d.pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-                    && self
-                        .store
-                        .get(
-                            &served_of(&served, d)
-                                .map(|s| s.info.group_resource())
-                                .unwrap_or_default(),
-                            d["metadata"]["namespace"].as_str().unwrap_or_default(),
-                            d["metadata"]["name"].as_str().unwrap_or_default(),
-                        )
-                        .is_some_and(|cur| {
-                            cur.pointer("/metadata/ownerReferences")
-                                .and_then(Value::as_array)
-                                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-                        })
-            });
-            if has_dependents {
-                continue;
-            }
-            let ns = obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let name = obj
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let res = s.info.group_resource();
-            let r = self.store.update(&res, &ns, &name, |old| {
+                .all(|o| !uids.contains_key(o["uid"].as_str().unwrap_or_default()))
+        };
+        if live != 0 || !(foreground_owner || all_gone()) {
+            return false;
+        }
+        if obj.pointer("/metadata/deletionTimestamp").is_some() {
+            return false;
+        }
+        let target = Target {
+            namespace: Some(ns),
+            name: Some(name),
+            subresource: None,
+        };
+        let policy = if foreground_owner {
+            "Foreground"
+        } else {
+            "Background"
+        };
+        let _ = self.delete(
+            &s.info.group,
+            &s.info.version,
+            &s.info.plural,
+            &target,
+            &json!({"propagationPolicy": policy}),
+            &Query::default(),
+        );
+        true
+    }
+
+    /// Drops the references to owners being deleted with the `orphan`
+    /// finalizer from a dependent.
+    fn gc_orphan(&self, uids: &HashMap<String, Arc<Value>>, s: &Served, ns: &str, name: &str) {
+        let r = self
+            .store
+            .update(&s.info.group_resource(), ns, name, |old| {
                 let mut new = old.clone();
-                if let Some(l) = new
-                    .pointer_mut("/metadata/finalizers")
+                if let Some(refs) = new
+                    .pointer_mut("/metadata/ownerReferences")
                     .and_then(Value::as_array_mut)
                 {
-                    l.retain(|x| x != "foregroundDeletion" && x != "orphan");
+                    refs.retain(|r| {
+                        let uid = r.get("uid").and_then(Value::as_str).unwrap_or_default();
+                        !uids.get(uid).is_some_and(|o| {
+                            o.pointer("/metadata/deletionTimestamp").is_some()
+                                && finalizers(o).iter().any(|x| x == "orphan")
+                        })
+                    });
+                    if refs.is_empty()
+                        && let Some(m) = new["metadata"].as_object_mut()
+                    {
+                        m.remove("ownerReferences");
+                    }
                 }
                 Ok::<_, ()>(Some(new))
             });
-            if let Ok(Ok(v)) = r
-                && finalizers(&v).is_empty()
-                && let Ok(gone) = self.store.delete(&res, &ns, &name)
-            {
-                if s.info.kind == "CustomResourceDefinition" {
-                    self.unregister_crd(&gone);
-                }
-                changed = true;
-            }
+        if let Ok(Ok(v)) = r {
+            self.after_write(s, &v);
         }
-        changed
+    }
+
+    /// An owner being deleted with `foregroundDeletion` or `orphan` whose
+    /// dependents are gone or released loses those finalizers, and goes
+    /// when none is left. Whether it went.
+    fn gc_owner(&self, view: &GcView, s: &Served, obj: &Value) -> bool {
+        if obj.pointer("/metadata/deletionTimestamp").is_none() {
+            return false;
+        }
+        let f = finalizers(obj);
+        if !f.iter().any(|x| x == "foregroundDeletion" || x == "orphan") {
+            return false;
+        }
+        let uid = obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let owned_by = |d: &Value| {
+            d.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+        };
+        let has_dependents = view.all.iter().any(|(_, d)| {
+            owned_by(d)
+                && self
+                    .store
+                    .get(
+                        &served_of(&view.served, d)
+                            .map(|s| s.info.group_resource())
+                            .unwrap_or_default(),
+                        d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        d["metadata"]["name"].as_str().unwrap_or_default(),
+                    )
+                    .is_some_and(|cur| owned_by(&cur))
+        });
+        if has_dependents {
+            return false;
+        }
+        let (ns, name) = ns_name(obj);
+        let res = s.info.group_resource();
+        let r = self.store.update(&res, &ns, &name, |old| {
+            let mut new = old.clone();
+            if let Some(l) = new
+                .pointer_mut("/metadata/finalizers")
+                .and_then(Value::as_array_mut)
+            {
+                l.retain(|x| x != "foregroundDeletion" && x != "orphan");
+            }
+            Ok::<_, ()>(Some(new))
+        });
+        if let Ok(Ok(v)) = r
+            && finalizers(&v).is_empty()
+            && let Ok(gone) = self.store.delete(&res, &ns, &name)
+        {
+            if s.info.kind == "CustomResourceDefinition" {
+                self.unregister_crd(&gone);
+            }
+            return true;
+        }
+        false
     }
 
     fn check_crd(&self, info: &ResourceInfo, crd: &Value) -> ApiResult<()> {
@@ -2341,6 +2055,581 @@ impl Api {
             .unwrap_or_else(|p| p.into_inner())
             .remove_group_resource(&group, &plural);
     }
+}
+
+/// Which write an [`Admission`] admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteKind {
+    /// POST, or an apply that creates.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH (an apply included).
+    Patch,
+}
+
+/// The one admission path of every write (a create, an apply's included,
+/// an update and a patch), in the steps the apiserver's handlers take:
+/// the options checked, the body decoded (a built-in kind's unknown fields
+/// pruned, as its typed decoder drops them), the metadata validated, a
+/// custom resource's schema applied, the kind's strategy (defaults on
+/// create, a CRD's checks), and the write's fields tracked in
+/// `managedFields`. The create and replace paths call the steps in their
+/// own order around what only they do.
+struct Admission<'a> {
+    /// The resource written.
+    s: &'a Served,
+    /// The request's options.
+    query: &'a Query,
+    /// Which write.
+    write: WriteKind,
+    /// An apply's fields (its managedFields entry is an `Apply`).
+    applied: Option<std::collections::BTreeSet<managed::Path>>,
+}
+
+impl Admission<'_> {
+    /// The options kind of the write, as errors name it.
+    fn options(&self) -> &'static str {
+        match self.write {
+            WriteKind::Create => "CreateOptions",
+            WriteKind::Update => "UpdateOptions",
+            WriteKind::Patch => "PatchOptions",
+        }
+    }
+
+    /// The kind and version a strict decoding error names (a patch's
+    /// names none).
+    fn decoded(&self) -> Option<(&str, &str)> {
+        match self.write {
+            WriteKind::Patch => None,
+            WriteKind::Create | WriteKind::Update => {
+                Some((&self.s.info.kind, &self.s.info.version))
+            }
+        }
+    }
+
+    /// The `fieldValidation` option is one the apiserver knows.
+    fn check_options(&self) -> ApiResult<()> {
+        self.query.field_validation(self.options()).map(|_| ())
+    }
+
+    /// Unknown fields found while decoding: an error, a warning or
+    /// nothing, as `fieldValidation` says.
+    fn unknown_fields(&self, unknown: &[String]) -> ApiResult<()> {
+        self.query
+            .check_unknown_fields(unknown, self.options(), self.decoded())
+    }
+
+    /// Decodes a built-in kind's body as its typed decoder does: what the
+    /// kind does not know is dropped.
+    fn decode(&self, obj: &mut Value) -> ApiResult<()> {
+        let info = &self.s.info;
+        if self.s.crd.is_none() {
+            let unknown = super::openapi_schemas::prune_unknown_fields(
+                &info.group,
+                &info.version,
+                &info.kind,
+                obj,
+            );
+            self.unknown_fields(&unknown)?;
+        }
+        Ok(())
+    }
+
+    /// The object's metadata (and a new object's name) are valid: 422
+    /// with every cause otherwise.
+    fn validate_metadata(&self, name: &str, meta: &Map<String, Value>) -> ApiResult<()> {
+        let mut causes = match self.write {
+            WriteKind::Create => validate_name(&self.s.info, name),
+            WriteKind::Update | WriteKind::Patch => Vec::new(),
+        };
+        causes.extend(validate_meta(meta));
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&self.s.info, name, causes));
+        }
+        Ok(())
+    }
+
+    /// A custom resource's structural schema: pruning, defaults and
+    /// validation (`old` is the object replaced).
+    fn custom_schema(&self, name: &str, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+        if let Some(extras) = &self.s.crd {
+            let unknown =
+                super::schema::prepare_custom_object(&self.s.info, extras, name, obj, old)?;
+            self.unknown_fields(&unknown)?;
+        }
+        Ok(())
+    }
+
+    /// The kind's strategy: a create's defaults (see `admit_create`), and
+    /// a replaced CustomResourceDefinition's checks.
+    fn strategy(&self, api: &Api, ns: &str, obj: &mut Value) -> ApiResult<()> {
+        match self.write {
+            WriteKind::Create => api.admit_create(self.s, ns, obj),
+            WriteKind::Update | WriteKind::Patch => {
+                if self.s.info.kind == "CustomResourceDefinition" {
+                    api.check_crd(&self.s.info, obj)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sets the written object's managedFields: this manager's entry for
+    /// what the write (of subresource `sub`) changed from `old`.
+    fn track(&self, old: Option<&Value>, obj: &mut Value, sub: Option<&str>) {
+        let info = &self.s.info;
+        let version = info.api_version();
+        let now = now_rfc3339();
+        managed::track(
+            old,
+            obj,
+            &managed::Write {
+                manager: &self.query.manager(),
+                applied: self.applied.clone(),
+                api_version: &version,
+                subresource: if sub == Some("status") { "status" } else { "" },
+                scope: managed_scope(info, sub),
+                time: &now,
+            },
+        );
+    }
+}
+
+/// Where a replacement writes: the object, the subresource, and the
+/// resourceVersion it must still have.
+struct Replacement<'a> {
+    /// The object's namespace.
+    ns: &'a str,
+    /// The object's name.
+    name: &'a str,
+    /// The subresource written, if any.
+    sub: Option<&'a str>,
+    /// The resourceVersion precondition.
+    expect_rv: Option<String>,
+}
+
+/// What a replacement writes of the object, by its subresource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubWrite {
+    /// The object itself (its status kept, where status is a subresource).
+    Object,
+    /// `/status`: status only.
+    Status,
+    /// A pod's `/ephemeralcontainers`: ephemeral containers added.
+    Ephemeral,
+    /// A namespace's `/finalize`: its spec.finalizers.
+    Finalize,
+    /// A CertificateSigningRequest's `/approval`: its conditions.
+    Approval,
+}
+
+impl SubWrite {
+    /// The write of `sub` on `info`; a subresource without one is 404.
+    fn of(info: &ResourceInfo, sub: Option<&str>) -> ApiResult<SubWrite> {
+        let is_namespace = info.kind == "Namespace" && info.group.is_empty();
+        Ok(match sub {
+            None => SubWrite::Object,
+            Some("status") => SubWrite::Status,
+            Some("ephemeralcontainers") if info.kind == "Pod" => SubWrite::Ephemeral,
+            Some("finalize") if is_namespace => SubWrite::Finalize,
+            Some("approval") if info.kind == "CertificateSigningRequest" => SubWrite::Approval,
+            Some(sub) => return Err(ApiError::no_route(sub)),
+        })
+    }
+
+    /// `new` reduced to what this write may change of `old`.
+    fn merge(self, s: &Served, name: &str, old: &Value, new: Value) -> ApiResult<Value> {
+        let info = &s.info;
+        let mut new = new;
+        if info.kind == "Namespace" && info.group.is_empty() {
+            new = namespace_finalizers(self == SubWrite::Finalize, old, new);
+        }
+        Ok(match self {
+            SubWrite::Ephemeral => merge_ephemeral(info, name, old, &new)?,
+            SubWrite::Approval => merge_approval(old, &new),
+            SubWrite::Status => merge_status(s, old, &new),
+            SubWrite::Object | SubWrite::Finalize => {
+                if info.has_subresource("status") {
+                    match old.get("status") {
+                        Some(st) => new["status"] = st.clone(),
+                        None => {
+                            if let Some(o) = new.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                }
+                new
+            }
+        })
+    }
+}
+
+/// The metadata a replacement keeps of `old` whatever the client sent:
+/// uid, creation and deletion stamps, generation, the namespace; the
+/// client's managedFields are dropped.
+fn keep_server_metadata(info: &ResourceInfo, ns: &str, old: &Value, new: &mut Value) {
+    for key in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old["metadata"].get(key) {
+            Some(v) => new["metadata"][key] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    if info.namespaced {
+        new["metadata"]["namespace"] = json!(ns);
+    }
+    if let Some(m) = new["metadata"].as_object_mut() {
+        m.remove("managedFields");
+    }
+}
+
+/// A namespace's spec.finalizers change only through /finalize, and only
+/// they do.
+fn namespace_finalizers(finalize: bool, old: &Value, mut new: Value) -> Value {
+    let finalizers = if finalize {
+        new["spec"]["finalizers"].clone()
+    } else {
+        old["spec"]["finalizers"].clone()
+    };
+    if finalize {
+        let mut merged = old.clone();
+        merged["spec"]["finalizers"] = if finalizers.is_null() {
+            json!([])
+        } else {
+            finalizers
+        };
+        return merged;
+    }
+    if !finalizers.is_null() {
+        new["spec"]["finalizers"] = finalizers;
+    }
+    new
+}
+
+/// Only ephemeral containers change through this subresource, and only by
+/// being added.
+fn merge_ephemeral(info: &ResourceInfo, name: &str, old: &Value, new: &Value) -> ApiResult<Value> {
+    let before = old["spec"]["ephemeralContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let after = new["spec"]["ephemeralContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut causes = Vec::new();
+    for (i, c) in after.iter().enumerate() {
+        let field = format!("spec.ephemeralContainers[{i}]");
+        if c["name"].as_str().unwrap_or_default().is_empty() {
+            causes.push((format!("{field}.name"), "Required value".into()));
+        }
+        if c["image"].as_str().unwrap_or_default().is_empty() {
+            causes.push((format!("{field}.image"), "Required value".into()));
+        }
+    }
+    for old_c in &before {
+        match after.iter().find(|c| c["name"] == old_c["name"]) {
+            Some(c) if c == old_c => {}
+            _ => causes.push((
+                "spec.ephemeralContainers".into(),
+                format!(
+                    "Forbidden: existing ephemeral containers \"{}\" may not be removed or changed",
+                    old_c["name"].as_str().unwrap_or_default()
+                ),
+            )),
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(info, name, causes));
+    }
+    let mut merged = old.clone();
+    if !after.is_empty() {
+        merged["spec"]["ephemeralContainers"] = Value::Array(after);
+    }
+    Ok(merged)
+}
+
+/// Only the conditions change through /approval (the approval strategy
+/// keeps everything else as it was).
+fn merge_approval(old: &Value, new: &Value) -> Value {
+    let mut merged = old.clone();
+    let conditions = new["status"]["conditions"].clone();
+    if conditions.is_null() {
+        if let Some(st) = merged["status"].as_object_mut() {
+            st.remove("conditions");
+        }
+    } else {
+        merged["status"]["conditions"] = conditions;
+    }
+    merged
+}
+
+/// Only status (and metadata labels/annotations) changes through /status.
+fn merge_status(s: &Served, old: &Value, new: &Value) -> Value {
+    let mut merged = old.clone();
+    merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+    if s.crd.is_none() {
+        // Decoded into the status struct and written back: what Go always
+        // writes is there, at zero if not sent.
+        super::gotypes::fill_status(&mut merged);
+    } else if merged["status"].is_null()
+        && let Some(o) = merged.as_object_mut()
+    {
+        o.remove("status");
+    }
+    merged
+}
+
+/// What the server keeps of a replaced object: its generation (one more
+/// when the spec changed), resourceVersion and managedFields.
+fn keep_server_bookkeeping(s: &Served, old: &Value, new: &mut Value) {
+    if has_generation(&s.info, s.crd.is_some()) && spec_changed(old, new) {
+        let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+        new["metadata"]["generation"] = json!(g);
+    }
+    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    match old["metadata"].get("managedFields") {
+        Some(m) => new["metadata"]["managedFields"] = m.clone(),
+        None => {
+            if let Some(m) = new["metadata"].as_object_mut() {
+                m.remove("managedFields");
+            }
+        }
+    }
+}
+
+/// A new object's name: its own, or one generated from its generateName
+/// (which it then gets); 422 when it has neither.
+fn new_name(info: &ResourceInfo, meta: &mut Map<String, Value>) -> ApiResult<String> {
+    if let Some(n) = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        return Ok(n.to_string());
+    }
+    match meta
+        .get("generateName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        Some(prefix) => {
+            let n = format!("{}{}", truncate(prefix, 58), random_suffix());
+            meta.insert("name".into(), json!(n));
+            Ok(n)
+        }
+        None => Err(ApiError::invalid(
+            info,
+            "",
+            vec![(
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        )),
+    }
+}
+
+/// What a create is given as status is dropped. A built-in kind's status
+/// is a Go struct, so kube-apiserver writes an empty one (`status: {}`)
+/// where a custom resource's is absent: the Python client reads `.status`
+/// of a new Deployment before its controller has written one.
+fn drop_created_status(s: &Served, obj: &mut Value) {
+    if s.info.has_subresource("status")
+        && s.info.kind != "Namespace"
+        && let Some(o) = obj.as_object_mut()
+    {
+        if s.crd.is_none() && s.info.kind != "Pod" {
+            o.insert("status".into(), json!({}));
+        } else {
+            o.remove("status");
+        }
+    }
+}
+
+/// A new Namespace: its own spec.finalizers are kept, `kubernetes` added;
+/// it is Active.
+fn namespace_defaults(obj: &mut Value) {
+    let mut kept = super::namespaces::spec_finalizers(obj);
+    if !kept
+        .iter()
+        .any(|f| f == super::namespaces::KUBERNETES_FINALIZER)
+    {
+        kept.push(super::namespaces::KUBERNETES_FINALIZER.to_owned());
+    }
+    obj["spec"] = json!({"finalizers": kept});
+    obj["status"] = json!({"phase": "Active"});
+}
+
+/// The defaults of a new Pod's spec and its containers.
+fn pod_spec_defaults(spec: &mut Map<String, Value>) {
+    default_toleration_seconds(spec);
+    spec.entry("restartPolicy").or_insert(json!("Always"));
+    spec.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
+    spec.entry("schedulerName")
+        .or_insert(json!("default-scheduler"));
+    spec.entry("terminationGracePeriodSeconds")
+        .or_insert(json!(30));
+    spec.entry("serviceAccountName").or_insert(json!("default"));
+    spec.entry("securityContext").or_insert(json!({}));
+    spec.entry("enableServiceLinks").or_insert(json!(true));
+    spec.entry("preemptionPolicy")
+        .or_insert(json!("PreemptLowerPriority"));
+    spec.entry("priority").or_insert(json!(0));
+    if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+        for c in cs {
+            if let Some(c) = c.as_object_mut() {
+                c.entry("imagePullPolicy").or_insert(json!("IfNotPresent"));
+                c.entry("terminationMessagePath")
+                    .or_insert(json!("/dev/termination-log"));
+                c.entry("terminationMessagePolicy").or_insert(json!("File"));
+                c.entry("resources").or_insert(json!({}));
+            }
+        }
+    }
+}
+
+/// A new Job's defaults, and (unless it selects its pods itself) the
+/// selector and template labels of its controller uid.
+fn job_defaults(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.entry("backoffLimit").or_insert(json!(6));
+    spec.entry("completions").or_insert(json!(1));
+    spec.entry("parallelism").or_insert(json!(1));
+    spec.entry("completionMode").or_insert(json!("NonIndexed"));
+    spec.entry("suspend").or_insert(json!(false));
+    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+    let name = obj
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let manual = spec
+        .get("manualSelector")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if manual {
+        return;
+    }
+    let labels = json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                        "controller-uid": uid, "job-name": name});
+    spec.insert(
+        "selector".into(),
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+    );
+    let tmeta = spec
+        .entry("template")
+        .or_insert(json!({}))
+        .as_object_mut()
+        .map(|t| t.entry("metadata").or_insert(json!({})));
+    if let Some(Value::Object(tm)) = tmeta {
+        let l = tm.entry("labels").or_insert(json!({}));
+        if let (Some(l), Some(add)) = (l.as_object_mut(), labels.as_object()) {
+            for (k, v) in add {
+                l.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// How a waiting deletion marks its object.
+#[derive(Debug)]
+struct DeletionMark {
+    /// The grace period asked for, if any.
+    grace: Option<i64>,
+    /// The finalizer the propagation policy adds (`foregroundDeletion`,
+    /// `orphan`).
+    extra_finalizer: Option<&'static str>,
+    /// A namespace: it turns `Terminating`.
+    is_namespace: bool,
+    /// A pod on a node, deleted with a grace period its kubelet ends.
+    graceful_pod: bool,
+}
+
+/// A DELETE's preconditions (resourceVersion, uid) against `current`:
+/// 409 Conflict when one does not hold.
+fn check_delete_preconditions(
+    info: &ResourceInfo,
+    name: &str,
+    current: &Value,
+    options: &Value,
+) -> ApiResult<()> {
+    if let Some(rv) = options
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+        && rv
+            != current["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+    {
+        return Err(ApiError::conflict(info, name));
+    }
+    if let Some(uid) = options
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
+        && uid != current["metadata"]["uid"].as_str().unwrap_or_default()
+    {
+        return Err(ApiError::conflict(info, name));
+    }
+    Ok(())
+}
+
+/// A DELETE's propagation policy (the options', the query's, or Orphan
+/// for `orphanDependents`; Background by default), checked.
+fn propagation_policy(options: &Value, query: &Query) -> ApiResult<String> {
+    let policy = options
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .or_else(|| query.get("propagationPolicy"))
+        .map(str::to_string)
+        .or_else(
+            || match options.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some("Orphan".into()),
+                _ => None,
+            },
+        )
+        .unwrap_or_else(|| "Background".into());
+    if !matches!(policy.as_str(), "Background" | "Foreground" | "Orphan") {
+        return Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: \"{policy}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+        )));
+    }
+    Ok(policy)
+}
+
+/// What one pass of the garbage collector reads: every stored object.
+struct GcView {
+    /// The resources served (views left out).
+    served: Vec<Served>,
+    /// The objects by uid.
+    uids: HashMap<String, Arc<Value>>,
+    /// Every object, with its resource.
+    all: Vec<(Served, Arc<Value>)>,
+}
+
+/// An object's namespace and name (empty when unset).
+fn ns_name(obj: &Value) -> (String, String) {
+    let at = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (at("/metadata/namespace"), at("/metadata/name"))
 }
 
 fn served_of<'a>(served: &'a [Served], obj: &Value) -> Option<&'a Served> {
@@ -2677,13 +2966,6 @@ fn storage_defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     } else {
         Err(ApiError::invalid(info, &name, causes))
     }
-}
-
-/// How a write reaches [`Api::replace`]: a patch (whose strict field
-/// errors read differently), and for an apply the fields it applies.
-struct How {
-    patched: bool,
-    applied: Option<std::collections::BTreeSet<managed::Path>>,
 }
 
 /// Which fields a write to `sub` of `info` is tracked for.

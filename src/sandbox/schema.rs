@@ -175,10 +175,30 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// Checks `v` against the structural `schema` at `path`, adding what fails
+/// to `causes` as the apiserver's OpenAPI validator words it.
 fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, String)>) {
     if v.is_null() {
         return;
     }
+    if !validate_type(v, schema, path, causes) {
+        return;
+    }
+    validate_enum(v, schema, path, causes);
+    validate_number(v, schema, path, causes);
+    validate_string(v, schema, path, causes);
+    validate_children(v, schema, path, causes);
+    validate_rules(v, schema, path, causes);
+}
+
+/// Whether `v` is of the schema's `type` (an int-or-string takes either);
+/// a cause is added when it is not.
+fn validate_type(
+    v: &Value,
+    schema: &Value,
+    path: &str,
+    causes: &mut Vec<(String, String)>,
+) -> bool {
     let int_or_string = schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
     if let Some(t) = schema.get("type").and_then(Value::as_str) {
         let actual = type_name(v);
@@ -193,9 +213,14 @@ fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, Str
                     show(v)
                 ),
             ));
-            return;
+            return false;
         }
     }
+    true
+}
+
+/// The schema's `enum`.
+fn validate_enum(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, String)>) {
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(v)
     {
@@ -209,60 +234,73 @@ fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, Str
             ),
         ));
     }
-    if let Some(n) = v.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-            && n < min
-        {
-            causes.push((
-                path.to_string(),
-                format!(
-                    "Invalid value: {v}: {path} in body should be greater than or equal to {}",
-                    num(min)
-                ),
-            ));
-        }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-            && n > max
-        {
-            causes.push((
-                path.to_string(),
-                format!(
-                    "Invalid value: {v}: {path} in body should be less than or equal to {}",
-                    num(max)
-                ),
-            ));
-        }
+}
+
+/// A number's `minimum` and `maximum`.
+fn validate_number(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, String)>) {
+    let Some(n) = v.as_f64() else {
+        return;
+    };
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+        && n < min
+    {
+        causes.push((
+            path.to_string(),
+            format!(
+                "Invalid value: {v}: {path} in body should be greater than or equal to {}",
+                num(min)
+            ),
+        ));
     }
-    if let Some(s) = v.as_str() {
-        let len = s.chars().count() as u64;
-        if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-            && len < min
-        {
-            causes.push((
-                path.to_string(),
-                format!(
-                    "Invalid value: \"{s}\": {path} in body should be at least {min} chars long"
-                ),
-            ));
-        }
-        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-            && len > max
-        {
-            causes.push((
-                path.to_string(),
-                format!("Too long: may not be more than {max} bytes"),
-            ));
-        }
-        if let Some(p) = schema.get("pattern").and_then(Value::as_str)
-            && let Ok(re) = regex::Regex::new(p)
-            && !re.is_match(s)
-        {
-            causes.push((
-                path.to_string(),
-                format!("Invalid value: \"{s}\": {path} in body should match '{p}'"),
-            ));
-        }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+        && n > max
+    {
+        causes.push((
+            path.to_string(),
+            format!(
+                "Invalid value: {v}: {path} in body should be less than or equal to {}",
+                num(max)
+            ),
+        ));
     }
+}
+
+/// A string's `minLength`, `maxLength` and `pattern`.
+fn validate_string(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, String)>) {
+    let Some(s) = v.as_str() else {
+        return;
+    };
+    let len = s.chars().count() as u64;
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && len < min
+    {
+        causes.push((
+            path.to_string(),
+            format!("Invalid value: \"{s}\": {path} in body should be at least {min} chars long"),
+        ));
+    }
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && len > max
+    {
+        causes.push((
+            path.to_string(),
+            format!("Too long: may not be more than {max} bytes"),
+        ));
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+        && let Ok(re) = regex::Regex::new(p)
+        && !re.is_match(s)
+    {
+        causes.push((
+            path.to_string(),
+            format!("Invalid value: \"{s}\": {path} in body should match '{p}'"),
+        ));
+    }
+}
+
+/// An object's properties (and `required`) and an array's items, each
+/// against its own schema.
+fn validate_children(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, String)>) {
     match v {
         Value::Object(o) => {
             let props = schema.get("properties").and_then(Value::as_object);
@@ -289,6 +327,10 @@ fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, Str
         }
         _ => {}
     }
+}
+
+/// The schema's `x-kubernetes-validations` rules.
+fn validate_rules(v: &Value, schema: &Value, path: &str, causes: &mut Vec<(String, String)>) {
     if let Some(rules) = schema
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)

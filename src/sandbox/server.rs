@@ -273,30 +273,85 @@ struct Request<'a> {
     user: &'a UserInfo,
 }
 
+/// Routes a request: the discovery and OpenAPI documents, a group's or
+/// version's discovery, then a resource's handlers (see [`Handler`]),
+/// after the checks every resource request passes (metrics, reviews, a
+/// read-only snapshot, RBAC escalation, the verbs served).
 async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<Response> {
-    let Request {
-        method,
-        path,
-        query,
-        headers,
-        user,
-    } = *request;
+    let path = request.path;
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
-    let accept = header_str(headers, header::ACCEPT);
-    let resources: Vec<_> = api
-        .registry()
+    if let Some(r) = non_resource(api, request, &segs)? {
+        return Ok(r);
+    }
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g] => {
+            return discovery::api_group(&resource_infos(api), g)
+                .map(|d| ok(&d))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    if rest.is_empty() {
+        return discovery::api_resource_list(&resource_infos(api), group, version)
+            .map(|d| ok(&d))
+            .ok_or_else(|| ApiError::no_route(path));
+    }
+    let (plural, target) = resource_target(group, rest).ok_or_else(|| ApiError::no_route(path))?;
+    if group == "metrics.k8s.io" && *request.method == Method::GET {
+        return metrics(api, plural, &target, request.query);
+    }
+    if let Some(answer) = review(api, request, group, plural, &target, &body) {
+        return Ok(json_response(201, &answer, "application/json"));
+    }
+    refuse_read_only(api, request.method, &target)?;
+    check_escalation(api, request, group, plural, &target, &body)?;
+    let served = api.served(group, version, plural)?;
+    let accept = header_str(request.headers, header::ACCEPT);
+    let handler = Handler {
+        api,
+        req: request,
+        group,
+        version,
+        plural,
+        target,
+        served,
+        body,
+        ct: header_str(request.headers, header::CONTENT_TYPE).unwrap_or("application/json"),
+        want_table: table::wants_table(accept),
+        meta_only: MetadataOnly::asked(accept),
+    };
+    if let Some(r) = handler.check_subresource()? {
+        return Ok(r);
+    }
+    handler.check_storage_verb()?;
+    handler.dispatch().await
+}
+
+/// What every served resource is, for discovery.
+fn resource_infos(api: &Api) -> Vec<super::registry::ResourceInfo> {
+    api.registry()
         .all()
         .iter()
         .map(|s| s.info.clone())
-        .collect();
-    match segs.as_slice() {
-        ["version"] => return Ok(ok(&discovery::version())),
-        ["healthz" | "readyz" | "livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+        .collect()
+}
+
+/// The paths that are not a resource's: version, health, the discovery
+/// roots and the OpenAPI documents. `None` for any other path.
+fn non_resource(api: &Api, request: &Request<'_>, segs: &[&str]) -> ApiResult<Option<Response>> {
+    let path = request.path;
+    let accept = header_str(request.headers, header::ACCEPT);
+    Ok(Some(match segs {
+        ["version"] => ok(&discovery::version()),
+        ["healthz" | "readyz" | "livez"] => (StatusCode::OK, "ok").into_response(),
         ["api"] | ["apis"] => {
+            let resources = resource_infos(api);
             let fmt = discovery::negotiate(accept);
             let body = if segs[0] == "api" {
                 let url = api.server_url();
@@ -305,7 +360,7 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             } else {
                 discovery::apis_root(&resources, fmt)
             };
-            return Ok(json_response(200, &body, fmt.content_type()));
+            json_response(200, &body, fmt.content_type())
         }
         ["openapi", "v2"] => {
             let served = discovery::openapi_v2_served(api.registry().all());
@@ -314,63 +369,56 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             if let Ok(v) = HeaderValue::from_str(ct) {
                 r.headers_mut().insert(header::CONTENT_TYPE, v);
             }
-            return Ok(r);
+            r
         }
-        ["openapi", "v3"] => {
-            // The hashes cover the documents as served, object schemas
-            // included, so a changed CRD schema busts kubectl's cache.
-            let mut root = discovery::openapi_v3_root(&resources);
-            if let Some(paths) = root["paths"].as_object_mut() {
-                let registry = api.registry();
-                for (key, entry) in paths.iter_mut() {
-                    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
-                        ["api", v] => (String::new(), v.to_string()),
-                        ["apis", g, v] => (g.to_string(), v.to_string()),
-                        _ => continue,
-                    };
-                    if let Some(mut doc) =
-                        discovery::openapi_v3_group_version(&resources, &group, &version)
-                    {
-                        super::openapi_schemas::publish(&mut doc, registry.all(), &group, &version);
-                        entry["serverRelativeURL"] = json!(format!(
-                            "/openapi/v3/{key}?hash={}",
-                            discovery::openapi_v3_hash(&doc)
-                        ));
-                    }
-                }
-            }
-            return Ok(ok(&root));
-        }
+        ["openapi", "v3"] => ok(&openapi_v3_root(api)),
         ["openapi", "v3", rest @ ..] => {
             let (group, version) = match rest {
                 ["api", v] => ("", *v),
                 ["apis", g, v] => (*g, *v),
                 _ => return Err(ApiError::no_route(path)),
             };
-            let mut doc = discovery::openapi_v3_group_version(&resources, group, version)
+            let mut doc = discovery::openapi_v3_group_version(&resource_infos(api), group, version)
                 .ok_or_else(|| ApiError::no_route(path))?;
             super::openapi_schemas::publish(&mut doc, api.registry().all(), group, version);
-            return Ok(ok(&doc));
+            ok(&doc)
         }
-        _ => {}
-    }
-    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
-        ["api", v, rest @ ..] => ("", *v, rest),
-        ["apis", g] => {
-            return discovery::api_group(&resources, g)
-                .map(|d| ok(&d))
-                .ok_or_else(|| ApiError::no_route(path));
+        _ => return Ok(None),
+    }))
+}
+
+/// `/openapi/v3`: the group versions, each with the hash of its document.
+/// The hashes cover the documents as served, object schemas included, so
+/// a changed CRD schema busts kubectl's cache.
+fn openapi_v3_root(api: &Api) -> Value {
+    let resources = resource_infos(api);
+    let mut root = discovery::openapi_v3_root(&resources);
+    if let Some(paths) = root["paths"].as_object_mut() {
+        let registry = api.registry();
+        for (key, entry) in paths.iter_mut() {
+            let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
+                ["api", v] => (String::new(), v.to_string()),
+                ["apis", g, v] => (g.to_string(), v.to_string()),
+                _ => continue,
+            };
+            if let Some(mut doc) = discovery::openapi_v3_group_version(&resources, &group, &version)
+            {
+                super::openapi_schemas::publish(&mut doc, registry.all(), &group, &version);
+                entry["serverRelativeURL"] = json!(format!(
+                    "/openapi/v3/{key}?hash={}",
+                    discovery::openapi_v3_hash(&doc)
+                ));
+            }
         }
-        ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return Err(ApiError::no_route(path)),
-    };
-    if rest.is_empty() {
-        return discovery::api_resource_list(&resources, group, version)
-            .map(|d| ok(&d))
-            .ok_or_else(|| ApiError::no_route(path));
     }
-    // [namespaces, ns, plural, name?, sub?] or [plural, name?, sub?]
-    let (plural, target) = match rest {
+    root
+}
+
+/// The resource and target of a group version's path rest:
+/// `[namespaces, ns, plural, name?, sub?]` or `[plural, name?, sub?]` (a
+/// namespace's own `status` and `finalize` are the namespace's).
+fn resource_target<'a>(group: &str, rest: &[&'a str]) -> Option<(&'a str, Target)> {
+    Some(match rest {
         ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => (
             "namespaces",
             Target {
@@ -395,30 +443,40 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
                 subresource: tail.get(1).map(|s| s.to_string()),
             },
         ),
-        [] => return Err(ApiError::no_route(path)),
-    };
-    if group == "metrics.k8s.io" && method == Method::GET {
-        return metrics(api, plural, &target, query);
+        [] => return None,
+    })
+}
+
+/// A POST of a review (SubjectAccessReview, TokenReview …) is answered by
+/// [`super::auth::review`]; `None` for any other request.
+fn review(
+    api: &Api,
+    request: &Request<'_>,
+    group: &str,
+    plural: &str,
+    target: &Target,
+    body: &[u8],
+) -> Option<Value> {
+    if *request.method != Method::POST || target.name.is_some() {
+        return None;
     }
-    if method == Method::POST
-        && target.name.is_none()
-        && let Some(answer) = super::auth::review(
-            api,
-            user,
-            group,
-            plural,
-            target.namespace.as_deref(),
-            parse_body(
-                &body,
-                header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json"),
-            )
-            .unwrap_or_else(|_| json!({})),
+    super::auth::review(
+        api,
+        request.user,
+        group,
+        plural,
+        target.namespace.as_deref(),
+        parse_body(
+            body,
+            header_str(request.headers, header::CONTENT_TYPE).unwrap_or("application/json"),
         )
-    {
-        return Ok(json_response(201, &answer, "application/json"));
-    }
-    // A snapshot (a support bundle) is served read-only: reviews above
-    // answer, every write is refused with what the server is.
+        .unwrap_or_else(|_| json!({})),
+    )
+}
+
+/// A snapshot (a support bundle) is served read-only: reviews answer,
+/// every write is refused with what the server is.
+fn refuse_read_only(api: &Api, method: &Method, target: &Target) -> ApiResult<()> {
     if let Some(what) = api.read_only()
         && !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
     {
@@ -435,12 +493,25 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             ),
         ));
     }
+    Ok(())
+}
+
+/// A write of an RBAC object may not grant more than its writer holds
+/// (see [`super::auth::escalation_check`]).
+fn check_escalation(
+    api: &Api,
+    request: &Request<'_>,
+    group: &str,
+    plural: &str,
+    target: &Target,
+    body: &[u8],
+) -> ApiResult<()> {
     if group == "rbac.authorization.k8s.io"
-        && matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+        && matches!(*request.method, Method::POST | Method::PUT | Method::PATCH)
         && target.subresource.is_none()
         && let Ok(obj) = parse_body(
-            &body,
-            header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json"),
+            body,
+            header_str(request.headers, header::CONTENT_TYPE).unwrap_or("application/json"),
         )
         && obj.is_object()
     {
@@ -452,67 +523,136 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
         }
         super::auth::escalation_check(
             api,
-            user,
+            request.user,
             plural,
             target.namespace.as_deref().unwrap_or_default(),
             &obj,
         )?;
     }
-    let served = api.served(group, version, plural)?;
-    if let Some(sub) = &target.subresource
-        && !served.info.has_subresource(sub)
-    {
-        return Err(ApiError::no_route(path));
-    }
-    if let (Some(name), Some(sub)) = (&target.name, &target.subresource)
-        && let Some(sub_info) = served.info.subresources.iter().find(|s| &s.name == sub)
-    {
-        if is_connect(&served, sub) {
-            return connect(api, &served, &target, name, query, headers);
+    Ok(())
+}
+
+/// A request for a served resource, its objects or a subresource: one
+/// handler per verb and subresource, chosen by [`Handler::dispatch`].
+struct Handler<'a> {
+    /// The API.
+    api: &'a Arc<Api>,
+    /// The request.
+    req: &'a Request<'a>,
+    /// The path's group.
+    group: &'a str,
+    /// The path's version.
+    version: &'a str,
+    /// The path's resource.
+    plural: &'a str,
+    /// The namespace, name and subresource of the path.
+    target: Target,
+    /// The resource.
+    served: Served,
+    /// The request body.
+    body: Bytes,
+    /// The body's content type.
+    ct: &'a str,
+    /// The Table version the Accept header asks for.
+    want_table: Option<table::TableVersion>,
+    /// The metadata-only view the Accept header asks for.
+    meta_only: Option<MetadataOnly>,
+}
+
+impl Handler<'_> {
+    /// Calls the handler of the request's verb and subresource.
+    async fn dispatch(&self) -> ApiResult<Response> {
+        let name = self.target.name.as_deref();
+        match (
+            self.req.method.as_str(),
+            name,
+            self.target.subresource.as_deref(),
+        ) {
+            ("GET", None, _) => self.collection().await,
+            ("GET", Some(name), Some("log")) => self.log(name),
+            ("GET", Some(name), Some("scale")) => self.scale(name),
+            ("GET", Some(name), _) => self.get(name),
+            ("POST", Some(name), Some("token")) => self.token(name),
+            ("POST", Some(name), Some("eviction")) => self.eviction(name),
+            ("POST", None, _) => self.create(),
+            ("PUT", Some(_), Some("scale")) => self.put_scale(),
+            ("PATCH", Some(name), Some("scale")) => self.patch_scale(name),
+            ("PUT", Some(_), sub) => self.update(sub),
+            ("PATCH", Some(name), sub) => self.patch(name, sub),
+            ("DELETE", Some(name), None) => self.delete(name),
+            ("DELETE", None, _) => self.delete_collection(),
+            (m, _, _) => Err(ApiError::method_not_allowed(m)),
         }
-        let verb = match *method {
-            Method::GET => "get",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
-            Method::POST => "create",
-            Method::DELETE => "delete",
-            _ => "",
-        };
-        if !sub_info.verbs.iter().any(|v| v == verb) {
-            return Err(ApiError::method_not_allowed(method.as_str()));
-        }
     }
-    // A verb the resource's storage does not implement has no handler in
-    // the apiserver: 405, as for `componentstatuses` (get and list only).
-    if target.subresource.is_none() && served.crd.is_none() {
-        let verb = match (method.as_str(), target.name.is_some()) {
-            ("GET", false) if query.flag("watch") => "watch",
-            ("GET", false) => "list",
-            ("GET", true) => "get",
-            ("POST", false) => "create",
-            ("PUT", true) => "update",
-            ("PATCH", true) => "patch",
-            ("DELETE", true) => "delete",
-            ("DELETE", false) => "deletecollection",
-            _ => "",
-        };
-        if !verb.is_empty() && !served.info.verbs.iter().any(|v| v == verb) {
-            return Err(ApiError::method_not_allowed(method.as_str()));
+
+    /// A subresource must be one the resource has (404), served for the
+    /// verb (405); a connect subresource (exec, attach, portforward) is
+    /// answered here.
+    fn check_subresource(&self) -> ApiResult<Option<Response>> {
+        let (served, target, method) = (&self.served, &self.target, self.req.method);
+        if let Some(sub) = &target.subresource
+            && !served.info.has_subresource(sub)
+        {
+            return Err(ApiError::no_route(self.req.path));
         }
+        if let (Some(name), Some(sub)) = (&target.name, &target.subresource)
+            && let Some(sub_info) = served.info.subresources.iter().find(|s| &s.name == sub)
+        {
+            if is_connect(served, sub) {
+                let (query, headers) = (self.req.query, self.req.headers);
+                return connect(self.api, served, target, name, query, headers).map(Some);
+            }
+            let verb = match *method {
+                Method::GET => "get",
+                Method::PUT => "update",
+                Method::PATCH => "patch",
+                Method::POST => "create",
+                Method::DELETE => "delete",
+                _ => "",
+            };
+            if !sub_info.verbs.iter().any(|v| v == verb) {
+                return Err(ApiError::method_not_allowed(method.as_str()));
+            }
+        }
+        Ok(None)
     }
-    let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
-    let want_table = table::wants_table(accept);
-    let meta_only = MetadataOnly::asked(accept);
-    let answer = |code: u16, obj: &Value| -> ApiResult<Response> {
-        let body = match meta_only {
-            Some(m) => m.object(&served.info, obj)?,
+
+    /// A verb the resource's storage does not implement has no handler in
+    /// the apiserver: 405, as for `componentstatuses` (get and list only).
+    fn check_storage_verb(&self) -> ApiResult<()> {
+        let (served, target, method) = (&self.served, &self.target, self.req.method);
+        if target.subresource.is_none() && served.crd.is_none() {
+            let verb = match (method.as_str(), target.name.is_some()) {
+                ("GET", false) if self.req.query.flag("watch") => "watch",
+                ("GET", false) => "list",
+                ("GET", true) => "get",
+                ("POST", false) => "create",
+                ("PUT", true) => "update",
+                ("PATCH", true) => "patch",
+                ("DELETE", true) => "delete",
+                ("DELETE", false) => "deletecollection",
+                _ => "",
+            };
+            if !verb.is_empty() && !served.info.verbs.iter().any(|v| v == verb) {
+                return Err(ApiError::method_not_allowed(method.as_str()));
+            }
+        }
+        Ok(())
+    }
+
+    /// An object answered as asked: whole, or its metadata only.
+    fn answer(&self, code: u16, obj: &Value) -> ApiResult<Response> {
+        let body = match self.meta_only {
+            Some(m) => m.object(&self.served.info, obj)?,
             None => return Ok(json_response(code, obj, "application/json")),
         };
         Ok(json_response(code, &body, "application/json"))
-    };
-    let answer_list = |list: &Listed| -> ApiResult<Response> {
-        if let Some(m) = meta_only {
-            return Ok(ok(&m.list(&served.info, list)?));
+    }
+
+    /// A list answered as asked: whole, or its items' metadata only.
+    fn answer_list(&self, list: &Listed) -> ApiResult<Response> {
+        if let Some(m) = self.meta_only {
+            return Ok(ok(&m.list(&self.served.info, list)?));
         }
         let mut r = Response::new(Body::from(list.to_bytes()));
         r.headers_mut().insert(
@@ -520,226 +660,273 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
             HeaderValue::from_static("application/json"),
         );
         Ok(r)
-    };
-    match (method.as_str(), &target.name, target.subresource.as_deref()) {
-        ("GET", None, _) => {
-            if query.flag("watch") {
-                watch(api, &served, &target, query, want_table, meta_only).await
-            } else {
-                let list = list(api, &served, &target, query)?;
-                match want_table {
-                    Some(v) => Ok(ok(&to_table(&served, &list.to_value(), query, v, false)?)),
-                    None => answer_list(&list),
-                }
-            }
+    }
+
+    /// The named object of the path's resource.
+    fn object(&self, name: &str) -> ApiResult<Arc<Value>> {
+        let ns = self.target.namespace.as_deref();
+        self.api
+            .get(self.group, self.version, self.plural, ns, name)
+    }
+
+    /// The path's target without its subresource: the object itself.
+    fn main_target(&self) -> Target {
+        Target {
+            subresource: None,
+            ..self.target.clone()
         }
-        ("GET", Some(name), Some("log")) => {
-            api.get(group, version, plural, target.namespace.as_deref(), name)?;
-            logs(
+    }
+
+    /// GET of the collection: a WATCH, or a LIST (as a Table if asked).
+    async fn collection(&self) -> ApiResult<Response> {
+        let (api, served, query) = (self.api, &self.served, self.req.query);
+        if query.flag("watch") {
+            watch(
                 api,
-                target.namespace.as_deref().unwrap_or_default(),
-                name,
+                served,
+                &self.target,
                 query,
+                self.want_table,
+                self.meta_only,
             )
-        }
-        ("GET", Some(name), Some("scale")) => {
-            let obj = api.get(group, version, plural, target.namespace.as_deref(), name)?;
-            answer(200, &scale_of(&served, &obj))
-        }
-        ("GET", Some(name), _) => {
-            let obj = api.get(group, version, plural, target.namespace.as_deref(), name)?;
-            match want_table {
-                Some(v) => {
-                    let list = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj.as_ref().clone()]});
-                    Ok(ok(&to_table(&served, &list, query, v, false)?))
-                }
-                None => answer(200, &obj),
+            .await
+        } else {
+            let list = list(api, served, &self.target, query)?;
+            match self.want_table {
+                Some(v) => Ok(ok(&to_table(served, &list.to_value(), query, v, false)?)),
+                None => self.answer_list(&list),
             }
         }
-        ("POST", Some(name), Some("token")) => {
-            let sa = api.get(group, version, plural, target.namespace.as_deref(), name)?;
-            let request = if body.is_empty() {
-                json!({})
-            } else {
-                parse_body(&body, ct)?
-            };
-            Ok(json_response(
-                201,
-                &token_request(api, &sa, &request),
-                "application/json",
-            ))
-        }
-        ("POST", Some(name), Some("eviction")) => {
-            let eviction = parse_body(&body, ct)?;
-            let pod = api.get(group, version, plural, target.namespace.as_deref(), name)?;
-            super::cluster::disruption::check_eviction(api, &pod)?;
-            let opts = eviction
-                .get("deleteOptions")
-                .cloned()
-                .unwrap_or_else(|| json!({}));
-            let q = with_body_dry_run(query, &opts);
-            let t = Target {
-                subresource: None,
-                ..target.clone()
-            };
-            api.delete(group, version, plural, &t, &opts, &q)?;
-            Ok(json_response(
-                201,
-                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-                "application/json",
-            ))
-        }
-        ("POST", None, _) => {
-            let mut obj = parse_body(&body, ct)?;
-            if group == "certificates.k8s.io" && plural == "certificatesigningrequests" {
-                super::auth::stamp_csr_requester(user, &mut obj);
+    }
+
+    /// GET `pods/NAME/log`.
+    fn log(&self, name: &str) -> ApiResult<Response> {
+        self.object(name)?;
+        let ns = self.target.namespace.as_deref().unwrap_or_default();
+        logs(self.api, ns, name, self.req.query)
+    }
+
+    /// GET `…/NAME/scale`: the object's Scale.
+    fn scale(&self, name: &str) -> ApiResult<Response> {
+        let obj = self.object(name)?;
+        self.answer(200, &scale_of(&self.served, &obj))
+    }
+
+    /// GET of an object (or a subresource served as the object, such as
+    /// status), as a Table if asked.
+    fn get(&self, name: &str) -> ApiResult<Response> {
+        let obj = self.object(name)?;
+        match self.want_table {
+            Some(v) => {
+                let list = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj.as_ref().clone()]});
+                Ok(ok(&to_table(
+                    &self.served,
+                    &list,
+                    self.req.query,
+                    v,
+                    false,
+                )?))
             }
-            let created = api.create(
-                group,
-                version,
-                plural,
-                target.namespace.as_deref(),
-                obj,
-                query,
-            )?;
-            answer(201, &created)
+            None => self.answer(200, &obj),
         }
-        ("PUT", Some(_), Some("scale")) => {
-            let body = parse_body(&body, ct)?;
-            let replicas = body
-                .pointer("/spec/replicas")
-                .cloned()
-                .unwrap_or(Value::Null);
-            let t = Target {
-                subresource: None,
-                ..target.clone()
-            };
-            let patch = scale_patch(&served, &replicas)?;
-            let r = api.patch(
-                group,
-                version,
-                plural,
-                &t,
-                "application/merge-patch+json",
-                &patch,
-                query,
-            )?;
-            answer(200, &scale_of(&served, &r))
+    }
+
+    /// POST `serviceaccounts/NAME/token`: a TokenRequest answered.
+    fn token(&self, name: &str) -> ApiResult<Response> {
+        let sa = self.object(name)?;
+        let request = if self.body.is_empty() {
+            json!({})
+        } else {
+            parse_body(&self.body, self.ct)?
+        };
+        Ok(json_response(
+            201,
+            &token_request(self.api, &sa, &request),
+            "application/json",
+        ))
+    }
+
+    /// POST `pods/NAME/eviction`: the pod deleted if its disruption
+    /// budgets allow it.
+    fn eviction(&self, name: &str) -> ApiResult<Response> {
+        let eviction = parse_body(&self.body, self.ct)?;
+        let pod = self.object(name)?;
+        super::cluster::disruption::check_eviction(self.api, &pod)?;
+        let opts = eviction
+            .get("deleteOptions")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let q = with_body_dry_run(self.req.query, &opts);
+        let t = self.main_target();
+        self.api
+            .delete(self.group, self.version, self.plural, &t, &opts, &q)?;
+        Ok(json_response(
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            "application/json",
+        ))
+    }
+
+    /// POST of a new object (a CSR stamped with its requester).
+    fn create(&self) -> ApiResult<Response> {
+        let mut obj = parse_body(&self.body, self.ct)?;
+        if self.group == "certificates.k8s.io" && self.plural == "certificatesigningrequests" {
+            super::auth::stamp_csr_requester(self.req.user, &mut obj);
         }
-        ("PATCH", Some(_), Some("scale")) => {
-            let current = api.get(
-                group,
-                version,
-                plural,
-                target.namespace.as_deref(),
-                target.name.as_deref().unwrap_or_default(),
-            )?;
-            let mut scale = scale_of(&served, &current);
-            let p: Value =
-                serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            crate::plan::strategic_merge::json_merge_patch(&mut scale, &p);
-            let replicas = scale
-                .pointer("/spec/replicas")
-                .cloned()
-                .unwrap_or(Value::Null);
-            let t = Target {
-                subresource: None,
-                ..target.clone()
-            };
-            let patch = scale_patch(&served, &replicas)?;
-            let r = api.patch(
-                group,
-                version,
-                plural,
-                &t,
-                "application/merge-patch+json",
-                &patch,
-                query,
-            )?;
-            answer(200, &scale_of(&served, &r))
+        let created = self.api.create(
+            self.group,
+            self.version,
+            self.plural,
+            self.target.namespace.as_deref(),
+            obj,
+            self.req.query,
+        )?;
+        self.answer(201, &created)
+    }
+
+    /// PUT `…/NAME/scale`: the Scale's spec.replicas written.
+    fn put_scale(&self) -> ApiResult<Response> {
+        let body = parse_body(&self.body, self.ct)?;
+        let replicas = body
+            .pointer("/spec/replicas")
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.write_scale(&replicas)
+    }
+
+    /// PATCH `…/NAME/scale`: the patch merged into the current Scale, its
+    /// spec.replicas written.
+    fn patch_scale(&self, name: &str) -> ApiResult<Response> {
+        let current = self.object(name)?;
+        let mut scale = scale_of(&self.served, &current);
+        let p: Value =
+            serde_json::from_slice(&self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        crate::plan::strategic_merge::json_merge_patch(&mut scale, &p);
+        let replicas = scale
+            .pointer("/spec/replicas")
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.write_scale(&replicas)
+    }
+
+    /// Writes a Scale's replicas into the object (a merge patch of its
+    /// replicas path) and answers the Scale after.
+    fn write_scale(&self, replicas: &Value) -> ApiResult<Response> {
+        let t = self.main_target();
+        let patch = scale_patch(&self.served, replicas)?;
+        let r = self.api.patch(
+            self.group,
+            self.version,
+            self.plural,
+            &t,
+            "application/merge-patch+json",
+            &patch,
+            self.req.query,
+        )?;
+        self.answer(200, &scale_of(&self.served, &r))
+    }
+
+    /// PUT of an object or a subresource (status, finalize, approval …).
+    fn update(&self, sub: Option<&str>) -> ApiResult<Response> {
+        if self.ct.contains("protobuf") && sub == Some("status") {
+            // The protobuf schemas here cover what clients create, not
+            // every status: refuse rather than write an empty status.
+            return Err(ApiError::new_status(
+                415,
+                "UnsupportedMediaType",
+                "the sandbox cannot decode a status update from protobuf; send it as application/json",
+            ));
         }
-        ("PUT", Some(_), sub) => {
-            if ct.contains("protobuf") && sub == Some("status") {
-                // The protobuf schemas here cover what clients create, not
-                // every status: refuse rather than write an empty status.
-                return Err(ApiError::new_status(
-                    415,
-                    "UnsupportedMediaType",
-                    "the sandbox cannot decode a status update from protobuf; send it as application/json",
-                ));
-            }
-            let obj = parse_body(&body, ct)?;
-            answer(
-                200,
-                &api.update(group, version, plural, &target, obj, query)?,
-            )
+        let obj = parse_body(&self.body, self.ct)?;
+        let (api, query) = (self.api, self.req.query);
+        let updated = api.update(
+            self.group,
+            self.version,
+            self.plural,
+            &self.target,
+            obj,
+            query,
+        )?;
+        self.answer(200, &updated)
+    }
+
+    /// PATCH of an object or a subresource; an apply that creates answers
+    /// 201 Created, as the real one does.
+    fn patch(&self, name: &str, sub: Option<&str>) -> ApiResult<Response> {
+        let creates = self.ct.starts_with("application/apply-patch")
+            && sub.is_none()
+            && self.object(name).is_err();
+        let (api, query) = (self.api, self.req.query);
+        let r = api.patch(
+            self.group,
+            self.version,
+            self.plural,
+            &self.target,
+            self.ct,
+            &self.body,
+            query,
+        )?;
+        self.answer(if creates { 201 } else { 200 }, &r)
+    }
+
+    /// The DeleteOptions of the body (none: empty).
+    fn delete_options(&self) -> ApiResult<Value> {
+        if self.body.is_empty() {
+            Ok(json!({}))
+        } else {
+            parse_body(&self.body, self.ct)
         }
-        ("PATCH", Some(name), sub) => {
-            // An apply that creates answers 201 Created, as the real one does.
-            let creates = ct.starts_with("application/apply-patch")
-                && sub.is_none()
-                && api
-                    .get(group, version, plural, target.namespace.as_deref(), name)
-                    .is_err();
-            let r = api.patch(group, version, plural, &target, ct, &body, query)?;
-            answer(if creates { 201 } else { 200 }, &r)
-        }
-        ("DELETE", Some(_), None) => {
-            let opts = if body.is_empty() {
-                json!({})
-            } else {
-                parse_body(&body, ct)?
-            };
-            let query = &with_body_dry_run(query, &opts);
-            let obj = api.delete(group, version, plural, &target, &opts, query)?;
-            // Deleted at once → the object with 200; marked for deletion → 202 with it.
-            let code = if obj.pointer("/metadata/deletionTimestamp").is_some()
-                && api
-                    .get(
-                        group,
-                        version,
-                        plural,
-                        target.namespace.as_deref(),
-                        target.name.as_deref().unwrap_or_default(),
-                    )
-                    .is_ok()
-            {
+    }
+
+    /// DELETE of an object: deleted at once → the object with 200; marked
+    /// for deletion → 202 with it.
+    fn delete(&self, name: &str) -> ApiResult<Response> {
+        let opts = self.delete_options()?;
+        let query = &with_body_dry_run(self.req.query, &opts);
+        let obj = self.api.delete(
+            self.group,
+            self.version,
+            self.plural,
+            &self.target,
+            &opts,
+            query,
+        )?;
+        let code =
+            if obj.pointer("/metadata/deletionTimestamp").is_some() && self.object(name).is_ok() {
                 202
             } else {
                 200
             };
-            answer(code, &obj)
-        }
-        ("DELETE", None, _) => {
-            let opts = if body.is_empty() {
-                json!({})
-            } else {
-                parse_body(&body, ct)?
+        self.answer(code, &obj)
+    }
+
+    /// DELETE of the collection: each listed object deleted, the deleted
+    /// answered as a list.
+    fn delete_collection(&self) -> ApiResult<Response> {
+        let (api, served, target) = (self.api, &self.served, &self.target);
+        let opts = self.delete_options()?;
+        let query = &with_body_dry_run(self.req.query, &opts);
+        let listed = list(api, served, target, query)?;
+        let mut deleted = Vec::new();
+        for item in listed.items {
+            let t = Target {
+                namespace: item["metadata"]["namespace"]
+                    .as_str()
+                    .map(str::to_string)
+                    .or(target.namespace.clone()),
+                name: item["metadata"]["name"].as_str().map(str::to_string),
+                subresource: None,
             };
-            let query = &with_body_dry_run(query, &opts);
-            let listed = list(api, &served, &target, query)?;
-            let mut deleted = Vec::new();
-            for item in listed.items {
-                let t = Target {
-                    namespace: item["metadata"]["namespace"]
-                        .as_str()
-                        .map(str::to_string)
-                        .or(target.namespace.clone()),
-                    name: item["metadata"]["name"].as_str().map(str::to_string),
-                    subresource: None,
-                };
-                if let Ok(o) = api.delete(group, version, plural, &t, &opts, query) {
-                    deleted.push(o);
-                }
+            if let Ok(o) = api.delete(self.group, self.version, self.plural, &t, &opts, query) {
+                deleted.push(o);
             }
-            answer_list(&Listed {
-                kind: format!("{}List", served.info.kind),
-                api_version: served.info.api_version(),
-                metadata: json!({"resourceVersion": api.store.current_rv().to_string()}),
-                items: deleted.into_iter().map(Arc::new).collect(),
-            })
         }
-        (m, _, _) => Err(ApiError::method_not_allowed(m)),
+        self.answer_list(&Listed {
+            kind: format!("{}List", served.info.kind),
+            api_version: served.info.api_version(),
+            metadata: json!({"resourceVersion": api.store.current_rv().to_string()}),
+            items: deleted.into_iter().map(Arc::new).collect(),
+        })
     }
 }
 
@@ -1388,96 +1575,26 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
-    let mut version = list_version(api, query, after.as_ref(), limit)?;
-    let res = served.info.storage_resource();
-    let ns = filter.namespace.as_deref();
+    let version = list_version(api, query, after.as_ref(), limit)?;
     // The store hands a page over in (namespace, name) order, already of
     // the asked namespace, starting after the token's key, so a page costs
     // its own items, not the collection's (as etcd's range read does).
-    let mut from: Option<ObjectKey> = after
-        .as_ref()
-        .map(|(_, ns, name)| (ns.clone(), name.clone()));
-    let token_of = |rv: u64, last: &Value, remaining: Option<usize>| {
-        let m = &last["metadata"];
-        encode_continue(
-            rv,
-            m["namespace"].as_str().unwrap_or_default(),
-            m["name"].as_str().unwrap_or_default(),
-            remaining,
-        )
+    let mut read = ListRead {
+        api,
+        served,
+        res: served.info.storage_resource(),
+        ns: filter.namespace.as_deref(),
+        version,
+        from: after
+            .as_ref()
+            .map(|(_, ns, name)| (ns.clone(), name.clone())),
+        after: after.as_ref(),
+        limit,
     };
     let (out, rv, next) = if filter.selects() {
-        // Read on until a page's worth match and one more (another page is
-        // there when another item matches); its count is left unset, as
-        // kube-apiserver leaves `remainingItemCount` when a selector
-        // narrowed the list (it cannot know without reading on).
-        let want = limit.map_or(usize::MAX, |l| l + 1);
-        let chunk = limit.map_or(usize::MAX, |l| (l + 1).max(256));
-        let mut out: Vec<Arc<Value>> = Vec::new();
-        let rv = loop {
-            let page = read_page(
-                api,
-                &res,
-                ns,
-                version,
-                from.as_ref(),
-                (chunk, false),
-                after.as_ref(),
-            )?;
-            // Every chunk of one answer reads the same version.
-            version = ListVersion::Snapshot(page.rv);
-            from = page.items.last().map(|o| key_of(o));
-            for o in page.items {
-                let o = convert::present(&served.info, o);
-                if filter.matches_selectors(&o) {
-                    out.push(o);
-                    if out.len() == want {
-                        break;
-                    }
-                }
-            }
-            if out.len() == want || !page.more {
-                break page.rv;
-            }
-        };
-        let next = match limit {
-            Some(l) if out.len() > l => {
-                out.truncate(l);
-                out.last().map(|last| (token_of(rv, last, None), None))
-            }
-            _ => None,
-        };
-        (out, rv, next)
+        read.selected(&filter)?
     } else {
-        // How many follow is counted once a list, on its first page (a
-        // walk over the rest of the collection), and carried in the token:
-        // every page reads the same version, so it only goes down.
-        let max = limit.unwrap_or(usize::MAX);
-        let page = read_page(
-            api,
-            &res,
-            ns,
-            version,
-            from.as_ref(),
-            (max, known_remaining.is_none()),
-            after.as_ref(),
-        )?;
-        let remaining = page
-            .remaining
-            .or_else(|| known_remaining.map(|n| n.saturating_sub(page.items.len())));
-        let out: Vec<Arc<Value>> = page
-            .items
-            .into_iter()
-            .map(|o| convert::present(&served.info, o))
-            .collect();
-        let next = match out.last() {
-            Some(last) if page.more => Some((
-                token_of(page.rv, last, remaining),
-                Some(remaining.unwrap_or(1)),
-            )),
-            _ => None,
-        };
-        (out, page.rv, next)
+        read.all(known_remaining)?
     };
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some((token, remaining)) = next {
@@ -1492,6 +1609,122 @@ fn list(api: &Api, served: &Served, target: &Target, query: &Query) -> ApiResult
         metadata: meta,
         items: out,
     })
+}
+
+/// One page of a LIST: its items, the version read, and the continue
+/// token with the remaining count, when more follow.
+type ListPage = (Vec<Arc<Value>>, u64, Option<(String, Option<usize>)>);
+
+/// A LIST being read from the store, a page at a time.
+struct ListRead<'a> {
+    /// The API.
+    api: &'a Api,
+    /// The resource listed.
+    served: &'a Served,
+    /// Its storage resource.
+    res: String,
+    /// The namespace listed (none: all).
+    ns: Option<&'a str>,
+    /// The version read.
+    version: ListVersion,
+    /// The key the next read starts after.
+    from: Option<ObjectKey>,
+    /// The continue token's version and key.
+    after: Option<&'a (u64, String, String)>,
+    /// The page size asked for.
+    limit: Option<usize>,
+}
+
+/// The continue token of a page that ends with `last`.
+fn token_after(rv: u64, last: &Value, remaining: Option<usize>) -> String {
+    let m = &last["metadata"];
+    encode_continue(
+        rv,
+        m["namespace"].as_str().unwrap_or_default(),
+        m["name"].as_str().unwrap_or_default(),
+        remaining,
+    )
+}
+
+impl ListRead<'_> {
+    /// A page of what a selector selects. Read on until a page's worth
+    /// match and one more (another page is there when another item
+    /// matches); its count is left unset, as kube-apiserver leaves
+    /// `remainingItemCount` when a selector narrowed the list (it cannot
+    /// know without reading on).
+    fn selected(&mut self, filter: &Filter) -> ApiResult<ListPage> {
+        let limit = self.limit;
+        let want = limit.map_or(usize::MAX, |l| l + 1);
+        let chunk = limit.map_or(usize::MAX, |l| (l + 1).max(256));
+        let mut out: Vec<Arc<Value>> = Vec::new();
+        let rv = loop {
+            let page = read_page(
+                self.api,
+                &self.res,
+                self.ns,
+                self.version,
+                self.from.as_ref(),
+                (chunk, false),
+                self.after,
+            )?;
+            // Every chunk of one answer reads the same version.
+            self.version = ListVersion::Snapshot(page.rv);
+            self.from = page.items.last().map(|o| key_of(o));
+            for o in page.items {
+                let o = convert::present(&self.served.info, o);
+                if filter.matches_selectors(&o) {
+                    out.push(o);
+                    if out.len() == want {
+                        break;
+                    }
+                }
+            }
+            if out.len() == want || !page.more {
+                break page.rv;
+            }
+        };
+        let next = match limit {
+            Some(l) if out.len() > l => {
+                out.truncate(l);
+                out.last().map(|last| (token_after(rv, last, None), None))
+            }
+            _ => None,
+        };
+        Ok((out, rv, next))
+    }
+
+    /// A page of the whole collection. How many follow is counted once a
+    /// list, on its first page (a walk over the rest of the collection),
+    /// and carried in the token (`known_remaining`): every page reads the
+    /// same version, so it only goes down.
+    fn all(&mut self, known_remaining: Option<usize>) -> ApiResult<ListPage> {
+        let max = self.limit.unwrap_or(usize::MAX);
+        let page = read_page(
+            self.api,
+            &self.res,
+            self.ns,
+            self.version,
+            self.from.as_ref(),
+            (max, known_remaining.is_none()),
+            self.after,
+        )?;
+        let remaining = page
+            .remaining
+            .or_else(|| known_remaining.map(|n| n.saturating_sub(page.items.len())));
+        let out: Vec<Arc<Value>> = page
+            .items
+            .into_iter()
+            .map(|o| convert::present(&self.served.info, o))
+            .collect();
+        let next = match out.last() {
+            Some(last) if page.more => Some((
+                token_after(page.rv, last, remaining),
+                Some(remaining.unwrap_or(1)),
+            )),
+            _ => None,
+        };
+        Ok((out, page.rv, next))
+    }
 }
 
 /// The integer list options decoded as the apiserver's parameter codec
@@ -1795,6 +2028,66 @@ async fn watch(
     as_table: Option<table::TableVersion>,
     meta_only: Option<MetadataOnly>,
 ) -> ApiResult<Response> {
+    let filter = watch_filter(served, target, query, as_table)?;
+    let res = served.info.storage_resource();
+    let send_initial = query.opt_flag("sendInitialEvents") == Some(true);
+    let (initial, start_rv, rx) = match watch_start(api, served, &filter, query, &res) {
+        Ok(start) => start,
+        Err(gone) => {
+            // The real apiserver answers 200 and then one ERROR event.
+            let mut r = Response::new(Body::from(wire::event("ERROR", &gone.status())));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            return Ok(r);
+        }
+    };
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(1800);
+    let task = WatchTask {
+        encoder: WatchEncoder {
+            kind: served.info.kind.clone(),
+            api_version: served.info.api_version(),
+            served: served.clone(),
+            query: query.clone(),
+            as_table,
+            meta_only,
+            headers_sent: false,
+        },
+        filter,
+        res,
+        bookmarks,
+        initial_bookmark: send_initial && bookmarks,
+        timeout: Duration::from_secs(timeout),
+        cancel: api.faults_cancel_token(),
+    };
+    let (tx, out_rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
+    tokio::spawn(task.run(tx, initial, start_rv, rx));
+    let stream = tokio_stream_from(out_rx);
+    let mut r = Response::new(Body::from_stream(stream));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::TRANSFER_ENCODING,
+        HeaderValue::from_static("chunked"),
+    );
+    Ok(r)
+}
+
+/// A watch's options checked (as a list's are, and the watch-list rules)
+/// and its filter.
+fn watch_filter(
+    served: &Served,
+    target: &Target,
+    query: &Query,
+    as_table: Option<table::TableVersion>,
+) -> ApiResult<Filter> {
     let filter = Filter::new(served, target, query)?;
     if as_table.is_some() {
         // Reject a bad includeObject before the stream starts.
@@ -1812,127 +2105,190 @@ async fn watch(
             format!("Invalid value: \"{a}\": must be a non-negative integer"),
         ));
     }
-    let res = served.info.storage_resource();
-    let asked = query.get("resourceVersion").map(str::to_string);
+    Ok(filter)
+}
+
+/// Where a watch starts: the events it replays first, the version they
+/// bring it to, and its receiver of later changes.
+type WatchStart = (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>);
+
+/// A watch's start: from an asked version, the changes since (`Err`: the
+/// 410 of a version compacted away, sent as the stream's one ERROR event);
+/// else the current state as ADDED events, unless sendInitialEvents=false.
+fn watch_start(
+    api: &Api,
+    served: &Served,
+    filter: &Filter,
+    query: &Query,
+    res: &str,
+) -> Result<WatchStart, ApiError> {
     let send_initial_opt = query.opt_flag("sendInitialEvents");
     let send_initial = send_initial_opt == Some(true);
-    let (initial, start_rv, rx): (Vec<Event>, u64, broadcast::Receiver<Arc<Change>>) = match asked
-        .as_deref()
+    match query
+        .get("resourceVersion")
         .and_then(|s| s.parse::<u64>().ok())
         .filter(|n| *n > 0 && !send_initial)
     {
-        Some(since) => match api.store.watch_from(&res, since) {
+        Some(since) => match api.store.watch_from(res, since) {
             Ok((past, rx)) => {
                 let evs = past
                     .into_iter()
                     .filter_map(|c| {
                         let c = present_change(&served.info, &c);
-                        visible(&filter, &c).map(|t| (t, c.object.clone()))
+                        visible(filter, &c).map(|t| (t, c.object.clone()))
                     })
                     .collect();
-                (evs, since, rx)
+                Ok((evs, since, rx))
             }
-            Err(too_old) => {
-                // The real apiserver answers 200 and then one ERROR event.
-                let status = ApiError::gone(since, too_old.oldest).status();
-                let mut r = Response::new(Body::from(wire::event("ERROR", &status)));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                return Ok(r);
-            }
+            Err(too_old) => Err(ApiError::gone(since, too_old.oldest)),
         },
         // sendInitialEvents=false from "any" or the latest version: the
         // changes from now on, without the current state.
         None if send_initial_opt == Some(false) => {
-            let (_, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
-            (Vec::new(), at, rx)
+            let (_, at, rx) = api.store.watch_current(res, filter.namespace.as_deref());
+            Ok((Vec::new(), at, rx))
         }
         None => {
-            let (items, at, rx) = api.store.watch_current(&res, filter.namespace.as_deref());
+            let (items, at, rx) = api.store.watch_current(res, filter.namespace.as_deref());
             let evs = items
                 .into_iter()
                 .map(|o| convert::present(&served.info, o))
                 .filter(|o| filter.matches(o))
                 .map(|o| (EventType::Added, o))
                 .collect();
-            (evs, at, rx)
+            Ok((evs, at, rx))
         }
-    };
-    let bookmarks = query.flag("allowWatchBookmarks");
-    let initial_bookmark = send_initial && bookmarks;
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .unwrap_or(1800);
-    let kind = served.info.kind.clone();
-    let api_version = served.info.api_version();
-    let served = served.clone();
-    let query = query.clone();
-    let (tx, out_rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(256);
-    let cancel = api.faults_cancel_token();
-    tokio::spawn(async move {
-        let mut headers_sent = false;
-        let mut encode = |t: &str, obj: &Value| -> Bytes {
-            let object = match as_table {
-                Some(version) if t != "BOOKMARK" && t != "ERROR" => {
-                    let l = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj]});
-                    let table =
-                        to_table(&served, &l, &query, version, headers_sent).unwrap_or(Value::Null);
-                    headers_sent = true;
-                    table
-                }
-                // Each event's object, bookmarks included, as the
-                // watch's embedded encoder transforms it.
-                _ if t != "ERROR" && meta_only.is_some() => json!({
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": meta_only.map_or("meta.k8s.io/v1", |m| m.version.api_version()),
-                    "metadata": obj["metadata"],
-                }),
-                _ => obj.clone(),
-            };
-            Bytes::from(wire::event(t, &object))
+    }
+}
+
+/// How a watch writes its events: objects as asked (whole, as Table rows,
+/// or metadata only) and bookmarks of the resource's kind.
+struct WatchEncoder {
+    /// The resource's kind (of bookmarks).
+    kind: String,
+    /// The resource's apiVersion (of bookmarks).
+    api_version: String,
+    /// The resource watched.
+    served: Served,
+    /// The watch's options (a Table's includeObject).
+    query: Query,
+    /// The Table version asked for.
+    as_table: Option<table::TableVersion>,
+    /// The metadata-only view asked for.
+    meta_only: Option<MetadataOnly>,
+    /// A Table's column headers went with the first row.
+    headers_sent: bool,
+}
+
+impl WatchEncoder {
+    /// One event of type `t` with `obj`, as bytes of the stream.
+    fn encode(&mut self, t: &str, obj: &Value) -> Bytes {
+        let object = match self.as_table {
+            Some(version) if t != "BOOKMARK" && t != "ERROR" => {
+                let l = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "items": [obj]});
+                let table = to_table(&self.served, &l, &self.query, version, self.headers_sent)
+                    .unwrap_or(Value::Null);
+                self.headers_sent = true;
+                table
+            }
+            // Each event's object, bookmarks included, as the
+            // watch's embedded encoder transforms it.
+            _ if t != "ERROR" && self.meta_only.is_some() => json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": self.meta_only.map_or("meta.k8s.io/v1", |m| m.version.api_version()),
+                "metadata": obj["metadata"],
+            }),
+            _ => obj.clone(),
         };
+        Bytes::from(wire::event(t, &object))
+    }
+
+    /// A BOOKMARK event at `rv` (`initial_end`: the one that ends the
+    /// initial events of a watch-list).
+    fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": self.kind, "apiVersion": self.api_version, "metadata": meta});
+        self.encode("BOOKMARK", &object)
+    }
+}
+
+/// A watch's stream, run as its own task.
+struct WatchTask {
+    /// How events are written.
+    encoder: WatchEncoder,
+    /// What the watch selects.
+    filter: Filter,
+    /// The storage resource watched.
+    res: String,
+    /// allowWatchBookmarks.
+    bookmarks: bool,
+    /// A bookmark ends the initial events (a watch-list that allows them).
+    initial_bookmark: bool,
+    /// When the watch ends (timeoutSeconds).
+    timeout: Duration,
+    /// Ends every watch (a fault dropping them, the server restarting).
+    cancel: CancellationToken,
+}
+
+/// An event stream's sender.
+type EventSender = tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>;
+
+impl WatchTask {
+    /// Sends the initial events (and their bookmark), then the live
+    /// changes, until the timeout, a cancel, the client going away or the
+    /// watcher falling behind.
+    async fn run(
+        mut self,
+        tx: EventSender,
+        initial: Vec<Event>,
+        start_rv: u64,
+        rx: broadcast::Receiver<Arc<Change>>,
+    ) {
         // Bookmarks carry the latest resourceVersion this watch has seen of
         // the whole store, as the real watch cache's progress notifications do.
         let mut last_rv = start_rv;
         for (t, obj) in initial {
             last_rv = last_rv.max(rv_of(&obj));
-            if tx.send(Ok(encode(t.as_str(), &obj))).await.is_err() {
+            let event = self.encoder.encode(t.as_str(), &obj);
+            if tx.send(Ok(event)).await.is_err() {
                 return;
             }
         }
-        let bookmark = |rv: u64, initial_end: bool| {
-            let mut meta = json!({"resourceVersion": rv.to_string()});
-            if initial_end {
-                meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        if self.initial_bookmark {
+            let event = self.encoder.bookmark(last_rv, true);
+            if tx.send(Ok(event)).await.is_err() {
+                return;
             }
-            json!({"kind": kind, "apiVersion": api_version, "metadata": meta})
-        };
-        if initial_bookmark
-            && tx
-                .send(Ok(encode("BOOKMARK", &bookmark(last_rv, true))))
-                .await
-                .is_err()
-        {
-            return;
         }
-        let mut rx = rx;
-        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        self.live(tx, last_rv, rx).await;
+    }
+
+    /// Streams the live changes after `last_rv`, with a bookmark every
+    /// 10 s if asked.
+    async fn live(
+        mut self,
+        tx: EventSender,
+        mut last_rv: u64,
+        mut rx: broadcast::Receiver<Arc<Change>>,
+    ) {
+        let deadline = tokio::time::sleep(self.timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         tick.tick().await;
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
-                _ = cancel.cancelled() => return,
+                _ = self.cancel.cancelled() => return,
                 // The client went away: without this a watch of a quiet
                 // resource would only notice at its timeout (30 min by
                 // default), keeping its task and receiver until then.
                 () = tx.closed() => return,
-                _ = tick.tick(), if bookmarks => {
-                    if tx.send(Ok(encode("BOOKMARK", &bookmark(last_rv, false)))).await.is_err() {
+                _ = tick.tick(), if self.bookmarks => {
+                    let event = self.encoder.bookmark(last_rv, false);
+                    if tx.send(Ok(event)).await.is_err() {
                         return;
                     }
                 }
@@ -1942,14 +2298,15 @@ async fn watch(
                             continue;
                         }
                         last_rv = c.rv;
-                        if c.resource != res {
+                        if c.resource != self.res {
                             continue;
                         }
-                        let c = present_change(&served.info, &c);
-                        if let Some(t) = visible(&filter, &c)
-                            && tx.send(Ok(encode(t.as_str(), &c.object))).await.is_err()
-                        {
-                            return;
+                        let c = present_change(&self.encoder.served.info, &c);
+                        if let Some(t) = visible(&self.filter, &c) {
+                            let event = self.encoder.encode(t.as_str(), &c.object);
+                            if tx.send(Ok(event)).await.is_err() {
+                                return;
+                            }
                         }
                     }
                     // A watcher too slow to keep up is ended, as the real
@@ -1958,18 +2315,7 @@ async fn watch(
                 },
             }
         }
-    });
-    let stream = tokio_stream_from(out_rx);
-    let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r.headers_mut().insert(
-        header::TRANSFER_ENCODING,
-        HeaderValue::from_static("chunked"),
-    );
-    Ok(r)
+    }
 }
 
 /// A change as a client of `info` sees it (an events.k8s.io view of a

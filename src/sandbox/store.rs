@@ -276,7 +276,6 @@ impl Store {
         max: usize,
         count: bool,
     ) -> Result<Page, TooOld> {
-        use std::cmp::Ordering;
         use std::ops::Bound;
 
         let g = self.lock();
@@ -289,42 +288,8 @@ impl Store {
             Some(at) => at.min(g.rv),
             None => g.rv,
         };
-        // The keys changed after `at`, each as it was at `at` (None: it did
-        // not exist then). Newest first, so the oldest change after `at`
-        // is the one left.
-        let mut then: BTreeMap<ObjectKey, Option<Arc<Value>>> = BTreeMap::new();
-        for c in g
-            .history
-            .iter()
-            .map(|(c, _)| c)
-            .rev()
-            .take_while(|c| c.rv > at)
-        {
-            if c.resource != resource || ns.is_some_and(|ns| ns != c.namespace) {
-                continue;
-            }
-            let name = c.object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let before = match (c.kind, &c.previous) {
-                (EventType::Added, _) => None,
-                (_, Some(before)) => Some(before.clone()),
-                (_, None) => Some(c.object.clone()),
-            };
-            then.insert((c.namespace.clone(), name), before);
-        }
-        let lower = match (after, ns) {
-            (Some(after), _) => Bound::Excluded(after.clone()),
-            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
-            (None, None) => Bound::Unbounded,
-        };
-        // Every name of namespace `ns` sorts before (`ns` + NUL, ""), and
-        // every later namespace at or after it.
-        let upper = match ns {
-            Some(ns) => Bound::Excluded((format!("{ns}\0"), String::new())),
-            None => Bound::Unbounded,
-        };
+        let then = g.changed_since(resource, ns, at);
+        let (lower, upper) = page_bounds(after, ns);
         let empty = BTreeMap::new();
         let now = g.objects.get(resource).unwrap_or(&empty);
         // A key past the namespace (a token of another one): nothing
@@ -339,69 +304,20 @@ impl Store {
                 remaining: count.then_some(0),
             });
         }
-        let mut current = now.range((lower.clone(), upper.clone())).peekable();
-        let mut changed = then.range((lower, upper)).peekable();
-        let mut items = Vec::new();
-        while items.len() < max {
-            let next = match (current.peek(), changed.peek()) {
-                (None, None) => break,
-                (Some(_), None) => current.next().map(|(_, v)| Some(v)),
-                (None, Some(_)) => changed.next().map(|(_, v)| v.as_ref()),
-                (Some((a, _)), Some((b, _))) => match a.cmp(b) {
-                    Ordering::Less => current.next().map(|(_, v)| Some(v)),
-                    Ordering::Greater => changed.next().map(|(_, v)| v.as_ref()),
-                    Ordering::Equal => {
-                        current.next();
-                        changed.next().map(|(_, v)| v.as_ref())
-                    }
-                },
-            };
-            if let Some(Some(object)) = next {
-                items.push(object.clone());
-            }
-        }
+        let mut cursor = PageCursor {
+            current: now.range((lower.clone(), upper.clone())).peekable(),
+            changed: then.range((lower, upper)).peekable(),
+        };
+        let items = cursor.take(max);
         if !count {
-            // Another object follows when the next key there now was there
-            // then too, or a changed key was there then.
-            let more = loop {
-                match (current.peek(), changed.peek()) {
-                    (None, None) => break false,
-                    (Some((a, _)), Some((b, was))) if a >= b => {
-                        if was.is_some() {
-                            break true;
-                        }
-                        if a == b {
-                            current.next();
-                        }
-                        changed.next();
-                    }
-                    (Some(_), _) => break true,
-                    (None, Some((_, was))) => {
-                        if was.is_some() {
-                            break true;
-                        }
-                        changed.next();
-                    }
-                }
-            };
             return Ok(Page {
                 items,
                 rv: at,
-                more,
+                more: cursor.more(),
                 remaining: None,
             });
         }
-        // What follows: the objects there now, corrected by the changed keys
-        // (one there then and not now counts, one there now and not then
-        // does not).
-        let mut remaining = current.count();
-        for (key, was) in changed {
-            match (was.is_some(), now.contains_key(key)) {
-                (true, false) => remaining += 1,
-                (false, true) => remaining -= 1,
-                _ => {}
-            }
-        }
+        let remaining = cursor.remaining(now);
         Ok(Page {
             items,
             rv: at,
@@ -760,6 +676,144 @@ pub fn rv_of(obj: &Value) -> u64 {
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
+}
+
+impl Inner {
+    /// The keys of `resource` (in `ns`, if given) changed after `at`, each
+    /// as it was at `at` (None: it did not exist then). Read newest first,
+    /// so the oldest change after `at` is the one left.
+    fn changed_since(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        at: u64,
+    ) -> BTreeMap<ObjectKey, Option<Arc<Value>>> {
+        let mut then = BTreeMap::new();
+        for c in self
+            .history
+            .iter()
+            .map(|(c, _)| c)
+            .rev()
+            .take_while(|c| c.rv > at)
+        {
+            if c.resource != resource || ns.is_some_and(|ns| ns != c.namespace) {
+                continue;
+            }
+            let name = c.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let before = match (c.kind, &c.previous) {
+                (EventType::Added, _) => None,
+                (_, Some(before)) => Some(before.clone()),
+                (_, None) => Some(c.object.clone()),
+            };
+            then.insert((c.namespace.clone(), name), before);
+        }
+        then
+    }
+}
+
+/// The bounds of a page's range read: after the key `after` (or from the
+/// start of namespace `ns`), to the end of `ns` (or of the collection).
+fn page_bounds(
+    after: Option<&ObjectKey>,
+    ns: Option<&str>,
+) -> (std::ops::Bound<ObjectKey>, std::ops::Bound<ObjectKey>) {
+    use std::ops::Bound;
+    let lower = match (after, ns) {
+        (Some(after), _) => Bound::Excluded(after.clone()),
+        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+        (None, None) => Bound::Unbounded,
+    };
+    // Every name of namespace `ns` sorts before (`ns` + NUL, ""), and
+    // every later namespace at or after it.
+    let upper = match ns {
+        Some(ns) => Bound::Excluded((format!("{ns}\0"), String::new())),
+        None => Bound::Unbounded,
+    };
+    (lower, upper)
+}
+
+/// A page being read: the objects there now and the keys changed since
+/// the page's version (each as it was then), both in key order.
+struct PageCursor<'a> {
+    /// The objects there now, in the page's range.
+    current: std::iter::Peekable<std::collections::btree_map::Range<'a, ObjectKey, Arc<Value>>>,
+    /// The keys changed since, in the page's range.
+    changed:
+        std::iter::Peekable<std::collections::btree_map::Range<'a, ObjectKey, Option<Arc<Value>>>>,
+}
+
+impl PageCursor<'_> {
+    /// Up to `max` objects as they were then: a changed key's old state
+    /// stands for what is there now.
+    fn take(&mut self, max: usize) -> Vec<Arc<Value>> {
+        use std::cmp::Ordering;
+        let (current, changed) = (&mut self.current, &mut self.changed);
+        let mut items = Vec::new();
+        while items.len() < max {
+            let next = match (current.peek(), changed.peek()) {
+                (None, None) => break,
+                (Some(_), None) => current.next().map(|(_, v)| Some(v)),
+                (None, Some(_)) => changed.next().map(|(_, v)| v.as_ref()),
+                (Some((a, _)), Some((b, _))) => match a.cmp(b) {
+                    Ordering::Less => current.next().map(|(_, v)| Some(v)),
+                    Ordering::Greater => changed.next().map(|(_, v)| v.as_ref()),
+                    Ordering::Equal => {
+                        current.next();
+                        changed.next().map(|(_, v)| v.as_ref())
+                    }
+                },
+            };
+            if let Some(Some(object)) = next {
+                items.push(object.clone());
+            }
+        }
+        items
+    }
+
+    /// Whether another object follows: the next key there now was there
+    /// then too, or a changed key was there then.
+    fn more(&mut self) -> bool {
+        let (current, changed) = (&mut self.current, &mut self.changed);
+        loop {
+            match (current.peek(), changed.peek()) {
+                (None, None) => break false,
+                (Some((a, _)), Some((b, was))) if a >= b => {
+                    if was.is_some() {
+                        break true;
+                    }
+                    if a == b {
+                        current.next();
+                    }
+                    changed.next();
+                }
+                (Some(_), _) => break true,
+                (None, Some((_, was))) => {
+                    if was.is_some() {
+                        break true;
+                    }
+                    changed.next();
+                }
+            }
+        }
+    }
+
+    /// How many follow: the objects there now, corrected by the changed
+    /// keys (one there then and not now counts, one there now and not then
+    /// does not).
+    fn remaining(self, now: &BTreeMap<ObjectKey, Arc<Value>>) -> usize {
+        let mut remaining = self.current.count();
+        for (key, was) in self.changed {
+            match (was.is_some(), now.contains_key(key)) {
+                (true, false) => remaining += 1,
+                (false, true) => remaining -= 1,
+                _ => {}
+            }
+        }
+        remaining
+    }
 }
 
 #[cfg(test)]

@@ -771,6 +771,40 @@ pub struct PodSummary {
 /// Computes what `kubectl get pods` shows for a pod.
 pub fn pod_summary(pod: &Value, now: Timestamp) -> PodSummary {
     let phase = str_at(pod, "/status/phase");
+    let mut reason = pod_reason(pod, phase);
+    let mut tally = ContainerTally::default();
+    let init_reason = tally.init_containers(pod);
+    let initializing = init_reason.is_some();
+    if let Some(r) = init_reason {
+        reason = r;
+    }
+    if !initializing || condition_true(pod, "Initialized") {
+        tally.containers(pod, &mut reason);
+    }
+    let deleting = pod
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null());
+    if deleting && str_at(pod, "/status/reason") == "NodeLost" {
+        reason = "Unknown".to_owned();
+    } else if deleting && phase != "Failed" && phase != "Succeeded" {
+        reason = "Terminating".to_owned();
+    }
+    let restarts = tally.restarts;
+    let restarts_text = match tally.last_restart {
+        Some(t) if restarts != 0 => format!("{restarts} ({} ago)", age(Some(t), now)),
+        _ => restarts.to_string(),
+    };
+    PodSummary {
+        ready: tally.ready,
+        total: pod_total(pod),
+        status: reason,
+        restarts: restarts_text,
+    }
+}
+
+/// The Status column before the containers are looked at: the pod's
+/// reason or phase, `SchedulingGated` while a scheduling gate holds it.
+fn pod_reason(pod: &Value, phase: &str) -> String {
     let mut reason = match str_at(pod, "/status/reason") {
         "" => phase.to_owned(),
         r => r.to_owned(),
@@ -780,99 +814,123 @@ pub fn pod_summary(pod: &Value, now: Timestamp) -> PodSummary {
             reason = "SchedulingGated".to_owned();
         }
     }
+    reason
+}
 
+/// Regular containers plus restartable init containers (sidecars).
+fn pod_total(pod: &Value) -> i64 {
     let init_specs = array_at(pod, "/spec/initContainers");
-    let restartable = |name: &str| {
-        init_specs
-            .iter()
-            .any(|c| str_at(c, "/name") == name && str_at(c, "/restartPolicy") == "Always")
-    };
-    let mut total = i64::try_from(array_at(pod, "/spec/containers").len()).unwrap_or(0);
-    total += i64::try_from(
-        init_specs
-            .iter()
-            .filter(|c| str_at(c, "/restartPolicy") == "Always")
-            .count(),
-    )
-    .unwrap_or(0);
+    i64::try_from(array_at(pod, "/spec/containers").len()).unwrap_or(0)
+        + i64::try_from(
+            init_specs
+                .iter()
+                .filter(|c| str_at(c, "/restartPolicy") == "Always")
+                .count(),
+        )
+        .unwrap_or(0)
+}
 
-    let mut ready = 0;
-    let mut restarts = 0;
-    let mut sidecar_restarts = 0;
-    let mut last_restart: Option<Timestamp> = None;
-    let mut last_sidecar_restart: Option<Timestamp> = None;
-    let later = |a: Option<Timestamp>, b: Option<Timestamp>| match (a, b) {
+/// What the container statuses of a pod add up to, as kubectl's printer
+/// counts them.
+#[derive(Debug, Default)]
+struct ContainerTally {
+    /// Ready containers.
+    ready: i64,
+    /// Restarts counted so far.
+    restarts: i64,
+    /// Restarts of sidecars alone.
+    sidecar_restarts: i64,
+    /// When a counted container last ended.
+    last_restart: Option<Timestamp>,
+    /// When a sidecar last ended.
+    last_sidecar_restart: Option<Timestamp>,
+}
+
+/// The later of two times, either when one is unset.
+fn later(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
-    };
-    let finished = |c: &Value| timestamp_at(c, "/lastState/terminated/finishedAt");
+    }
+}
 
-    let mut initializing = false;
-    let init_statuses = array_at(pod, "/status/initContainerStatuses");
-    for (i, c) in init_statuses.iter().enumerate() {
-        let count = int_at(c, "/restartCount");
-        restarts += count;
-        if c.pointer("/lastState/terminated")
-            .is_some_and(Value::is_object)
-        {
-            last_restart = later(last_restart, finished(c));
-        }
-        let is_sidecar = restartable(str_at(c, "/name"));
-        if is_sidecar {
-            sidecar_restarts += count;
-            if c.pointer("/lastState/terminated")
-                .is_some_and(Value::is_object)
-            {
-                last_sidecar_restart = later(last_sidecar_restart, finished(c));
+/// When a container's last run ended, if it had one.
+fn last_finished(c: &Value) -> Option<Timestamp> {
+    if c.pointer("/lastState/terminated")
+        .is_some_and(Value::is_object)
+    {
+        timestamp_at(c, "/lastState/terminated/finishedAt")
+    } else {
+        None
+    }
+}
+
+impl ContainerTally {
+    /// Counts the init containers up to the first one still initializing
+    /// the pod, and gives the Status it shows (`Init:0/2`, `Init:Error` …),
+    /// or `None` when none is.
+    fn init_containers(&mut self, pod: &Value) -> Option<String> {
+        let init_specs = array_at(pod, "/spec/initContainers");
+        let restartable = |name: &str| {
+            init_specs
+                .iter()
+                .any(|c| str_at(c, "/name") == name && str_at(c, "/restartPolicy") == "Always")
+        };
+        let init_statuses = array_at(pod, "/status/initContainerStatuses");
+        for (i, c) in init_statuses.iter().enumerate() {
+            let count = int_at(c, "/restartCount");
+            self.restarts += count;
+            self.last_restart = later(self.last_restart, last_finished(c));
+            let is_sidecar = restartable(str_at(c, "/name"));
+            if is_sidecar {
+                self.sidecar_restarts += count;
+                self.last_sidecar_restart = later(self.last_sidecar_restart, last_finished(c));
             }
-        }
-        let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
-        let waiting_reason = str_at(c, "/state/waiting/reason");
-        if terminated.is_some_and(|t| int_at(t, "/exitCode") == 0) {
-            continue;
-        }
-        if is_sidecar && c.get("started").and_then(Value::as_bool) == Some(true) {
-            if c.get("ready").and_then(Value::as_bool) == Some(true) {
-                ready += 1;
+            let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
+            let waiting_reason = str_at(c, "/state/waiting/reason");
+            if terminated.is_some_and(|t| int_at(t, "/exitCode") == 0) {
+                continue;
             }
-            continue;
-        }
-        if let Some(t) = terminated {
-            let r = str_at(t, "/reason");
-            reason = if !r.is_empty() {
-                format!("Init:{r}")
-            } else if int_at(t, "/signal") != 0 {
-                format!("Init:Signal:{}", int_at(t, "/signal"))
+            if is_sidecar && c.get("started").and_then(Value::as_bool) == Some(true) {
+                if c.get("ready").and_then(Value::as_bool) == Some(true) {
+                    self.ready += 1;
+                }
+                continue;
+            }
+            return Some(if let Some(t) = terminated {
+                let r = str_at(t, "/reason");
+                if !r.is_empty() {
+                    format!("Init:{r}")
+                } else if int_at(t, "/signal") != 0 {
+                    format!("Init:Signal:{}", int_at(t, "/signal"))
+                } else {
+                    format!("Init:ExitCode:{}", int_at(t, "/exitCode"))
+                }
+            } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+                format!("Init:{waiting_reason}")
             } else {
-                format!("Init:ExitCode:{}", int_at(t, "/exitCode"))
-            };
-        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
-            reason = format!("Init:{waiting_reason}");
-        } else {
-            reason = format!("Init:{i}/{}", init_specs.len());
+                format!("Init:{i}/{}", init_specs.len())
+            });
         }
-        initializing = true;
-        break;
+        None
     }
 
-    if !initializing || condition_true(pod, "Initialized") {
-        restarts = sidecar_restarts;
-        last_restart = last_sidecar_restart;
+    /// Counts the regular containers (restarts start again from the
+    /// sidecars'), setting `reason` from the last that waits or ended.
+    fn containers(&mut self, pod: &Value, reason: &mut String) {
+        self.restarts = self.sidecar_restarts;
+        self.last_restart = self.last_sidecar_restart;
         let mut has_running = false;
         for c in array_at(pod, "/status/containerStatuses").iter().rev() {
-            restarts += int_at(c, "/restartCount");
-            if c.pointer("/lastState/terminated")
-                .is_some_and(Value::is_object)
-            {
-                last_restart = later(last_restart, finished(c));
-            }
+            self.restarts += int_at(c, "/restartCount");
+            self.last_restart = later(self.last_restart, last_finished(c));
             let waiting_reason = str_at(c, "/state/waiting/reason");
             let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
             if !waiting_reason.is_empty() {
-                reason = waiting_reason.to_owned();
+                *reason = waiting_reason.to_owned();
             } else if let Some(t) = terminated {
                 let r = str_at(t, "/reason");
-                reason = if !r.is_empty() {
+                *reason = if !r.is_empty() {
                     r.to_owned()
                 } else if int_at(t, "/signal") != 0 {
                     format!("Signal:{}", int_at(t, "/signal"))
@@ -883,36 +941,16 @@ pub fn pod_summary(pod: &Value, now: Timestamp) -> PodSummary {
                 && c.pointer("/state/running").is_some_and(Value::is_object)
             {
                 has_running = true;
-                ready += 1;
+                self.ready += 1;
             }
         }
-        if reason == "Completed" && has_running {
-            reason = if condition_true(pod, "Ready") {
+        if *reason == "Completed" && has_running {
+            *reason = if condition_true(pod, "Ready") {
                 "Running".to_owned()
             } else {
                 "NotReady".to_owned()
             };
         }
-    }
-
-    let deleting = pod
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
-    if deleting && str_at(pod, "/status/reason") == "NodeLost" {
-        reason = "Unknown".to_owned();
-    } else if deleting && phase != "Failed" && phase != "Succeeded" {
-        reason = "Terminating".to_owned();
-    }
-
-    let restarts_text = match last_restart {
-        Some(t) if restarts != 0 => format!("{restarts} ({} ago)", age(Some(t), now)),
-        _ => restarts.to_string(),
-    };
-    PodSummary {
-        ready,
-        total,
-        status: reason,
-        restarts: restarts_text,
     }
 }
 
