@@ -61,6 +61,91 @@ struct Rule {
     split: Option<Split>,
 }
 
+impl Rule {
+    /// The rule's secrets in `line` (at `offset` in its chunk), with one
+    /// set of capture slots `locs` for every match.
+    fn scan_line(
+        &self,
+        locs: &mut regex::bytes::CaptureLocations,
+        line: &[u8],
+        offset: usize,
+        found: &mut Vec<Found>,
+    ) {
+        let mut at = 0;
+        while at <= line.len() {
+            let Some((whole, groups)) = self.next_match(locs, line, at) else {
+                break;
+            };
+            at = if whole.end > whole.start {
+                whole.end
+            } else {
+                whole.end + 1
+            };
+            if let Some((s, e)) = groups.and_then(|g| self.secret_in(line, g)) {
+                found.push(Found {
+                    start: offset + s,
+                    end: offset + e,
+                    rule: self.name,
+                });
+            }
+        }
+    }
+
+    /// The next match in `line` from `at`: its range, and the ranges of its
+    /// name and secret groups when they took part.
+    fn next_match(
+        &self,
+        locs: &mut regex::bytes::CaptureLocations,
+        line: &[u8],
+        at: usize,
+    ) -> Option<(std::ops::Range<usize>, Option<SplitRanges>)> {
+        match self.split {
+            Some(split) => {
+                let w = self.regex.find_at(line, at)?;
+                let g = split(w.as_bytes()).map(|((ns, ne), (vs, ve))| {
+                    let o = w.start();
+                    ((o + ns, o + ne), (o + vs, o + ve))
+                });
+                Some((w.range(), g))
+            }
+            None => {
+                let w = self.regex.captures_read_at(locs, line, at)?;
+                let name = self.name_group.and_then(|g| locs.get(g)).unwrap_or((0, 0));
+                Some((w.range(), locs.get(self.group).map(|v| (name, v))))
+            }
+        }
+    }
+
+    /// What of a match's secret group is to be hidden (the inside of a
+    /// quoted value), or `None` when the match is no secret: an insensitive
+    /// name, a placeholder already, a trivial value, or not token-like.
+    fn secret_in(&self, line: &[u8], ((ns, ne), (ms, me)): SplitRanges) -> Option<(usize, usize)> {
+        if self.name_group.is_some() && !sensitive_name(&line[ns..ne]) {
+            return None;
+        }
+        let (mut s, mut e) = (ms, me);
+        // Keep the quotes around a value, hide what is inside.
+        let v = &line[ms..me];
+        if self.name_group.is_some() {
+            let lead = (v.len() - trim_quotes(v).len()) / 2;
+            s += lead;
+            e -= lead;
+        }
+        if line[s..e].starts_with(b"***REDACTED")
+            || self.name_group.is_some() && trivial_value(&line[s..e])
+        {
+            return None;
+        }
+        if self.token_like && !looks_like_token(&line[s..e]) {
+            return None;
+        }
+        Some((s, e))
+    }
+}
+
+/// `(name, secret)` byte ranges within a match or a line.
+type SplitRanges = ((usize, usize), (usize, usize));
+
 /// `(name, secret)` byte ranges within a match.
 type Split = fn(&[u8]) -> Option<((usize, usize), (usize, usize))>;
 
@@ -669,40 +754,8 @@ impl Redactor {
         lower.clear();
         lower.extend_from_slice(chunk);
         lower.make_ascii_lowercase();
-        if let Some(lits) = &self.literals {
-            for m in lits.find_iter(lower.as_slice()) {
-                found.push(Found {
-                    start: m.start(),
-                    end: m.end(),
-                    rule: self.literal_rule,
-                });
-            }
-        }
-        let mut masks: Vec<(usize, usize, u64)> = Vec::new();
-        for m in self.keywords.find_iter(lower.as_slice()) {
-            let bits = self.keyword_rules[m.pattern().as_usize()];
-            if let Some(last) = masks.last_mut()
-                && m.start() >= last.0
-                && m.end() <= last.1
-            {
-                last.2 |= bits;
-                continue;
-            }
-            let start = memchr::memrchr(b'\n', &chunk[..m.start()]).map_or(0, |p| p + 1);
-            let end =
-                memchr::memchr(b'\n', &chunk[m.start()..]).map_or(chunk.len(), |p| m.start() + p);
-            // Consecutive lines with keywords become one span: one regex
-            // run over many lines costs far less than one per line.
-            if let Some(last) = masks.last_mut()
-                && start == last.1 + 1
-                && end - last.0 <= 64 * 1024
-            {
-                last.1 = end;
-                last.2 |= bits;
-                continue;
-            }
-            masks.push((start, end, bits));
-        }
+        self.scan_literals(lower, found);
+        let masks = self.keyword_spans(chunk, lower);
         let mut limit = chunk.len();
         // One set of capture slots per rule for the whole chunk (making them
         // per line cost as much as a short search).
@@ -726,64 +779,56 @@ impl Redactor {
                 // One set of capture slots for every match (captures_iter
                 // allocates per match, which dominates on dense input).
                 let locs = slots[i].get_or_insert_with(|| rule.regex.capture_locations());
-                let mut at = 0;
-                while at <= line.len() {
-                    let (whole, groups) = match rule.split {
-                        Some(split) => {
-                            let Some(w) = rule.regex.find_at(line, at) else {
-                                break;
-                            };
-                            let g = split(w.as_bytes()).map(|((ns, ne), (vs, ve))| {
-                                let o = w.start();
-                                ((o + ns, o + ne), (o + vs, o + ve))
-                            });
-                            (w.range(), g)
-                        }
-                        None => {
-                            let Some(w) = rule.regex.captures_read_at(locs, line, at) else {
-                                break;
-                            };
-                            let name = rule.name_group.and_then(|g| locs.get(g)).unwrap_or((0, 0));
-                            (w.range(), locs.get(rule.group).map(|v| (name, v)))
-                        }
-                    };
-                    at = if whole.end > whole.start {
-                        whole.end
-                    } else {
-                        whole.end + 1
-                    };
-                    let Some(((ns, ne), (ms, me))) = groups else {
-                        continue;
-                    };
-                    if rule.name_group.is_some() && !sensitive_name(&line[ns..ne]) {
-                        continue;
-                    }
-                    let (mut s, mut e) = (ms, me);
-                    // Keep the quotes around a value, hide what is inside.
-                    let v = &line[ms..me];
-                    if rule.name_group.is_some() {
-                        let lead = (v.len() - trim_quotes(v).len()) / 2;
-                        s += lead;
-                        e -= lead;
-                    }
-                    if line[s..e].starts_with(b"***REDACTED")
-                        || rule.name_group.is_some() && trivial_value(&line[s..e])
-                    {
-                        continue;
-                    }
-                    if rule.token_like && !looks_like_token(&line[s..e]) {
-                        continue;
-                    }
-                    found.push(Found {
-                        start: start + s,
-                        end: start + e,
-                        rule: rule.name,
-                    });
-                }
+                rule.scan_line(locs, line, start, found);
             }
         }
         self.scan_patterns(&chunk[..limit], found);
         limit
+    }
+
+    /// The literal secrets in `lower` (the chunk in lower case).
+    fn scan_literals(&self, lower: &[u8], found: &mut Vec<Found>) {
+        if let Some(lits) = &self.literals {
+            for m in lits.find_iter(lower) {
+                found.push(Found {
+                    start: m.start(),
+                    end: m.end(),
+                    rule: self.literal_rule,
+                });
+            }
+        }
+    }
+
+    /// The spans of `chunk` with keywords (found in `lower`, the chunk in
+    /// lower case): whole lines, each with the bits of the rules its
+    /// keywords select.
+    fn keyword_spans(&self, chunk: &[u8], lower: &[u8]) -> Vec<(usize, usize, u64)> {
+        let mut masks: Vec<(usize, usize, u64)> = Vec::new();
+        for m in self.keywords.find_iter(lower) {
+            let bits = self.keyword_rules[m.pattern().as_usize()];
+            if let Some(last) = masks.last_mut()
+                && m.start() >= last.0
+                && m.end() <= last.1
+            {
+                last.2 |= bits;
+                continue;
+            }
+            let start = memchr::memrchr(b'\n', &chunk[..m.start()]).map_or(0, |p| p + 1);
+            let end =
+                memchr::memchr(b'\n', &chunk[m.start()..]).map_or(chunk.len(), |p| m.start() + p);
+            // Consecutive lines with keywords become one span: one regex
+            // run over many lines costs far less than one per line.
+            if let Some(last) = masks.last_mut()
+                && start == last.1 + 1
+                && end - last.0 <= 64 * 1024
+            {
+                last.1 = end;
+                last.2 |= bits;
+                continue;
+            }
+            masks.push((start, end, bits));
+        }
+        masks
     }
 
     /// The user's patterns, line by line.

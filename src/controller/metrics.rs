@@ -189,6 +189,131 @@ fn register_pool_gauges(registry: &mut Registry) -> Vec<PoolGauge> {
         .collect()
 }
 
+/// The task series: duration, queue-to-start and tasks finished, in that
+/// order.
+type TaskFamilies = (
+    PoolHistograms,
+    PoolHistograms,
+    Family<OutcomeLabels, Counter>,
+);
+
+/// Registers the task histograms and the finished-task counter.
+fn register_task_metrics(r: &mut Registry) -> TaskFamilies {
+    let task_histograms = || -> PoolHistograms {
+        Family::new_with_constructor(|| Histogram::new(TASK_BUCKETS.iter().copied()))
+    };
+    let task_duration = registered(
+        r,
+        "agentdeck_task_duration_seconds",
+        "Time from a task's start to its end, by pool.",
+        task_histograms(),
+    );
+    let queue_to_start = registered(
+        r,
+        "agentdeck_task_queue_to_start_seconds",
+        "Time from a task's creation to its start (claim), by pool.",
+        task_histograms(),
+    );
+    let tasks_finished = registered(
+        r,
+        "agentdeck_tasks_finished",
+        "Tasks that ended, by pool and phase (Succeeded, Failed, Errored, Cancelled).",
+        Family::<OutcomeLabels, Counter>::default(),
+    );
+    (task_duration, queue_to_start, tasks_finished)
+}
+
+/// The series of a pool's verdict and spec: verdict, frozen and queue-wait
+/// target, in that order.
+type PoolStateFamilies = (
+    Family<VerdictLabels, Gauge>,
+    Family<PoolLabels, Gauge>,
+    Family<PoolLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+);
+
+/// Registers the series of a pool's verdict and spec ([`PoolState`]).
+fn register_pool_state(r: &mut Registry) -> PoolStateFamilies {
+    let verdict = registered(
+        r,
+        "agentdeck_pool_verdict",
+        "1 for the pool's verdict (OK, Degraded, Stuck; as `agentdeck status`), 0 for the others.",
+        Family::<VerdictLabels, Gauge>::default(),
+    );
+    let frozen = registered(
+        r,
+        "agentdeck_pool_frozen",
+        "1 while a freeze window holds the pool's replica count.",
+        Family::<PoolLabels, Gauge>::default(),
+    );
+    let queue_wait_target = registered(
+        r,
+        "agentdeck_pool_queue_wait_target_seconds",
+        "The pool's spec.slo.queueWaitSeconds: the p95 created-to-claimed wait it aims for.",
+        Family::<PoolLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default(),
+    );
+    (verdict, frozen, queue_wait_target)
+}
+
+/// Registers the reconcile metrics: duration, reconciles and reconcile
+/// errors, in that order.
+fn register_reconcile_metrics(r: &mut Registry) -> (Histogram, Counter, Counter) {
+    let reconcile_duration = registered(
+        r,
+        "agentdeck_reconcile_duration_seconds",
+        "Time one pool reconcile takes.",
+        Histogram::new(RECONCILE_BUCKETS.iter().copied()),
+    );
+    let reconciles = registered(
+        r,
+        "agentdeck_reconciles",
+        "Pool reconciles run.",
+        Counter::default(),
+    );
+    let reconcile_errors = registered(
+        r,
+        "agentdeck_reconcile_errors",
+        "Pool reconciles that failed.",
+        Counter::default(),
+    );
+    (reconcile_duration, reconciles, reconcile_errors)
+}
+
+/// Registers the API error counter, with the codes the runbook tells
+/// apart at zero from the start (an error's first occurrence is then seen
+/// by `rate()`).
+fn register_api_errors(r: &mut Registry) -> Family<CodeLabels, Counter> {
+    let api_errors = registered(
+        r,
+        "agentdeck_api_errors",
+        "Kubernetes API errors by HTTP code.",
+        Family::<CodeLabels, Counter>::default(),
+    );
+    for code in ["403", "409", "429", "500", "503", "transport"] {
+        drop(api_errors.get_or_create(&CodeLabels {
+            code: code.to_owned(),
+        }));
+    }
+    api_errors
+}
+
+/// Registers the watch metrics (see `super::watches`).
+fn register_watches(r: &mut Registry) -> crate::cluster::watches::WatchMetrics {
+    let watches = crate::cluster::watches::WatchMetrics::default();
+    registered(
+        r,
+        "agentdeck_watch_current",
+        "1 while the watch behind a store is following changes (listed, not failing).",
+        watches.current.clone(),
+    );
+    registered(
+        r,
+        "agentdeck_watch_restarts",
+        "Watches started over, by kind and reason (ended, idle, gone, list_failed, start_failed, stream_failed).",
+        watches.restarts.clone(),
+    );
+    watches
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
@@ -206,76 +331,10 @@ impl Default for Metrics {
             "Replica changes made by the autoscaler.",
             Family::<ScaleLabels, Counter>::default(),
         );
-        let task_histograms = || -> PoolHistograms {
-            Family::new_with_constructor(|| Histogram::new(TASK_BUCKETS.iter().copied()))
-        };
-        let task_duration = registered(
-            r,
-            "agentdeck_task_duration_seconds",
-            "Time from a task's start to its end, by pool.",
-            task_histograms(),
-        );
-        let queue_to_start = registered(
-            r,
-            "agentdeck_task_queue_to_start_seconds",
-            "Time from a task's creation to its start (claim), by pool.",
-            task_histograms(),
-        );
-        let tasks_finished = registered(
-            r,
-            "agentdeck_tasks_finished",
-            "Tasks that ended, by pool and phase (Succeeded, Failed, Errored, Cancelled).",
-            Family::<OutcomeLabels, Counter>::default(),
-        );
-        let verdict = registered(
-            r,
-            "agentdeck_pool_verdict",
-            "1 for the pool's verdict (OK, Degraded, Stuck; as `agentdeck status`), 0 for the others.",
-            Family::<VerdictLabels, Gauge>::default(),
-        );
-        let frozen = registered(
-            r,
-            "agentdeck_pool_frozen",
-            "1 while a freeze window holds the pool's replica count.",
-            Family::<PoolLabels, Gauge>::default(),
-        );
-        let queue_wait_target = registered(
-            r,
-            "agentdeck_pool_queue_wait_target_seconds",
-            "The pool's spec.slo.queueWaitSeconds: the p95 created-to-claimed wait it aims for.",
-            Family::<PoolLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default(),
-        );
-        let reconcile_duration = registered(
-            r,
-            "agentdeck_reconcile_duration_seconds",
-            "Time one pool reconcile takes.",
-            Histogram::new(RECONCILE_BUCKETS.iter().copied()),
-        );
-        let reconciles = registered(
-            r,
-            "agentdeck_reconciles",
-            "Pool reconciles run.",
-            Counter::default(),
-        );
-        let reconcile_errors = registered(
-            r,
-            "agentdeck_reconcile_errors",
-            "Pool reconciles that failed.",
-            Counter::default(),
-        );
-        let api_errors = registered(
-            r,
-            "agentdeck_api_errors",
-            "Kubernetes API errors by HTTP code.",
-            Family::<CodeLabels, Counter>::default(),
-        );
-        // The codes the runbook tells apart, at zero from the start (an
-        // error's first occurrence is then seen by `rate()`).
-        for code in ["403", "409", "429", "500", "503", "transport"] {
-            drop(api_errors.get_or_create(&CodeLabels {
-                code: code.to_owned(),
-            }));
-        }
+        let (task_duration, queue_to_start, tasks_finished) = register_task_metrics(r);
+        let (verdict, frozen, queue_wait_target) = register_pool_state(r);
+        let (reconcile_duration, reconciles, reconcile_errors) = register_reconcile_metrics(r);
+        let api_errors = register_api_errors(r);
         let leader = registered(
             r,
             "agentdeck_leader",
@@ -288,19 +347,7 @@ impl Default for Metrics {
             "Finished AgentTasks deleted by their pool's taskHistory.",
             Family::<PoolLabels, Counter>::default(),
         );
-        let watches = crate::cluster::watches::WatchMetrics::default();
-        registered(
-            r,
-            "agentdeck_watch_current",
-            "1 while the watch behind a store is following changes (listed, not failing).",
-            watches.current.clone(),
-        );
-        registered(
-            r,
-            "agentdeck_watch_restarts",
-            "Watches started over, by kind and reason (ended, idle, gone, list_failed, start_failed, stream_failed).",
-            watches.restarts.clone(),
-        );
+        let watches = register_watches(r);
         Metrics {
             registry,
             tasks_deleted,

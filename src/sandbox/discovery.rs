@@ -549,99 +549,6 @@ pub fn openapi_v2_served(served: &[super::api::Served]) -> std::sync::Arc<OpenAp
 /// the `body` parameter, response content its `schema`, query parameters
 /// carry their type inline) and the schemas as `definitions`.
 pub fn openapi_v2_document(v3_docs: &[Value]) -> Value {
-    fn refs_to_definitions(v: &mut Value) {
-        match v {
-            Value::Object(m) => {
-                // Swagger 2.0 documents write a described reference as a
-                // `$ref` with siblings, as the apiserver's does; kubectl's
-                // v2 reader does not follow a one-element `allOf`.
-                let single_ref = match m.get("allOf").and_then(Value::as_array) {
-                    Some(all)
-                        if all.len() == 1 && all[0].as_object().is_some_and(|o| o.len() == 1) =>
-                    {
-                        all[0].get("$ref").cloned()
-                    }
-                    _ => None,
-                };
-                if let Some(r) = single_ref {
-                    m.remove("allOf");
-                    m.insert("$ref".into(), r);
-                }
-                if let Some(Value::String(r)) = m.get_mut("$ref")
-                    && let Some(name) = r.strip_prefix("#/components/schemas/")
-                {
-                    *r = format!("#/definitions/{name}");
-                }
-                m.values_mut().for_each(refs_to_definitions);
-            }
-            Value::Array(a) => a.iter_mut().for_each(refs_to_definitions),
-            _ => {}
-        }
-    }
-    fn parameter(p: &Value) -> Value {
-        let mut out = p.clone();
-        if let Some(o) = out.as_object_mut()
-            && let Some(Value::Object(schema)) = o.remove("schema")
-        {
-            for (k, v) in schema {
-                o.insert(k, v);
-            }
-        }
-        out
-    }
-    fn operation(op: &Value) -> Value {
-        let mut out = op.clone();
-        let Some(o) = out.as_object_mut() else {
-            return out;
-        };
-        let mut params: Vec<Value> = o
-            .remove("parameters")
-            .and_then(|p| p.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .map(parameter)
-            .collect();
-        if let Some(body) = o.remove("requestBody") {
-            let content = body["content"].as_object().cloned().unwrap_or_default();
-            let schema = content
-                .values()
-                .next()
-                .map(|c| c["schema"].clone())
-                .unwrap_or(Value::Null);
-            params.insert(
-                0,
-                json!({"name": "body", "in": "body", "required": true, "schema": schema}),
-            );
-            o.insert("consumes".into(), json!(content.keys().collect::<Vec<_>>()));
-        }
-        if !params.is_empty() {
-            o.insert("parameters".into(), Value::Array(params));
-        }
-        if let Some(Value::Object(responses)) = o.get_mut("responses") {
-            for r in responses.values_mut() {
-                let schema = r["content"]
-                    .as_object()
-                    .and_then(|c| c.values().next())
-                    .map(|c| c["schema"].clone());
-                if let Some(ro) = r.as_object_mut() {
-                    ro.remove("content");
-                    if let Some(schema) = schema {
-                        ro.insert("schema".into(), schema);
-                    }
-                }
-            }
-        }
-        o.insert(
-            "produces".into(),
-            json!([
-                "application/json",
-                "application/yaml",
-                "application/vnd.kubernetes.protobuf"
-            ]),
-        );
-        o.insert("schemes".into(), json!(["https"]));
-        out
-    }
     let mut paths = Map::new();
     let mut definitions = Map::new();
     for doc in v3_docs {
@@ -649,9 +556,15 @@ pub fn openapi_v2_document(v3_docs: &[Value]) -> Value {
             let mut converted = Map::new();
             for (method, op) in item.as_object().into_iter().flatten() {
                 let value = if method == "parameters" {
-                    Value::Array(op.as_array().into_iter().flatten().map(parameter).collect())
+                    Value::Array(
+                        op.as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(v2_parameter)
+                            .collect(),
+                    )
                 } else {
-                    operation(op)
+                    v2_operation(op)
                 };
                 converted.insert(method.clone(), value);
             }
@@ -674,8 +587,111 @@ pub fn openapi_v2_document(v3_docs: &[Value]) -> Value {
             "type": "apiKey", "name": "authorization", "in": "header"}},
         "security": [{"BearerToken": []}],
     });
-    refs_to_definitions(&mut doc);
+    v2_refs_to_definitions(&mut doc);
     doc
+}
+
+/// Points every `#/components/schemas/` reference in `v` at
+/// `#/definitions/`, and writes a one-reference `allOf` as the `$ref`.
+fn v2_refs_to_definitions(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            // Swagger 2.0 documents write a described reference as a
+            // `$ref` with siblings, as the apiserver's does; kubectl's
+            // v2 reader does not follow a one-element `allOf`.
+            let single_ref = match m.get("allOf").and_then(Value::as_array) {
+                Some(all) if all.len() == 1 && all[0].as_object().is_some_and(|o| o.len() == 1) => {
+                    all[0].get("$ref").cloned()
+                }
+                _ => None,
+            };
+            if let Some(r) = single_ref {
+                m.remove("allOf");
+                m.insert("$ref".into(), r);
+            }
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix("#/components/schemas/")
+            {
+                *r = format!("#/definitions/{name}");
+            }
+            m.values_mut().for_each(v2_refs_to_definitions);
+        }
+        Value::Array(a) => a.iter_mut().for_each(v2_refs_to_definitions),
+        _ => {}
+    }
+}
+
+/// A v3 parameter in Swagger 2.0: its schema's fields inline.
+fn v2_parameter(p: &Value) -> Value {
+    let mut out = p.clone();
+    if let Some(o) = out.as_object_mut()
+        && let Some(Value::Object(schema)) = o.remove("schema")
+    {
+        for (k, v) in schema {
+            o.insert(k, v);
+        }
+    }
+    out
+}
+
+/// A v3 operation in Swagger 2.0: the request body as the `body`
+/// parameter (with `consumes`), responses with their `schema`, and the
+/// `produces` and `schemes` the apiserver lists.
+fn v2_operation(op: &Value) -> Value {
+    let mut out = op.clone();
+    let Some(o) = out.as_object_mut() else {
+        return out;
+    };
+    let mut params: Vec<Value> = o
+        .remove("parameters")
+        .and_then(|p| p.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(v2_parameter)
+        .collect();
+    if let Some(body) = o.remove("requestBody") {
+        let content = body["content"].as_object().cloned().unwrap_or_default();
+        let schema = content
+            .values()
+            .next()
+            .map(|c| c["schema"].clone())
+            .unwrap_or(Value::Null);
+        params.insert(
+            0,
+            json!({"name": "body", "in": "body", "required": true, "schema": schema}),
+        );
+        o.insert("consumes".into(), json!(content.keys().collect::<Vec<_>>()));
+    }
+    if !params.is_empty() {
+        o.insert("parameters".into(), Value::Array(params));
+    }
+    if let Some(Value::Object(responses)) = o.get_mut("responses") {
+        responses.values_mut().for_each(v2_response);
+    }
+    o.insert(
+        "produces".into(),
+        json!([
+            "application/json",
+            "application/yaml",
+            "application/vnd.kubernetes.protobuf"
+        ]),
+    );
+    o.insert("schemes".into(), json!(["https"]));
+    out
+}
+
+/// A v3 response in Swagger 2.0: its first content's schema as `schema`.
+fn v2_response(r: &mut Value) {
+    let schema = r["content"]
+        .as_object()
+        .and_then(|c| c.values().next())
+        .map(|c| c["schema"].clone());
+    if let Some(ro) = r.as_object_mut() {
+        ro.remove("content");
+        if let Some(schema) = schema {
+            ro.insert("schema".into(), schema);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -769,6 +785,9 @@ impl<'a> KindRef<'a> {
     }
 }
 
+/// The paths and schemas of one resource: its collection (and, when
+/// namespaced, the list across namespaces), its items and their
+/// subresources.
 fn add_resource_paths(
     paths: &mut Map<String, Value>,
     schemas: &mut Map<String, Value>,
@@ -776,21 +795,8 @@ fn add_resource_paths(
     r: &ResourceInfo,
     builtin: bool,
 ) {
-    let has = |verb: &str| r.verbs.iter().any(|v| v == verb);
     let object = KindRef::new(&r.group, &r.version, &r.kind, builtin);
     let list_schema = format!("{}List", object.schema);
-    schemas.insert(object.schema.clone(), permissive_schema(&object.schema));
-    if has("list") {
-        schemas.insert(list_schema.clone(), permissive_schema(&list_schema));
-    }
-    let scope = if r.namespaced { "Namespaced" } else { "" };
-    let op_id = |action: &str, suffix: &str| {
-        format!(
-            "{action}{}{scope}{}{suffix}",
-            operation_group(&r.group, &r.version),
-            r.kind
-        )
-    };
     let collection = if r.namespaced {
         format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
     } else {
@@ -801,52 +807,113 @@ fn add_resource_paths(
     } else {
         Vec::new()
     };
+    let at = ResourcePaths {
+        r,
+        object,
+        list_schema,
+        builtin,
+        collection,
+        scope_params,
+    };
+    schemas.insert(
+        at.object.schema.clone(),
+        permissive_schema(&at.object.schema),
+    );
+    if at.has("list") {
+        schemas.insert(at.list_schema.clone(), permissive_schema(&at.list_schema));
+    }
+    add_collection_paths(paths, &at, prefix);
+    let item = format!("{}/{{name}}", at.collection);
+    let mut item_params = vec![path_param("name")];
+    item_params.extend(at.scope_params.iter().cloned());
+    add_item_path(paths, &at, &item, item_params.clone());
+    for s in &r.subresources {
+        add_subresource_path(paths, schemas, &at, s, &item, &item_params);
+    }
+}
 
+/// What the paths of one resource share.
+struct ResourcePaths<'a> {
+    r: &'a ResourceInfo,
+    /// The resource's kind.
+    object: KindRef<'a>,
+    /// The schema name of its list.
+    list_schema: String,
+    /// Its group is built in.
+    builtin: bool,
+    /// The path of its collection (in a namespace, when namespaced).
+    collection: String,
+    /// The collection's path parameters (`namespace`, when namespaced).
+    scope_params: Vec<Value>,
+}
+
+impl ResourcePaths<'_> {
+    /// Discovery lists `verb` for the resource.
+    fn has(&self, verb: &str) -> bool {
+        self.r.verbs.iter().any(|v| v == verb)
+    }
+
+    /// The operation id of `action` (on subresource `suffix`), as the
+    /// apiserver names it (`listCoreV1NamespacedPod`, `readCoreV1NamespacedPodStatus`).
+    fn op_id(&self, action: &str, suffix: &str) -> String {
+        let scope = if self.r.namespaced { "Namespaced" } else { "" };
+        format!(
+            "{action}{}{scope}{}{suffix}",
+            operation_group(&self.r.group, &self.r.version),
+            self.r.kind
+        )
+    }
+}
+
+/// The collection's list, create and deletecollection, and for a
+/// namespaced resource the list across namespaces.
+fn add_collection_paths(paths: &mut Map<String, Value>, at: &ResourcePaths<'_>, prefix: &str) {
+    let (r, object) = (at.r, &at.object);
     let mut ops = Map::new();
-    if has("list") {
+    if at.has("list") {
         ops.insert(
             "get".into(),
             operation(
-                &op_id("list", ""),
+                &at.op_id("list", ""),
                 "list",
-                &object,
+                object,
                 list_params(),
                 None,
-                &list_schema,
+                &at.list_schema,
             ),
         );
     }
-    if has("create") {
+    if at.has("create") {
         ops.insert(
             "post".into(),
             operation(
-                &op_id("create", ""),
+                &at.op_id("create", ""),
                 "post",
-                &object,
+                object,
                 write_params(false),
                 Some(whole_object_body(&object.schema)),
                 &object.schema,
             ),
         );
     }
-    if has("deletecollection") {
+    if at.has("deletecollection") {
         let mut params = delete_params();
         params.extend(list_params());
         ops.insert(
             "delete".into(),
             operation(
-                &op_id("deleteCollection", ""),
+                &at.op_id("deleteCollection", ""),
                 "deletecollection",
-                &object,
+                object,
                 params,
                 Some(whole_object_body(META_DELETE_OPTIONS)),
                 META_STATUS,
             ),
         );
     }
-    insert_path(paths, collection.clone(), ops, scope_params.clone());
+    insert_path(paths, at.collection.clone(), ops, at.scope_params.clone());
 
-    if r.namespaced && has("list") {
+    if r.namespaced && at.has("list") {
         let mut ops = Map::new();
         ops.insert(
             "get".into(),
@@ -857,145 +924,159 @@ fn add_resource_paths(
                     r.kind
                 ),
                 "list",
-                &object,
+                object,
                 list_params(),
                 None,
-                &list_schema,
+                &at.list_schema,
             ),
         );
         insert_path(paths, format!("{prefix}/{}", r.plural), ops, Vec::new());
     }
+}
 
-    let item = format!("{collection}/{{name}}");
-    let mut item_params = vec![path_param("name")];
-    item_params.extend(scope_params.iter().cloned());
+/// An item's get, update, patch and delete.
+fn add_item_path(
+    paths: &mut Map<String, Value>,
+    at: &ResourcePaths<'_>,
+    item: &str,
+    item_params: Vec<Value>,
+) {
+    let object = &at.object;
     let mut ops = Map::new();
-    if has("get") {
+    if at.has("get") {
         ops.insert(
             "get".into(),
             operation(
-                &op_id("read", ""),
+                &at.op_id("read", ""),
                 "get",
-                &object,
+                object,
                 vec![pretty_param()],
                 None,
                 &object.schema,
             ),
         );
     }
-    if has("update") {
+    if at.has("update") {
         ops.insert(
             "put".into(),
             operation(
-                &op_id("replace", ""),
+                &at.op_id("replace", ""),
                 "put",
-                &object,
+                object,
                 write_params(false),
                 Some(whole_object_body(&object.schema)),
                 &object.schema,
             ),
         );
     }
-    if has("patch") {
+    if at.has("patch") {
         ops.insert(
             "patch".into(),
             operation(
-                &op_id("patch", ""),
+                &at.op_id("patch", ""),
                 "patch",
-                &object,
+                object,
                 write_params(true),
-                Some(patch_body(builtin)),
+                Some(patch_body(at.builtin)),
                 &object.schema,
             ),
         );
     }
-    if has("delete") {
+    if at.has("delete") {
         ops.insert(
             "delete".into(),
             operation(
-                &op_id("delete", ""),
+                &at.op_id("delete", ""),
                 "delete",
-                &object,
+                object,
                 delete_params(),
                 Some(whole_object_body(META_DELETE_OPTIONS)),
                 META_STATUS,
             ),
         );
     }
-    insert_path(paths, item.clone(), ops, item_params.clone());
+    insert_path(paths, item.to_string(), ops, item_params);
+}
 
-    for s in &r.subresources {
-        let (group, version) = match s.group_version.as_deref() {
-            Some(gv) => split_group_version(gv),
-            None => (r.group.as_str(), r.version.as_str()),
-        };
-        // Kinds from other group-versions (Scale, Eviction …) are built-in
-        // whatever group the parent is in.
-        let sub_builtin = builtin || s.group_version.is_some();
-        let sub_kind = KindRef::new(group, version, &s.kind, sub_builtin);
-        schemas.insert(sub_kind.schema.clone(), permissive_schema(&sub_kind.schema));
-        let suffix = capitalize(&s.name);
-        let has_sub = |verb: &str| s.verbs.iter().any(|v| v == verb);
-        let mut ops = Map::new();
-        if has_sub("get") {
-            ops.insert(
-                "get".into(),
-                operation(
-                    &op_id("read", &suffix),
-                    "get",
-                    &sub_kind,
-                    vec![pretty_param()],
-                    None,
-                    &sub_kind.schema,
-                ),
-            );
-        }
-        if has_sub("create") {
-            ops.insert(
-                "post".into(),
-                operation(
-                    &op_id("create", &suffix),
-                    "post",
-                    &sub_kind,
-                    write_params(false),
-                    Some(whole_object_body(&sub_kind.schema)),
-                    &sub_kind.schema,
-                ),
-            );
-        }
-        if has_sub("update") {
-            ops.insert(
-                "put".into(),
-                operation(
-                    &op_id("replace", &suffix),
-                    "put",
-                    &sub_kind,
-                    write_params(false),
-                    Some(whole_object_body(&sub_kind.schema)),
-                    &sub_kind.schema,
-                ),
-            );
-        }
-        if has_sub("patch") {
-            ops.insert(
-                "patch".into(),
-                operation(
-                    &op_id("patch", &suffix),
-                    "patch",
-                    &sub_kind,
-                    write_params(true),
-                    Some(patch_body(builtin)),
-                    &sub_kind.schema,
-                ),
-            );
-        }
-        insert_path(
-            paths,
-            format!("{item}/{}", s.name),
-            ops,
-            item_params.clone(),
+/// A subresource's path (`…/{name}/status`) and its kind's schema.
+fn add_subresource_path(
+    paths: &mut Map<String, Value>,
+    schemas: &mut Map<String, Value>,
+    at: &ResourcePaths<'_>,
+    s: &SubresourceInfo,
+    item: &str,
+    item_params: &[Value],
+) {
+    let (group, version) = match s.group_version.as_deref() {
+        Some(gv) => split_group_version(gv),
+        None => (at.r.group.as_str(), at.r.version.as_str()),
+    };
+    // Kinds from other group-versions (Scale, Eviction …) are built-in
+    // whatever group the parent is in.
+    let sub_builtin = at.builtin || s.group_version.is_some();
+    let sub_kind = KindRef::new(group, version, &s.kind, sub_builtin);
+    schemas.insert(sub_kind.schema.clone(), permissive_schema(&sub_kind.schema));
+    let suffix = capitalize(&s.name);
+    let has_sub = |verb: &str| s.verbs.iter().any(|v| v == verb);
+    let mut ops = Map::new();
+    if has_sub("get") {
+        ops.insert(
+            "get".into(),
+            operation(
+                &at.op_id("read", &suffix),
+                "get",
+                &sub_kind,
+                vec![pretty_param()],
+                None,
+                &sub_kind.schema,
+            ),
         );
     }
+    if has_sub("create") {
+        ops.insert(
+            "post".into(),
+            operation(
+                &at.op_id("create", &suffix),
+                "post",
+                &sub_kind,
+                write_params(false),
+                Some(whole_object_body(&sub_kind.schema)),
+                &sub_kind.schema,
+            ),
+        );
+    }
+    if has_sub("update") {
+        ops.insert(
+            "put".into(),
+            operation(
+                &at.op_id("replace", &suffix),
+                "put",
+                &sub_kind,
+                write_params(false),
+                Some(whole_object_body(&sub_kind.schema)),
+                &sub_kind.schema,
+            ),
+        );
+    }
+    if has_sub("patch") {
+        ops.insert(
+            "patch".into(),
+            operation(
+                &at.op_id("patch", &suffix),
+                "patch",
+                &sub_kind,
+                write_params(true),
+                Some(patch_body(at.builtin)),
+                &sub_kind.schema,
+            ),
+        );
+    }
+    insert_path(
+        paths,
+        format!("{item}/{}", s.name),
+        ops,
+        item_params.to_vec(),
+    );
 }
 
 fn insert_path(

@@ -25,6 +25,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use axum::response::Response;
+use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -384,36 +385,13 @@ fn resize(master: &OwnedFd, data: &[u8]) {
 
 /// One upgraded connection: start the process, pump, report its end.
 async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Launcher) {
-    let (mut sink, mut incoming) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Message>(64);
-    let writer = tokio::spawn(async move {
-        while let Some(m) = out_rx.recv().await {
-            if sink.send(m).await.is_err() {
-                return;
-            }
-        }
-        // A normal closure: clients read anything else as an error.
-        let _ = sink
-            .send(Message::Close(Some(CloseFrame {
-                code: close_code::NORMAL,
-                reason: "".into(),
-            })))
-            .await;
-        let _ = sink.close().await;
-    });
-    let what = if req.attach { "attach" } else { "exec" };
+    let (sink, mut incoming) = socket.split();
+    let (out_tx, out_rx) = mpsc::channel::<Message>(64);
+    let writer = tokio::spawn(write_out(sink, out_rx));
     let mut process = match launcher() {
         Ok(p) => p,
         Err(e) => {
-            let program = req.command.first().map_or("sh", String::as_str);
-            let message = if e.kind() == std::io::ErrorKind::NotFound {
-                format!(
-                    "error executing command in container: exec: \"{program}\": executable file not found in $PATH"
-                )
-            } else {
-                format!("error executing command in container: {what} {program}: {e}")
-            };
-            let status = failure_status(message);
+            let status = launch_failure(&req, &e);
             let _ = out_tx
                 .send(frame(ERROR, status.to_string().as_bytes()))
                 .await;
@@ -422,164 +400,24 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
             return;
         }
     };
-    let mut readers = Vec::new();
-    let mut master: Option<OwnedFd> = None;
-    let mut input: Option<Input> = None;
-    match std::mem::replace(
+    let io = std::mem::replace(
         &mut process.io,
         ExecIo::Pipes {
             stdin: None,
             stdout: None,
             stderr: None,
         },
-    ) {
-        ExecIo::Pipes {
-            stdin,
-            stdout,
-            stderr,
-        } => {
-            if let Some(out) = stdout {
-                readers.push(tokio::spawn(pump_pipe(out, STDOUT, out_tx.clone())));
-            }
-            if let Some(err) = stderr {
-                readers.push(tokio::spawn(pump_pipe(err, STDERR, out_tx.clone())));
-            }
-            if let Some(mut stdin) = stdin {
-                let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
-                tokio::spawn(async move {
-                    while let Some(data) = rx.recv().await {
-                        if stdin.write_all(&data).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-                input = Some(Input::Pipe(tx));
-            }
-        }
-        ExecIo::Pty(fd) => {
-            if let (Ok(read_fd), Ok(write_fd)) = (fd.try_clone(), fd.try_clone()) {
-                let out = out_tx.clone();
-                readers.push(tokio::task::spawn_blocking(move || {
-                    let mut file = std::fs::File::from(read_fd);
-                    let mut buf = vec![0u8; 32 * 1024];
-                    loop {
-                        // EIO once every holder of the terminal is gone.
-                        match file.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => {
-                                if out.blocking_send(frame(STDOUT, &buf[..n])).is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                }));
-                if req.stdin {
-                    let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
-                    std::thread::spawn(move || {
-                        let mut file = std::fs::File::from(write_fd);
-                        while let Ok(data) = rx.recv() {
-                            if file.write_all(&data).is_err() {
-                                return;
-                            }
-                        }
-                    });
-                    input = Some(Input::Pty(tx));
-                }
-            }
-            master = Some(fd);
-        }
-        ExecIo::Container {
-            mut output,
-            input: container_input,
-            terminal,
-        } => {
-            let out = out_tx.clone();
-            readers.push(tokio::spawn(async move {
-                loop {
-                    match output.recv().await {
-                        Ok(data) => {
-                            if out.send(frame(STDOUT, &data)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            }));
-            input = container_input.map(Input::Pipe);
-            master = terminal;
-        }
-    }
-    let mut client_gone = false;
+    );
+    let mut streams = connect_streams(io, req.stdin, &out_tx);
     let attached = matches!(process.ends, Ends::Container(_));
-    let code = loop {
-        tokio::select! {
-            code = ended(&mut process.ends) => break code,
-            msg = incoming.next(), if !client_gone => match msg.map(|m| m.map(text_as_binary)) {
-                Some(Ok(Message::Binary(b))) => match b.first() {
-                    Some(&STDIN) => {
-                        if let Some(i) = &input {
-                            i.send(b.slice(1..));
-                        }
-                    }
-                    Some(&RESIZE) => {
-                        if let Some(m) = &master {
-                            resize(m, &b[1..]);
-                        }
-                    }
-                    Some(&CLOSE) if v5 && b.get(1) == Some(&STDIN) => {
-                        // End of input: the process reads EOF.
-                        input = None;
-                    }
-                    _ => {}
-                },
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
-                    client_gone = true;
-                    input = None;
-                    match &mut process.ends {
-                        // Nobody reads any more: end the process.
-                        Ends::Child(child) => {
-                            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                                let _ = nix::sys::signal::kill(
-                                    nix::unistd::Pid::from_raw(pid),
-                                    nix::sys::signal::Signal::SIGHUP,
-                                );
-                            }
-                            let _ = child.start_kill();
-                        }
-                        // Detached: the container goes on.
-                        Ends::Container(_) => break 0,
-                    }
-                }
-                Some(Ok(_)) => {}
-            },
-        }
-    };
+    let (code, client_gone) = pump(&mut process.ends, &mut incoming, &mut streams, v5).await;
+    let Streams {
+        readers,
+        master,
+        input,
+    } = streams;
     drop(input);
-    if attached && client_gone {
-        // Detached: the output of a container that goes on is not waited for.
-        for r in &readers {
-            r.abort();
-        }
-    }
-    // What the process wrote before it ended is sent before its status;
-    // output held open by something it left running is not waited for long.
-    let drain = futures::future::join_all(readers.iter_mut());
-    if tokio::time::timeout(std::time::Duration::from_secs(2), drain)
-        .await
-        .is_err()
-    {
-        (process.cleanup)();
-        let _ = tokio::time::timeout(
-            std::time::Duration::from_secs(2),
-            futures::future::join_all(readers),
-        )
-        .await;
-    } else {
-        (process.cleanup)();
-    }
+    drain(readers, process.cleanup, attached && client_gone).await;
     drop(master);
     if !client_gone {
         let body = if attached {
@@ -591,6 +429,266 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
     }
     drop(out_tx);
     let _ = writer.await;
+}
+
+/// Sends what the session queues to the client, then closes the socket
+/// normally (clients read any other closure as an error).
+async fn write_out(mut sink: SplitSink<WebSocket, Message>, mut out_rx: mpsc::Receiver<Message>) {
+    while let Some(m) = out_rx.recv().await {
+        if sink.send(m).await.is_err() {
+            return;
+        }
+    }
+    let _ = sink
+        .send(Message::Close(Some(CloseFrame {
+            code: close_code::NORMAL,
+            reason: "".into(),
+        })))
+        .await;
+    let _ = sink.close().await;
+}
+
+/// The `Status` reporting a process that could not be started, as a
+/// runtime's exec error reads.
+fn launch_failure(req: &StreamRequest, e: &std::io::Error) -> Value {
+    let what = if req.attach { "attach" } else { "exec" };
+    let program = req.command.first().map_or("sh", String::as_str);
+    let message = if e.kind() == std::io::ErrorKind::NotFound {
+        format!(
+            "error executing command in container: exec: \"{program}\": executable file not found in $PATH"
+        )
+    } else {
+        format!("error executing command in container: {what} {program}: {e}")
+    };
+    failure_status(message)
+}
+
+/// The process's streams as the session pumps them.
+struct Streams {
+    /// Tasks forwarding its output to the client.
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    /// Its terminal, for resizes.
+    master: Option<OwnedFd>,
+    /// Where the client's input goes (None once it has ended).
+    input: Option<Input>,
+}
+
+/// Connects the process's streams to the session: its output to `out`,
+/// the client's input (when `stdin` was asked for, with a TTY) to it.
+fn connect_streams(io: ExecIo, stdin: bool, out: &mpsc::Sender<Message>) -> Streams {
+    match io {
+        ExecIo::Pipes {
+            stdin,
+            stdout,
+            stderr,
+        } => connect_pipes(stdin, stdout, stderr, out),
+        ExecIo::Pty(fd) => connect_pty(fd, stdin, out),
+        ExecIo::Container {
+            output,
+            input,
+            terminal,
+        } => Streams {
+            readers: vec![tokio::spawn(forward_output(output, out.clone()))],
+            master: terminal,
+            input: input.map(Input::Pipe),
+        },
+    }
+}
+
+/// A process's pipes: stdout and stderr pumped to their channels, stdin
+/// written from a queue.
+fn connect_pipes(
+    stdin: Option<ChildStdin>,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    out: &mpsc::Sender<Message>,
+) -> Streams {
+    let mut readers = Vec::new();
+    let mut input = None;
+    if let Some(stdout) = stdout {
+        readers.push(tokio::spawn(pump_pipe(stdout, STDOUT, out.clone())));
+    }
+    if let Some(err) = stderr {
+        readers.push(tokio::spawn(pump_pipe(err, STDERR, out.clone())));
+    }
+    if let Some(mut stdin) = stdin {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        tokio::spawn(async move {
+            while let Some(data) = rx.recv().await {
+                if stdin.write_all(&data).await.is_err() {
+                    return;
+                }
+            }
+        });
+        input = Some(Input::Pipe(tx));
+    }
+    Streams {
+        readers,
+        master: None,
+        input,
+    }
+}
+
+/// A process's pseudo-terminal: read (on a blocking thread) to stdout,
+/// written from a queue when the client sends input.
+fn connect_pty(fd: OwnedFd, stdin: bool, out: &mpsc::Sender<Message>) -> Streams {
+    let mut readers = Vec::new();
+    let mut input = None;
+    if let (Ok(read_fd), Ok(write_fd)) = (fd.try_clone(), fd.try_clone()) {
+        let out = out.clone();
+        readers.push(tokio::task::spawn_blocking(move || {
+            let mut file = std::fs::File::from(read_fd);
+            let mut buf = vec![0u8; 32 * 1024];
+            loop {
+                // EIO once every holder of the terminal is gone.
+                match file.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if out.blocking_send(frame(STDOUT, &buf[..n])).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }));
+        if stdin {
+            let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
+            std::thread::spawn(move || {
+                let mut file = std::fs::File::from(write_fd);
+                while let Ok(data) = rx.recv() {
+                    if file.write_all(&data).is_err() {
+                        return;
+                    }
+                }
+            });
+            input = Some(Input::Pty(tx));
+        }
+    }
+    Streams {
+        readers,
+        master: Some(fd),
+        input,
+    }
+}
+
+/// A running container's output, as it comes, to stdout (what it wrote
+/// while the session lagged behind is skipped).
+async fn forward_output(
+    mut output: tokio::sync::broadcast::Receiver<Bytes>,
+    out: mpsc::Sender<Message>,
+) {
+    loop {
+        match output.recv().await {
+            Ok(data) => {
+                if out.send(frame(STDOUT, &data)).await.is_err() {
+                    return;
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Pumps the client's frames to the process until it ends (its exit code)
+/// or, attached to a container, the client goes. Returns the code and
+/// whether the client went away.
+async fn pump(
+    ends: &mut Ends,
+    incoming: &mut SplitStream<WebSocket>,
+    streams: &mut Streams,
+    v5: bool,
+) -> (i32, bool) {
+    let mut client_gone = false;
+    let code = loop {
+        tokio::select! {
+            code = ended(ends) => break code,
+            msg = incoming.next(), if !client_gone => match msg.map(|m| m.map(text_as_binary)) {
+                Some(Ok(Message::Binary(b))) => from_client(&b, streams, v5),
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                    client_gone = true;
+                    streams.input = None;
+                    if hang_up(ends) {
+                        break 0;
+                    }
+                }
+                Some(Ok(_)) => {}
+            },
+        }
+    };
+    (code, client_gone)
+}
+
+/// One binary frame from the client: input, a resize, or (v5) the end of
+/// input.
+fn from_client(b: &Bytes, streams: &mut Streams, v5: bool) {
+    match b.first() {
+        Some(&STDIN) => {
+            if let Some(i) = &streams.input {
+                i.send(b.slice(1..));
+            }
+        }
+        Some(&RESIZE) => {
+            if let Some(m) = &streams.master {
+                resize(m, &b[1..]);
+            }
+        }
+        Some(&CLOSE) if v5 && b.get(1) == Some(&STDIN) => {
+            // End of input: the process reads EOF.
+            streams.input = None;
+        }
+        _ => {}
+    }
+}
+
+/// The client went away. A process started for the session is ended
+/// (nobody reads it any more); true when attached to a container, which
+/// goes on (detached).
+fn hang_up(ends: &mut Ends) -> bool {
+    match ends {
+        Ends::Child(child) => {
+            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGHUP,
+                );
+            }
+            let _ = child.start_kill();
+            false
+        }
+        Ends::Container(_) => true,
+    }
+}
+
+/// Waits for what the process wrote before it ended, so that it is sent
+/// before its status; output held open by something it left running is
+/// not waited for long, and a detached session's not at all. Runs
+/// `cleanup` either way.
+async fn drain(
+    mut readers: Vec<tokio::task::JoinHandle<()>>,
+    cleanup: Box<dyn FnOnce() + Send>,
+    detached: bool,
+) {
+    if detached {
+        // The output of a container that goes on is not waited for.
+        for r in &readers {
+            r.abort();
+        }
+    }
+    let drain = futures::future::join_all(readers.iter_mut());
+    if tokio::time::timeout(std::time::Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
+        cleanup();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            futures::future::join_all(readers),
+        )
+        .await;
+    } else {
+        cleanup();
+    }
 }
 
 #[cfg(test)]

@@ -285,11 +285,109 @@ pub(crate) fn plan_job(
     let spec = JobSpec::of(job);
     let old = meta::status_map(job);
     let mut plan = JobPlan::default();
-    let mut succeeded = old.get("succeeded").and_then(Value::as_i64).unwrap_or(0);
-    let mut failed = old.get("failed").and_then(Value::as_i64).unwrap_or(0);
-    let mut fail_job: Option<String> = None;
+    let active_pods: Vec<&Value> = pods
+        .iter()
+        .copied()
+        .filter(|p| pods::is_active(p))
+        .collect();
+    let mut t = Tally::of(&old, &spec, pods, &active_pods, now);
+    let fail_job = count_fresh(&spec, pods, vanished, settled, &mut t, &mut plan);
+    let mut finish =
+        recorded_finish(&t.conds, fail_job).or_else(|| limit_finish(&spec, pods, &t, now));
+    if let Some(f) = &finish {
+        end_active(f, &active_pods, pods, settled, &mut t, &mut plan);
+    } else if !meta::is_deleting(job) {
+        finish = reconcile(&spec, &active_pods, &mut t, &mut plan, now);
+    }
+    if let Some(f) = &finish {
+        record_finish(f, &spec, &mut t, &mut plan, now);
+    }
+    plan.status = t.into_status(old);
+    Some(plan)
+}
 
-    // Newly finished pods, then pods gone before they were counted.
+/// The counts and conditions one pass takes from the old status and
+/// writes into the new.
+struct Tally {
+    succeeded: i64,
+    failed: i64,
+    active: usize,
+    ready: usize,
+    terminating: usize,
+    start_time: Option<i64>,
+    completion_time: Option<Value>,
+    conds: Vec<Value>,
+}
+
+impl Tally {
+    /// The old status's counts, and the pods' as they are now.
+    fn of(
+        old: &Map<String, Value>,
+        spec: &JobSpec,
+        pods: &[&Value],
+        active_pods: &[&Value],
+        now: i64,
+    ) -> Tally {
+        let mut start_time = old
+            .get("startTime")
+            .and_then(Value::as_str)
+            .and_then(meta::parse_time);
+        if start_time.is_none() && !spec.suspend {
+            start_time = Some(now);
+        }
+        Tally {
+            succeeded: old.get("succeeded").and_then(Value::as_i64).unwrap_or(0),
+            failed: old.get("failed").and_then(Value::as_i64).unwrap_or(0),
+            active: active_pods.len(),
+            ready: active_pods.iter().filter(|p| pods::is_ready(p)).count(),
+            terminating: pods.iter().filter(|p| pods::is_terminating(p)).count(),
+            start_time,
+            completion_time: old.get("completionTime").cloned(),
+            conds: old
+                .get("conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The new status: the old one with these counts and conditions.
+    fn into_status(self, old: Map<String, Value>) -> Map<String, Value> {
+        let mut status = old;
+        if self.conds.is_empty() {
+            status.remove("conditions");
+        } else {
+            status.insert("conditions".into(), Value::Array(self.conds));
+        }
+        match self.start_time {
+            Some(t) => status.insert("startTime".into(), json!(meta::format_time(t))),
+            None => status.remove("startTime"),
+        };
+        if let Some(t) = self.completion_time {
+            status.insert("completionTime".into(), t);
+        }
+        meta::set_omitempty(&mut status, "active", self.active as i64);
+        status.insert("ready".into(), json!(self.ready));
+        meta::set_omitempty(&mut status, "succeeded", self.succeeded);
+        meta::set_omitempty(&mut status, "failed", self.failed);
+        status.insert("terminating".into(), json!(self.terminating));
+        status.insert("uncountedTerminatedPods".into(), json!({}));
+        status
+    }
+}
+
+/// Counts the newly finished pods, then the pods gone before they were
+/// counted, settling each. Returns the message of a pod failure policy's
+/// FailJob, if one matched.
+fn count_fresh(
+    spec: &JobSpec,
+    pods: &[&Value],
+    vanished: &[&Value],
+    settled: &HashSet<String>,
+    t: &mut Tally,
+    plan: &mut JobPlan,
+) -> Option<String> {
+    let mut fail_job: Option<String> = None;
     let fresh = pods
         .iter()
         .filter(|p| !settled.contains(meta::uid(p)))
@@ -297,13 +395,13 @@ pub(crate) fn plan_job(
         .chain(vanished.iter().map(|p| (*p, pods::phase(p) != "Succeeded")));
     for (p, failed_now) in fresh {
         if pods::phase(p) == "Succeeded" {
-            succeeded += 1;
+            t.succeeded += 1;
         } else if failed_now {
             match match_pod_failure_policy(spec.policy.as_ref(), p) {
                 Verdict::Ignore => {}
-                Verdict::Count => failed += 1,
+                Verdict::Count => t.failed += 1,
                 Verdict::FailJob(m) => {
-                    failed += 1;
+                    t.failed += 1;
                     fail_job.get_or_insert(m);
                 }
             }
@@ -312,47 +410,33 @@ pub(crate) fn plan_job(
         }
         plan.settle.push(meta::uid(p).to_string());
     }
+    fail_job
+}
 
-    let active_pods: Vec<&Value> = pods
+/// The reason and message of condition `kind` when it is True.
+fn true_condition(conds: &[Value], kind: &str) -> Option<(String, String)> {
+    conds
         .iter()
-        .copied()
-        .filter(|p| pods::is_active(p))
-        .collect();
-    let mut active = active_pods.len();
-    let mut ready = active_pods.iter().filter(|p| pods::is_ready(p)).count();
-    let mut terminating = pods.iter().filter(|p| pods::is_terminating(p)).count();
-    let mut start_time = old
-        .get("startTime")
-        .and_then(Value::as_str)
-        .and_then(meta::parse_time);
-    if start_time.is_none() && !spec.suspend {
-        start_time = Some(now);
-    }
-    let mut conds: Vec<Value> = old
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+        .find(|c| c["type"] == kind && c["status"] == "True")
+        .map(|c| {
+            (
+                meta::str_at(c, "/reason").to_string(),
+                meta::str_at(c, "/message").to_string(),
+            )
+        })
+}
 
-    let recorded = |kind: &str| {
-        conds
-            .iter()
-            .find(|c| c["type"] == kind && c["status"] == "True")
-            .map(|c| {
-                (
-                    meta::str_at(c, "/reason").to_string(),
-                    meta::str_at(c, "/message").to_string(),
-                )
-            })
-    };
-    let mut finish = if let Some((reason, message)) = recorded("SuccessCriteriaMet") {
+/// The end an interim condition already records, else the one a pod
+/// failure policy's FailJob (`fail_job`) asks for.
+fn recorded_finish(conds: &[Value], fail_job: Option<String>) -> Option<Finish> {
+    if let Some((reason, message)) = true_condition(conds, "SuccessCriteriaMet") {
         Some(Finish {
             success: true,
             reason,
             message,
             recorded: true,
         })
-    } else if let Some((reason, message)) = recorded("FailureTarget") {
+    } else if let Some((reason, message)) = true_condition(conds, "FailureTarget") {
         Some(Finish {
             success: false,
             reason,
@@ -366,179 +450,197 @@ pub(crate) fn plan_job(
             message,
             recorded: false,
         })
+    }
+}
+
+/// A failure by `backoffLimit` or `activeDeadlineSeconds`.
+fn limit_finish(spec: &JobSpec, pods: &[&Value], t: &Tally, now: i64) -> Option<Finish> {
+    let failure = |reason: &str, message: &str| Finish {
+        success: false,
+        reason: reason.into(),
+        message: message.into(),
+        recorded: false,
     };
-    if finish.is_none() {
-        let failure = |reason: &str, message: &str| Finish {
-            success: false,
-            reason: reason.into(),
-            message: message.into(),
-            recorded: false,
-        };
-        if failed > spec.backoff_limit || past_backoff_limit_on_failure(&spec, pods) {
-            finish = Some(failure(
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            ));
-        } else if let (Some(deadline), Some(start)) = (spec.active_deadline, start_time)
-            && !spec.suspend
-            && now - start >= deadline
-        {
-            finish = Some(failure(
-                "DeadlineExceeded",
-                "Job was active longer than specified deadline",
-            ));
+    if t.failed > spec.backoff_limit || past_backoff_limit_on_failure(spec, pods) {
+        return Some(failure(
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        ));
+    }
+    if let (Some(deadline), Some(start)) = (spec.active_deadline, t.start_time)
+        && !spec.suspend
+        && now - start >= deadline
+    {
+        return Some(failure(
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+        ));
+    }
+    None
+}
+
+/// A finishing Job's active pods are terminated (`deleteActivePods`); a
+/// failing Job counts its unsettled, unsucceeded pods as failed.
+fn end_active(
+    f: &Finish,
+    active_pods: &[&Value],
+    pods: &[&Value],
+    settled: &HashSet<String>,
+    t: &mut Tally,
+    plan: &mut JobPlan,
+) {
+    plan.terminate = active_pods
+        .iter()
+        .map(|p| meta::name(p).to_string())
+        .collect();
+    t.terminating += t.active;
+    t.active = 0;
+    t.ready = 0;
+    if f.success {
+        return;
+    }
+    for p in pods
+        .iter()
+        .filter(|p| !settled.contains(meta::uid(p)) && pods::phase(p) != "Succeeded")
+    {
+        let uid = meta::uid(p).to_string();
+        if !plan.settle.contains(&uid) {
+            t.failed += 1;
+            plan.settle.push(uid);
         }
     }
+}
 
-    if let Some(f) = &finish {
-        // deleteActivePods: a failing Job counts them as failed.
-        plan.terminate = active_pods
-            .iter()
-            .map(|p| meta::name(p).to_string())
-            .collect();
-        terminating += active;
-        active = 0;
-        ready = 0;
-        if !f.success {
-            for p in pods
-                .iter()
-                .filter(|p| !settled.contains(meta::uid(p)) && pods::phase(p) != "Succeeded")
-            {
-                let uid = meta::uid(p).to_string();
-                if !plan.settle.contains(&uid) {
-                    failed += 1;
-                    plan.settle.push(uid);
-                }
-            }
-        }
-    } else if !meta::is_deleting(job) {
-        let mut removed: Vec<&Value> = Vec::new();
-        if spec.suspend {
-            removed = active_pods.clone();
-        } else {
-            let want = match spec.completions {
-                None if succeeded > 0 => active as i64,
-                None => spec.parallelism,
-                Some(c) => (c - succeeded).min(spec.parallelism).max(0),
-            };
-            let surplus = active as i64 - want;
-            if surplus > 0 {
-                let n = usize::try_from(surplus).unwrap_or(0).min(MAX_PER_PASS);
-                removed = pods::active_pods_order(&active_pods)
-                    .into_iter()
-                    .take(n)
-                    .collect();
-            } else {
-                let waiting = if spec.only_replace_failed {
-                    terminating as i64
-                } else {
-                    0
-                };
-                let diff = want - waiting - active as i64;
-                if diff > 0 {
-                    plan.create = usize::try_from(diff).unwrap_or(0).min(MAX_PER_PASS);
-                    active += plan.create;
-                }
-            }
-        }
-        ready -= removed.iter().filter(|p| pods::is_ready(p)).count();
-        active -= removed.len();
-        terminating += removed.len();
-        plan.remove = removed
-            .iter()
-            .map(|p| (meta::name(p).to_string(), meta::uid(p).to_string()))
-            .collect();
+/// A running Job's pass: pods removed (suspended, surplus) or created,
+/// then completion or the Suspended condition. Returns the Job's end when
+/// it has reached its completions.
+fn reconcile(
+    spec: &JobSpec,
+    active_pods: &[&Value],
+    t: &mut Tally,
+    plan: &mut JobPlan,
+    now: i64,
+) -> Option<Finish> {
+    let removed: Vec<&Value> = if spec.suspend {
+        active_pods.to_vec()
+    } else {
+        scale(spec, active_pods, t, plan)
+    };
+    t.ready -= removed.iter().filter(|p| pods::is_ready(p)).count();
+    t.active -= removed.len();
+    t.terminating += removed.len();
+    plan.remove = removed
+        .iter()
+        .map(|p| (meta::name(p).to_string(), meta::uid(p).to_string()))
+        .collect();
 
-        let complete = match spec.completions {
-            None => succeeded > 0 && active == 0,
-            Some(c) => succeeded >= c && active == 0,
-        };
-        if complete {
-            finish = Some(Finish {
-                success: true,
-                reason: "CompletionsReached".into(),
-                message: "Reached expected number of succeeded pods".into(),
-                recorded: false,
-            });
-        } else if spec.suspend {
-            if ensure_condition(
-                &mut conds,
-                "Suspended",
-                "True",
-                "JobSuspended",
-                "Job suspended",
-                now,
-            ) {
-                plan.events
-                    .push(("Normal", "Suspended".into(), "Job suspended".into()));
-            }
-        } else if ensure_condition(
-            &mut conds,
+    let complete = match spec.completions {
+        None => t.succeeded > 0 && t.active == 0,
+        Some(c) => t.succeeded >= c && t.active == 0,
+    };
+    if complete {
+        return Some(Finish {
+            success: true,
+            reason: "CompletionsReached".into(),
+            message: "Reached expected number of succeeded pods".into(),
+            recorded: false,
+        });
+    }
+    if spec.suspend {
+        if ensure_condition(
+            &mut t.conds,
             "Suspended",
-            "False",
-            "JobResumed",
-            "Job resumed",
+            "True",
+            "JobSuspended",
+            "Job suspended",
             now,
         ) {
             plan.events
-                .push(("Normal", "Resumed".into(), "Job resumed".into()));
-            // ActiveDeadlineSeconds counts from the (last) resume.
-            start_time = Some(now);
+                .push(("Normal", "Suspended".into(), "Job suspended".into()));
         }
+    } else if ensure_condition(
+        &mut t.conds,
+        "Suspended",
+        "False",
+        "JobResumed",
+        "Job resumed",
+        now,
+    ) {
+        plan.events
+            .push(("Normal", "Resumed".into(), "Job resumed".into()));
+        // ActiveDeadlineSeconds counts from the (last) resume.
+        t.start_time = Some(now);
     }
+    None
+}
 
-    let mut completion_time = old.get("completionTime").cloned();
-    if let Some(f) = &finish {
-        let interim = if f.success {
-            "SuccessCriteriaMet"
-        } else {
-            "FailureTarget"
-        };
-        if !f.recorded {
-            conds.push(new_condition(interim, "True", &f.reason, &f.message, now));
-        }
-        if terminating == 0 {
-            let terminal = if f.success { "Complete" } else { "Failed" };
-            ensure_condition(&mut conds, terminal, "True", &f.reason, &f.message, now);
-            if f.success {
-                completion_time = Some(json!(meta::format_time(now)));
-                if spec.completions.is_some_and(|c| succeeded > c) {
-                    plan.events.push((
-                        "Warning",
-                        "TooManySucceededPods".into(),
-                        "Too many succeeded pods running after completion count reached".into(),
-                    ));
-                }
-                plan.events
-                    .push(("Normal", "Completed".into(), "Job completed".into()));
-            } else {
-                plan.events
-                    .push(("Warning", f.reason.clone(), f.message.clone()));
-            }
-        }
-    }
-
-    let mut status = old;
-    if conds.is_empty() {
-        status.remove("conditions");
-    } else {
-        status.insert("conditions".into(), Value::Array(conds));
-    }
-    match start_time {
-        Some(t) => status.insert("startTime".into(), json!(meta::format_time(t))),
-        None => status.remove("startTime"),
+/// Scales a running, unsuspended Job towards `parallelism` and the
+/// remaining completions: returns the surplus pods to remove, or plans the
+/// pods to create.
+fn scale<'a>(
+    spec: &JobSpec,
+    active_pods: &[&'a Value],
+    t: &mut Tally,
+    plan: &mut JobPlan,
+) -> Vec<&'a Value> {
+    let want = match spec.completions {
+        None if t.succeeded > 0 => t.active as i64,
+        None => spec.parallelism,
+        Some(c) => (c - t.succeeded).min(spec.parallelism).max(0),
     };
-    if let Some(t) = completion_time {
-        status.insert("completionTime".into(), t);
+    let surplus = t.active as i64 - want;
+    if surplus > 0 {
+        let n = usize::try_from(surplus).unwrap_or(0).min(MAX_PER_PASS);
+        return pods::active_pods_order(active_pods)
+            .into_iter()
+            .take(n)
+            .collect();
     }
-    meta::set_omitempty(&mut status, "active", active as i64);
-    status.insert("ready".into(), json!(ready));
-    meta::set_omitempty(&mut status, "succeeded", succeeded);
-    meta::set_omitempty(&mut status, "failed", failed);
-    status.insert("terminating".into(), json!(terminating));
-    status.insert("uncountedTerminatedPods".into(), json!({}));
-    plan.status = status;
-    Some(plan)
+    let waiting = if spec.only_replace_failed {
+        t.terminating as i64
+    } else {
+        0
+    };
+    let diff = want - waiting - t.active as i64;
+    if diff > 0 {
+        plan.create = usize::try_from(diff).unwrap_or(0).min(MAX_PER_PASS);
+        t.active += plan.create;
+    }
+    Vec::new()
+}
+
+/// Records how the Job ends: its interim condition, and once no pod is
+/// terminating the terminal one, the completion time and the events.
+fn record_finish(f: &Finish, spec: &JobSpec, t: &mut Tally, plan: &mut JobPlan, now: i64) {
+    let interim = if f.success {
+        "SuccessCriteriaMet"
+    } else {
+        "FailureTarget"
+    };
+    if !f.recorded {
+        t.conds
+            .push(new_condition(interim, "True", &f.reason, &f.message, now));
+    }
+    if t.terminating != 0 {
+        return;
+    }
+    let terminal = if f.success { "Complete" } else { "Failed" };
+    ensure_condition(&mut t.conds, terminal, "True", &f.reason, &f.message, now);
+    if !f.success {
+        plan.events
+            .push(("Warning", f.reason.clone(), f.message.clone()));
+        return;
+    }
+    t.completion_time = Some(json!(meta::format_time(now)));
+    if spec.completions.is_some_and(|c| t.succeeded > c) {
+        plan.events.push((
+            "Warning",
+            "TooManySucceededPods".into(),
+            "Too many succeeded pods running after completion count reached".into(),
+        ));
+    }
+    plan.events
+        .push(("Normal", "Completed".into(), "Job completed".into()));
 }
 
 /// When a finished Job with `ttlSecondsAfterFinished` is due for deletion

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use super::exec::ExecContext;
 use super::logs::ContainerLogs;
 use super::runtime::{self, Launch, Program};
 use super::status::{ContainerStatus, PodSnapshot, State, Terminated};
-use super::volumes;
+use super::volumes::{self, ContainerMount};
 use super::{fallback, mountns, policy};
 use crate::sandbox::api::now_rfc3339;
 
@@ -269,6 +269,100 @@ fn new_container_id() -> String {
     format!("agentdeck://{hex}")
 }
 
+/// The restart policy a container follows: an init container's is never
+/// Always (it restarts on failure unless the pod's is Never).
+fn restart_policy(slot: &ContainerSlot, rt: &PodRuntime) -> &'static str {
+    match (slot.init, rt.restart_policy.as_str()) {
+        (true, "Never") | (false, "Never") => "Never",
+        (true, _) | (false, "OnFailure") => "OnFailure",
+        _ => "Always",
+    }
+}
+
+/// The image the pod's spec names for the container.
+fn container_image(pod: &Value, slot: &ContainerSlot) -> String {
+    pod["spec"][if slot.init {
+        "initContainers"
+    } else {
+        "containers"
+    }]
+    .as_array()
+    .and_then(|cs| cs.iter().find(|c| c["name"] == slot.name.as_str()))
+    .and_then(|c| c["image"].as_str())
+    .unwrap_or_default()
+    .to_string()
+}
+
+/// How the container's new instance is started, for exec.
+fn set_exec_context(
+    rt: &PodRuntime,
+    slot: &ContainerSlot,
+    vols: &BTreeMap<String, PathBuf>,
+    prepared: &Prepared,
+) {
+    *slot.exec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ExecContext {
+        real: matches!(prepared.program, Program::Exec { .. }),
+        env: prepared.env.clone(),
+        dir: rt.dir.clone(),
+        mounts: volumes::container_mounts(&slot.spec, vols),
+        working_dir: slot.spec["workingDir"]
+            .as_str()
+            .filter(|d| d.starts_with('/'))
+            .map_or_else(|| PathBuf::from("/"), PathBuf::from),
+        process: None,
+    }));
+}
+
+/// The container's status once instance `id` has started: Running, after
+/// `previous`, restarted `runs` times.
+fn mark_running(
+    slot: &ContainerSlot,
+    id: &str,
+    started_at: &str,
+    previous: &Option<Terminated>,
+    runs: u32,
+) {
+    let mut s = slot.status();
+    s.state = State::Running {
+        container_id: id.to_string(),
+        started_at: started_at.to_string(),
+    };
+    s.last = previous.clone();
+    s.restart_count = runs;
+    s.ready = false;
+}
+
+/// The container's status when its instance cannot be prepared (its
+/// environment names what is not there): Waiting,
+/// `CreateContainerConfigError` with `message`.
+fn config_error(rt: &PodRuntime, slot: &ContainerSlot, message: String) {
+    slot.status().state = State::Waiting {
+        reason: "CreateContainerConfigError".into(),
+        message: Some(message),
+    };
+    rt.changed();
+}
+
+/// The container's status once instance `id`, started at `started_at`,
+/// has exited with `code` (its logs closed). Returns its end.
+fn mark_exited(
+    rt: &PodRuntime,
+    slot: &ContainerSlot,
+    id: &str,
+    code: i32,
+    started_at: &str,
+) -> Terminated {
+    slot.logs.close(id);
+    let term = Terminated::exited(id, code, started_at, &now_rfc3339());
+    {
+        let mut s = slot.status();
+        s.state = State::Terminated(term.clone());
+        s.ready = false;
+    }
+    rt.changed();
+    term
+}
+
 /// Go's `time.Duration` printing for whole seconds (`10s`, `2m40s`, `5m0s`).
 fn go_duration(d: Duration) -> String {
     let s = d.as_secs();
@@ -317,6 +411,14 @@ struct Prepared {
     stand_in: String,
 }
 
+/// The program, arguments and shell flag of a real-process container, as
+/// its mount namespace rewrites them.
+struct ExecTarget<'a> {
+    exe: &'a mut PathBuf,
+    args: &'a mut Vec<String>,
+    shell: &'a mut bool,
+}
+
 impl Kubelet {
     /// The pod's directory, volumes and kubeconfig; an error is a mount failure.
     /// Records an Event about `pod` from the kubelet.
@@ -363,8 +465,65 @@ impl Kubelet {
         vols: &BTreeMap<String, PathBuf>,
         iso: Isolation,
     ) -> Result<Prepared, String> {
-        let mounts_at_paths = iso.at_paths;
         let mounts = volumes::container_mounts(&slot.spec, vols);
+        let root = rt.dir.display().to_string();
+        let base = self.base_env(rt, pod, &mounts, &root, iso.at_paths);
+        let fields = PodFields {
+            pod,
+            pod_ip: &rt.pod_ip,
+            host_ip: &rt.host_ip,
+        };
+        let lookup = |res: &str, name: &str| self.api.store.get(res, &rt.namespace, name);
+        let mut env = env::container_env(&fields, &slot.spec, base, &lookup)?;
+        let command: Vec<String> = strings(&slot.spec["command"])
+            .iter()
+            .map(|s| env::expand(s, &env))
+            .collect();
+        let args: Vec<String> = strings(&slot.spec["args"])
+            .iter()
+            .map(|s| env::expand(s, &env))
+            .collect();
+        let mut program = runtime::plan(pod, &slot.spec, &command, &args, &self.config.exe);
+        let working_dir = slot.spec["workingDir"]
+            .as_str()
+            .filter(|d| d.starts_with('/'))
+            .map(PathBuf::from);
+        let image = slot.spec["image"].as_str().unwrap_or_default();
+        let (missing, stand_in) =
+            self.stand_in(&program, image, &env, &mounts, working_dir.as_deref(), iso);
+        if let Program::Exec {
+            program: exe,
+            args,
+            shell,
+        } = &mut program
+        {
+            if iso.at_paths {
+                let cwd = working_dir.unwrap_or_else(|| PathBuf::from("/"));
+                let target = ExecTarget { exe, args, shell };
+                self.in_mount_namespace(rt, &mounts, target, &mut env, &root, &cwd, iso.pid);
+            } else {
+                fallback::host_paths(&rt.dir, &mounts, args, &mut env, *shell);
+            }
+        }
+        Ok(Prepared {
+            program,
+            env,
+            missing,
+            stand_in,
+        })
+    }
+
+    /// The environment below what a container declares: PATH, HOSTNAME,
+    /// HOME (the pod directory `root`), TMPDIR, how to reach the API
+    /// server, POD_IP and the service links.
+    fn base_env(
+        &self,
+        rt: &PodRuntime,
+        pod: &Value,
+        mounts: &[ContainerMount],
+        root: &str,
+        mounts_at_paths: bool,
+    ) -> Vec<(String, String)> {
         let tmp_mount = mounts
             .iter()
             .find(|m| m.path.trim_end_matches('/') == "/tmp");
@@ -373,7 +532,6 @@ impl Kubelet {
             Some(m) => m.host.clone(),
             None => rt.dir.join("tmp"),
         };
-        let root = rt.dir.display().to_string();
         let mut base: Vec<(String, String)> = Vec::new();
         if let Some(path) = std::env::var_os("PATH") {
             base.push(("PATH".into(), path.to_string_lossy().into_owned()));
@@ -381,7 +539,7 @@ impl Kubelet {
         let hostname = pod["spec"]["hostname"].as_str().unwrap_or(&rt.name);
         base.extend([
             ("HOSTNAME".to_string(), hostname.to_string()),
-            ("HOME".to_string(), root.clone()),
+            ("HOME".to_string(), root.to_string()),
             ("TMPDIR".to_string(), tmp.display().to_string()),
         ]);
         let url = self.api.server_url();
@@ -414,35 +572,29 @@ impl Kubelet {
                 None => base.push((k, v)),
             }
         }
-        let fields = PodFields {
-            pod,
-            pod_ip: &rt.pod_ip,
-            host_ip: &rt.host_ip,
-        };
-        let lookup = |res: &str, name: &str| self.api.store.get(res, &rt.namespace, name);
-        let mut env = env::container_env(&fields, &slot.spec, base, &lookup)?;
-        let command: Vec<String> = strings(&slot.spec["command"])
-            .iter()
-            .map(|s| env::expand(s, &env))
-            .collect();
-        let args: Vec<String> = strings(&slot.spec["args"])
-            .iter()
-            .map(|s| env::expand(s, &env))
-            .collect();
-        let mut program = runtime::plan(pod, &slot.spec, &command, &args, &self.config.exe);
-        let working_dir = slot.spec["workingDir"]
-            .as_str()
-            .filter(|d| d.starts_with('/'))
-            .map(PathBuf::from);
-        let image = slot.spec["image"].as_str().unwrap_or_default();
-        let (missing, stand_in) = match &program {
+        base
+    }
+
+    /// What stands in for `image` when `program` runs (for the pod's
+    /// status), and the runtime's message when the program is not in the
+    /// container's file tree.
+    fn stand_in(
+        &self,
+        program: &Program,
+        image: &str,
+        env: &[(String, String)],
+        mounts: &[ContainerMount],
+        working_dir: Option<&Path>,
+        iso: Isolation,
+    ) -> (Option<String>, String) {
+        match program {
             Program::Exec { program: p, .. } if *p == self.config.exe => (
                 None,
                 format!("agentdeck's own binary runs for image {image}"),
             ),
             Program::Exec { program: p, .. } => {
-                let cwd = working_dir.clone().unwrap_or_else(|| PathBuf::from("/"));
-                let found = runtime::program_exists(p, &env, &mounts, &cwd);
+                let cwd = working_dir.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+                let found = runtime::program_exists(p, env, mounts, &cwd);
                 let name = p.display().to_string();
                 if found {
                     let how = match (iso.at_paths, iso.pid) {
@@ -470,71 +622,63 @@ impl Kubelet {
                 None,
                 format!("image {image} cannot run here without a command"),
             ),
-        };
-        if let Program::Exec {
-            program: exe,
-            args,
-            shell,
-        } = &mut program
-        {
-            if mounts_at_paths {
-                // Our own binary sets up the container's mount namespace,
-                // then becomes the command (see `mountns`).
-                let mut ns_mounts: Vec<mountns::Mount> = mounts
-                    .iter()
-                    .map(|m| mountns::Mount {
-                        source: m.host.clone(),
-                        target: PathBuf::from(&m.path),
-                        read_only: m.read_only,
-                    })
-                    .collect();
-                // The binary at a path of its own, as the agentdeck image
-                // has it: where it really is may be hidden in the
-                // container (a checkout under `/tmp`, below an emptyDir).
-                let host_exe = mountns::host_executable(&self.config.exe);
-                if let Some(host) = &host_exe {
-                    ns_mounts.push(mountns::Mount {
-                        source: host.clone(),
-                        target: PathBuf::from(policy::CONTAINER_EXE),
-                        read_only: true,
-                    });
-                    if *exe == self.config.exe {
-                        *exe = PathBuf::from(policy::CONTAINER_EXE);
-                    }
-                }
-                // The pod directory may be hidden in the container (a volume
-                // on `/tmp`): HOME is `/` there.
-                for (k, v) in env.iter_mut() {
-                    if k == "HOME" && *v == root {
-                        *v = "/".into();
-                    }
-                }
-                let mut command: Vec<OsString> = vec![exe.clone().into_os_string()];
-                command.extend(args.iter().map(OsString::from));
-                let cwd = working_dir.unwrap_or_else(|| PathBuf::from("/"));
-                let wrapped = mountns::create_args(
-                    &rt.dir.join("rootfs"),
-                    Some(&cwd),
-                    &ns_mounts,
-                    iso.pid,
-                    &command,
-                );
-                *exe = self.config.exe.clone();
-                *args = wrapped
-                    .into_iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect();
-                *shell = false;
-            } else {
-                fallback::host_paths(&rt.dir, &mounts, args, &mut env, *shell);
+        }
+    }
+
+    /// Makes `target` run in a mount namespace of its own (and a PID
+    /// namespace with `pid`): our own binary sets it up, with the volumes
+    /// at their paths, then becomes the command (see `mountns`).
+    #[allow(clippy::too_many_arguments)]
+    fn in_mount_namespace(
+        &self,
+        rt: &PodRuntime,
+        mounts: &[ContainerMount],
+        target: ExecTarget<'_>,
+        env: &mut [(String, String)],
+        root: &str,
+        cwd: &Path,
+        pid: bool,
+    ) {
+        let ExecTarget { exe, args, shell } = target;
+        let mut ns_mounts: Vec<mountns::Mount> = mounts
+            .iter()
+            .map(|m| mountns::Mount {
+                source: m.host.clone(),
+                target: PathBuf::from(&m.path),
+                read_only: m.read_only,
+            })
+            .collect();
+        // The binary at a path of its own, as the agentdeck image
+        // has it: where it really is may be hidden in the
+        // container (a checkout under `/tmp`, below an emptyDir).
+        let host_exe = mountns::host_executable(&self.config.exe);
+        if let Some(host) = &host_exe {
+            ns_mounts.push(mountns::Mount {
+                source: host.clone(),
+                target: PathBuf::from(policy::CONTAINER_EXE),
+                read_only: true,
+            });
+            if *exe == self.config.exe {
+                *exe = PathBuf::from(policy::CONTAINER_EXE);
             }
         }
-        Ok(Prepared {
-            program,
-            env,
-            missing,
-            stand_in,
-        })
+        // The pod directory may be hidden in the container (a volume
+        // on `/tmp`): HOME is `/` there.
+        for (k, v) in env.iter_mut() {
+            if k == "HOME" && *v == root {
+                *v = "/".into();
+            }
+        }
+        let mut command: Vec<OsString> = vec![exe.clone().into_os_string()];
+        command.extend(args.iter().map(OsString::from));
+        let wrapped =
+            mountns::create_args(&rt.dir.join("rootfs"), Some(cwd), &ns_mounts, pid, &command);
+        *exe = self.config.exe.clone();
+        *args = wrapped
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        *shell = false;
     }
 
     /// Runs one container to the pod's restart policy; returns the last
@@ -548,11 +692,7 @@ impl Kubelet {
         iso: Isolation,
     ) -> Option<i32> {
         let mut stop_rx = rt.stop.subscribe();
-        let policy = match (slot.init, rt.restart_policy.as_str()) {
-            (true, "Never") | (false, "Never") => "Never",
-            (true, _) | (false, "OnFailure") => "OnFailure",
-            _ => "Always",
-        };
+        let policy = restart_policy(slot, rt);
         let mut previous: Option<Terminated> = None;
         let mut runs: u32 = 0;
         let mut restarts_since_reset: u32 = 0;
@@ -563,164 +703,46 @@ impl Kubelet {
             let prepared = match self.prepare(rt, slot, pod, vols, iso) {
                 Ok(p) => p,
                 Err(message) => {
-                    {
-                        let mut s = slot.status();
-                        s.state = State::Waiting {
-                            reason: "CreateContainerConfigError".into(),
-                            message: Some(message),
-                        };
-                    }
-                    rt.changed();
+                    config_error(rt, slot, message);
                     if wait_or_stop(&mut stop_rx, Duration::from_secs(1)).await {
                         return previous.map(|t| t.exit_code);
                     }
                     continue;
                 }
             };
-            let image = pod["spec"][if slot.init {
-                "initContainers"
-            } else {
-                "containers"
-            }]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["name"] == slot.name.as_str()))
-            .and_then(|c| c["image"].as_str())
-            .unwrap_or_default()
-            .to_string();
+            let image = container_image(pod, slot);
             if let Program::Unpullable { message } = &prepared.program {
                 slot.status().stand_in = Some(prepared.stand_in.clone());
                 self.pull_back_off(rt, slot, pod, &image, message, &mut stop_rx)
                     .await;
                 return previous.map(|t| t.exit_code);
             }
-            // What the kubelet reports for each (re)start, as `kubectl
-            // describe pod` and `kubectl events` show it.
-            self.event(
-                pod,
-                "Normal",
-                "Pulled",
-                &format!("Container image \"{image}\" already present on machine"),
-            );
-            self.event(
-                pod,
-                "Normal",
-                "Created",
-                &format!("Created container: {}", slot.name),
-            );
-            if prepared.missing.is_none() {
-                self.event(
-                    pod,
-                    "Normal",
-                    "Started",
-                    &format!("Started container: {}", slot.name),
-                );
-            }
+            self.announce(pod, slot, &image, &prepared);
             slot.status().stand_in = Some(prepared.stand_in.clone());
-            *slot.exec.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ExecContext {
-                real: matches!(prepared.program, Program::Exec { .. }),
-                env: prepared.env.clone(),
-                dir: rt.dir.clone(),
-                mounts: volumes::container_mounts(&slot.spec, vols),
-                working_dir: slot.spec["workingDir"]
-                    .as_str()
-                    .filter(|d| d.starts_with('/'))
-                    .map_or_else(|| PathBuf::from("/"), PathBuf::from),
-                process: None,
-            }));
+            set_exec_context(rt, slot, vols, &prepared);
             let id = new_container_id();
             slot.logs.start_instance(&id);
             let started_at = now_rfc3339();
             let started = Instant::now();
-            if let Some(message) = &prepared.missing {
-                // As containerd reports a program it cannot exec: never
-                // running, `StartError` with exit code 128 and runc's
-                // message, a `Failed` Warning; then the restart policy.
-                self.event(pod, "Warning", "Failed", &format!("Error: {message}"));
-                let term = Terminated {
-                    container_id: id.clone(),
-                    exit_code: 128,
-                    reason: "StartError".into(),
-                    message: Some(message.clone()),
-                    started_at: "1970-01-01T00:00:00Z".into(),
-                    finished_at: now_rfc3339(),
-                };
-                slot.logs.close(&id);
-                {
-                    let mut s = slot.status();
-                    s.state = State::Terminated(term.clone());
-                    s.last = previous.clone();
-                    s.restart_count = runs;
-                    s.ready = false;
-                }
+            let code = if let Some(message) = &prepared.missing {
+                let term = self.start_error(rt, slot, pod, &id, message, &previous, runs);
+                runs += 1;
+                previous = Some(term);
+                128
+            } else {
+                mark_running(slot, &id, &started_at, &previous, runs);
                 runs += 1;
                 rt.changed();
-                previous = Some(term);
-                match self
-                    .after_exit(
-                        rt,
-                        slot,
-                        pod,
-                        policy,
-                        128,
-                        started,
-                        &mut restarts_since_reset,
-                        &previous,
-                        &mut stop_rx,
-                    )
+                let Some(code) = self
+                    .run_instance(rt, slot, &prepared, &id, stop_rx.clone())
                     .await
-                {
-                    Some(code) => return Some(code),
-                    None => continue,
-                }
-            }
-            {
-                let mut s = slot.status();
-                s.state = State::Running {
-                    container_id: id.clone(),
-                    started_at: started_at.clone(),
+                else {
+                    // Waited out before the container was created.
+                    return previous.map(|t| t.exit_code);
                 };
-                s.last = previous.clone();
-                s.restart_count = runs;
-                s.ready = false;
-            }
-            runs += 1;
-            rt.changed();
-            let code = match &prepared.program {
-                Program::Exec { program, args, .. } => {
-                    let launch = Launch {
-                        program,
-                        args,
-                        env: &prepared.env,
-                        cwd: &rt.dir,
-                    };
-                    self.run_process(rt, slot, &launch, &id, stop_rx.clone())
-                        .await
-                }
-                Program::Simulated {
-                    exit_after,
-                    exit_code,
-                    ready,
-                } => {
-                    let play = Play::Simulated {
-                        exit_after: *exit_after,
-                        exit_code: *exit_code,
-                        ready: *ready,
-                    };
-                    run_simulated(rt, slot, &id, play, stop_rx.clone()).await
-                }
-                Program::Pause => run_simulated(rt, slot, &id, Play::Pause, stop_rx.clone()).await,
-                // Waited out before the container was created.
-                Program::Unpullable { .. } => return previous.map(|t| t.exit_code),
+                previous = Some(mark_exited(rt, slot, &id, code, &started_at));
+                code
             };
-            slot.logs.close(&id);
-            let term = Terminated::exited(&id, code, &started_at, &now_rfc3339());
-            {
-                let mut s = slot.status();
-                s.state = State::Terminated(term.clone());
-                s.ready = false;
-            }
-            rt.changed();
-            previous = Some(term);
             if let Some(code) = self
                 .after_exit(
                     rt,
@@ -738,6 +760,104 @@ impl Kubelet {
                 return Some(code);
             }
         }
+    }
+
+    /// What the kubelet reports for each (re)start, as `kubectl describe
+    /// pod` and `kubectl events` show it.
+    fn announce(&self, pod: &Value, slot: &ContainerSlot, image: &str, prepared: &Prepared) {
+        self.event(
+            pod,
+            "Normal",
+            "Pulled",
+            &format!("Container image \"{image}\" already present on machine"),
+        );
+        self.event(
+            pod,
+            "Normal",
+            "Created",
+            &format!("Created container: {}", slot.name),
+        );
+        if prepared.missing.is_none() {
+            self.event(
+                pod,
+                "Normal",
+                "Started",
+                &format!("Started container: {}", slot.name),
+            );
+        }
+    }
+
+    /// As containerd reports a program it cannot exec: never running,
+    /// `StartError` with exit code 128 and runc's `message`, a `Failed`
+    /// Warning. Returns the instance's end (the restart policy follows).
+    #[allow(clippy::too_many_arguments)]
+    fn start_error(
+        &self,
+        rt: &PodRuntime,
+        slot: &ContainerSlot,
+        pod: &Value,
+        id: &str,
+        message: &str,
+        previous: &Option<Terminated>,
+        runs: u32,
+    ) -> Terminated {
+        self.event(pod, "Warning", "Failed", &format!("Error: {message}"));
+        let term = Terminated {
+            container_id: id.to_string(),
+            exit_code: 128,
+            reason: "StartError".into(),
+            message: Some(message.to_string()),
+            started_at: "1970-01-01T00:00:00Z".into(),
+            finished_at: now_rfc3339(),
+        };
+        slot.logs.close(id);
+        {
+            let mut s = slot.status();
+            s.state = State::Terminated(term.clone());
+            s.last = previous.clone();
+            s.restart_count = runs;
+            s.ready = false;
+        }
+        rt.changed();
+        term
+    }
+
+    /// Runs one instance of the container's program to its end: its exit
+    /// code (None for an image that cannot run, which never gets here).
+    async fn run_instance(
+        &self,
+        rt: &Arc<PodRuntime>,
+        slot: &Arc<ContainerSlot>,
+        prepared: &Prepared,
+        id: &str,
+        stop_rx: watch::Receiver<Stop>,
+    ) -> Option<i32> {
+        let code = match &prepared.program {
+            Program::Exec { program, args, .. } => {
+                let launch = Launch {
+                    program,
+                    args,
+                    env: &prepared.env,
+                    cwd: &rt.dir,
+                };
+                self.run_process(rt, slot, &launch, id, stop_rx).await
+            }
+            Program::Simulated {
+                exit_after,
+                exit_code,
+                ready,
+            } => {
+                let play = Play::Simulated {
+                    exit_after: *exit_after,
+                    exit_code: *exit_code,
+                    ready: *ready,
+                };
+                run_simulated(rt, slot, id, play, stop_rx).await
+            }
+            Program::Pause => run_simulated(rt, slot, id, Play::Pause, stop_rx).await,
+            Program::Unpullable { .. } => return None,
+        };
+        Some(code)
     }
 
     /// A container whose image cannot be run ([`Program::Unpullable`]),
