@@ -159,7 +159,7 @@ pub(super) fn answered(handle: &ControllerHandle) -> bool {
 const CLOCK_REBUILD: Duration = Duration::from_secs(15);
 
 /// What changed in the view since the console last looked, from the
-/// feeds kept beside its stores (see `controller::feed`): a watch event
+/// feeds kept beside its stores (see `cluster::feed`): a watch event
 /// costs the rows it touches, not a pass over every object.
 pub struct ViewChanges {
     view: ClusterView,

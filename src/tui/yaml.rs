@@ -46,7 +46,7 @@ pub async fn object_yaml(
     key: &ObjectKey,
 ) -> String {
     match key.kind {
-        // The cached pods keep only what is read (see `controller::pod`).
+        // The cached pods keep only what is read (see `cluster::pod`).
         "Pod" => {
             let cached = || find(&view.pods, key);
             let lacks =

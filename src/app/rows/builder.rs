@@ -2,7 +2,7 @@
 //! rows show, and indexes from each object to the rows that read it, so
 //! that one change costs the rows it touches and not a pass over every
 //! task. What changed comes as a [`Delta`]: from the watch feeds in the
-//! console (see `controller::feed`), or worked out from whole lists by
+//! console (see `cluster::feed`), or worked out from whole lists by
 //! [`RowBuilder::build`].
 //!
 //! What a row reads from other objects, and what marks it to rebuild:
