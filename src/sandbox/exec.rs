@@ -433,7 +433,10 @@ async fn session(socket: WebSocket, v5: bool, req: StreamRequest, launcher: Laun
 
 /// Sends what the session queues to the client, then closes the socket
 /// normally (clients read any other closure as an error).
-async fn write_out(mut sink: SplitSink<WebSocket, Message>, mut out_rx: mpsc::Receiver<Message>) {
+pub(super) async fn write_out(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut out_rx: mpsc::Receiver<Message>,
+) {
     while let Some(m) = out_rx.recv().await {
         if sink.send(m).await.is_err() {
             return;

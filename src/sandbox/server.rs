@@ -787,11 +787,7 @@ impl Handler<'_> {
     /// PUT `…/NAME/scale`: the Scale's spec.replicas written.
     fn put_scale(&self) -> ApiResult<Response> {
         let body = parse_body(&self.body, self.ct)?;
-        let replicas = body
-            .pointer("/spec/replicas")
-            .cloned()
-            .unwrap_or(Value::Null);
-        self.write_scale(&replicas)
+        self.write_scale(spec_replicas(&body))
     }
 
     /// PATCH `…/NAME/scale`: the patch merged into the current Scale, its
@@ -802,11 +798,7 @@ impl Handler<'_> {
         let p: Value =
             serde_json::from_slice(&self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         crate::plan::strategic_merge::json_merge_patch(&mut scale, &p);
-        let replicas = scale
-            .pointer("/spec/replicas")
-            .cloned()
-            .unwrap_or(Value::Null);
-        self.write_scale(&replicas)
+        self.write_scale(spec_replicas(&scale))
     }
 
     /// Writes a Scale's replicas into the object (a merge patch of its
@@ -1280,6 +1272,11 @@ fn write_verb(method: &str, named: bool, sub: Option<&str>) -> String {
         Some(sub) => format!("{verb} of {sub}"),
         None => verb.to_owned(),
     }
+}
+
+/// A Scale's `spec.replicas` (`null` when it has none).
+fn spec_replicas(scale: &Value) -> &Value {
+    scale.pointer("/spec/replicas").unwrap_or(&Value::Null)
 }
 
 /// `GET …/pods/NAME/log`, answered by the kubelet hooks.

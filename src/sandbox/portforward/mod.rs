@@ -320,21 +320,9 @@ fn channel_message(base64: bool, channel: u8, data: &[u8]) -> Message {
 /// connection per port of the query, closed with the socket once all are
 /// done.
 async fn channels(socket: WebSocket, base64: bool, ports: Vec<u16>, target: Arc<Target>) {
-    let (mut sink, mut incoming) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Message>(64);
-    let writer = tokio::spawn(async move {
-        while let Some(m) = out_rx.recv().await {
-            if sink.send(m).await.is_err() {
-                return;
-            }
-        }
-        let _ = sink
-            .send(Message::Close(Some(CloseFrame {
-                code: close_code::NORMAL,
-                reason: "".into(),
-            })))
-            .await;
-    });
+    let (sink, mut incoming) = socket.split();
+    let (out_tx, out_rx) = mpsc::channel::<Message>(64);
+    let writer = tokio::spawn(super::exec::write_out(sink, out_rx));
     let done = CancellationToken::new();
     let mut inputs = Vec::new();
     let mut forwards = Vec::new();
