@@ -150,6 +150,23 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most containers followed at once; beyond, new pods are not kept.
 pub const MAX_FOLLOWED: usize = 2000;
 
+/// A log stream that brought nothing (refused, as for a container the
+/// kubelet cannot read or a user without `pods/log`, or ended at once) is
+/// opened again after this, doubled at each such try up to
+/// [`RETRY_MAX`]; one that brought bytes is opened again after this.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait before a log stream is opened again.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// How long a follower waits before opening its stream again, after
+/// `fruitless` tries in a row that brought nothing.
+fn retry_after(fruitless: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1u32 << fruitless.min(16))
+        .min(RETRY_MAX)
+}
+
 /// Runs until `cancel`: while leading, follows the log of every container
 /// of the agentdeck-managed pods (debug pods excepted), keeping the last
 /// [`TAIL_BYTES`] in memory, and stores them once the pod is gone,
@@ -312,6 +329,8 @@ impl Follower {
         // MAX_FOLLOWED containers).
         let mut ring: VecDeque<u8> = VecDeque::new();
         let mut since: Option<i64> = None;
+        // Tries in a row whose stream brought nothing (see `retry_after`).
+        let mut fruitless: u32 = 0;
         loop {
             let lp = LogParams {
                 container: Some(self.container.clone()),
@@ -354,6 +373,7 @@ impl Follower {
                     None
                 }
             };
+            let mut brought = 0usize;
             if let Some(stream) = opened {
                 let mut stream = std::pin::pin!(stream);
                 // Read from the connection's own buffer: no copy buffer per
@@ -363,6 +383,7 @@ impl Follower {
                         Ok([]) | Err(_) => break,
                         Ok(chunk) => {
                             keep_last(&mut ring, chunk, TAIL_BYTES);
+                            brought += chunk.len();
                             chunk.len()
                         }
                     };
@@ -376,8 +397,16 @@ impl Follower {
                 Box::pin(self.keep(ring.make_contiguous(), reason)).await;
                 return;
             }
-            since = Some(2);
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            fruitless = if brought == 0 { fruitless + 1 } else { 0 };
+            let wait = retry_after(fruitless.saturating_sub(1));
+            // What was printed while away is read again (and a second
+            // more, as the clocks differ), so nothing of the tail is lost.
+            since = Some(
+                i64::try_from(wait.as_secs())
+                    .unwrap_or(i64::MAX)
+                    .saturating_add(1),
+            );
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -582,6 +611,17 @@ fn owner(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_log_stream_that_brings_nothing_is_tried_again_less_and_less_often() {
+        use super::{RETRY_MAX, retry_after};
+        use std::time::Duration;
+        assert_eq!(retry_after(0), Duration::from_secs(1));
+        assert_eq!(retry_after(1), Duration::from_secs(2));
+        assert_eq!(retry_after(3), Duration::from_secs(8));
+        assert_eq!(retry_after(6), RETRY_MAX);
+        assert_eq!(retry_after(u32::MAX), RETRY_MAX);
+    }
+
     use super::*;
 
     fn entry(pod: &str, container: &str, at: &str) -> TailEntry {
