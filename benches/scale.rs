@@ -705,6 +705,32 @@ async fn quiet_window(sb: &Sandbox, size: &Size, daemon: &mut common::Daemon) {
         requests.values().sum::<u64>(),
         writes(&requests)
     );
+    // Which writes they were, by resource (the path without its names).
+    let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, n) in requests
+        .iter()
+        .filter(|(k, _)| !k.starts_with("GET ") && !k.contains("/leases"))
+    {
+        *by_kind.entry(write_kind(k)).or_default() += n;
+    }
+    if !by_kind.is_empty() {
+        println!("  writes by resource: {by_kind:?}");
+    }
+}
+
+/// `PATCH /apis/g/v/namespaces/ns/res/name/status` as `PATCH res/status`.
+fn write_kind(key: &str) -> String {
+    let (verb, path) = key.split_once(' ').unwrap_or((key, ""));
+    let parts: Vec<&str> = path.split(['/', '?']).filter(|s| !s.is_empty()).collect();
+    let after_ns = match parts.iter().position(|p| *p == "namespaces") {
+        Some(i) if parts.len() > i + 2 => &parts[i + 2..],
+        _ => &parts[parts.len().saturating_sub(2)..],
+    };
+    let mut out = after_ns.first().copied().unwrap_or("").to_string();
+    if let Some(sub) = after_ns.get(2) {
+        out = format!("{out}/{sub}");
+    }
+    format!("{verb} {out}")
 }
 
 /// The console (observing; the daemon leads) under tmux: first populated
