@@ -168,13 +168,35 @@ fn task(n: usize, (prefix, pool, script, timeout): (&str, &str, &str, Option<i64
     .expect("demo tasks are valid AgentTasks")
 }
 
+/// How long the demo's cluster remembers: its watch history is compacted
+/// every minute rather than kube-apiserver's five (what a watch can resume
+/// from is then about what a real apiserver's watch cache holds, 75 s),
+/// so a demo left open stays the size of its objects: the history of five
+/// to ten minutes of its writes, kept as bytes, was 20–40 MB and grew by
+/// 20 MB from minute 5 to 10. `AGENTDECK_SANDBOX_COMPACTION_INTERVAL`
+/// still sets it.
+fn demo_retention() -> crate::sandbox::retention::Retention {
+    crate::sandbox::retention::Retention {
+        compaction_interval: Duration::from_secs(60),
+        ..Default::default()
+    }
+}
+
 /// Finished tasks kept; older ones are deleted so the demo stays readable.
 const KEEP_FINISHED: usize = 60;
 
 impl Demo {
     /// Starts the sandbox and fills it.
     pub async fn start() -> Result<Demo, DemoError> {
-        let sandbox = Sandbox::start(0, 3).await?;
+        let security = crate::sandbox::auth::Security::generate().map_err(SandboxError::Tls)?;
+        let sandbox = Sandbox::start_retaining(
+            0,
+            3,
+            security,
+            crate::sandbox::kubelet::KubeletConfig::from_env(),
+            crate::sandbox::retention::Retention::from_env_over(demo_retention()),
+        )
+        .await?;
         let context = format!("agentdeck-demo-{}", sandbox.addr().port());
         let kubeconfig = std::env::temp_dir().join(format!("{context}.kubeconfig"));
         let text = sandbox

@@ -70,6 +70,12 @@ impl Retention {
     /// applied when set (a value that is not a duration is warned about and
     /// ignored).
     pub fn from_env() -> Self {
+        Retention::from_env_over(Retention::default())
+    }
+
+    /// `d`, with [`COMPACTION_INTERVAL_ENV`] and [`EVENT_TTL_ENV`] applied
+    /// when set.
+    pub fn from_env_over(d: Retention) -> Self {
         let read = |name: &str, default: Duration| {
             let Ok(text) = std::env::var(name) else {
                 return default;
@@ -79,7 +85,6 @@ impl Retention {
                 default
             })
         };
-        let d = Retention::default();
         Retention {
             compaction_interval: read(COMPACTION_INTERVAL_ENV, d.compaction_interval),
             event_ttl: read(EVENT_TTL_ENV, d.event_ttl),

@@ -306,11 +306,18 @@ async fn route(api: &Arc<Api>, request: &Request<'_>, body: Bytes) -> ApiResult<
     if group == "metrics.k8s.io" && *request.method == Method::GET {
         return metrics(api, plural, &target, request.query);
     }
-    if let Some(answer) = review(api, request, group, plural, &target, &body) {
+    let addressed = Addressed {
+        request,
+        group,
+        plural,
+        target: &target,
+        body: &body,
+    };
+    if let Some(answer) = review(api, &addressed) {
         return Ok(json_response(201, &answer, "application/json"));
     }
     refuse_read_only(api, request.method, &target)?;
-    check_escalation(api, request, group, plural, &target, &body)?;
+    check_escalation(api, &addressed)?;
     let served = api.served(group, version, plural)?;
     let accept = header_str(request.headers, header::ACCEPT);
     let handler = Handler {
@@ -447,30 +454,39 @@ fn resource_target<'a>(group: &str, rest: &[&'a str]) -> Option<(&'a str, Target
     })
 }
 
+/// What a request for a resource addresses, for the checks made before
+/// its handler.
+struct Addressed<'a> {
+    request: &'a Request<'a>,
+    group: &'a str,
+    plural: &'a str,
+    target: &'a Target,
+    body: &'a [u8],
+}
+
+impl Addressed<'_> {
+    /// The body as its content type says.
+    fn object(&self) -> ApiResult<Value> {
+        parse_body(
+            self.body,
+            header_str(self.request.headers, header::CONTENT_TYPE).unwrap_or("application/json"),
+        )
+    }
+}
+
 /// A POST of a review (SubjectAccessReview, TokenReview …) is answered by
 /// [`super::auth::review`]; `None` for any other request.
-fn review(
-    api: &Api,
-    request: &Request<'_>,
-    group: &str,
-    plural: &str,
-    target: &Target,
-    body: &[u8],
-) -> Option<Value> {
-    if *request.method != Method::POST || target.name.is_some() {
+fn review(api: &Api, a: &Addressed<'_>) -> Option<Value> {
+    if *a.request.method != Method::POST || a.target.name.is_some() {
         return None;
     }
     super::auth::review(
         api,
-        request.user,
-        group,
-        plural,
-        target.namespace.as_deref(),
-        parse_body(
-            body,
-            header_str(request.headers, header::CONTENT_TYPE).unwrap_or("application/json"),
-        )
-        .unwrap_or_else(|_| json!({})),
+        a.request.user,
+        a.group,
+        a.plural,
+        a.target.namespace.as_deref(),
+        a.object().unwrap_or_else(|_| json!({})),
     )
 }
 
@@ -498,21 +514,12 @@ fn refuse_read_only(api: &Api, method: &Method, target: &Target) -> ApiResult<()
 
 /// A write of an RBAC object may not grant more than its writer holds
 /// (see [`super::auth::escalation_check`]).
-fn check_escalation(
-    api: &Api,
-    request: &Request<'_>,
-    group: &str,
-    plural: &str,
-    target: &Target,
-    body: &[u8],
-) -> ApiResult<()> {
-    if group == "rbac.authorization.k8s.io"
+fn check_escalation(api: &Api, a: &Addressed<'_>) -> ApiResult<()> {
+    let (request, target) = (a.request, a.target);
+    if a.group == "rbac.authorization.k8s.io"
         && matches!(*request.method, Method::POST | Method::PUT | Method::PATCH)
         && target.subresource.is_none()
-        && let Ok(obj) = parse_body(
-            body,
-            header_str(request.headers, header::CONTENT_TYPE).unwrap_or("application/json"),
-        )
+        && let Ok(obj) = a.object()
         && obj.is_object()
     {
         let mut obj = obj;
@@ -524,7 +531,7 @@ fn check_escalation(
         super::auth::escalation_check(
             api,
             request.user,
-            plural,
+            a.plural,
             target.namespace.as_deref().unwrap_or_default(),
             &obj,
         )?;
