@@ -106,7 +106,7 @@ fn pack(v: &Value) -> Arc<[u8]> {
 }
 
 /// One change as the history keeps it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Kept {
     rv: u64,
     resource: ResourceKey,
@@ -385,21 +385,19 @@ impl Store {
             current: now.range((lower.clone(), upper.clone())).peekable(),
             changed: then.range((lower, upper)).peekable(),
         };
-        let items = cursor.take(max);
-        if !count {
-            return Ok(Page {
-                items,
-                rv: at,
-                more: cursor.more(),
-                remaining: None,
-            });
-        }
-        let remaining = cursor.remaining(now);
+        let taken = cursor.take(max);
+        let (more, remaining) = if count {
+            let remaining = cursor.remaining(now);
+            (remaining > 0, Some(remaining))
+        } else {
+            (cursor.more(), None)
+        };
+        drop(g);
         Ok(Page {
-            items,
+            items: taken.iter().map(Version::value).collect(),
             rv: at,
-            more: remaining > 0,
-            remaining: Some(remaining),
+            more,
+            remaining,
         })
     }
 
@@ -693,13 +691,16 @@ impl Store {
             });
         }
         let rx = self.tx.subscribe();
-        let past = g
+        let past: Vec<Kept> = g
             .history
             .range(g.first_after(since)..)
             .filter(|c| c.resource == resource)
-            .map(Kept::change)
+            .cloned()
             .collect();
-        Ok((past, rx))
+        drop(g);
+        // Read back outside the lock: a watch resumed after a burst reads
+        // back thousands of versions, which must not stall every write.
+        Ok((past.iter().map(Kept::change).collect(), rx))
     }
 
     /// The current objects of `resource` (as synthetic ADDED events at their
@@ -781,7 +782,7 @@ impl Inner {
         resource: &str,
         ns: Option<&str>,
         at: u64,
-    ) -> BTreeMap<ObjectKey, Option<Arc<Value>>> {
+    ) -> BTreeMap<ObjectKey, Option<Version>> {
         let mut then = BTreeMap::new();
         for c in self.history.range(self.first_after(at)..).rev() {
             if c.resource != resource || ns.is_some_and(|ns| ns != c.namespace) {
@@ -789,15 +790,12 @@ impl Inner {
             }
             let before = match (c.kind, &c.previous) {
                 (EventType::Added, _) => None,
-                (_, Some(before)) => Some(before),
-                (_, None) => Some(&c.object),
+                (_, Some(before)) => Some(before.clone()),
+                (_, None) => Some(c.object.clone()),
             };
             then.insert((c.namespace.clone(), c.name.clone()), before);
         }
-        // Read back only the versions that are the answer.
-        then.into_iter()
-            .map(|(k, v)| (k, v.map(Version::value)))
-            .collect()
+        then
     }
 }
 
@@ -829,32 +827,34 @@ struct PageCursor<'a> {
     current: std::iter::Peekable<std::collections::btree_map::Range<'a, ObjectKey, Arc<Value>>>,
     /// The keys changed since, in the page's range.
     changed:
-        std::iter::Peekable<std::collections::btree_map::Range<'a, ObjectKey, Option<Arc<Value>>>>,
+        std::iter::Peekable<std::collections::btree_map::Range<'a, ObjectKey, Option<Version>>>,
 }
 
 impl PageCursor<'_> {
     /// Up to `max` objects as they were then: a changed key's old state
     /// stands for what is there now.
-    fn take(&mut self, max: usize) -> Vec<Arc<Value>> {
+    /// (Earlier versions are read back by the caller, outside the lock.)
+    fn take(&mut self, max: usize) -> Vec<Version> {
         use std::cmp::Ordering;
         let (current, changed) = (&mut self.current, &mut self.changed);
         let mut items = Vec::new();
         while items.len() < max {
+            let live = |(_, v): (&ObjectKey, &Arc<Value>)| Some(Version::Live(v.clone()));
             let next = match (current.peek(), changed.peek()) {
                 (None, None) => break,
-                (Some(_), None) => current.next().map(|(_, v)| Some(v)),
-                (None, Some(_)) => changed.next().map(|(_, v)| v.as_ref()),
+                (Some(_), None) => current.next().map(live),
+                (None, Some(_)) => changed.next().map(|(_, v)| v.clone()),
                 (Some((a, _)), Some((b, _))) => match a.cmp(b) {
-                    Ordering::Less => current.next().map(|(_, v)| Some(v)),
-                    Ordering::Greater => changed.next().map(|(_, v)| v.as_ref()),
+                    Ordering::Less => current.next().map(live),
+                    Ordering::Greater => changed.next().map(|(_, v)| v.clone()),
                     Ordering::Equal => {
                         current.next();
-                        changed.next().map(|(_, v)| v.as_ref())
+                        changed.next().map(|(_, v)| v.clone())
                     }
                 },
             };
             if let Some(Some(object)) = next {
-                items.push(object.clone());
+                items.push(object);
             }
         }
         items
