@@ -56,7 +56,7 @@ fn main() {
             return;
         };
         let secs = next.as_secs();
-        if secs % 60 == 0 {
+        if secs.is_multiple_of(60) {
             println!("demo RSS: minute {} {rss:.1} MiB", secs / 60);
             by_minute.push(Some(rss));
         } else {
