@@ -171,10 +171,11 @@ fn task(n: usize, (prefix, pool, script, timeout): (&str, &str, &str, Option<i64
 /// How long the demo's cluster remembers: its watch history is compacted
 /// every minute rather than kube-apiserver's five (what a watch can resume
 /// from is then about what a real apiserver's watch cache holds, 75 s),
-/// so a demo left open stays the size of its objects: the history of five
-/// to ten minutes of its writes, kept as bytes, was 20–40 MB and grew by
-/// 20 MB from minute 5 to 10. `AGENTDECK_SANDBOX_COMPACTION_INTERVAL`
-/// still sets it.
+/// so a demo left open stays the size of its objects. It writes about
+/// 4 MB of JSON a minute; with five minutes the history held five to ten
+/// minutes of that, and the demo grew 112 → 136 MiB from minute 5 to 10
+/// (102 → 112 with one). `AGENTDECK_SANDBOX_COMPACTION_INTERVAL` still
+/// sets it.
 fn demo_retention() -> crate::sandbox::retention::Retention {
     crate::sandbox::retention::Retention {
         compaction_interval: Duration::from_secs(60),
