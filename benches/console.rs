@@ -25,6 +25,7 @@
 //! AGENTDECK_BENCH_BINARY_ONLY=1 cargo bench --bench console   # the real binary only
 //! AGENTDECK_BENCH_STARTS=5 cargo bench --bench console   # fresh starts measured (3)
 //! AGENTDECK_BENCH_BIN=/path/to/agentdeck cargo bench --bench console   # another build
+//! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_VS=/a/agentdeck:/b/agentdeck cargo bench --bench console   # start figures of builds taking turns
 //! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_LIST_ONLY=1 cargo bench --bench console   # the list only
 //! AGENTDECK_BENCH_BINARY_ONLY=1 AGENTDECK_BENCH_FLEET_ONLY=1 cargo bench --bench console   # three contexts only
 //! ```
@@ -285,6 +286,55 @@ fn first_list_shown(has: impl Fn(&str) -> bool) -> bool {
 /// screen over its pipe. `capture-pane` in a loop spawns a process per
 /// poll, which takes most of a core from the console and the API while
 /// they start; this reading leaves them the machine.
+/// Start → first populated list of several builds on the same sandbox,
+/// their starts taking turns (each build once a round,
+/// `AGENTDECK_BENCH_STARTS` rounds), so the machine's load moves all alike.
+fn starts_side_by_side(bins: &[&str], command: &dyn Fn(&str) -> String) {
+    let rounds: usize = std::env::var("AGENTDECK_BENCH_STARTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let mut firsts = vec![Vec::new(); bins.len()];
+    let mut rsss = vec![Vec::new(); bins.len()];
+    for round in 0..rounds {
+        for (i, bin) in bins.iter().enumerate() {
+            let t = Tmux::start(&command(bin), 160, 48);
+            let first = t.until(Duration::from_secs(60), |s| {
+                first_list_shown(|x| s.contains(x))
+            });
+            std::thread::sleep(Duration::from_secs(5));
+            let rss = t.pid().and_then(rss_mib);
+            println!(
+                "  round {}/{rounds}, {bin}: first populated list {}, RSS 5 s later {}",
+                round + 1,
+                first.map_or_else(|| "not reached in 60 s".into(), ms),
+                rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+            );
+            firsts[i].extend(first);
+            rsss[i].extend(rss);
+            drop(t);
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    for (i, bin) in bins.iter().enumerate() {
+        let f = &mut firsts[i];
+        if f.is_empty() {
+            println!("start → first populated list (10k tasks), {bin}: not reached in 60 s");
+            continue;
+        }
+        let r = &mut rsss[i];
+        r.sort_by(f64::total_cmp);
+        println!(
+            "start → first populated list (10k tasks), {bin}, {} starts taking turns: median {} (min {}, max {}); RSS median {:.1} MiB",
+            f.len(),
+            ms(percentile(f, 0.5)),
+            ms(f[0]),
+            ms(f[f.len() - 1]),
+            r.get(r.len() / 2).copied().unwrap_or(f64::NAN),
+        );
+    }
+}
+
 fn control_first_list(cmd: &str, starts: usize) {
     let mut firsts = Vec::new();
     for _ in 0..starts {
@@ -486,11 +536,20 @@ fn real_binary() {
     let dir = tempfile::tempdir().expect("temp dir");
     let kc = dir.path().join("kubeconfig");
     std::fs::write(&kc, sb.kubeconfig("default")).expect("kubeconfig");
-    let cmd = format!(
-        "env HOME={d} XDG_CONFIG_HOME={d} KUBECONFIG={k} AGENTDECK_LEADER_ELECTION__ENABLED=false {bin}",
-        d = dir.path().display(),
-        k = kc.display()
-    );
+    let command = |bin: &str| {
+        format!(
+            "env HOME={d} XDG_CONFIG_HOME={d} KUBECONFIG={k} AGENTDECK_LEADER_ELECTION__ENABLED=false {bin}",
+            d = dir.path().display(),
+            k = kc.display()
+        )
+    };
+    let cmd = command(&bin);
+    if let Ok(others) = std::env::var("AGENTDECK_BENCH_VS") {
+        let mut bins = vec![bin.as_str()];
+        bins.extend(others.split(':').filter(|b| !b.is_empty()));
+        starts_side_by_side(&bins, &command);
+        return;
+    }
     // Fresh starts, each measured alone: both figures move with the
     // machine's load, so one run says little.
     let starts: usize = std::env::var("AGENTDECK_BENCH_STARTS")
@@ -771,6 +830,8 @@ fn main() {
         if std::env::var_os("AGENTDECK_BENCH_FLEET_ONLY").is_none() {
             real_binary();
         }
-        fleet();
+        if std::env::var_os("AGENTDECK_BENCH_VS").is_none() {
+            fleet();
+        }
     }
 }
