@@ -305,10 +305,11 @@ fn starts_side_by_side(bins: &[&str], command: &dyn Fn(&str) -> String) {
             std::thread::sleep(Duration::from_secs(5));
             let rss = t.pid().and_then(rss_mib);
             println!(
-                "  round {}/{rounds}, {bin}: first populated list {}, RSS 5 s later {}",
+                "  round {}/{rounds}, {bin}: first populated list {}, RSS 5 s later {} ({})",
                 round + 1,
                 first.map_or_else(|| "not reached in 60 s".into(), ms),
                 rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+                t.pid().map_or_else(String::new, rss_split)
             );
             firsts[i].extend(first);
             rsss[i].extend(rss);

@@ -85,7 +85,8 @@ pub(super) fn watch_events(
 }
 
 /// Rebuilds the rows whenever the view changes (not on a timer), at most
-/// every [`SNAPSHOT_GAP`] or twice the time the last build took. `shown`
+/// every [`SNAPSHOT_GAP`] or twice the time the last build took (the first
+/// build after the watches sync goes at once). `shown`
 /// turns true once rows built from synced stores are sent.
 pub(super) async fn snapshots(
     view: ClusterView,
@@ -122,21 +123,34 @@ pub(super) async fn snapshots(
             took_us = started.elapsed().as_micros() as u64,
             "rows built"
         );
+        // Tasks are on the screen: while the rest of the first lists
+        // streams in, each build redoes the rows whose queue places moved,
+        // so fewer builds leave the list (and the allocator) more of the
+        // machine.
+        let tasks_shown = !snap.tasks.is_empty();
         if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
             return;
         }
         if whole {
             shown.send_if_modified(|shown| !std::mem::replace(shown, true));
         }
-        let gap = if answered(&synced) {
-            SNAPSHOT_GAP
-        } else {
-            FRAME
+        let gap = snapshot_gap(answered(&synced), tasks_shown, started.elapsed());
+        // Rows built while the first lists stream in make the gap long; the
+        // first whole rows go at once when the watches sync.
+        let synced_now = async {
+            if whole {
+                std::future::pending::<()>().await
+            } else {
+                synced.synced().await
+            }
         };
-        let gap = gap.max(started.elapsed() * 2);
-        tokio::select! {
+        let woken_by_sync = tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(gap) => {}
+            _ = tokio::time::sleep(gap) => false,
+            _ = synced_now => true,
+        };
+        if woken_by_sync {
+            continue;
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -149,11 +163,29 @@ pub(super) async fn snapshots(
     }
 }
 
+/// The time until the next snapshot, after one that took `took`: twice
+/// that at least; [`SNAPSHOT_GAP`] once the watches are synced (`whole`);
+/// before, [`FRAME`] until tasks show, then [`LISTING_GAP`].
+fn snapshot_gap(whole: bool, tasks_shown: bool, took: Duration) -> Duration {
+    let gap = if whole {
+        SNAPSHOT_GAP
+    } else if tasks_shown {
+        LISTING_GAP
+    } else {
+        FRAME
+    };
+    gap.max(took * 2)
+}
+
 /// Whether the rows are as whole as the API lets them be: every watch
 /// listed, or refused (a forbidden kind never lists, and is not waited for).
 pub(super) fn answered(handle: &ControllerHandle) -> bool {
     handle.is_synced() || handle.view().watches.answered_but(LATE_KIND)
 }
+
+/// Shortest time between two snapshots while the first lists stream in,
+/// once some tasks are on the screen (before, [`FRAME`]).
+const LISTING_GAP: Duration = Duration::from_millis(250);
 
 /// Longest time between two snapshots when nothing changes.
 const CLOCK_REBUILD: Duration = Duration::from_secs(15);
@@ -244,5 +276,32 @@ pub fn sources(view: &ClusterView, events: &Store<Event>) -> Sources {
         jobs: view.jobs.state(),
         events: events.state(),
         samples: view.health.snapshot(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_tasks_come_a_frame_apart_the_rest_of_the_list_less_often() {
+        let quick = Duration::from_millis(1);
+        assert_eq!(
+            snapshot_gap(false, false, quick),
+            FRAME,
+            "nothing shown yet"
+        );
+        assert_eq!(
+            snapshot_gap(false, true, quick),
+            LISTING_GAP,
+            "tasks shown, list under way"
+        );
+        assert_eq!(snapshot_gap(true, true, quick), SNAPSHOT_GAP, "synced");
+        let slow = Duration::from_millis(400);
+        assert_eq!(
+            snapshot_gap(true, true, slow),
+            slow * 2,
+            "a slow build waits twice its time"
+        );
     }
 }
