@@ -570,6 +570,21 @@ fn start_running_tasks(api: &SandboxApi, size: &Size, agents: &BTreeMap<String, 
     println!("({set} tasks set Running on their pools' agents)");
 }
 
+/// Sockets among `pid`'s open files: its connections to the API and its
+/// listeners (a connection opened for each request in flight, and kept
+/// idle, shows here).
+fn open_sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"))
+        })
+        .count()
+}
+
 /// Polls `f` every 5 ms until it holds: the time it took, or None after
 /// `limit`.
 async fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
@@ -700,6 +715,10 @@ async fn quiet_window(sb: &Sandbox, size: &Size, daemon: &mut common::Daemon) {
         hwm as f64 / 1024.0
     );
     println!("controller CPU: {cpu:.1} % of one core ({context})");
+    println!(
+        "  the daemon's open sockets at the end: {} (its connections to the API and its listener)",
+        open_sockets(pid)
+    );
     println!(
         "  API requests in the window: {} ({} writes besides Lease renewals); by verb {by_verb:?}",
         requests.values().sum::<u64>(),

@@ -438,6 +438,8 @@ fn spawn_helpers(
 /// kube-runtime's Controller over the pools, reconciling each pool the gate
 /// lets through and every pool when this controller starts leading (the
 /// pool stream itself goes through the gate).
+///
+/// At most [`RECONCILE_CONCURRENCY`] pools reconcile at once.
 async fn reconciler(
     shared: Arc<Context>,
     all: tokio::sync::mpsc::Receiver<()>,
@@ -447,6 +449,9 @@ async fn reconciler(
     Controller::for_shared_stream(futures::stream::pending(), shared.view.pools.clone())
         .reconcile_all_on(tokio_stream_from(all))
         .reconcile_on(tokio_stream_from(gated))
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+        )
         .graceful_shutdown_on(async move { cancel.cancelled().await })
         .run(reconcile::reconcile, reconcile::error_policy, shared)
         .for_each(|result| async move {
@@ -456,6 +461,15 @@ async fn reconciler(
         })
         .await;
 }
+
+/// Pools reconciled at once. Unbounded (kube-runtime's default), the
+/// first pass over 1,000 pools had a thousand reconciles in flight, each
+/// with its own requests: the HTTP/1.1 client opened a connection for each
+/// request in flight (3,200, each TLS, with its buffers on both ends) and
+/// kept them all idle afterwards. A reconcile is a few milliseconds of
+/// work and a request or two, so this many keeps the API busy without
+/// queueing a pool that needs one behind more than a handful of others.
+pub const RECONCILE_CONCURRENCY: u16 = 16;
 
 /// The namespaces watched: every one (`all_namespaces`, an empty set), the
 /// configured ones, else the connection's.
