@@ -203,7 +203,7 @@ fn rows_after_one_change(tasks: usize, pods: usize, rounds: usize) {
         .into_iter()
         .enumerate()
         {
-            let e: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+            let e: agentdeck::cluster::event::CachedEvent = serde_json::from_value(json!({
                 "metadata": {"name": format!("{name}.{n:x}"), "namespace": "default",
                     "creationTimestamp": now.to_string()},
                 "involvedObject": {"kind": "Pod", "name": name, "namespace": "default"},

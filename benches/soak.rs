@@ -637,7 +637,7 @@ async fn observe(
     let thresholds = controller::prober::thresholds(&config.health_probe);
     // Short, so that tasks pass it (the rows follow the clock too).
     let long = Duration::from_secs(4);
-    let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
+    let events = kube::runtime::reflector::store::<agentdeck::cluster::event::CachedEvent>().0;
     let told = agentdeck::tui::ViewChanges::new(view.clone(), events.clone(), Default::default());
     let mut builder = RowBuilder::flagging_long_running(long);
     let update = |builder: &mut RowBuilder, now| -> Snapshot {

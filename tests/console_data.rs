@@ -202,7 +202,7 @@ async fn the_rows_built_from_a_live_view_show_the_pools_and_their_tasks() {
     let view = handle.view();
     let thresholds = controller::prober::thresholds(&config().health_probe);
     let snap = eventually("a snapshot with the pool and its 3 tasks", || async {
-        let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
+        let events = kube::runtime::reflector::store::<agentdeck::cluster::event::CachedEvent>().0;
         let src = agentdeck::tui::sources(&view, &events);
         let snap = agentdeck::app::rows::build(&src, jiff::Timestamp::now(), &thresholds);
         (snap.pools.len() == 1 && snap.tasks.len() == 3).then_some(snap)
@@ -408,7 +408,7 @@ async fn incremental_rows_equal_a_fresh_build_through_churn_and_a_relist() {
     let thresholds = controller::prober::thresholds(&cfg.health_probe);
     // Running tasks are flagged after 3 s: the rows follow the clock too.
     let long = Duration::from_secs(3);
-    let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
+    let events = kube::runtime::reflector::store::<agentdeck::cluster::event::CachedEvent>().0;
 
     // The console's side: takes what changed every 100 ms and updates.
     struct Console {
@@ -879,7 +879,7 @@ async fn the_view_keeps_no_task_output_and_the_yaml_view_shows_it_whole() {
     );
     assert!(agentdeck::cluster::task_output_stripped(&cached));
 
-    let events = kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Event>().0;
+    let events = kube::runtime::reflector::store::<agentdeck::cluster::event::CachedEvent>().0;
     let key = agentdeck::app::ObjectKey {
         context: String::new(),
         kind: "AgentTask",
@@ -889,5 +889,36 @@ async fn the_view_keeps_no_task_output_and_the_yaml_view_shows_it_whole() {
     let yaml = agentdeck::tui::object_yaml(&client, &view, &events, &key).await;
     assert!(yaml.contains("Apply complete!"), "{yaml}");
     assert!(yaml.contains("kind: AgentTask"), "{yaml}");
+
+    // The cached events keep only what the rows read; the YAML view shows
+    // the whole Event from the API (its source, here), not the cached one.
+    let event_api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let event = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "done.1"},
+        "involvedObject": {"kind": "AgentTask", "namespace": "default", "name": "done",
+            "apiVersion": "agentdeck.dev/v1alpha1"},
+        "reason": "Finished", "message": "the task finished", "type": "Normal",
+        "source": {"component": "agentdeck-agent"},
+        "reportingComponent": "agentdeck-agent"
+    }))
+    .expect("event");
+    event_api
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("event created");
+    let key = agentdeck::app::ObjectKey {
+        kind: "Event",
+        name: "done.1".into(),
+        ..key
+    };
+    let yaml = agentdeck::tui::object_yaml(&client, &view, &events, &key).await;
+    assert!(yaml.contains("kind: Event"), "{yaml}");
+    assert!(yaml.contains("component: agentdeck-agent"), "{yaml}");
+    assert!(
+        yaml.contains("reportingComponent: agentdeck-agent"),
+        "{yaml}"
+    );
     cancel.cancel();
 }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::event::CachedEvent as Event;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Event;
 use serde_json::json;
 
 use super::rows::Sources;

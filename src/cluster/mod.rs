@@ -2,6 +2,8 @@
 //! every mode that talks to one.
 
 pub mod debug_pods;
+pub mod deployment;
+pub mod event;
 pub mod feed;
 pub mod health;
 pub mod listwatch;

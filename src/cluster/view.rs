@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 
+use super::deployment::CachedDeployment;
 use super::pod::CachedPod;
 use super::{HealthSamples, WatchBoard, feed, slim};
 use crate::crd::{AgentPool, AgentTask, LABEL_POOL};
@@ -23,7 +23,9 @@ pub struct ClusterView {
     pub pools: Store<AgentPool>,
     pub tasks: Store<AgentTask>,
     pub pods: Store<CachedPod>,
-    pub deployments: Store<Deployment>,
+    /// The agent Deployments, as much as is read of them (see
+    /// [`CachedDeployment`]).
+    pub deployments: Store<CachedDeployment>,
     pub jobs: Store<Job>,
     pub health: HealthSamples,
     /// Bumped on every watch event and health sample, so a reader (the

@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::controller::{Action, Controller};
@@ -46,6 +45,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::deployment::CachedDeployment;
 use crate::cluster::pod::CachedPod;
 use crate::cluster::reflect::{
     FirstListAs, Subscriber, WatchHealth, WatchSignal, keep_all, shared_watch,
@@ -532,7 +532,7 @@ struct Triggers {
     pools: Subscriber<AgentPool>,
     tasks: Subscriber<AgentTask>,
     pods: Subscriber<CachedPod>,
-    deployments: Subscriber<Deployment>,
+    deployments: Subscriber<CachedDeployment>,
     jobs: Subscriber<Job>,
 }
 
@@ -594,7 +594,8 @@ fn start_watches(
         2,
         [feeds.pods, by_pool.pods]
     );
-    let (deployments, deployment_subs) = watch!(Deployment, "Deployment", managed.clone(), 1, []);
+    let (deployments, deployment_subs) =
+        watch!(CachedDeployment, "Deployment", managed.clone(), 1, []);
     let (jobs, job_subs) = watch!(Job, "Job", managed, 1, [feeds.jobs]);
     let only = "the subscribers asked for";
     let mut pod_subs = pod_subs.into_iter();
@@ -689,7 +690,7 @@ fn pool_triggers(
             .map(move |pool: Arc<AgentPool>| background(Some(ObjectRef::from_obj(&*pool))))
             .boxed(),
         t.deployments
-            .map(move |d: Arc<Deployment>| background(pool_ref_from_label(&*d)))
+            .map(move |d: Arc<CachedDeployment>| background(pool_ref_from_label(&*d)))
             .boxed(),
         t.tasks
             .map(|task: Arc<AgentTask>| {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cluster::event::CachedEvent as Event;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Event;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};

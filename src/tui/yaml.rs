@@ -1,8 +1,10 @@
 //! The YAML loader: the object the YAML view shows, read from the API for
-//! pods and tasks (the caches keep less) and from the stores otherwise.
+//! pods, tasks and events (the caches keep less) and from the stores
+//! otherwise.
 
 use std::time::Duration;
 
+use crate::cluster::event::CachedEvent;
 use crate::crd::AgentTask;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::runtime::reflector::{self, Store};
@@ -16,7 +18,7 @@ use crate::cluster::ClusterView;
 pub(super) async fn yaml_loader(
     client: Client,
     view: ClusterView,
-    events: Store<Event>,
+    events: Store<CachedEvent>,
     mut rx: mpsc::Receiver<ObjectKey>,
     tx: mpsc::Sender<Msg>,
     cancel: CancellationToken,
@@ -36,13 +38,13 @@ pub(super) async fn yaml_loader(
     }
 }
 
-/// The object as the YAML view shows it: pods and tasks as the API has
+/// The object as the YAML view shows it: pods, tasks and events as the API has
 /// them (the caches keep less; the cached copy, said to be partial, when
 /// the API does not answer), the rest from the stores.
 pub async fn object_yaml(
     client: &Client,
     view: &ClusterView,
-    events: &Store<Event>,
+    events: &Store<CachedEvent>,
     key: &ObjectKey,
 ) -> String {
     match key.kind {
@@ -68,6 +70,13 @@ pub async fn object_yaml(
             };
             let lacks = "without its kept output (status.outputTail)";
             api_yaml::<AgentTask>(client, key, cached, lacks).await
+        }
+        // The cached events keep only what the rows read (see `cluster::event`).
+        "Event" => {
+            let cached = || find(events, key);
+            let lacks =
+                "with only the fields the console reads (no source, series, related object)";
+            api_yaml::<Event>(client, key, cached, lacks).await
         }
         _ => yaml_of(view, events, key),
     }
@@ -114,7 +123,7 @@ where
 
 /// The object as YAML, managedFields stripped; read from the stores (pods
 /// are read from the API by the loader).
-pub fn yaml_of(view: &ClusterView, events: &Store<Event>, key: &ObjectKey) -> String {
+pub fn yaml_of(view: &ClusterView, events: &Store<CachedEvent>, key: &ObjectKey) -> String {
     let value = match key.kind {
         "AgentPool" => find(&view.pools, key),
         "AgentTask" => find(&view.tasks, key),
