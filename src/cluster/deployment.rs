@@ -49,36 +49,7 @@ pub struct CachedDeploymentStatus {
     pub updated_replicas: Option<i32>,
 }
 
-impl CachedDeployment {
-    /// The cached form of a whole Deployment (what the watch would have
-    /// decoded).
-    pub fn of(deployment: &Deployment) -> CachedDeployment {
-        serde_json::to_value(deployment)
-            .and_then(serde_json::from_value)
-            .unwrap_or_default()
-    }
-}
-
-impl k8s_openapi::Resource for CachedDeployment {
-    const API_VERSION: &'static str = <Deployment as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Deployment as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Deployment as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Deployment as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Deployment as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for CachedDeployment {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+cached_form!(CachedDeployment, Deployment);
 
 #[cfg(test)]
 mod tests {

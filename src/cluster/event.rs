@@ -50,35 +50,7 @@ pub struct CachedObjectReference {
     pub name: Option<String>,
 }
 
-impl CachedEvent {
-    /// The cached form of a whole Event (what the watch would have decoded).
-    pub fn of(event: &Event) -> CachedEvent {
-        serde_json::to_value(event)
-            .and_then(serde_json::from_value)
-            .unwrap_or_default()
-    }
-}
-
-impl k8s_openapi::Resource for CachedEvent {
-    const API_VERSION: &'static str = <Event as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Event as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Event as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Event as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Event as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for CachedEvent {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+cached_form!(CachedEvent, Event);
 
 /// A cached event as an Event object (`apiVersion` and `kind` first), for
 /// the YAML shown when the whole one cannot be fetched.

@@ -1,6 +1,45 @@
 //! Connecting to the Kubernetes API (a real cluster or the sandbox), shared by
 //! every mode that talks to one.
 
+/// What makes a cached form of a k8s-openapi kind (only the fields read,
+/// the same names and types) a store object: the kind's resource identity,
+/// its `metadata`, and `of`, the cached form of a whole object.
+macro_rules! cached_form {
+    ($cached:ty, $whole:ty) => {
+        impl $cached {
+            /// The cached form of a whole object (what the watch would have
+            /// decoded).
+            pub fn of(whole: &$whole) -> $cached {
+                serde_json::to_value(whole)
+                    .and_then(serde_json::from_value)
+                    .unwrap_or_default()
+            }
+        }
+
+        impl k8s_openapi::Resource for $cached {
+            const API_VERSION: &'static str = <$whole as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$whole as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$whole as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$whole as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str =
+                <$whole as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = k8s_openapi::NamespaceResourceScope;
+        }
+
+        impl k8s_openapi::Metadata for $cached {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 pub mod debug_pods;
 pub mod deployment;
 pub mod event;

@@ -80,35 +80,7 @@ pub struct CachedContainerStatus {
     pub state: Option<ContainerState>,
 }
 
-impl CachedPod {
-    /// The cached form of a whole pod (what the watch would have decoded).
-    pub fn of(pod: &Pod) -> CachedPod {
-        serde_json::to_value(pod)
-            .and_then(serde_json::from_value)
-            .unwrap_or_default()
-    }
-}
-
-impl k8s_openapi::Resource for CachedPod {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for CachedPod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+cached_form!(CachedPod, Pod);
 
 /// Serialised as a Pod object (`apiVersion` and `kind` first), for the
 /// YAML shown when the whole pod cannot be fetched.
