@@ -298,6 +298,36 @@ fn pool(name: &str, min: usize, max: usize, health_port: u16) -> Value {
     })
 }
 
+/// This process answers every agent pod's `/healthz` (10,000 of them),
+/// and the daemon and the console each keep a connection to every agent
+/// (see `controller::prober`): past 20,000 open sockets here. The soft
+/// limit goes to the hard one, and the hard one to 65,536 where this
+/// process may raise it (as root); what it got is printed.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let want = 65_536;
+    let now = getrlimit(Resource::Nofile);
+    let hard = now.maximum.map(|h| h.max(want));
+    let raised = Rlimit {
+        current: hard,
+        maximum: hard,
+    };
+    if setrlimit(Resource::Nofile, raised).is_err() {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: now.maximum,
+                maximum: now.maximum,
+            },
+        );
+    }
+    let got = getrlimit(Resource::Nofile).current;
+    println!(
+        "open-file limit: {} (agents' health answered here, one connection each from the daemon and the console)",
+        got.map_or("unlimited".to_owned(), |n| n.to_string())
+    );
+}
+
 fn rfc3339(secs_ago: i64) -> String {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - secs_ago)
         .map(|t| t.to_string())
@@ -1139,6 +1169,7 @@ async fn run(size: &Size) {
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    raise_open_file_limit();
     // The sandbox's containers start through agentdeck's own entry point,
     // never through this harness. Set before any thread exists.
     // SAFETY: single-threaded here; nothing reads the environment concurrently.

@@ -48,6 +48,9 @@ pub(crate) struct PoolMemory {
     /// Hash of the last object applied per `kind/name`, and when, so an
     /// unchanged object is not sent again.
     pub applied: HashMap<String, (u64, Instant)>,
+    /// What the pool's objects were last rendered from, and their
+    /// `kind/name` keys in `applied` (see `reconcile::render_and_apply`).
+    pub rendered: Option<(RenderInput, Vec<String>)>,
     /// The last replica count written, when (monotonic and wall clock), to
     /// bridge the Deployment store's lag.
     pub scaled: Option<(i32, Instant, Timestamp)>,
@@ -60,6 +63,32 @@ pub(crate) struct PoolMemory {
     /// (a deleted pool, a spell as follower) is dropped at the next record
     /// and seeded again.
     pub recommendations: Option<Recommendations>,
+}
+
+/// What a pool's objects are rendered from: the pool as its uid and
+/// resourceVersion name it, and the replica count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RenderInput {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub replicas: i32,
+}
+
+impl PoolMemory {
+    /// Whether the objects rendered from `input` were rendered last and
+    /// each applied less than `reapply_after` ago (so rendering them again
+    /// would send nothing).
+    pub fn rendered_fresh(&self, input: &RenderInput, reapply_after: std::time::Duration) -> bool {
+        let Some((last, keys)) = &self.rendered else {
+            return false;
+        };
+        last == input
+            && keys.iter().all(|k| {
+                self.applied
+                    .get(k)
+                    .is_some_and(|(_, at)| at.elapsed() < reapply_after)
+            })
+    }
 }
 
 /// Every pool's [`PoolMemory`], by `namespace/pool`, behind one lock.

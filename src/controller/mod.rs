@@ -416,6 +416,9 @@ fn spawn_helpers(
     cancel: &CancellationToken,
     tasks: &mut JoinSet<()>,
 ) {
+    // One idle connection per agent probed (see `prober::Connections`).
+    let files = prober::raise_open_file_limit();
+    tracing::debug!(open_files = ?files, "open-file limit");
     tasks.spawn(prober::run(
         view.pods.clone(),
         view.health.clone(),

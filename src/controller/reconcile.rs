@@ -20,6 +20,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::context::RenderInput;
 use super::{Context, ControllerError, Result, resync as resync_action};
 use crate::cluster::pod::CachedPod;
 use crate::crd::{
@@ -608,7 +609,7 @@ async fn apply_objects(
             .unwrap_or_default()
             .to_owned();
         let pool_key = format!("{}/{}", ctx.ns, ctx.name);
-        let key = format!("{kind}/{obj_name}");
+        let key = object_key(&object);
         let hash = {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             object.to_string().hash(&mut h);
@@ -659,6 +660,54 @@ async fn apply_objects(
         }
     }
     Ok(())
+}
+
+/// The pool's objects rendered at `replicas` and applied where they
+/// changed (see [`apply_objects`]). Rendering is most of a quiet resync's
+/// work (the Deployment's pod template built, merged and serialized for
+/// every pool every resync), and its output depends on the pool object and
+/// `replicas` alone: when both are as at the last render and every object
+/// it made was applied within [`REAPPLY_AFTER`], there is nothing to send
+/// and nothing is rendered. The pool's resourceVersion stands for the pool
+/// (any change to it, status included, renders again).
+async fn render_and_apply(
+    ctx: &mut PoolCtx<'_>,
+    replicas: i32,
+    deployment_exists: bool,
+) -> Result<()> {
+    let pool_key = format!("{}/{}", ctx.ns, ctx.name);
+    let input = RenderInput {
+        uid: ctx.pool.metadata.uid.clone(),
+        resource_version: ctx.pool.metadata.resource_version.clone(),
+        replicas,
+    };
+    let unchanged = deployment_exists
+        && input.resource_version.is_some()
+        && ctx
+            .shared
+            .memory
+            .read(&pool_key, |m| m.rendered_fresh(&input, REAPPLY_AFTER));
+    if unchanged {
+        return Ok(());
+    }
+    let objects = pool_objects(ctx, replicas)?;
+    let keys: Vec<String> = objects.iter().map(object_key).collect();
+    apply_objects(ctx, objects, deployment_exists).await?;
+    ctx.shared
+        .memory
+        .write(&pool_key, |m| m.rendered = Some((input, keys)));
+    Ok(())
+}
+
+/// `kind/name` of a rendered object: its key in [`PoolMemory::applied`].
+///
+/// [`PoolMemory::applied`]: super::context::PoolMemory
+fn object_key(object: &serde_json::Value) -> String {
+    format!(
+        "{}/{}",
+        object["kind"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    )
 }
 
 fn pool_objects(ctx: &PoolCtx<'_>, replicas: i32) -> Result<Vec<serde_json::Value>> {
@@ -1038,8 +1087,7 @@ async fn apply_scale(
             }
         }
     }
-    let objects = pool_objects(ctx, desired)?;
-    apply_objects(ctx, objects, replicas.exists).await?;
+    render_and_apply(ctx, desired, replicas.exists).await?;
 
     let old = ctx.pool.status.as_ref();
     let mut last_scale_time = old.and_then(|s| s.last_scale_time.clone());
@@ -1512,8 +1560,7 @@ async fn job_mode(
             (a, b) => a.or(b),
         };
     }
-    let objects = pool_objects(ctx, 0)?;
-    apply_objects(ctx, objects, true).await?;
+    render_and_apply(ctx, 0, true).await?;
     report_jobs(ctx, tasks, pool_pods, max_in_flight).await?;
     let resync = ctx
         .shared
