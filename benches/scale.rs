@@ -43,8 +43,8 @@
 //!   1,000 pods are. Min = max keeps the daemon from scaling anything but
 //!   the latency pool, whose pods are simulated too.
 //! - The agents answer their health probes: every pod IP is a loopback
-//!   address, so one listener of this bench on `0.0.0.0:PORT` (the pools'
-//!   `healthPort`) answers every pod's `/healthz` as an idle agent does.
+//!   address, so one listener on `0.0.0.0:PORT` (the pools' `healthPort`),
+//!   in a process of its own, answers every pod's `/healthz` as an idle agent does.
 //!   The daemon probes 10,000 agents as it would in a cluster, they are
 //!   fresh, and the Running tasks (set Running once their pools' pods
 //!   exist, each on one of them) are not requeued.
@@ -298,12 +298,12 @@ fn pool(name: &str, min: usize, max: usize, health_port: u16) -> Value {
     })
 }
 
-/// This process answers every agent pod's `/healthz` (10,000 of them),
-/// and the daemon and the console each keep a connection to every agent
-/// (see `controller::prober`): past 20,000 open sockets here. The soft
-/// limit goes to the hard one, and the hard one to 65,536 where this
-/// process may raise it (as root); what it got is printed.
-fn raise_open_file_limit() {
+/// The agents' health process holds the daemon's connection to every
+/// agent (the leader keeps one each, see `controller::prober`): 10,000
+/// open sockets, past a soft limit of 1,024. The soft limit goes to the
+/// hard one, and the hard one to 65,536 where this process may raise it
+/// (as root); what it got is printed when `say`.
+fn raise_open_file_limit(say: bool) {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let want = 65_536;
     let now = getrlimit(Resource::Nofile);
@@ -322,10 +322,12 @@ fn raise_open_file_limit() {
         );
     }
     let got = getrlimit(Resource::Nofile).current;
-    println!(
-        "open-file limit: {} (agents' health answered here, one connection each from the daemon and the console)",
-        got.map_or("unlimited".to_owned(), |n| n.to_string())
-    );
+    if say {
+        println!(
+            "open-file limit: {} (the agents' health process holds the daemon's connection to each agent)",
+            got.map_or("unlimited".to_owned(), |n| n.to_string())
+        );
+    }
 }
 
 fn rfc3339(secs_ago: i64) -> String {
@@ -515,9 +517,48 @@ async fn seed(sb: &Sandbox, size: &Size, health_port: u16) -> Duration {
     started.elapsed()
 }
 
+/// Set in the child that answers the agents' health (see [`AgentHealth`]).
+const SERVE_HEALTH_ENV: &str = "AGENTDECK_BENCH_SERVE_HEALTH";
+
 /// One listener answering every agent pod's `/healthz` (pod IPs are
-/// loopback addresses) as an idle, healthy agent does.
-async fn serve_agent_health() -> u16 {
+/// loopback addresses) as an idle, healthy agent does, in a process of its
+/// own (this bench re-run with [`SERVE_HEALTH_ENV`]): the daemon keeps a
+/// connection to each of the 10,000 agents, and 10,000 sockets open in
+/// this process made each `tmux` it starts (the console's screen is read
+/// by `tmux capture-pane`) slower to spawn, which the key → screen figure
+/// then counted. Ends when this process does (its stdin closes).
+struct AgentHealth {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl AgentHealth {
+    fn start() -> AgentHealth {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().expect("this bench"))
+            .env(SERVE_HEALTH_ENV, "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the agents' health process");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("its stdout"))
+            .read_line(&mut line)
+            .expect("its port");
+        let port = line.trim().parse().expect("a port");
+        AgentHealth { child, port }
+    }
+}
+
+impl Drop for AgentHealth {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The agents' health process: prints its port, answers until stdin ends.
+fn serve_agent_health() {
     async fn healthz() -> impl axum::response::IntoResponse {
         let now = jiff::Timestamp::now();
         let report = HealthReport {
@@ -530,15 +571,23 @@ async fn serve_agent_health() -> u16 {
             serde_json::to_string(&report).unwrap_or_default(),
         )
     }
-    let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
-        .await
-        .expect("health listener");
-    let port = listener.local_addr().expect("address").port();
-    let app = axum::Router::new().route("/healthz", axum::routing::get(healthz));
-    tokio::spawn(async move {
+    std::thread::spawn(|| {
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        std::process::exit(0);
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
+            .await
+            .expect("health listener");
+        println!("{}", listener.local_addr().expect("address").port());
+        let app = axum::Router::new().route("/healthz", axum::routing::get(healthz));
         let _ = axum::serve(listener, app).await;
     });
-    port
 }
 
 /// Agent pods Running (not being deleted), by pool.
@@ -1115,7 +1164,8 @@ async fn run(size: &Size) {
     )
     .await
     .expect("sandbox");
-    let health_port = serve_agent_health().await;
+    let health = AgentHealth::start();
+    let health_port = health.port;
     let seeded = seed(&sb, size, health_port).await;
     println!(
         "seeded {} pools (+ the latency pool) and {} tasks through the sandbox's API in {} ({nodes} simulated nodes)",
@@ -1168,8 +1218,13 @@ async fn run(size: &Size) {
 }
 
 fn main() {
+    if std::env::var_os(SERVE_HEALTH_ENV).is_some() {
+        raise_open_file_limit(false);
+        serve_agent_health();
+        return;
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
-    raise_open_file_limit();
+    raise_open_file_limit(true);
     // The sandbox's containers start through agentdeck's own entry point,
     // never through this harness. Set before any thread exists.
     // SAFETY: single-threaded here; nothing reads the environment concurrently.

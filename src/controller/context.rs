@@ -213,3 +213,44 @@ impl Context {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn input(rv: &str, replicas: i32) -> RenderInput {
+        RenderInput {
+            uid: Some("u1".into()),
+            resource_version: Some(rv.into()),
+            replicas,
+        }
+    }
+
+    #[test]
+    fn a_render_is_skipped_only_for_the_same_pool_and_replicas_all_applied_lately() {
+        let hour = Duration::from_secs(3600);
+        let mut m = PoolMemory::default();
+        assert!(
+            !m.rendered_fresh(&input("5", 3), hour),
+            "nothing rendered yet"
+        );
+        let keys = vec!["Deployment/a".to_owned(), "ServiceAccount/a".to_owned()];
+        m.rendered = Some((input("5", 3), keys.clone()));
+        // Rendered, but one object was never applied (its apply failed).
+        m.applied.insert(keys[0].clone(), (1, Instant::now()));
+        assert!(!m.rendered_fresh(&input("5", 3), hour));
+        m.applied.insert(keys[1].clone(), (2, Instant::now()));
+        assert!(m.rendered_fresh(&input("5", 3), hour));
+        // The pool changed, or the replicas did: rendered again.
+        assert!(!m.rendered_fresh(&input("6", 3), hour));
+        assert!(!m.rendered_fresh(&input("5", 4), hour));
+        let other_pool = RenderInput {
+            uid: Some("u2".into()),
+            ..input("5", 3)
+        };
+        assert!(!m.rendered_fresh(&other_pool, hour));
+        // Due to be sent again (drift repair): rendered again.
+        assert!(!m.rendered_fresh(&input("5", 3), Duration::ZERO));
+    }
+}

@@ -419,12 +419,14 @@ fn spawn_helpers(
     // One idle connection per agent probed (see `prober::Connections`).
     let files = prober::raise_open_file_limit();
     tracing::debug!(open_files = ?files, "open-file limit");
+    let leader = shared.leader.clone();
     tasks.spawn(prober::run(
         view.pods.clone(),
         view.health.clone(),
         config.health_probe.clone(),
         offline_tx,
         pool_ref_of_pod,
+        move || leader.is_leader(),
         cancel.clone(),
     ));
 

@@ -163,16 +163,20 @@ fn round_of(
 /// When an agent turns offline — or a pool's counts of fresh, stale and
 /// offline agents change — the pool's reference goes to `offline`, so the
 /// reconciler recovers its task and reports the counts now rather than at
-/// the next resync; `pool_of` maps a pod to its pool.
+/// the next resync; `pool_of` maps a pod to its pool. While `leading()`
+/// says so, each agent's connection is kept for the next round (see
+/// [`Connections`]); a follower (a console beside the daemon, a standby)
+/// closes each one after its probe.
 pub async fn run(
     pods: Store<CachedPod>,
     samples: HealthSamples,
     config: HealthProbeConfig,
     offline: mpsc::Sender<ObjectRef<AgentPool>>,
     pool_of: fn(&CachedPod) -> Option<ObjectRef<AgentPool>>,
+    leading: impl Fn() -> bool,
     cancel: CancellationToken,
 ) {
-    let connections = Connections::new(idle_budget());
+    let connections = Connections::new(0);
     let timeout = config.timeout();
     let concurrency = usize::try_from(config.concurrency.max(1)).unwrap_or(1);
     let mut tick = tokio::time::interval(config.interval().max(Duration::from_millis(100)));
@@ -192,6 +196,7 @@ pub async fn run(
             owners,
         } = round_of(&pods.state(), pool_of);
         samples.retain_and_register(&live, now);
+        connections.set_budget(if leading() { idle_budget() } else { 0 });
         connections.keep_only(targets.iter().map(|(_, _, addr)| *addr));
         let connections = &connections;
         let probes = futures::stream::iter(targets.into_iter().map(|(ns, pod, addr)| async move {
@@ -291,17 +296,31 @@ pub fn raise_open_file_limit() -> Option<u64> {
 /// still registered keeps the waker of the probe that last used it, and
 /// with it the memory of that probe (about 2.7 KB each, 27 MB for 10,000
 /// agents). At most `budget` are kept; past it a probe closes its
-/// connection, as every probe did before.
+/// connection, as every probe did before. Only the leader keeps any (see
+/// [`run`]): an agent holds one connection open, not one per console.
 struct Connections {
     idle: std::sync::Mutex<HashMap<SocketAddr, std::net::TcpStream>>,
-    budget: usize,
+    budget: std::sync::atomic::AtomicUsize,
 }
 
 impl Connections {
     fn new(budget: usize) -> Connections {
         Connections {
             idle: std::sync::Mutex::default(),
-            budget,
+            budget: std::sync::atomic::AtomicUsize::new(budget),
+        }
+    }
+
+    /// Keeps at most `budget` connections from now on (closing any past it).
+    fn set_budget(&self, budget: usize) {
+        self.budget
+            .store(budget, std::sync::atomic::Ordering::Relaxed);
+        let mut idle = self.lock();
+        if idle.len() > budget {
+            let extra: Vec<SocketAddr> = idle.keys().skip(budget).copied().collect();
+            for addr in extra {
+                idle.remove(&addr);
+            }
         }
     }
 
@@ -313,7 +332,7 @@ impl Connections {
 
     fn put(&self, addr: SocketAddr, stream: tokio::net::TcpStream) {
         let mut idle = self.lock();
-        if idle.len() < self.budget
+        if idle.len() < self.budget.load(std::sync::atomic::Ordering::Relaxed)
             && let Ok(stream) = stream.into_std()
         {
             idle.insert(addr, stream);
