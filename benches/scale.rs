@@ -763,9 +763,15 @@ async fn settle(sb: &Sandbox, size: &Size, daemon: &common::Daemon, began: Insta
 }
 
 /// The daemon's RSS and CPU over `size.idle`.
-async fn quiet_window(sb: &Sandbox, size: &Size, daemon: &mut common::Daemon) {
+async fn quiet_window(
+    sb: &Sandbox,
+    size: &Size,
+    daemon: &mut common::Daemon,
+    log: &std::path::Path,
+) {
     let pid = daemon.child.id();
     sb.api().faults.reset_requests();
+    let log_from = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
     let (rss0, _, ticks0) = proc_stats(pid);
     let mut max = rss0;
     let started = Instant::now();
@@ -814,6 +820,32 @@ async fn quiet_window(sb: &Sandbox, size: &Size, daemon: &mut common::Daemon) {
     if !by_kind.is_empty() {
         println!("  writes by resource: {by_kind:?}");
     }
+    let changed = status_fields_written(log, log_from);
+    if !changed.is_empty() {
+        println!(
+            "  pool status writes by the fields they changed (daemon's debug log): {changed:?}"
+        );
+    }
+}
+
+/// The daemon's `pool status written` debug lines after byte `from` of its
+/// log, counted by their `changed` field lists.
+fn status_fields_written(log: &std::path::Path, from: u64) -> BTreeMap<String, u64> {
+    let text = std::fs::read(log).unwrap_or_default();
+    let tail = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    for line in tail.lines().filter(|l| l.contains("pool status written")) {
+        let Some(at) = line.find("changed") else {
+            continue;
+        };
+        let rest = line[at + "changed".len()..].trim_start_matches(['"', ':', '=']);
+        let fields: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == ',')
+            .collect();
+        *by.entry(fields).or_default() += 1;
+    }
+    by
 }
 
 /// `PATCH /apis/g/v/namespaces/ns/res/name/status` as `PATCH res/status`.
@@ -1184,7 +1216,15 @@ async fn run(size: &Size) {
         return;
     }
     let daemon_started = Instant::now();
-    let mut daemon = common::start_daemon(&binary(), &kubeconfig, NS, &log);
+    // Debug lines of the reconciler: each pool status write names the
+    // fields it changes, tallied after the quiet window.
+    let mut daemon = common::start_daemon_filtered(
+        &binary(),
+        &kubeconfig,
+        NS,
+        &log,
+        "info,agentdeck::controller::reconcile=debug",
+    );
     println!("daemon pid {}, log {}", daemon.child.id(), log.display());
     let settled = settle(&sb, size, &daemon, daemon_started).await;
     if let Some(hold) = size.hold {
@@ -1193,7 +1233,7 @@ async fn run(size: &Size) {
         return;
     }
     if settled {
-        quiet_window(&sb, size, &mut daemon).await;
+        quiet_window(&sb, size, &mut daemon, &log).await;
         let (dir_path, kc) = (dir.path().to_owned(), kubeconfig.clone());
         let size_ref = size.clone();
         tokio::task::spawn_blocking(move || console(&size_ref, &dir_path, &kc))

@@ -335,6 +335,47 @@ fn followed_logs_share_http2_connections_at_most_64_streams_each() {
 }
 
 #[test]
+fn a_stop_cuts_what_is_still_open_after_a_moment() {
+    let mut sb = TestSandbox::start();
+    let client = sb.client();
+    let sandbox = sb.take();
+    sb.rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        running_sim_pods(&pods, &["talker".to_owned()]).await;
+        let follow = kube::api::LogParams {
+            follow: true,
+            ..Default::default()
+        };
+        let _stream = pods
+            .log_stream("talker", &follow)
+            .await
+            .expect("log stream opened");
+        // A request still being answered when the stop comes (here one the
+        // API is slow to answer; a watch a client opened again after the
+        // stop ended its watches is another): the server's graceful
+        // shutdown waited for it without end.
+        sandbox.api().faults.set_latency(Duration::from_secs(600));
+        let slow = tokio::spawn({
+            let pods = pods.clone();
+            async move { pods.get("talker").await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let began = std::time::Instant::now();
+        let stopped = tokio::time::timeout(Duration::from_secs(30), sandbox.stop()).await;
+        assert!(
+            stopped.is_ok(),
+            "the sandbox did not stop in 30 s with a request in flight"
+        );
+        let answered = tokio::time::timeout(Duration::from_secs(10), slow).await;
+        assert!(
+            matches!(answered, Ok(Ok(Err(_)))),
+            "the request in flight was not cut: {answered:?}"
+        );
+        println!("stopped in {:?}", began.elapsed());
+    });
+}
+
+#[test]
 fn a_restart_cuts_every_connection_log_follows_included() {
     let sb = TestSandbox::start();
     let client = sb.client();

@@ -321,6 +321,18 @@ pub fn start_daemon(
     ns: &str,
     log: &std::path::Path,
 ) -> Daemon {
+    start_daemon_filtered(bin, kubeconfig, ns, log, "info")
+}
+
+/// [`start_daemon`] with a log filter of its own (`RUST_LOG` directives:
+/// `info,agentdeck::controller::reconcile=debug`).
+pub fn start_daemon_filtered(
+    bin: &str,
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    log: &std::path::Path,
+    filter: &str,
+) -> Daemon {
     let log = std::fs::File::create(log).expect("daemon log file");
     let port = free_port();
     let mut cmd = Command::new(bin);
@@ -338,6 +350,7 @@ pub fn start_daemon(
         .env("AGENTDECK_CONTROLLER_NAMESPACE", ns)
         .env("AGENTDECK_SERVER__PORT", port.to_string())
         .env("AGENTDECK_LOG__LEVEL", "info")
+        .env("RUST_LOG", filter)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()

@@ -520,11 +520,17 @@ async fn write_pool_status(
         shared.client.clone(),
         pool.namespace().as_deref().unwrap_or_default(),
     );
+    let patch = status_patch(old, &status);
+    tracing::debug!(
+        pool = %pool.name_any(),
+        changed = %changed_fields(old, &patch),
+        "pool status written"
+    );
     match api
         .patch_status(
             &pool.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(status_patch(old, &status)),
+            &Patch::Merge(patch),
         )
         .await
     {
@@ -551,6 +557,21 @@ fn status_patch(old: &AgentPoolStatus, new: &AgentPoolStatus) -> serde_json::Val
         }
     }
     json!({ "status": patch })
+}
+
+/// The status fields a [`status_patch`] changes, by name (`healthCounts`,
+/// `conditions` …), for the debug line of a write.
+fn changed_fields(old: &AgentPoolStatus, patch: &serde_json::Value) -> String {
+    let before = serde_json::to_value(old).unwrap_or_default();
+    let Some(after) = patch["status"].as_object() else {
+        return String::new();
+    };
+    let changed: Vec<&str> = after
+        .iter()
+        .filter(|(k, v)| before.get(k.as_str()).unwrap_or(&serde_json::Value::Null) != *v)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    changed.join(",")
 }
 
 fn default_tz(shared: &Context) -> TimeZone {
@@ -1945,6 +1966,21 @@ mod tests {
         json_patch::merge(&mut doc, &patch);
         assert!(doc["status"].get("frozenReason").is_none(), "{doc}");
         assert_eq!(doc["status"]["scaleReason"], "idle");
+    }
+
+    #[test]
+    fn a_status_write_names_the_fields_it_changes() {
+        let old: AgentPoolStatus = serde_json::from_value(json!({
+            "frozen": true, "frozenReason": "freeze", "scaleReason": "3 pending", "replicas": 2
+        }))
+        .expect("status");
+        let new: AgentPoolStatus = serde_json::from_value(json!({
+            "frozen": true, "scaleReason": "3 pending", "replicas": 3
+        }))
+        .expect("status");
+        let patch = status_patch(&old, &new);
+        assert_eq!(changed_fields(&old, &patch), "frozenReason,replicas");
+        assert_eq!(changed_fields(&old, &status_patch(&old, &old)), "");
     }
 
     #[test]

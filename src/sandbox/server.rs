@@ -69,12 +69,13 @@ pub async fn serve(
         tokio::pin!(server);
         tokio::select! {
             r = &mut server => r?,
-            () = restart.cancelled() => {
-                // Watches end at once; other streams (log follows) get a
-                // moment to finish before their connections are cut.
-                api.faults.drop_watches();
-                let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
-            }
+            // A restart or a stop: watches end at once; other streams (log
+            // follows, which a running container's never do by themselves)
+            // get a moment to finish before their connections are cut. A
+            // stop waited for them without end (a console leading the
+            // cluster follows its agents' logs).
+            () = restart.cancelled() => drain(&api, &mut server).await,
+            () = cancel.cancelled() => drain(&api, &mut server).await,
         }
         // Whatever is still open is cut now, as a process exiting would:
         // the server's graceful shutdown only waits for its connections.
@@ -97,6 +98,16 @@ pub async fn serve(
             }
         };
     }
+}
+
+/// How long open streams get to end when the server stops or restarts.
+const STREAMS_GRACE: Duration = Duration::from_secs(2);
+
+/// Ends the watches, then waits for the server's graceful shutdown at most
+/// [`STREAMS_GRACE`] (the caller cuts whatever is still open).
+async fn drain<F: std::future::Future + Unpin>(api: &Api, server: &mut F) {
+    api.faults.drop_watches();
+    let _ = tokio::time::timeout(STREAMS_GRACE, server).await;
 }
 
 /// Binds 127.0.0.1:`port` (0 = any free port).

@@ -77,6 +77,12 @@ impl TestSandbox {
         self.sandbox.as_ref().expect("running")
     }
 
+    /// The sandbox itself, to stop it by hand (dropping the rest is then
+    /// a no-op for it).
+    pub fn take(&mut self) -> Sandbox {
+        self.sandbox.take().expect("running")
+    }
+
     pub fn client(&self) -> kube::Client {
         let _g = self.rt.enter();
         self.sandbox().client().expect("client")
