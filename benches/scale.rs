@@ -820,21 +820,33 @@ async fn quiet_window(
     if !by_kind.is_empty() {
         println!("  writes by resource: {by_kind:?}");
     }
-    let changed = status_fields_written(log, log_from);
+    let (changed, examples) = status_fields_written(log, log_from);
     if !changed.is_empty() {
         println!(
             "  pool status writes by the fields they changed (daemon's debug log): {changed:?}"
         );
+        for line in examples {
+            println!("    {line}");
+        }
     }
 }
 
 /// The daemon's `pool status written` debug lines after byte `from` of its
-/// log, counted by their `changed` field lists.
-fn status_fields_written(log: &std::path::Path, from: u64) -> BTreeMap<String, u64> {
+/// log, counted by their `changed` field lists, and the first three.
+fn status_fields_written(log: &std::path::Path, from: u64) -> (BTreeMap<String, u64>, Vec<String>) {
     let text = std::fs::read(log).unwrap_or_default();
     let tail = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
     let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    let mut examples = Vec::new();
+    for line in tail.lines().filter(|l| l.contains("probe round")) {
+        if examples.len() < 6 {
+            examples.push(line.to_owned());
+        }
+    }
     for line in tail.lines().filter(|l| l.contains("pool status written")) {
+        if examples.len() < 9 {
+            examples.push(line.to_owned());
+        }
         let Some(at) = line.find("changed") else {
             continue;
         };
@@ -845,7 +857,7 @@ fn status_fields_written(log: &std::path::Path, from: u64) -> BTreeMap<String, u
             .collect();
         *by.entry(fields).or_default() += 1;
     }
-    by
+    (by, examples)
 }
 
 /// `PATCH /apis/g/v/namespaces/ns/res/name/status` as `PATCH res/status`.
@@ -1223,7 +1235,7 @@ async fn run(size: &Size) {
         &kubeconfig,
         NS,
         &log,
-        "info,agentdeck::controller::reconcile=debug",
+        "info,agentdeck::controller::reconcile=debug,agentdeck::controller::prober=debug",
     );
     println!("daemon pid {}, log {}", daemon.child.id(), log.display());
     let settled = settle(&sb, size, &daemon, daemon_started).await;

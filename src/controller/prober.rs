@@ -199,6 +199,7 @@ pub async fn run(
         connections.set_budget(if leading() { idle_budget() } else { 0 });
         connections.keep_only(targets.iter().map(|(_, _, addr)| *addr));
         let connections = &connections;
+        let (round_began, agents) = (Instant::now(), targets.len());
         let probes = futures::stream::iter(targets.into_iter().map(|(ns, pod, addr)| async move {
             (ns, pod, probe(connections, addr, timeout).await)
         }))
@@ -226,6 +227,12 @@ pub async fn run(
                 samples.update(sample);
             }
         }
+        tracing::debug!(
+            agents,
+            took_ms = round_began.elapsed().as_millis() as u64,
+            concurrency,
+            "probe round"
+        );
         let mut pools = std::collections::HashSet::new();
         let snapshot = samples.snapshot();
         let now = Timestamp::now();
@@ -244,9 +251,15 @@ pub async fn run(
             now,
             &limits,
         ));
+        // Every pool whose counts changed is sent, waiting for room: a full
+        // channel dropped the rest, and with more than its 64 pools changing
+        // in one round (a node's agents going, a daemon starting on a large
+        // cluster) their statuses and requeues waited for the resync.
         for pool in pools {
-            // Full means reconciles are already queued; the resync backs this up.
-            let _ = offline.try_send(pool);
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                sent = offline.send(pool) => if sent.is_err() { return },
+            }
         }
     }
 }
@@ -611,6 +624,40 @@ mod tests {
             }))
             .expect("a pod"),
         )
+    }
+
+    #[tokio::test]
+    async fn every_pool_whose_counts_change_in_a_round_is_sent_however_many() {
+        // 100 pools, one new agent each (not probed yet: stale), and a
+        // channel with room for one: a full channel dropped the other 99.
+        let (store, mut writer) = kube::runtime::reflector::store::<CachedPod>();
+        for n in 0..100 {
+            let p = pod(&format!("agent-{n}"), "Pending", None, false);
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply((*p).clone()));
+        }
+        let (tx, mut rx) = mpsc::channel(1);
+        let cancel = CancellationToken::new();
+        let prober = tokio::spawn(run(
+            store,
+            HealthSamples::default(),
+            HealthProbeConfig::default(),
+            tx,
+            |p| Some(ObjectRef::new(p.metadata.name.as_deref()?).within("ns")),
+            || true,
+            cancel.clone(),
+        ));
+        let mut pools = std::collections::HashSet::new();
+        // The reconciler is slow to take them; the prober waits for room.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while pools.len() < 100 {
+            match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+                Ok(Some(pool)) => pools.insert(pool.name),
+                _ => break,
+            };
+        }
+        cancel.cancel();
+        let _ = prober.await;
+        assert_eq!(pools.len(), 100, "pools sent in the first round");
     }
 
     #[test]

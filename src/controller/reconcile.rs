@@ -524,6 +524,15 @@ async fn write_pool_status(
     tracing::debug!(
         pool = %pool.name_any(),
         changed = %changed_fields(old, &patch),
+        health = %format_args!(
+            "{}/{}/{} -> {}/{}/{}",
+            old.health.fresh,
+            old.health.stale,
+            old.health.offline,
+            status.health.fresh,
+            status.health.stale,
+            status.health.offline
+        ),
         "pool status written"
     );
     match api
