@@ -334,6 +334,19 @@ fn followed_logs_share_http2_connections_at_most_64_streams_each() {
     });
 }
 
+/// A running simulated pod `talker`, and a follow of its log (which never
+/// ends by itself).
+async fn follow_a_running_pod(pods: &Api<Pod>) -> impl futures::AsyncBufRead + use<> {
+    running_sim_pods(pods, &["talker".to_owned()]).await;
+    let follow = kube::api::LogParams {
+        follow: true,
+        ..Default::default()
+    };
+    pods.log_stream("talker", &follow)
+        .await
+        .expect("log stream opened")
+}
+
 #[test]
 fn a_stop_cuts_what_is_still_open_after_a_moment() {
     let mut sb = TestSandbox::start();
@@ -341,15 +354,7 @@ fn a_stop_cuts_what_is_still_open_after_a_moment() {
     let sandbox = sb.take();
     sb.rt.block_on(async {
         let pods: Api<Pod> = Api::namespaced(client, "default");
-        running_sim_pods(&pods, &["talker".to_owned()]).await;
-        let follow = kube::api::LogParams {
-            follow: true,
-            ..Default::default()
-        };
-        let _stream = pods
-            .log_stream("talker", &follow)
-            .await
-            .expect("log stream opened");
+        let _stream = follow_a_running_pod(&pods).await;
         // A request still being answered when the stop comes (here one the
         // API is slow to answer; a watch a client opened again after the
         // stop ended its watches is another): the server's graceful
@@ -381,15 +386,7 @@ fn a_restart_cuts_every_connection_log_follows_included() {
     let client = sb.client();
     sb.rt.block_on(async {
         let pods: Api<Pod> = Api::namespaced(client, "default");
-        running_sim_pods(&pods, &["talker".to_owned()]).await;
-        let follow = kube::api::LogParams {
-            follow: true,
-            ..Default::default()
-        };
-        let mut stream = pods
-            .log_stream("talker", &follow)
-            .await
-            .expect("log stream opened");
+        let mut stream = follow_a_running_pod(&pods).await;
         sb.sandbox()
             .api()
             .faults
