@@ -117,17 +117,25 @@ pub(super) async fn snapshots(
         };
         builder = b;
         tracing::debug!(
+            pools = snap.pools.len(),
             tasks = snap.tasks.len(),
             agents = snap.agents.len(),
             rebuilt = builder.rebuilt,
             took_us = started.elapsed().as_micros() as u64,
             "rows built"
         );
-        // Tasks are on the screen: while the rest of the first lists
-        // streams in, each build redoes the rows whose queue places moved,
-        // so fewer builds leave the list (and the allocator) more of the
-        // machine.
-        let tasks_shown = !snap.tasks.is_empty();
+        // The first screen's rows are in (the pools, the first view, and
+        // some tasks): while the rest of the first lists streams in, each
+        // build redoes the rows whose queue places moved, so fewer builds
+        // leave the list (and the allocator) more of the machine. Until
+        // then a frame apart: with the tasks' first pages in before the
+        // pools' list, the pools' rows waited for the longer gap.
+        let pools_answered = view
+            .watches
+            .statuses()
+            .get("AgentPool")
+            .is_some_and(|s| s.answered());
+        let tasks_shown = first_rows_in(&snap, pools_answered);
         if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
             return;
         }
@@ -161,6 +169,12 @@ pub(super) async fn snapshots(
             _ = tokio::time::sleep(CLOCK_REBUILD) => {}
         }
     }
+}
+
+/// Whether `snap` holds the first screen's rows: some tasks, and the pools
+/// (the first view), or none because the pools' watch answered with none.
+fn first_rows_in(snap: &crate::app::rows::Snapshot, pools_answered: bool) -> bool {
+    (pools_answered || !snap.pools.is_empty()) && !snap.tasks.is_empty()
 }
 
 /// The time until the next snapshot, after one that took `took`: twice
@@ -282,6 +296,30 @@ pub fn sources(view: &ClusterView, events: &Store<Event>) -> Sources {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_screen_is_in_with_tasks_and_the_pools_or_the_pools_answered_with_none() {
+        let now = crate::app::fixtures::now();
+        let thresholds = FreshnessThresholds {
+            stale_after: Duration::from_secs(20),
+            offline_after: Duration::from_secs(60),
+        };
+        let full =
+            crate::app::rows::build(&crate::app::fixtures::sources(now, 3), now, &thresholds);
+        assert!(!full.pools.is_empty() && !full.tasks.is_empty());
+        assert!(first_rows_in(&full, false));
+        let tasks_only = crate::app::rows::Snapshot {
+            pools: Vec::new(),
+            ..full.clone()
+        };
+        assert!(!first_rows_in(&tasks_only, false), "pools still listing");
+        assert!(first_rows_in(&tasks_only, true), "a cluster with no pool");
+        let pools_only = crate::app::rows::Snapshot {
+            tasks: Vec::new(),
+            ..full
+        };
+        assert!(!first_rows_in(&pools_only, true), "no task yet");
+    }
 
     #[test]
     fn the_first_tasks_come_a_frame_apart_the_rest_of_the_list_less_often() {
