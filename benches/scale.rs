@@ -832,7 +832,8 @@ async fn quiet_window(
 }
 
 /// The daemon's `pool status written` debug lines after byte `from` of its
-/// log, counted by their `changed` field lists, and the first three.
+/// log, counted by their `changed` field lists; and, to print, the first
+/// six `probe round` lines and three status writes.
 fn status_fields_written(log: &std::path::Path, from: u64) -> (BTreeMap<String, u64>, Vec<String>) {
     let text = std::fs::read(log).unwrap_or_default();
     let tail = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
@@ -1228,8 +1229,9 @@ async fn run(size: &Size) {
         return;
     }
     let daemon_started = Instant::now();
-    // Debug lines of the reconciler: each pool status write names the
-    // fields it changes, tallied after the quiet window.
+    // Debug lines of the reconciler (each pool status write names the
+    // fields it changes) and of the prober (each round's time), read back
+    // after the quiet window.
     let mut daemon = common::start_daemon_filtered(
         &binary(),
         &kubeconfig,

@@ -234,6 +234,12 @@ impl WatchBoard {
         }
     }
 
+    /// Whether the API has answered the watch of `kind` (listed once, or
+    /// refused); false for a kind with no watch (yet).
+    pub fn answered(&self, kind: &str) -> bool {
+        self.lock().get(kind).is_some_and(WatchStatus::answered)
+    }
+
     /// Whether the API has answered every watch but `late`'s (one started
     /// later, whose first list is not waited for).
     pub fn answered_but(&self, late: &str) -> bool {
@@ -434,6 +440,20 @@ mod tests {
                 expected: None
             })
         );
+    }
+
+    #[test]
+    fn a_kind_is_answered_once_listed_or_refused() {
+        let board = WatchBoard::default();
+        assert!(!board.answered("AgentPool"), "no watch yet");
+        let pools = board.cell("AgentPool");
+        pools.listing();
+        assert!(!board.answered("AgentPool"), "listing");
+        pools.watching();
+        assert!(board.answered("AgentPool"), "listed");
+        let tasks = board.cell("AgentTask");
+        tasks.refused(Refusal::Forbidden("list"), "403".into());
+        assert!(board.answered("AgentTask"), "refused");
     }
 
     #[test]

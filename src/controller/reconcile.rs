@@ -568,7 +568,7 @@ fn status_patch(old: &AgentPoolStatus, new: &AgentPoolStatus) -> serde_json::Val
     json!({ "status": patch })
 }
 
-/// The status fields a [`status_patch`] changes, by name (`healthCounts`,
+/// The status fields a [`status_patch`] changes, by name (`health`,
 /// `conditions` …), for the debug line of a write.
 fn changed_fields(old: &AgentPoolStatus, patch: &serde_json::Value) -> String {
     let before = serde_json::to_value(old).unwrap_or_default();

@@ -130,19 +130,14 @@ pub(super) async fn snapshots(
         // leave the list (and the allocator) more of the machine. Until
         // then a frame apart: with the tasks' first pages in before the
         // pools' list, the pools' rows waited for the longer gap.
-        let pools_answered = view
-            .watches
-            .statuses()
-            .get("AgentPool")
-            .is_some_and(|s| s.answered());
-        let tasks_shown = first_rows_in(&snap, pools_answered);
+        let first_screen_in = first_rows_in(&snap, view.watches.answered("AgentPool"));
         if tx.send(Msg::Snapshot(Arc::new(snap))).await.is_err() {
             return;
         }
         if whole {
             shown.send_if_modified(|shown| !std::mem::replace(shown, true));
         }
-        let gap = snapshot_gap(answered(&synced), tasks_shown, started.elapsed());
+        let gap = snapshot_gap(answered(&synced), first_screen_in, started.elapsed());
         // Rows built while the first lists stream in make the gap long; the
         // first whole rows go at once when the watches sync.
         let synced_now = async {
@@ -179,11 +174,12 @@ fn first_rows_in(snap: &crate::app::rows::Snapshot, pools_answered: bool) -> boo
 
 /// The time until the next snapshot, after one that took `took`: twice
 /// that at least; [`SNAPSHOT_GAP`] once the watches are synced (`whole`);
-/// before, [`FRAME`] until tasks show, then [`LISTING_GAP`].
-fn snapshot_gap(whole: bool, tasks_shown: bool, took: Duration) -> Duration {
+/// before, [`FRAME`] until the first screen's rows are in ([`first_rows_in`]),
+/// then [`LISTING_GAP`].
+fn snapshot_gap(whole: bool, first_screen_in: bool, took: Duration) -> Duration {
     let gap = if whole {
         SNAPSHOT_GAP
-    } else if tasks_shown {
+    } else if first_screen_in {
         LISTING_GAP
     } else {
         FRAME
