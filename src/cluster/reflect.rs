@@ -280,6 +280,9 @@ struct FirstList {
     lists: u32,
     /// The first list has ended (or is taken whole).
     done: bool,
+    /// At the first list's end, the store is put through the writer's own
+    /// list (see [`FirstListAs::ArrivingReady`]).
+    ready_at_end: bool,
 }
 
 /// A first list's objects arriving are said on the change signal at most
@@ -302,10 +305,15 @@ pub enum Fill {
 pub enum FirstListAs {
     /// As it arrives (see [`FirstList`]).
     Arriving,
-    /// Whole at its end, as every relist: for the store a kube
-    /// `Controller` runs on (the pools'), whose runner waits for the
-    /// reflector's ready signal, which only that swap gives.
+    /// Whole at its end, as every relist: a kube `Controller`'s runner
+    /// waits for the reflector's ready signal, which only that swap gives.
     Whole,
+    /// As it arrives, and ready for a kube `Controller` at its end: for
+    /// the store one runs on (the pools', the console's first view). At the
+    /// end its objects go through the writer's own list once more (a copy
+    /// of each, swapped in: the same set), which gives the ready signal;
+    /// the runner starts then, on the whole list, as with [`Self::Whole`].
+    ArrivingReady,
 }
 
 impl FirstList {
@@ -313,6 +321,7 @@ impl FirstList {
         FirstList {
             lists: 0,
             done: first_list == FirstListAs::Whole,
+            ready_at_end: first_list == FirstListAs::ArrivingReady,
         }
     }
 
@@ -343,6 +352,14 @@ impl FirstList {
             // the empty set aside in its place.
             watcher::Event::InitDone if filling => {
                 self.done = true;
+                if self.ready_at_end {
+                    let all = writer.as_reader().state();
+                    writer.apply_watcher_event(&watcher::Event::Init);
+                    for o in all {
+                        writer.apply_watcher_event(&watcher::Event::InitApply((*o).clone()));
+                    }
+                    writer.apply_watcher_event(&watcher::Event::InitDone);
+                }
                 return (event, Fill::End);
             }
             watcher::Event::InitDone => self.done = true,
@@ -490,6 +507,32 @@ mod tests {
             .await
             .expect("ready")
             .expect("writer alive");
+    }
+
+    #[tokio::test]
+    async fn a_store_filled_as_it_arrives_for_a_controller_is_ready_at_its_lists_end_only() {
+        use watcher::Event::{Init, InitApply, InitDone};
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        let mut first = FirstList::new(FirstListAs::ArrivingReady);
+        let ready = |reader: Store<ConfigMap>| async move {
+            tokio::time::timeout(Duration::from_millis(200), reader.wait_until_ready())
+                .await
+                .is_ok()
+        };
+        assert_eq!(first.write(&mut writer, Init).1, Fill::No);
+        assert_eq!(first.write(&mut writer, InitApply(cm("a"))).1, Fill::Object);
+        assert_eq!(first.write(&mut writer, InitApply(cm("b"))).1, Fill::Object);
+        assert_eq!(names(&reader), ["a", "b"], "seen before the list ends");
+        assert!(!ready(reader.clone()).await, "not ready mid-list");
+        assert_eq!(first.write(&mut writer, InitDone).1, Fill::End);
+        assert_eq!(names(&reader), ["a", "b"], "the end keeps them all");
+        assert!(ready(reader.clone()).await, "ready at the end");
+        // A relist is taken whole, as ever.
+        first.write(&mut writer, Init);
+        assert_eq!(first.write(&mut writer, InitApply(cm("b"))).1, Fill::No);
+        assert_eq!(names(&reader), ["a", "b"]);
+        assert_eq!(first.write(&mut writer, InitDone).1, Fill::No);
+        assert_eq!(names(&reader), ["b"]);
     }
 
     #[test]

@@ -579,7 +579,7 @@ fn start_watches(
         AgentPool,
         "AgentPool",
         watcher::Config::default(),
-        (keep_all, &[], FirstListAs::Whole),
+        (keep_all, &[], FirstListAs::ArrivingReady),
         1,
         [feeds.pools, by_pool.pools]
     );
