@@ -131,15 +131,8 @@ macro_rules! tag_key {
 tag_key!(PoolRow);
 tag_key!(AgentRow);
 tag_key!(EventRow);
-impl Tag for TaskRow {
-    fn tag(&mut self, context: &Arc<str>) {
-        self.key = key_in(context, &self.key);
-        self.context = context.clone();
-        if let Some(log) = &mut self.log {
-            log.context = context.to_string();
-        }
-    }
-}
+// A task's log source is read in its row's context (`TaskRow::log`).
+tag_key!(TaskRow);
 
 impl<R: Tag> Tagged<R> {
     /// Takes the table's new rows: a row the builder shared from the last
@@ -427,7 +420,7 @@ mod tests {
         assert!(
             s.tasks
                 .iter()
-                .filter_map(|t| t.log.as_ref())
+                .filter_map(|t| t.log())
                 .all(|l| l.context == "a" || l.context == "b")
         );
         let c = parts[0].task_counts;

@@ -1270,7 +1270,8 @@ impl App {
         let s = self.snapshot.clone();
         let found = match kind {
             ViewKind::Tasks => s.tasks.get(i).map(|t| {
-                let title = match &t.log {
+                let log = t.log();
+                let title = match &log {
                     Some(src) if t.job.is_none() => {
                         format!("task {} on agent {}", t.name, src.pod)
                     }
@@ -1283,7 +1284,7 @@ impl App {
                     ),
                     None => String::new(),
                 };
-                (t.log.clone(), title, t.phase)
+                (log, title, t.phase)
             }),
             ViewKind::Agents => s.agents.get(i).map(|a| {
                 (

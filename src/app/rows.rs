@@ -204,13 +204,43 @@ pub struct TaskRow {
     /// Running for longer than the console's `longRunningTaskSeconds`.
     pub long_running: bool,
     pub job: Option<String>,
-    /// Where its output is: pod, container, and the prefix of its lines in a
-    /// shared agent log.
-    pub log: Option<LogSource>,
+    /// Which pod has its output ([`TaskRow::log`] says where to read it).
+    pub log_at: Option<LogAt>,
     pub labels: Labels,
     pub search: String,
     /// The name lower-cased, when that differs (see [`lower_if_needed`]).
     pub name_lc: Option<Box<str>>,
+}
+
+/// Which pod has a task's output: what a [`TaskRow`] keeps, so that a row
+/// of 100,000 does not carry a [`LogSource`] of its own (four strings,
+/// each a copy of one the row holds, most of them never opened).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LogAt {
+    /// The agent it ran on (its `agent` field), its lines `[task] `-prefixed
+    /// in the agent's log.
+    Agent,
+    /// Its Job's pod, or the Job's name once the pod is gone (its kept
+    /// output is read then): the `worker` container.
+    Worker(String),
+}
+
+impl TaskRow {
+    /// Where to read its output, in its context.
+    pub fn log(&self) -> Option<LogSource> {
+        let (pod, container) = match self.log_at.as_ref()? {
+            LogAt::Agent => (self.agent.clone(), None),
+            LogAt::Worker(pod) => (pod.clone(), Some("worker".to_owned())),
+        };
+        Some(LogSource {
+            context: self.context.to_string(),
+            namespace: self.namespace.clone(),
+            pod,
+            container,
+            prefix: Some(format!("[{}] ", self.name)),
+            task: Some(self.name.clone()),
+        })
+    }
 }
 
 /// Where to read a task's or pod's output.
@@ -528,41 +558,18 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
         (Some(c), Some(s)) => Some(since(s, c)),
         _ => None,
     };
-    let log = if let Some(pod) = job_pod {
-        Some(LogSource {
-            context: String::new(),
-            namespace: ns.clone(),
-            pod: pod.name_any(),
-            // The worker prints the task's output, redacted (the runner's
-            // own log has none of it).
-            container: Some("worker".into()),
-            // It prints them `[task] `-prefixed, as an agent does.
-            prefix: Some(format!("[{name}] ")),
-            task: Some(name.clone()),
-        })
+    // The worker prints the task's output, redacted (the runner's own log
+    // has none of it), `[task] `-prefixed as an agent does. Once the Job's
+    // pod is gone (its TTL, a deletion), what was kept of its output is
+    // read instead, so a task that ran keeps a log.
+    let log_at = if let Some(pod) = job_pod {
+        Some(LogAt::Worker(pod.name_any()))
     } else if job_mode {
-        // The Job's pod is gone (its TTL, a deletion): what was kept of
-        // its output is read instead, so a task that ran keeps a log.
         let ran = !matches!(st.phase, TaskPhase::Pending | TaskPhase::Scheduled);
-        (ran && (st.job.is_some() || st.output_tail.is_some() || st.output.is_some())).then(|| {
-            LogSource {
-                context: String::new(),
-                namespace: ns.clone(),
-                pod: st.job.clone().unwrap_or_else(|| name.clone()),
-                container: Some("worker".into()),
-                prefix: Some(format!("[{name}] ")),
-                task: Some(name.clone()),
-            }
-        })
+        (ran && (st.job.is_some() || st.output_tail.is_some() || st.output.is_some()))
+            .then(|| LogAt::Worker(st.job.clone().unwrap_or_else(|| name.clone())))
     } else {
-        st.agent.as_deref().map(|agent| LogSource {
-            context: String::new(),
-            namespace: ns.clone(),
-            pod: agent.to_owned(),
-            container: None,
-            prefix: Some(format!("[{name}] ")),
-            task: Some(name.clone()),
-        })
+        st.agent.as_ref().map(|_| LogAt::Agent)
     };
     let agent = clean(st.agent.as_deref().unwrap_or_default());
     let own = clean(st.message.as_deref().unwrap_or_default());
@@ -597,7 +604,7 @@ fn task_row(t: &AgentTask, b: &ToBuild) -> TaskRow {
         message,
         long_running: b.long.is_some(),
         job: st.job.as_deref().map(clean),
-        log,
+        log_at,
         labels: Labels::from(t.labels()),
         search,
     }
@@ -1177,7 +1184,7 @@ mod tests {
             snap.tasks
                 .iter()
                 .find(|t| t.name == name)
-                .and_then(|t| t.log.clone())
+                .and_then(|t| t.log())
         };
         assert_eq!(
             log("ran"),

@@ -1572,7 +1572,7 @@ fn a_pool_drilled_into_shows_its_own_contexts_tasks_and_logs_go_there() {
     // The logs of one of them are asked of b.
     let with_log = shown
         .iter()
-        .position(|t| t.log.is_some())
+        .position(|t| t.log_at.is_some())
         .expect("a task with a log");
     send(&mut a, (0..with_log).map(|_| key('j')));
     let cmds = routed_to(&send(&mut a, [key('l')]));
