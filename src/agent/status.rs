@@ -158,7 +158,9 @@ impl StatusWriter {
                     kept = Some(self.keep_output(&task, attempts, text).await);
                 }
                 match &kept {
-                    Some(KeptOutput::ConfigMap(summary)) => status.output = Some(summary.clone()),
+                    Some(KeptOutput::ConfigMap(summary)) => {
+                        status.output = Some(Box::new(summary.clone()))
+                    }
                     _ => status.output_tail = Some(text.to_owned()),
                 }
             }

@@ -169,9 +169,11 @@ pub struct AgentTaskStatus {
     pub output_tail: Option<String>,
     /// Where the last lines the task printed are kept, and a summary: a
     /// ConfigMap of the task's own (see [`super::output`]), in place of
-    /// `outputTail`, which every watcher of every task paid for.
+    /// `outputTail`, which every watcher of every task paid for. Boxed:
+    /// every cached task has room for it inline (48 bytes of 100,000
+    /// tasks' stores), and only finished tasks have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<super::output::TaskOutput>,
+    pub output: Option<Box<super::output::TaskOutput>>,
 }
 
 /// Lines kept in `status.outputTail`.

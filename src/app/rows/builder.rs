@@ -368,7 +368,9 @@ pub struct RowBuilder {
     /// Running tasks are flagged past this (`None`: the default, zero: never).
     long_running: Option<Duration>,
     pools: Map<Key, PoolEntry>,
-    tasks: Map<Key, TaskEntry>,
+    /// Boxed: a table of 100,000 has room for a third more, and an entry
+    /// is 272 bytes.
+    tasks: Map<Key, Box<TaskEntry>>,
     pods: Map<Key, PodEntry>,
     samples: Map<Key, Arc<AgentSample>>,
     /// A Job's pool label, for its events.
@@ -544,14 +546,16 @@ impl RowBuilder {
                 (None, None) => {}
                 (Some(t), kept) => {
                     let part = TaskPart::of(&key, &t);
-                    let mut entry = kept.unwrap_or(TaskEntry {
-                        object: t.clone(),
-                        part: part.clone(),
-                        row: None,
-                        stamp: None,
-                        place: None,
-                        long: false,
-                        due: None,
+                    let mut entry = kept.unwrap_or_else(|| {
+                        Box::new(TaskEntry {
+                            object: t.clone(),
+                            part: part.clone(),
+                            row: None,
+                            stamp: None,
+                            place: None,
+                            long: false,
+                            due: None,
+                        })
                     });
                     entry.object = t;
                     entry.part = part;
