@@ -546,20 +546,23 @@ impl RowBuilder {
                 (None, None) => {}
                 (Some(t), kept) => {
                     let part = TaskPart::of(&key, &t);
-                    let mut entry = kept.unwrap_or_else(|| {
-                        Box::new(TaskEntry {
-                            object: t.clone(),
-                            part: part.clone(),
+                    let mut entry = match kept {
+                        Some(mut entry) => {
+                            entry.object = t;
+                            entry.part = part;
+                            entry.stamp = None;
+                            entry
+                        }
+                        None => Box::new(TaskEntry {
+                            object: t,
+                            part,
                             row: None,
                             stamp: None,
                             place: None,
                             long: false,
                             due: None,
-                        })
-                    });
-                    entry.object = t;
-                    entry.part = part;
-                    entry.stamp = None;
+                        }),
+                    };
                     self.add_part(&key, &mut entry);
                     self.tasks.insert(key.clone(), entry);
                     self.dirty_tasks.insert(key);
