@@ -278,7 +278,7 @@ where
 struct FirstList {
     /// Lists started.
     lists: u32,
-    /// The first list has ended (or is taken whole).
+    /// The first list has ended.
     done: bool,
     /// At the first list's end, the store is put through the writer's own
     /// list (see [`FirstListAs::ArrivingReady`]).
@@ -305,14 +305,12 @@ pub enum Fill {
 pub enum FirstListAs {
     /// As it arrives (see [`FirstList`]).
     Arriving,
-    /// Whole at its end, as every relist: a kube `Controller`'s runner
-    /// waits for the reflector's ready signal, which only that swap gives.
-    Whole,
     /// As it arrives, and ready for a kube `Controller` at its end: for
-    /// the store one runs on (the pools', the console's first view). At the
-    /// end its objects go through the writer's own list once more (a copy
-    /// of each, swapped in: the same set), which gives the ready signal;
-    /// the runner starts then, on the whole list, as with [`Self::Whole`].
+    /// the store one runs on (the pools', the console's first view). A
+    /// `Controller`'s runner waits for the reflector's ready signal, which
+    /// only kube-runtime's own swap of a whole list gives: at the end the
+    /// objects go through the writer's list once more (a copy of each,
+    /// swapped in: the same set), and the runner starts on the whole list.
     ArrivingReady,
 }
 
@@ -320,7 +318,7 @@ impl FirstList {
     fn new(first_list: FirstListAs) -> Self {
         FirstList {
             lists: 0,
-            done: first_list == FirstListAs::Whole,
+            done: false,
             ready_at_end: first_list == FirstListAs::ArrivingReady,
         }
     }
@@ -491,22 +489,6 @@ mod tests {
         assert_eq!(write(InitApply(cm("kept"))), Fill::No);
         assert_eq!(write(InitDone), Fill::No);
         assert_eq!(names(&reader), ["kept"]);
-    }
-
-    #[tokio::test]
-    async fn a_store_listed_whole_is_ready_for_a_controller_after_its_first_list() {
-        use watcher::Event::{Init, InitApply, InitDone};
-        let (reader, mut writer) = reflector::store::<ConfigMap>();
-        let mut first = FirstList::new(FirstListAs::Whole);
-        first.write(&mut writer, Init);
-        first.write(&mut writer, InitApply(cm("a")));
-        assert!(names(&reader).is_empty(), "aside until the end");
-        first.write(&mut writer, InitDone);
-        assert_eq!(names(&reader), ["a"]);
-        tokio::time::timeout(Duration::from_secs(1), reader.wait_until_ready())
-            .await
-            .expect("ready")
-            .expect("writer alive");
     }
 
     #[tokio::test]
