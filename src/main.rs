@@ -7,6 +7,15 @@ use agentdeck::error::{Error, Result};
 use agentdeck::ops;
 use clap::{CommandFactory, Parser};
 
+/// jemalloc, not the system's malloc: at 100,000 tasks glibc's malloc held
+/// the controller at about 320 MiB and the console at 530–570 MiB for
+/// heaps of about 230 and 460 MB (a header on each of millions of small
+/// allocations, and freed memory kept between them); jemalloc holds the
+/// same heaps in about 25 and 40 MiB less (benches/README.md, the scale
+/// bench).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     // The sandbox kubelet's container set-up (a mount namespace, then the
     // container's command): first, while this process has one thread.
