@@ -16,6 +16,15 @@ use clap::{CommandFactory, Parser};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read at its first allocation. Freed pages go back
+/// to the system after a second unused rather than ten: a console's first
+/// list frees most of what it decoded (each page's text, the objects'
+/// discarded parts), and with ten seconds its RSS stayed that much higher
+/// well after the list; at 10,000 tasks 3 MiB more than glibc's malloc,
+/// 1.5 MiB less with one second.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: &[u8; 20] = b"dirty_decay_ms:1000\0";
+
 fn main() -> ExitCode {
     // The sandbox kubelet's container set-up (a mount namespace, then the
     // container's command): first, while this process has one thread.
