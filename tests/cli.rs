@@ -78,6 +78,25 @@ fn version_prints_the_crate_version() {
     );
 }
 
+/// The binary allocates with jemalloc, and jemalloc reads the options
+/// built in (`src/main.rs`: freed pages go back after a second): a symbol
+/// name that stopped matching would leave its ten-second default, silently.
+/// jemalloc prints its options at exit when asked to by its environment.
+#[test]
+fn the_allocator_is_jemalloc_with_its_pages_given_back_after_a_second() {
+    let o = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .expect("agentdeck runs");
+    assert!(o.status.success());
+    let printed = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(
+        printed.contains("opt.dirty_decay_ms: 1000 "),
+        "jemalloc's statistics name the decay built in: {printed}"
+    );
+}
+
 #[test]
 fn debug_attach_with_an_unknown_context_exits_2_naming_it() {
     let o = agentdeck(&[
