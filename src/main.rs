@@ -8,11 +8,11 @@ use agentdeck::ops;
 use clap::{CommandFactory, Parser};
 
 /// jemalloc, not the system's malloc: at 100,000 tasks glibc's malloc held
-/// the controller at about 320 MiB and the console at 530–570 MiB for
-/// heaps of about 230 and 460 MB (a header on each of millions of small
+/// the controller at about 320 MiB for a heap of about 230 MB, and the
+/// console at 530–570 MiB (a header on each of millions of small
 /// allocations, and freed memory kept between them); jemalloc holds the
-/// same heaps in about 25 and 40 MiB less (benches/README.md, the scale
-/// bench).
+/// same heaps in about 30 and 40–50 MiB less (benches/README.md, the
+/// scale bench).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -20,8 +20,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// to the system after a second unused rather than ten: a console's first
 /// list frees most of what it decoded (each page's text, the objects'
 /// discarded parts), and with ten seconds its RSS stayed that much higher
-/// well after the list; at 10,000 tasks 3 MiB more than glibc's malloc,
-/// 1.5 MiB less with one second.
+/// well after the list: at 10,000 tasks 1.6–2.8 MiB above glibc's malloc,
+/// within a MiB of it with one second.
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static MALLOC_CONF: &[u8; 20] = b"dirty_decay_ms:1000\0";
 
