@@ -81,7 +81,9 @@ fn version_prints_the_crate_version() {
 /// The binary allocates with jemalloc, and jemalloc reads the options
 /// built in (`src/main.rs`: freed pages go back after a second): a symbol
 /// name that stopped matching would leave its ten-second default, silently.
-/// jemalloc prints its options at exit when asked to by its environment.
+/// Its background thread runs (started by `main`; the option itself stays
+/// off, as it must before the kubelet's container set-up). jemalloc prints
+/// its options at exit when asked to by its environment.
 #[test]
 fn the_allocator_is_jemalloc_with_its_pages_given_back_after_a_second() {
     let o = Command::new(env!("CARGO_BIN_EXE_agentdeck"))
@@ -94,6 +96,10 @@ fn the_allocator_is_jemalloc_with_its_pages_given_back_after_a_second() {
     assert!(
         printed.contains("opt.dirty_decay_ms: 1000 "),
         "jemalloc's statistics name the decay built in: {printed}"
+    );
+    assert!(
+        printed.contains("opt.background_thread: false (background_thread: true)"),
+        "jemalloc's background thread was started after start-up, not by its option: {printed}"
     );
 }
 
