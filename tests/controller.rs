@@ -81,13 +81,36 @@ impl Harness {
     }
 
     fn controller(&self, config: &Config) -> (Arc<ControllerHandle>, CancellationToken) {
+        self.controller_with(config, controller::StartOptions::default())
+    }
+
+    /// The controller as `agentdeck --daemon` starts it (see
+    /// `commands::daemon`): its finished tasks cached slimmed.
+    fn daemon(&self, config: &Config) -> (Arc<ControllerHandle>, CancellationToken) {
+        let options = controller::StartOptions {
+            slim_finished_tasks: true,
+            ..Default::default()
+        };
+        self.controller_with(config, options)
+    }
+
+    fn controller_with(
+        &self,
+        config: &Config,
+        options: controller::StartOptions,
+    ) -> (Arc<ControllerHandle>, CancellationToken) {
         let cancel = CancellationToken::new();
         let conn = Connection {
             client: self.client.clone(),
             namespace: NS.into(),
             streams: None,
         };
-        let handle = Arc::new(controller::start(conn, config, cancel.clone()));
+        let handle = Arc::new(controller::start_with(
+            conn,
+            config,
+            options,
+            cancel.clone(),
+        ));
         (handle, cancel)
     }
 
@@ -1791,8 +1814,24 @@ async fn an_idle_controller_only_watches_through_a_debug_pod_sweep() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_tasks_go_after_their_pools_task_history_and_their_record_stays() {
+    finished_tasks_go_and_their_records_stay(false).await;
+}
+
+/// As the console's controller, so the daemon's, which caches finished
+/// tasks slimmed (no agent, message or output in its store): each record
+/// is still the whole task's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_keeps_whole_records_of_the_finished_tasks_it_caches_slimmed() {
+    finished_tasks_go_and_their_records_stay(true).await;
+}
+
+async fn finished_tasks_go_and_their_records_stay(daemon: bool) {
     let h = Harness::start().await;
-    let (_c, cancel) = h.controller(&config());
+    let (_c, cancel) = if daemon {
+        h.daemon(&config())
+    } else {
+        h.controller(&config())
+    };
     h.create_pool(
         "kept",
         json!({"minReplicas": 0, "maxReplicas": 1,
@@ -1814,7 +1853,7 @@ async fn finished_tasks_go_after_their_pools_task_history_and_their_record_stays
     h.set_task_status(
         "t-4",
         json!({"phase": "Failed", "attempts": 1, "exitCode": 3, "finishedAt": at(0),
-               "message": "exited with code 3 after 1.0s",
+               "agent": "agent-7", "message": "exited with code 3 after 1.0s",
                "outputTail": "Error: state lock held\nexit 3"}),
     )
     .await;
@@ -1859,6 +1898,11 @@ async fn finished_tasks_go_after_their_pools_task_history_and_their_record_stays
     let failed = controller::retention::record_in(&history, "t-4").expect("t-4's record");
     assert_eq!(failed.phase, TaskPhase::Failed);
     assert_eq!(failed.exit_code, Some(3));
+    assert_eq!(failed.agent.as_deref(), Some("agent-7"));
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("exited with code 3 after 1.0s")
+    );
     assert_eq!(
         failed.output_tail.as_deref(),
         Some("Error: state lock held\nexit 3")

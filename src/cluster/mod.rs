@@ -54,8 +54,8 @@ pub mod watches;
 
 pub use health::{AgentSample, HealthSamples};
 pub use view::{
-    ByPool, Changes, ClusterView, Feeds, strip_pod, strip_task, task_output_stripped,
-    with_kept_output,
+    ByPool, Changes, ClusterView, Feeds, slim_finished_task, strip_pod, strip_task,
+    task_output_stripped, with_kept_output,
 };
 pub use watches::{WatchBoard, WatchCell};
 

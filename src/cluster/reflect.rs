@@ -424,7 +424,7 @@ fn watch_error_is_transport(e: &watcher::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{strip_pod, strip_task, task_output_stripped};
+    use crate::cluster::{slim_finished_task, strip_pod, strip_task, task_output_stripped};
     use crate::crd::AgentTask;
     use crate::crd::TaskPhase;
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -543,6 +543,71 @@ mod tests {
             None
         );
         assert!(!task_output_stripped(&none));
+    }
+
+    #[test]
+    fn a_finished_task_slimmed_keeps_what_retention_and_metrics_read_and_says_so() {
+        let task = |status: serde_json::Value| -> AgentTask {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentdeck.dev/v1alpha1", "kind": "AgentTask",
+                "metadata": {"name": "t", "namespace": "ns", "uid": "u-1",
+                             "resourceVersion": "7", "labels": {"team": "a"},
+                             "creationTimestamp": "2026-12-01T10:00:00Z"},
+                "spec": {"pool": "p", "operation": "plan", "command": ["terraform", "plan"],
+                         "args": ["-no-color"], "image": "tf:1", "cancel": true,
+                         "env": [{"name": "TF_IN_AUTOMATION", "value": "1"}]},
+                "status": status,
+            }))
+            .expect("task")
+        };
+        let status = serde_json::json!({
+            "phase": "Failed", "attempts": 2, "exitCode": 3, "agent": "agent-7",
+            "job": "t-job", "message": "exited with 3",
+            "claimedAt": "2026-12-01T10:00:01Z", "startedAt": "2026-12-01T10:00:02Z",
+            "finishedAt": "2026-12-01T10:01:00Z",
+            "conditions": [{"type": "Unclaimed", "status": "False", "reason": "Claimed",
+                            "message": "claimed", "lastTransitionTime": "2026-12-01T10:00:01Z"}],
+            "output": {"configMap": "t-output-2", "bytes": 10, "lines": 1, "lastLine": "x"},
+        });
+        let whole = task(status.clone());
+        let mut slim = whole.clone();
+        slim_finished_task(&mut slim);
+        // Kept: the metadata whole, the pool and cancel mark, the phase,
+        // counts and times.
+        assert_eq!(slim.metadata, whole.metadata);
+        assert_eq!((slim.spec.pool.as_str(), slim.spec.cancel), ("p", true));
+        let (s, w) = (
+            slim.status.as_ref().expect("status"),
+            whole.status.as_ref().expect("status"),
+        );
+        assert_eq!(
+            (s.phase, s.attempts, s.exit_code),
+            (TaskPhase::Failed, 2, Some(3))
+        );
+        assert_eq!(
+            (&s.claimed_at, &s.started_at, &s.finished_at),
+            (&w.claimed_at, &w.started_at, &w.finished_at)
+        );
+        // Gone: the text nothing decides on.
+        assert!(
+            slim.spec.command.is_empty() && slim.spec.args.is_empty() && slim.spec.env.is_empty()
+        );
+        assert_eq!((&slim.spec.image, &slim.spec.operation), (&None, &None));
+        assert_eq!((&s.agent, &s.job, &s.message), (&None, &None, &None));
+        assert!(s.conditions.is_empty() && s.history.is_empty() && s.output.is_none());
+        // And it says so, as a stripped output does, though it had none in
+        // its status: whoever writes or records it reads the API's copy.
+        assert!(!task_output_stripped(&whole));
+        assert!(task_output_stripped(&slim));
+        // A task not finished is only stripped of its output.
+        for phase in ["Pending", "Scheduled", "Running"] {
+            let mut st = status.clone();
+            st["phase"] = phase.into();
+            let mut live = task(st);
+            let before = live.clone();
+            slim_finished_task(&mut live);
+            assert_eq!(live, before, "{phase}");
+        }
     }
 
     /// A client answering a list of `a` (version 10) and, from version 10,

@@ -159,8 +159,44 @@ pub fn strip_task(task: &mut AgentTask) {
     }
 }
 
+/// [`strip_task`], and a finished task slimmed to what the headless daemon
+/// decides on: its name, uid and resourceVersion (the metadata is kept
+/// whole), pool, cancel mark, phase, attempts, exit code and times (what
+/// retention orders by and the finished-task metrics read). Its command,
+/// args, env, image and operation, its agent, Job, message, output
+/// reference, conditions and attempt history go: about a quarter of a
+/// finished task's cached size, most of a store of 100,000 where nearly
+/// all are finished. Nothing of the controller writes a finished task's
+/// status, and whoever keeps its record reads it from the API first: the
+/// slimmed copy reads as stripped ([`task_output_stripped`]), as
+/// [`strip_task`] leaves one whose output was dropped, even when it had
+/// none. A task that runs again (retried) comes whole in its next event.
+pub fn slim_finished_task(task: &mut AgentTask) {
+    strip_task(task);
+    let Some(status) = task.status.as_mut() else {
+        return;
+    };
+    if !status.phase.is_finished() {
+        return;
+    }
+    let spec = &mut task.spec;
+    spec.operation = None;
+    spec.command = Vec::new();
+    spec.args = Vec::new();
+    spec.image = None;
+    spec.env = Vec::new();
+    status.agent = None;
+    status.job = None;
+    status.message = None;
+    status.conditions = Vec::new();
+    status.history = Vec::new();
+    status.output = None;
+    status.output_tail = Some(String::new());
+}
+
 /// Whether this copy of a task may have lost its `status.outputTail` to
-/// [`strip_task`] (a task whose output was really empty reads the same).
+/// [`strip_task`] (a task whose output was really empty reads the same),
+/// or more to [`slim_finished_task`].
 pub fn task_output_stripped(task: &AgentTask) -> bool {
     task.status
         .as_ref()

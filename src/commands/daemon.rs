@@ -35,8 +35,18 @@ pub fn daemon(cli: &Cli) -> Result<()> {
         }
         let listener = crate::server::bind(crate::server::address(&config.server)).await?;
         let cancel = tokio_util::sync::CancellationToken::new();
-        let controller =
-            std::sync::Arc::new(crate::controller::start(conn, &config, cancel.clone()));
+        // Headless: nothing shows a finished task's text, so the store
+        // keeps finished tasks slimmed (see `cluster::slim_finished_task`).
+        let options = crate::controller::StartOptions {
+            slim_finished_tasks: true,
+            ..Default::default()
+        };
+        let controller = std::sync::Arc::new(crate::controller::start_with(
+            conn,
+            &config,
+            options,
+            cancel.clone(),
+        ));
         tracing::info!(addr = ?listener.local_addr().ok(), "serving /healthz, /readyz, /metrics");
         let server = tokio::spawn(crate::server::serve(
             listener,

@@ -52,8 +52,8 @@ use crate::cluster::reflect::{
 };
 use crate::cluster::view::STRIPPED_TASK_FIELDS;
 use crate::cluster::{
-    ByPool, Changes, ClusterView, Connection, Feeds, HealthSamples, WatchBoard, feed, strip_task,
-    watches,
+    ByPool, Changes, ClusterView, Connection, Feeds, HealthSamples, WatchBoard, feed,
+    slim_finished_task, strip_task, watches,
 };
 use crate::config::Config;
 use crate::crd::{AgentPool, AgentTask, LABEL_MANAGED_BY, LABEL_POOL, MANAGED_BY};
@@ -159,6 +159,10 @@ pub struct StartOptions {
     /// health is as recorded: [`prober::HealthSamples::load`]), no log
     /// tails, retention or sweeps. Implies `watch_only`.
     pub replay: bool,
+    /// Cache finished tasks slimmed (see [`crate::cluster::slim_finished_task`]):
+    /// for the headless daemon, which decides nothing on what is dropped.
+    /// The console shows every task whole and keeps them so.
+    pub slim_finished_tasks: bool,
 }
 
 /// A running controller. Dropping it does not stop it: cancel the token
@@ -327,6 +331,7 @@ pub fn start_with(
     let watches = start_watches(
         &client,
         &namespaces,
+        options.slim_finished_tasks,
         &report,
         &changes,
         &metrics,
@@ -543,9 +548,11 @@ struct Triggers {
 
 /// One watch per kind the controller reads: pools and tasks, and the pods,
 /// Deployments and Jobs it manages (by label).
+#[allow(clippy::too_many_arguments)]
 fn start_watches(
     client: &Client,
     namespaces: &BTreeSet<String>,
+    slim_finished_tasks: bool,
     report: &WatchHealth,
     changes: &Changes,
     metrics: &Metrics,
@@ -583,11 +590,16 @@ fn start_watches(
         1,
         [feeds.pools, by_pool.pools]
     );
+    let strip_tasks: fn(&mut AgentTask) = if slim_finished_tasks {
+        slim_finished_task
+    } else {
+        strip_task
+    };
     let (task_store, task_subs) = watch!(
         AgentTask,
         "AgentTask",
         watcher::Config::default(),
-        (strip_task, STRIPPED_TASK_FIELDS, FirstListAs::Arriving),
+        (strip_tasks, STRIPPED_TASK_FIELDS, FirstListAs::Arriving),
         1,
         [feeds.tasks, by_pool.tasks]
     );

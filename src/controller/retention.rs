@@ -259,17 +259,29 @@ async fn look(shared: &Arc<Context>, memory: &mut Memory) {
         let key = (ns.clone(), pool_name.clone());
         let pool = &*pool;
         let api: Api<AgentTask> = Api::namespaced(shared.client.clone(), &ns);
-        // The cached copies have no output (see `strip_task`): each record
-        // keeps the API's. A task that cannot be read now is not deleted
-        // now (nothing goes without its record).
+        // The cached copies have no output (see `strip_task`), and the
+        // daemon's keep little else of a finished task (see
+        // `slim_finished_task`): each record is the API's copy. A task
+        // that cannot be read now is not deleted now (nothing goes
+        // without its record).
         let mut kept = Vec::with_capacity(going.len());
         for (task, mut record) in going {
+            let name = record.name.clone();
             let unreadable = |err: kube::Error| {
-                tracing::debug!(namespace = %ns, task = %record.name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
+                tracing::debug!(namespace = %ns, task = %name, error = %err, "cannot read a finished task's output to keep; not deleting it now");
             };
             let fresh = if crate::cluster::task_output_stripped(&task) {
-                match api.get_opt(&record.name).await {
-                    Ok(Some(fresh)) => fresh,
+                match api.get_opt(&name).await {
+                    // Changed since it was cached (retried, say): the
+                    // next look decides on the change.
+                    Ok(Some(fresh)) if fresh.resource_version() != task.resource_version() => {
+                        memory.due_within(&key, now, MIN_GAP);
+                        continue;
+                    }
+                    Ok(Some(fresh)) => {
+                        record = TaskRecord::of(&fresh, &record.deleted_because, now);
+                        fresh
+                    }
                     Ok(None) => continue,
                     Err(err) => {
                         unreadable(err);

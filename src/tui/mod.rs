@@ -200,6 +200,8 @@ pub async fn run(setup: ConsoleSetup, cancel: CancellationToken) -> std::io::Res
                 watch_only: read_only || setup.all_namespaces,
                 all_namespaces: setup.all_namespaces,
                 replay: setup.replay.is_some(),
+                // The console shows every task whole.
+                slim_finished_tasks: false,
             },
             cancel.clone(),
         ));
