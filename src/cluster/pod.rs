@@ -53,7 +53,12 @@ pub struct CachedContainer {
 pub struct CachedPodStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its `Ready` condition only (see [`ready_only`]).
+    #[serde(
+        default,
+        deserialize_with = "ready_only",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub conditions: Option<Vec<PodCondition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_statuses: Option<Vec<CachedContainerStatus>>,
@@ -65,6 +70,22 @@ pub struct CachedPodStatus {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// A pod's conditions as cached: its `Ready` condition, the only one
+/// anything reads from the cache (an agent is ready, a Job's pod is not).
+/// A pod has five or six (`PodScheduled`, `Initialized`,
+/// `ContainersReady`, `PodReadyToStartContainers`, …), about a kilobyte of
+/// each cached pod; the YAML view GETs the whole pod.
+fn ready_only<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<PodCondition>>, D::Error> {
+    let mut conditions = Option::<Vec<PodCondition>>::deserialize(d)?;
+    if let Some(c) = conditions.as_mut() {
+        c.retain(|c| c.type_ == "Ready");
+        c.shrink_to_fit();
+    }
+    Ok(conditions)
 }
 
 /// What is kept of a container's status.
@@ -131,7 +152,13 @@ mod tests {
             },
             "status": {
                 "phase": "Running", "podIP": "10.0.0.7", "startTime": "2026-11-27T04:00:00Z",
-                "conditions": [{"type": "Ready", "status": "True"}],
+                "conditions": [
+                    {"type": "PodReadyToStartContainers", "status": "True"},
+                    {"type": "Initialized", "status": "True"},
+                    {"type": "Ready", "status": "True"},
+                    {"type": "ContainersReady", "status": "True"},
+                    {"type": "PodScheduled", "status": "True"}
+                ],
                 "hostIP": "192.168.0.1", "qosClass": "Burstable",
                 "containerStatuses": [{
                     "name": "agent", "ready": true, "restartCount": 2, "image": "img:1",
@@ -171,10 +198,13 @@ mod tests {
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert_eq!(status.pod_ip.as_deref(), Some("10.0.0.7"));
         assert!(status.start_time.is_some());
-        assert_eq!(
-            status.conditions.as_ref().expect("conditions")[0].type_,
-            "Ready"
-        );
+        let kept: Vec<&str> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(kept, ["Ready"], "the one condition read");
         let cs = &status.container_statuses.as_ref().expect("statuses")[0];
         assert_eq!(
             (cs.name.as_str(), cs.ready, cs.restart_count),
