@@ -1817,9 +1817,9 @@ async fn finished_tasks_go_after_their_pools_task_history_and_their_record_stays
     finished_tasks_go_and_their_records_stay(false).await;
 }
 
-/// As the console's controller, so the daemon's, which caches finished
-/// tasks slimmed (no agent, message or output in its store): each record
-/// is still the whole task's.
+/// The same with the controller as `--daemon` starts it, which caches
+/// finished tasks slimmed (no agent, message or output in its store): each
+/// record is still the whole task's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_keeps_whole_records_of_the_finished_tasks_it_caches_slimmed() {
     finished_tasks_go_and_their_records_stay(true).await;

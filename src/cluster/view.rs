@@ -165,11 +165,12 @@ pub fn strip_task(task: &mut AgentTask) {
 /// retention orders by and the finished-task metrics read). Its command,
 /// args, env, image and operation, its agent, Job, message, output
 /// reference, conditions and attempt history go: at 100,000 tasks, 98,000
-/// of them finished, about 20 MiB of the daemon's 274 (benches/README.md). Nothing of the controller writes a finished task's
-/// status, and whoever keeps its record reads it from the API first: the
-/// slimmed copy reads as stripped ([`task_output_stripped`]), as
-/// [`strip_task`] leaves one whose output was dropped, even when it had
-/// none. A task that runs again (retried) comes whole in its next event.
+/// of them finished, about 20 MiB of the daemon's 274 (benches/README.md).
+/// Nothing of the controller writes a finished task's status, and whoever
+/// keeps its record reads it from the API first: the slimmed copy reads as
+/// stripped ([`task_output_stripped`]), as [`strip_task`] leaves one whose
+/// output was dropped, even when it had none. A task that runs again
+/// (retried) comes whole in its next event.
 pub fn slim_finished_task(task: &mut AgentTask) {
     strip_task(task);
     let Some(status) = task.status.as_mut() else {
