@@ -30,9 +30,10 @@ static MALLOC_CONF: &[u8; 20] = b"dirty_decay_ms:1000\0";
 /// Without it pages go back only when the thread that freed them
 /// allocates again, so a quiet daemon keeps what its busy minutes freed:
 /// at 100,000 tasks the daemon held 287 MiB without it, 274 with it, and
-/// stayed flat (benches/README.md). Started here, after the container
-/// set-up above, not in [`MALLOC_CONF`]: there it starts before `main`,
-/// and a process with a second thread cannot unshare a mount namespace.
+/// stayed flat (benches/README.md). Called by `main` after the sandbox
+/// kubelet's container set-up, not set in [`MALLOC_CONF`]: there the
+/// thread starts before `main`, and a process with a second thread cannot
+/// unshare a mount namespace.
 fn purge_in_the_background() {
     let mut on = true;
     // SAFETY: `background_thread` is a `bool` option; jemalloc reads
