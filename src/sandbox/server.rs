@@ -1556,12 +1556,7 @@ impl Listed {
 
     /// The JSON bytes, written item by item from the shared objects.
     fn to_bytes(&self) -> Vec<u8> {
-        wire::list(
-            &self.kind,
-            &self.api_version,
-            &self.metadata,
-            self.items.iter().map(|i| i.as_ref()),
-        )
+        wire::list(&self.kind, &self.api_version, &self.metadata, &self.items)
     }
 }
 

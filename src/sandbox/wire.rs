@@ -13,6 +13,9 @@
 //! is an unstructured map to the apiserver, so written sorted, as Go writes
 //! a map. Keys a struct does not have come after its fields, sorted.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
@@ -46,12 +49,7 @@ pub fn event(kind: &str, object: &Value) -> Vec<u8> {
 /// (`kind`, `apiVersion`, `metadata`, `items`), a custom resource's as the
 /// apiserver writes an unstructured list, sorted (`apiVersion`, `items`,
 /// `kind`, `metadata`).
-pub fn list<'a>(
-    kind: &str,
-    api_version: &str,
-    metadata: &Value,
-    items: impl ExactSizeIterator<Item = &'a Value>,
-) -> Vec<u8> {
+pub fn list(kind: &str, api_version: &str, metadata: &Value, items: &[Arc<Value>]) -> Vec<u8> {
     let t = gotypes::types();
     let typed = t.of_kind(api_version, kind).map(|list| {
         let field = |name: &str| {
@@ -64,11 +62,11 @@ pub fn list<'a>(
     let mut out = Vec::with_capacity(256 + items.len() * 1024);
     let write_items = |out: &mut Vec<u8>, shape: Shape| {
         out.extend_from_slice(b"\"items\":[");
-        for (i, item) in items.enumerate() {
+        for (i, item) in ENCODED.items(items, shape).iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            let _ = serde_json::to_writer(&mut *out, &Ordered(item, shape));
+            out.extend_from_slice(item);
         }
         out.push(b']');
     };
@@ -101,8 +99,85 @@ pub fn list<'a>(
     out
 }
 
+/// The JSON of the stored objects lists have written, each kept while its
+/// object lives: an object is written the same in every list of its
+/// resource, and a store's objects are never changed in place (a write
+/// stores a new one). At 100,000 tasks and 10,000 pods, writing each
+/// item afresh in its Go order was most of what a list cost the sandbox,
+/// for every client that listed (the daemon, each console, each relist).
+/// The real apiserver keeps its objects decoded in its watch cache and
+/// encodes them per answer; what goes out is the same either way.
+static ENCODED: Encoded = Encoded {
+    by_object: Mutex::new(None),
+};
+
+/// What [`ENCODED`] holds: by object address and shape, the object (weakly:
+/// held, its address is not reused, and an entry whose object is gone is
+/// known as such) and its JSON.
+struct Encoded {
+    by_object: Mutex<Option<EncodedMap>>,
+}
+
+struct EncodedMap {
+    items: HashMap<(usize, Shape), (Weak<Value>, Arc<[u8]>)>,
+    /// Entries when gone objects' entries were last dropped.
+    live_at_sweep: usize,
+}
+
+impl Encoded {
+    /// The JSON of each of `items` as `shape`: kept, else written (and kept
+    /// when the object is a store's, held elsewhere too; a copy made for
+    /// this answer alone would never be asked for again).
+    fn items(&self, items: &[Arc<Value>], shape: Shape) -> Vec<Arc<[u8]>> {
+        let key = |item: &Arc<Value>| (Arc::as_ptr(item) as usize, shape);
+        let mut found: Vec<Option<Arc<[u8]>>> = {
+            let map = self
+                .by_object
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            items
+                .iter()
+                .map(|item| {
+                    let (_, text) = map.as_ref()?.items.get(&key(item))?;
+                    Some(text.clone())
+                })
+                .collect()
+        };
+        let mut written = Vec::new();
+        for (item, slot) in items.iter().zip(&mut found) {
+            if slot.is_none() {
+                let text: Arc<[u8]> = serde_json::to_vec(&Ordered(item, shape))
+                    .unwrap_or_default()
+                    .into();
+                if Arc::strong_count(item) > 1 {
+                    written.push((key(item), Arc::downgrade(item), text.clone()));
+                }
+                *slot = Some(text);
+            }
+        }
+        if !written.is_empty() {
+            let mut map = self
+                .by_object
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let map = map.get_or_insert_with(|| EncodedMap {
+                items: HashMap::new(),
+                live_at_sweep: 0,
+            });
+            for (k, object, text) in written {
+                map.items.insert(k, (object, text));
+            }
+            if map.items.len() > 2 * map.live_at_sweep + 1024 {
+                map.items.retain(|_, (object, _)| object.strong_count() > 0);
+                map.live_at_sweep = map.items.len();
+            }
+        }
+        found.into_iter().flatten().collect()
+    }
+}
+
 /// Which order a value's keys go out in.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Shape {
     /// An object of this struct (or an array of them).
     Struct(TypeId),
@@ -238,7 +313,7 @@ mod tests {
             "DeploymentList",
             "apps/v1",
             &json!({"resourceVersion": "9", "continue": "c"}),
-            [&d].into_iter(),
+            &[Arc::new(d)],
         );
         assert_eq!(
             String::from_utf8(bytes).expect("utf-8"),
@@ -253,13 +328,81 @@ mod tests {
             "WidgetList",
             "fx.example.com/v1",
             &json!({"resourceVersion": "9", "continue": ""}),
-            [&w].into_iter(),
+            &[Arc::new(w)],
         );
         assert!(
             String::from_utf8(bytes)
                 .expect("utf-8")
                 .starts_with("{\"apiVersion\":\"fx.example.com/v1\",\"items\":[{\"apiVersion\""),
         );
+    }
+
+    #[test]
+    fn a_stored_object_is_written_alike_in_every_list_and_a_new_one_afresh() {
+        let pod = |name: &str, phase: &str| {
+            Arc::new(
+                json!({"status": {"phase": phase}, "metadata": {"name": name, "namespace": "ns"}, "kind": "Pod", "apiVersion": "v1"}),
+            )
+        };
+        let listed = |items: &[Arc<Value>]| {
+            String::from_utf8(list(
+                "PodList",
+                "v1",
+                &json!({"resourceVersion": "5"}),
+                items,
+            ))
+            .expect("utf-8")
+        };
+        let want = |phases: &[(&str, &str)]| {
+            let items: Vec<String> = phases
+                .iter()
+                .map(|(name, phase)| format!("{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"ns\"}},\"status\":{{\"phase\":\"{phase}\"}}}}"))
+                .collect();
+            format!(
+                "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"5\"}},\"items\":[{}]}}\n",
+                items.join(",")
+            )
+        };
+        // A store's objects: held by the store and by each list's items.
+        let mut store = vec![pod("a", "Pending"), pod("b", "Pending")];
+        let first = listed(&store.clone());
+        assert_eq!(first, want(&[("a", "Pending"), ("b", "Pending")]));
+        assert_eq!(
+            listed(&store.clone()),
+            first,
+            "written again from what was kept"
+        );
+        // A write stores a new object: the list has it, not the old text.
+        store[0] = pod("a", "Running");
+        assert_eq!(
+            listed(&store.clone()),
+            want(&[("a", "Running"), ("b", "Pending")])
+        );
+        // Many objects come and go: the kept text of the gone is dropped
+        // and no new object is given an old one's text.
+        let kept = Encoded {
+            by_object: Mutex::new(None),
+        };
+        for round in 0..4 {
+            let phase = ["Running", "Succeeded", "Failed", "Unknown"][round];
+            let many: Vec<Arc<Value>> = (0..1500).map(|i| pod(&format!("p{i}"), phase)).collect();
+            let texts = kept.items(&many.clone(), top_shape(&many[0]));
+            for (i, text) in texts.iter().enumerate() {
+                let text = std::str::from_utf8(text).expect("utf-8");
+                assert!(
+                    text.contains(&format!("\"name\":\"p{i}\"")) && text.contains(phase),
+                    "round {round}: {text}"
+                );
+            }
+            let held = kept
+                .by_object
+                .lock()
+                .map_or(0, |m| m.as_ref().map_or(0, |m| m.items.len()));
+            assert!(
+                (1500..=2 * 1500 + 1024).contains(&held),
+                "round {round}: {held:?} kept"
+            );
+        }
     }
 
     #[test]
