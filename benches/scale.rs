@@ -12,8 +12,9 @@
 //!   minute are printed too);
 //! - `console first populated list` (first rows on screen), `console
 //!   complete list` (the header counts every task, watch synced),
-//!   `console RSS` (5 s after) and
-//!   `console key → screen` p50/p99: the real binary under tmux (socket
+//!   `console RSS` (5 s after), `console RSS, events open` (5 s after
+//!   `4` listed the Events, which are not watched until a view reads
+//!   them) and `console key → screen` p50/p99: the real binary under tmux (socket
 //!   `-L scale-bench`), observing while the daemon leads;
 //! - `task created → replicas` p50/p99: a task created in a pool at its
 //!   minimum (0, maximum 500) → its Deployment's `spec.replicas` one higher,
@@ -937,6 +938,25 @@ fn console(size: &Size, dir: &std::path::Path, kubeconfig: &std::path::Path) {
         "console RSS: {} (5 s after the complete list; {context}; aim ≤ 400 MiB)",
         rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
     );
+    // The Events are watched once a view reads them: what they cost.
+    t.send("4");
+    match t.until(limit, |s| events_counted(s).is_some_and(|n| n > 0)) {
+        Some(listed) => {
+            let n = events_counted(&t.screen()).unwrap_or(0);
+            std::thread::sleep(Duration::from_secs(5));
+            let rss = t.pid().and_then(rss_mib);
+            println!(
+                "console RSS, events open: {} (5 s after `4` listed {n} events in {}; {context})",
+                rss.map_or_else(|| "unknown".into(), |r| format!("{r:.1} MiB")),
+                ms(listed)
+            );
+        }
+        None => println!(
+            "console RSS, events open: the events were not listed within {}; the screen:\n{}",
+            secs(limit),
+            t.screen()
+        ),
+    }
     t.send("3");
     t.until(Duration::from_secs(10), |s| s.contains("Tasks ["));
     t.send("1");
@@ -948,6 +968,17 @@ fn console(size: &Size, dir: &std::path::Path, kubeconfig: &std::path::Path) {
         ms(percentile(&mut keys, 0.99)),
         keys.len()
     );
+}
+
+/// The events the tab counts once listed whole (`4:events N`, not the
+/// `N/M…` of a list under way nor the bare tab of events not watched).
+fn events_counted(screen: &str) -> Option<usize> {
+    let rest = &screen[screen.find("4:events ")? + "4:events ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    rest[digits.len()..]
+        .starts_with(' ')
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 /// The rows a table titled `title` (`Pools [`) says it shows: the `N` of

@@ -833,3 +833,17 @@ fn while_the_first_list_streams_in_the_tab_counts_what_is_here_of_what_will_be()
         "{tabs}"
     );
 }
+
+#[test]
+fn the_events_tab_counts_them_once_they_are_watched() {
+    let mut a = app_on(160, 48, snapshot(40), "prod-eu");
+    a.update(Msg::Status(status(WatchState::Synced)));
+    let tabs = text(&a).lines().nth(1).expect("tabs").to_owned();
+    // Not watched until a view reads them: no count (not a `0`).
+    assert!(tabs.contains("4:events  "), "{tabs}");
+    assert!(tabs.contains("3:tasks 40 "), "{tabs}");
+    keys(&mut a, "4");
+    let tabs = text(&a).lines().nth(1).expect("tabs").to_owned();
+    let n = a.snapshot.events.len();
+    assert!(tabs.contains(&format!("4:events {n} ")), "{tabs}");
+}

@@ -277,6 +277,9 @@ pub enum Command {
     /// Ask the API again now what it refused (rights, resources not
     /// served), in every context.
     Recheck,
+    /// Start watching Events, in every context: a view that reads them
+    /// was opened (they are not watched until one is).
+    WatchEvents,
 }
 
 /// Everything that can happen to the console.
@@ -546,6 +549,9 @@ pub struct App {
     pub elsewhere: Elsewhere,
     /// What this identity may do, per context, as the API last answered.
     pub rights: std::collections::BTreeMap<String, crate::ops::access::AccessTable>,
+    /// Events are watched: a view that reads them was opened (see
+    /// [`Command::WatchEvents`]).
+    pub events_watched: bool,
     next_stream: StreamId,
     matcher: nucleo_matcher::Matcher,
 }
@@ -601,6 +607,7 @@ impl App {
             narrow: None,
             elsewhere: Elsewhere::NotLooked,
             rights: std::collections::BTreeMap::new(),
+            events_watched: false,
             next_stream: 1,
             matcher: filter::matcher(),
         };
@@ -1112,6 +1119,17 @@ impl App {
     fn entered(&mut self, from: &Screen) -> Vec<Command> {
         let mut out = Vec::new();
         let to = self.screen().clone();
+        let reads_events = matches!(
+            to,
+            Screen::Table {
+                kind: ViewKind::Events,
+                ..
+            } | Screen::PoolHistory { .. }
+        );
+        if reads_events && !self.events_watched {
+            self.events_watched = true;
+            out.push(Command::WatchEvents);
+        }
         if let Screen::Table { kind, .. } = from
             && from != &to
         {

@@ -961,6 +961,42 @@ fn audit_rows() -> Vec<audit::AuditRow> {
 }
 
 #[test]
+fn events_are_asked_for_once_when_a_view_that_reads_them_is_first_opened() {
+    let mut a = app();
+    assert!(!a.events_watched);
+    // Pools, agents, tasks, a task's YAML: no events read.
+    for k in ['1', '2', '3', '1'] {
+        let out = send(&mut a, [key(k)]);
+        assert!(!out.contains(&Command::WatchEvents), "{k}: {out:?}");
+    }
+    assert!(!a.events_watched);
+    assert_eq!(send(&mut a, [key('4')]), vec![Command::WatchEvents]);
+    assert!(a.events_watched);
+    // Once: back and forth asks nothing again, nor a pool's history.
+    let again = send(
+        &mut a,
+        [
+            key('1'),
+            key('4'),
+            key('1'),
+            key('i'),
+            code(KeyCode::Esc),
+            key('4'),
+        ],
+    );
+    assert!(!again.contains(&Command::WatchEvents), "{again:?}");
+    // `:events` as well as `4`.
+    let mut b = app();
+    assert_eq!(
+        send(
+            &mut b,
+            typed(":events").into_iter().chain([code(KeyCode::Enter)])
+        ),
+        vec![Command::WatchEvents]
+    );
+}
+
+#[test]
 fn the_audit_view_loads_filters_and_reloads_after_an_action() {
     let mut a = app();
     send(&mut a, typed(":audit"));
@@ -1411,8 +1447,9 @@ fn i_opens_the_selected_pools_last_hour_and_esc_goes_back() {
     for _ in 0..at {
         a.update(key('j'));
     }
+    // Its decisions are Events: they are watched from now on.
     let out = a.update(key('i'));
-    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(out, vec![Command::WatchEvents]);
     assert_eq!(
         a.screen(),
         &Screen::PoolHistory {

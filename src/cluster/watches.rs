@@ -103,6 +103,9 @@ pub struct WatchStatus {
     pub listed_once: bool,
     /// While it lists: how far (see [`ListProgress`]).
     pub progress: Option<ListProgress>,
+    /// Kept beside the controller's stores (see [`WatchBoard::cell_beside`]):
+    /// nothing the controller decides waits on it.
+    pub beside: bool,
 }
 
 /// How far a list has come: the objects its pages brought so far, and how
@@ -198,6 +201,18 @@ impl WatchBoard {
         cell
     }
 
+    /// A cell for a watch the controller does not read (the console's
+    /// Events): shown like every other, but [`WatchBoard::all_watching`]
+    /// does not wait for it, so a console's embedded controller acts
+    /// while the Events are not watched yet, being listed or refused.
+    pub fn cell_beside(&self, kind: &str) -> WatchCell {
+        let cell = self.cell(kind);
+        if let Some(s) = self.lock().get_mut(kind) {
+            s.beside = true;
+        }
+        cell
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, WatchStatus>> {
         self.watches.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -227,7 +242,9 @@ impl WatchBoard {
             })
             .collect();
         BoardSummary {
-            all_watching: worst.is_none() && refused.is_empty(),
+            all_watching: watches
+                .values()
+                .all(|s| s.beside || s.phase == Phase::Watching),
             answered: watches.values().all(WatchStatus::answered),
             worst,
             refused,
@@ -251,9 +268,11 @@ impl WatchBoard {
         self.recheck.notify_waiters();
     }
 
-    /// Whether every watch is current.
+    /// Whether every watch the controller reads is current.
     pub fn all_watching(&self) -> bool {
-        self.lock().values().all(|s| s.phase == Phase::Watching)
+        self.lock()
+            .values()
+            .all(|s| s.beside || s.phase == Phase::Watching)
     }
 }
 
@@ -284,6 +303,7 @@ impl WatchCell {
                 since: now,
                 listed_once: false,
                 progress: None,
+                beside: false,
             });
         if entry.phase != phase {
             entry.since = now;
@@ -484,6 +504,28 @@ mod tests {
         assert!(board.all_watching());
         assert_eq!(board.statuses()["Pod"].failures_in_row, 0);
         assert_eq!(board.statuses()["Pod"].reason, None);
+    }
+
+    #[test]
+    fn a_watch_beside_the_controllers_is_shown_but_not_waited_for() {
+        let board = WatchBoard::default();
+        let pods = board.cell("Pod");
+        let events = board.cell_beside("Event");
+        pods.watching();
+        // Not started, listing, refused, failing: the controller acts.
+        assert!(board.all_watching() && board.summary().all_watching);
+        assert!(!board.answered("Event"), "shown as not answered yet");
+        events.refused(Refusal::Forbidden("list"), "403".into());
+        assert!(board.all_watching());
+        assert_eq!(
+            board.summary().refused,
+            vec![("Event".to_owned(), Refusal::Forbidden("list"))]
+        );
+        events.failed(Restart::StartFailed, "connection refused".into());
+        assert!(board.all_watching());
+        assert_eq!(board.statuses()["Event"].phase, Phase::Failing);
+        pods.failed(Restart::StartFailed, "connection refused".into());
+        assert!(!board.all_watching(), "the controller's own watch failing");
     }
 
     #[test]

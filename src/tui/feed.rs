@@ -1,5 +1,5 @@
 //! What feeds the rows: the watch of Events (started once the first screen
-//! is shown), the snapshot builder woken by the view's change signal, and
+//! is shown and a view reads events), the snapshot builder woken by the view's change signal, and
 //! the changes it reads from the feeds kept beside the stores.
 
 use std::sync::Arc;
@@ -30,14 +30,18 @@ pub(super) const LATE_KIND: &str = "Event";
 /// A reflector of Events in the watched namespaces, bumping `changes`.
 ///
 /// The list starts once the first screen of synced rows is built (`shown`
-/// turns true): events are a view away, and their pages would compete with
-/// the lists and the rows that screen shows.
+/// turns true) and a view that reads events is first opened (`wanted`
+/// turns true: the events table, a pool's history). Events are a view
+/// away: their pages would compete with the lists and the rows of the
+/// first screen, and at 100,000 tasks the tens of thousands of them that
+/// 10,000 agent pods leave took about 60 MB of a console that might never
+/// show one (benches/README.md, the scale bench).
 pub(super) fn watch_events(
     conn: &Connection,
     all: bool,
     config: &Config,
     (changes, cell): (cluster::Changes, cluster::watches::WatchCell),
-    mut shown: watch::Receiver<bool>,
+    (mut shown, mut wanted): (watch::Receiver<bool>, watch::Receiver<bool>),
     cancel: CancellationToken,
 ) -> (Store<Event>, cluster::feed::ChangeFeed) {
     let api: Api<Event> = if all || config.namespaces.len() > 1 {
@@ -57,6 +61,10 @@ pub(super) fn watch_events(
         tokio::select! {
             _ = cancel.cancelled() => return,
             r = shown.wait_for(|shown| *shown) => if r.is_err() { return },
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = wanted.wait_for(|wanted| *wanted) => if r.is_err() { return },
         }
         tokio::pin!(stream);
         loop {

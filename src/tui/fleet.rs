@@ -90,7 +90,7 @@ impl Fleet {
                 }
                 self.members[at].1.dispatch(*command)
             }
-            Command::StopLogs | Command::Recheck => {
+            Command::StopLogs | Command::Recheck | Command::WatchEvents => {
                 for (_, w) in &mut self.members {
                     w.dispatch(cmd.clone());
                 }

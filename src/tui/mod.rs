@@ -259,6 +259,8 @@ pub struct Workers {
     board: cluster::watches::WatchBoard,
     /// Asks the rights worker to ask the API again.
     rights_asked: Arc<tokio::sync::Notify>,
+    /// Starts the watch of Events (see [`watch_events`]).
+    events_wanted: watch::Sender<bool>,
 }
 
 impl Workers {
@@ -276,12 +278,13 @@ impl Workers {
         let view = handle.view();
         let handle_board = view.watches.clone();
         let (shown, shown_rx) = watch::channel(false);
+        let (events_wanted, wanted_rx) = watch::channel(false);
         let (events, event_feed) = watch_events(
             &context.conn,
             setup.all_namespaces,
             &setup.config,
-            (view.changes.clone(), view.watches.cell(LATE_KIND)),
-            shown_rx,
+            (view.changes.clone(), view.watches.cell_beside(LATE_KIND)),
+            (shown_rx, wanted_rx),
             cancel.clone(),
         );
         let thresholds = controller::prober::thresholds(&setup.config.health_probe);
@@ -372,6 +375,7 @@ impl Workers {
             shell: None,
             board: handle_board,
             rights_asked,
+            events_wanted,
         };
         (workers, rx)
     }
@@ -410,6 +414,10 @@ impl Workers {
             Command::Recheck => {
                 self.board.recheck();
                 self.rights_asked.notify_one();
+            }
+            Command::WatchEvents => {
+                self.events_wanted
+                    .send_if_modified(|w| !std::mem::replace(w, true));
             }
         }
         true

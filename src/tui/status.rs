@@ -297,6 +297,7 @@ mod tests {
                         since: Instant::now(),
                         listed_once: *listed_once,
                         progress: None,
+                        beside: false,
                     },
                 )
             })

@@ -719,13 +719,15 @@ fn header_tabs<'a>(app: &'a App, theme: &Theme, width: usize) -> Line<'a> {
         };
         // While the first list streams in: what is here of what will be.
         let n = match loading_kind(*kind).and_then(|k| app.status.expected(k)) {
-            Some(all) if one.is_none() && (n as u64) < all => format!("{n}/{all}…"),
-            _ => n.to_string(),
+            // Not watched until a view reads them: no count to give.
+            _ if *kind == ViewKind::Events && !app.events_watched => String::new(),
+            Some(all) if one.is_none() && (n as u64) < all => format!(" {n}/{all}…"),
+            _ => format!(" {n}"),
         };
         tabs.push((
             0,
             vec![
-                Span::styled(format!("{}:{} {n}", i + 1, kind.as_str()), style),
+                Span::styled(format!("{}:{}{n}", i + 1, kind.as_str()), style),
                 Span::raw("  "),
             ],
         ));
