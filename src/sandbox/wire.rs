@@ -111,6 +111,9 @@ static ENCODED: Encoded = Encoded {
     by_object: Mutex::new(None),
 };
 
+/// An object (held weakly) and its JSON.
+type KeptText = (Weak<Value>, Arc<[u8]>);
+
 /// What [`ENCODED`] holds: by object address and shape, the object (weakly:
 /// held, its address is not reused, and an entry whose object is gone is
 /// known as such) and its JSON.
@@ -119,7 +122,7 @@ struct Encoded {
 }
 
 struct EncodedMap {
-    items: HashMap<(usize, Shape), (Weak<Value>, Arc<[u8]>)>,
+    items: HashMap<(usize, Shape), KeptText>,
     /// Entries when gone objects' entries were last dropped.
     live_at_sweep: usize,
 }
