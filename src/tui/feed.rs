@@ -1,6 +1,7 @@
 //! What feeds the rows: the watch of Events (started once the first screen
-//! is shown and a view reads events), the snapshot builder woken by the view's change signal, and
-//! the changes it reads from the feeds kept beside the stores.
+//! is shown and a view reads events), the snapshot builder woken by the
+//! view's change signal, and the changes it reads from the feeds kept
+//! beside the stores.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,9 +34,9 @@ pub(super) const LATE_KIND: &str = "Event";
 /// turns true) and a view that reads events is first opened (`wanted`
 /// turns true: the events table, a pool's history). Events are a view
 /// away: their pages would compete with the lists and the rows of the
-/// first screen, and at 100,000 tasks the tens of thousands of them that
-/// 10,000 agent pods leave took about 60 MB of a console that might never
-/// show one (benches/README.md, the scale bench).
+/// first screen, and at 100,000 tasks the 51,000 that 10,000 agent pods
+/// leave took about 125 MiB of a console that might never show one
+/// (benches/README.md, the scale bench).
 pub(super) fn watch_events(
     conn: &Connection,
     all: bool,
