@@ -102,7 +102,9 @@ pub fn list(kind: &str, api_version: &str, metadata: &Value, items: &[Arc<Value>
 /// The JSON of the stored objects lists have written, each kept while its
 /// object lives: an object is written the same in every list of its
 /// resource, and a store's objects are never changed in place (a write
-/// stores a new one). At 100,000 tasks and 10,000 pods, writing each
+/// stores a new one; while one is kept here it cannot be: `Arc::get_mut`
+/// refuses, and `Arc::make_mut` moves it, for the weak reference held
+/// here). At 100,000 tasks and 10,000 pods, writing each
 /// item afresh in its Go order was most of what a list cost the sandbox,
 /// for every client that listed (the daemon, each console, each relist).
 /// The real apiserver keeps its objects decoded in its watch cache and
