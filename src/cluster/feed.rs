@@ -8,7 +8,7 @@
 //! event to it (see `shared_watch`), and rebuilt from the store after each
 //! (re)list, when the reflector swaps in what was listed.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use kube::Resource;
@@ -16,6 +16,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 /// An object's (namespace, name).
 pub type Key = (String, String);
+
+/// Hashed with foldhash rather than SipHash: these maps are written once
+/// per object a watch brings (100,000 tasks at a console's start), with
+/// keys of the cluster's own names, and SipHash was a good part of what
+/// telling them cost (`perf`, the scale bench's console).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// The (namespace, name) of `o`.
 pub fn key_of<K: Resource>(o: &K) -> Key {
@@ -64,7 +71,7 @@ impl ChangeFeed {
     /// Starts recording; the first [`ChangeFeed::take`] says `relisted`.
     pub fn subscribe(&self) {
         *self.lock() = Some(Pending {
-            keys: HashSet::new(),
+            keys: HashSet::default(),
             relisted: true,
         });
     }
@@ -163,7 +170,7 @@ impl Groups {
     fn touch(&mut self, namespace: &str, pool: &str) -> (&mut Group, Arc<str>) {
         self.clock += 1;
         if !self.groups.contains_key(namespace) {
-            self.groups.insert(namespace.to_owned(), HashMap::new());
+            self.groups.insert(namespace.to_owned(), HashMap::default());
         }
         let in_ns = self.groups.get_mut(namespace).expect("just made");
         let (pool, group) = match in_ns.get_key_value(pool) {

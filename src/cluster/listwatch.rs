@@ -155,7 +155,15 @@ impl Lister {
         let client = self.client.clone();
         Fetch(tokio::spawn(async move {
             let request = request.map_err(kube::Error::BuildRequest)?;
-            client.request_text(request).await
+            // As `Client::request_text` (an error answer is its `Status`),
+            // with the body read once into the text's own buffer: there it
+            // is gathered, copied whole, then copied again into the text.
+            let mut body = client.request_stream(request).await?;
+            let mut bytes = Vec::new();
+            futures::AsyncReadExt::read_to_end(&mut body, &mut bytes)
+                .await
+                .map_err(kube::Error::ReadEvents)?;
+            String::from_utf8(bytes).map_err(kube::Error::FromUtf8)
         }))
     }
 }

@@ -52,6 +52,9 @@ pub type Emptied = &'static [&'static str];
 /// it has none. The text after it is not read (not even checked: [`items`]
 /// does that), unless it comes after the items.
 pub fn head(text: &str) -> serde_json::Result<ListMeta> {
+    if let Some(meta) = trailing_head(text) {
+        return Ok(meta);
+    }
     let mut found = None;
     let read = serde_json::Deserializer::from_str(text).deserialize_map(HeadVisitor(&mut found));
     match (found, read) {
@@ -59,6 +62,26 @@ pub fn head(text: &str) -> serde_json::Result<ListMeta> {
         (None, Ok(())) => Ok(ListMeta::default()),
         (None, Err(e)) => Err(e),
     }
+}
+
+/// The list metadata of a page that ends with it, read from the end: a
+/// custom resource's list is written as an unstructured map, keys sorted
+/// (`apiVersion`, `items`, `kind`, `metadata`), so its `continue` token
+/// comes after every item, and a scan from the start passed over the
+/// whole page (100,000 tasks: 200 pages read twice, and each next page
+/// asked for only after the scan). The last `"metadata":` of the text is
+/// taken when a list metadata object follows it and then only the page's
+/// closing brace: unescaped quotes are never inside a JSON string, so it
+/// is a key, and only the page object's last key is followed by its end.
+/// `None` otherwise (a built-in kind's list, whose metadata comes first;
+/// an escaped key), and [`head`] reads from the start.
+fn trailing_head(text: &str) -> Option<ListMeta> {
+    const KEY: &str = "\"metadata\":";
+    let at = text.rfind(KEY)?;
+    let rest = &text[at + KEY.len()..];
+    let mut read = serde_json::Deserializer::from_str(rest).into_iter::<ListMeta>();
+    let meta = read.next()?.ok()?;
+    (rest[read.byte_offset()..].trim() == "}").then_some(meta)
 }
 
 /// Keeps the page's `metadata` and stops there.
@@ -688,6 +711,26 @@ mod tests {
         .expect("head");
         assert_eq!(meta.continue_.as_deref(), Some("c"));
         assert_eq!(meta.remaining_item_count, Some(3));
+        // At the end as a custom resource's list has it (keys sorted), read
+        // from the end even when the items before it are broken; an item's
+        // own metadata last in the text is not taken for the page's.
+        let meta = head(
+            r#"{"apiVersion":"a/v1","items":[{"metadata":{"name":"x"}}{,"kind":"L","metadata":{"continue":"t","resourceVersion":"9"}}
+"#,
+        )
+        .expect("head");
+        assert_eq!(meta.continue_.as_deref(), Some("t"));
+        assert_eq!(meta.resource_version.as_deref(), Some("9"));
+        let meta = head(
+            r#"{"kind":"L","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"resourceVersion":"1"}}]}"#,
+        )
+        .expect("head");
+        assert_eq!(meta.resource_version.as_deref(), Some("5"));
+        let meta = head(
+            r#"{"metadata":{"resourceVersion":"6"},"items":[{"spec":{},"metadata":{"resourceVersion":"2"}}]}"#,
+        )
+        .expect("head");
+        assert_eq!(meta.resource_version.as_deref(), Some("6"));
         // None at all: the default, as a missing field.
         assert_eq!(head(r#"{"items": []}"#).expect("head"), ListMeta::default());
         for text in [

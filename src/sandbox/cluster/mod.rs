@@ -206,13 +206,19 @@ async fn run<C: Controller>(api: Arc<Api>, cancel: CancellationToken, mut ctrl: 
 }
 
 /// When to look again after a pass that took `took`, with no change
-/// asking sooner: [`RESYNC`], or twenty times the pass when that is longer,
-/// so that a controller's resyncs take at most a twentieth of a core. At
+/// asking sooner: [`RESYNC`], or fifty times the pass when that is longer,
+/// so that a controller's resyncs take at most a fiftieth of a core. At
 /// 10,000 pods and 1,000 Deployments the Deployment controller's pass took
 /// about a fifth of a second: resynced every second, it and the others
-/// held half of a core of a two-core machine with nothing changing.
+/// held half of a core of a two-core machine with nothing changing; at
+/// twenty times the pass, the ReplicaSet, Job, PDB controllers and the
+/// scheduler still held a fifth of a core between them (`perf`, the scale
+/// bench's sandbox, quiet), which the clients measured beside it went
+/// without. (kube-controller-manager's controllers do not resync on a
+/// timer at all: they are woken by changes, as these are, and requeue
+/// what waits on the clock.)
 fn resync_after(took: Duration) -> Duration {
-    RESYNC.max(took * 20)
+    RESYNC.max(took * 50)
 }
 
 fn wake<C: Controller>(ctrl: &mut C, change: &Change) -> bool {

@@ -750,18 +750,18 @@ async fn a_parked_pod_is_bound_once_a_deleted_pod_frees_its_node() {
 }
 
 #[test]
-fn a_quick_pass_is_resynced_every_second_and_a_slow_one_after_twenty_times_its_length() {
+fn a_quick_pass_is_resynced_every_second_and_a_slow_one_after_fifty_times_its_length() {
     assert_eq!(
         super::resync_after(Duration::from_millis(10)),
         Duration::from_secs(1)
     );
     assert_eq!(
-        super::resync_after(Duration::from_millis(50)),
+        super::resync_after(Duration::from_millis(20)),
         Duration::from_secs(1)
     );
     assert_eq!(
         super::resync_after(Duration::from_millis(200)),
-        Duration::from_secs(4)
+        Duration::from_secs(10)
     );
 }
 
