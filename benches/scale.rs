@@ -93,6 +93,13 @@ use serde_json::{Value, json};
 
 use common::{Tmux, binary, clock_ticks, ms, percentile, proc_stats, rss_mib};
 
+/// The sandbox in this process allocates as `agentdeck sandbox` does, with
+/// jemalloc: on glibc's malloc, with the history of 10,000 pods' writes
+/// (several GiB), its runtime's timers woke up to 64 ms late while the
+/// replicas were measured, and each late wake was a stalled API.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const NS: &str = "default";
 const GROUP: &str = "agentdeck.dev";
 const VERSION: &str = "v1alpha1";
